@@ -1,1 +1,88 @@
-fn main() {}
+//! `atmlab`: the one command-line entry point of the atmlab laboratory.
+//!
+//! This crate is argument parsing and dispatch only (DESIGN.md §3): every command calls
+//! into a library crate. Subcommands that later issues fill in are declared here already,
+//! so the tree a user sees with `--help` is the whole laboratory; one that is not built
+//! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
+
+mod wire;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// An open laboratory for connection-oriented broadband (ATM) networks.
+#[derive(Debug, Parser)]
+#[command(name = "atmlab", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Arguments of a subcommand that is not built yet, accepted so that the message below is
+/// what the user sees whatever they typed.
+#[derive(Debug, clap::Args)]
+struct NotYet {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    args: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Wire formats: HEC, AAL5 segmentation and reassembly, cell decoding, captures.
+    Wire(wire::WireArgs),
+    /// Run a discrete-event simulation scenario (not built yet).
+    Sim(NotYet),
+    /// Regenerate a paper's tables and figures into reports/ (not built yet).
+    Reproduce(NotYet),
+    /// Run a software ATM switch and its SwitchServer (not built yet).
+    Switch(NotYet),
+    /// Run or query the name service (not built yet).
+    Names(NotYet),
+    /// Describe or start a network of switches from a topology file (not built yet).
+    Net(NotYet),
+    /// Attach an end system to a switch port; send or receive AAL5 frames (not built yet).
+    Host(NotYet),
+    /// Run a connection manager: sequential, xbind or TINA (not built yet).
+    Cm(NotYet),
+    /// Generate calls against a connection manager and measure them (not built yet).
+    Callgen(NotYet),
+    /// Run an SMDS connectionless server (not built yet).
+    Smds(NotYet),
+    /// Start a whole network, run calls and traffic through it, and report (not built yet).
+    Demo(NotYet),
+    /// Start the processes of a network description and keep them running (not built yet).
+    Up(NotYet),
+}
+
+/// The exit status of a subcommand that does not exist yet (sysexits EX_UNAVAILABLE).
+const EX_UNAVAILABLE: u8 = 69;
+
+fn not_yet(name: &str, issue: &str) -> ExitCode {
+    eprintln!("atmlab {name}: not built yet ({issue}); see `atmlab --help` for what is available");
+    ExitCode::from(EX_UNAVAILABLE)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Wire(args) => match wire::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("atmlab wire: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Sim(_) => not_yet("sim", "the simulation engine issue"),
+        Command::Reproduce(_) => not_yet("reproduce", "the paper reproduction issues"),
+        Command::Switch(_) => not_yet("switch", "the live switch issue"),
+        Command::Names(_) => not_yet("names", "the connection management issue"),
+        Command::Net(_) => not_yet("net", "the live switch issue"),
+        Command::Host(_) => not_yet("host", "the live switch issue"),
+        Command::Cm(_) => not_yet("cm", "the connection management issue"),
+        Command::Callgen(_) => not_yet("callgen", "the connection management issue"),
+        Command::Smds(_) => not_yet("smds", "the SMDS server issue"),
+        Command::Demo(_) => not_yet("demo", "the connection management issue"),
+        Command::Up(_) => not_yet("up", "the connection management issue"),
+    }
+}

@@ -7,8 +7,8 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::time::Duration;
 use crate::CoreError;
+use crate::time::Duration;
 
 /// Octets in an ATM cell.
 pub const CELL_OCTETS: u32 = 53;
@@ -157,8 +157,14 @@ mod tests {
 
     #[test]
     fn parse_durations() {
-        assert_eq!("125 us".parse::<Duration>().unwrap(), Duration::from_micros(125));
-        assert_eq!("2.5ms".parse::<Duration>().unwrap(), Duration::from_micros(2500));
+        assert_eq!(
+            "125 us".parse::<Duration>().unwrap(),
+            Duration::from_micros(125)
+        );
+        assert_eq!(
+            "2.5ms".parse::<Duration>().unwrap(),
+            Duration::from_micros(2500)
+        );
         assert_eq!("1 s".parse::<Duration>().unwrap(), Duration::from_secs(1));
         let e = "3 fortnights".parse::<Duration>().unwrap_err();
         assert!(e.to_string().contains("3 fortnights"));

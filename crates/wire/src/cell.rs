@@ -18,8 +18,8 @@
 //! which no accessor panics. [`Cell::new_unchecked`] skips the check; its accessors then
 //! panic on a short buffer, as slice indexing does. Nothing here allocates.
 
-use crate::crc::{self, single_bit_error};
 use crate::WireError;
+use crate::crc::{self, single_bit_error};
 
 /// Octets in a cell.
 pub const CELL_LEN: usize = 53;
@@ -391,7 +391,11 @@ impl CellHeader {
             return Err(WireError::FieldRange {
                 field: "GFC",
                 value: self.gfc.into(),
-                max: if self.format == HeaderFormat::Nni { 0 } else { 0xf },
+                max: if self.format == HeaderFormat::Nni {
+                    0
+                } else {
+                    0xf
+                },
             });
         }
         let max = self.format.max_vpi();
@@ -631,7 +635,10 @@ mod tests {
         // The idle/unassigned-style header 00 00 00 10 .. and the HEC of 00 00 00 01.
         let mut c = Cell::new_unchecked(dirty());
         h.emit(&mut c).unwrap();
-        assert_eq!(&c.into_inner()[..5], &[0x00, 0x00, 0x00, 0x10, crc::hec([0, 0, 0, 0x10])]);
+        assert_eq!(
+            &c.into_inner()[..5],
+            &[0x00, 0x00, 0x00, 0x10, crc::hec([0, 0, 0, 0x10])]
+        );
         assert_eq!(CellHeader::parse(&c, HeaderFormat::Uni).unwrap(), h);
         let mut raw = c.into_inner();
         raw[4] ^= 1;
@@ -640,7 +647,10 @@ mod tests {
             Err(WireError::Hec { .. })
         ));
         let bad = CellHeader { vpi: 256, ..h };
-        assert!(matches!(bad.check(), Err(WireError::FieldRange { max: 255, .. })));
+        assert!(matches!(
+            bad.check(),
+            Err(WireError::FieldRange { max: 255, .. })
+        ));
         let nni = CellHeader {
             format: HeaderFormat::Nni,
             vpi: 4095,

@@ -31,7 +31,11 @@ const fn crc8_table() -> [u8; 256] {
         let mut c = i as u8;
         let mut k = 0;
         while k < 8 {
-            c = if c & 0x80 != 0 { (c << 1) ^ 0x07 } else { c << 1 };
+            c = if c & 0x80 != 0 {
+                (c << 1) ^ 0x07
+            } else {
+                c << 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -63,7 +67,10 @@ const SLICE: [[u8; 256]; 4] = {
 /// The plain CRC-8 (no coset) of the four header octets.
 #[inline]
 pub const fn crc8_header(h: [u8; 4]) -> u8 {
-    SLICE[3][h[0] as usize] ^ SLICE[2][h[1] as usize] ^ SLICE[1][h[2] as usize] ^ SLICE[0][h[3] as usize]
+    SLICE[3][h[0] as usize]
+        ^ SLICE[2][h[1] as usize]
+        ^ SLICE[1][h[2] as usize]
+        ^ SLICE[0][h[3] as usize]
 }
 
 /// The HEC octet for a 4-octet cell header (CRC-8 remainder XOR 0x55).
@@ -133,12 +140,21 @@ mod tests {
             for b in h {
                 c ^= b;
                 for _ in 0..8 {
-                    c = if c & 0x80 != 0 { (c << 1) ^ 0x07 } else { c << 1 };
+                    c = if c & 0x80 != 0 {
+                        (c << 1) ^ 0x07
+                    } else {
+                        c << 1
+                    };
                 }
             }
             c ^ 0x55
         }
-        for h in [[1, 2, 3, 4], [0xff; 4], [0x12, 0x34, 0x56, 0x78], [0, 0x10, 0x0a, 0x40]] {
+        for h in [
+            [1, 2, 3, 4],
+            [0xff; 4],
+            [0x12, 0x34, 0x56, 0x78],
+            [0, 0x10, 0x0a, 0x40],
+        ] {
             assert_eq!(hec(h), reference(h), "{h:02x?}");
         }
     }
