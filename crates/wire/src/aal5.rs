@@ -326,8 +326,10 @@ impl<'a> Segmenter<'a> {
         out[..5].copy_from_slice(&hdr.to_bytes());
         let start = self.next * PAYLOAD_LEN;
         let payload = &mut out[5..];
-        let from_sdu = self.sdu.len().saturating_sub(start).min(PAYLOAD_LEN);
-        payload[..from_sdu].copy_from_slice(&self.sdu[start..start + from_sdu]);
+        // The last cell (or two) may carry no SDU octets at all, only pad and trailer.
+        let rest = self.sdu.get(start..).unwrap_or_default();
+        let from_sdu = rest.len().min(PAYLOAD_LEN);
+        payload[..from_sdu].copy_from_slice(&rest[..from_sdu]);
         payload[from_sdu..].fill(0);
         if last {
             let len = self.sdu.len() as u16;
@@ -737,6 +739,19 @@ mod tests {
             }
         }
         assert_eq!(last, Some((0x5a, 0, 1500)));
+    }
+
+    #[test]
+    fn trailer_alone_in_the_last_cell() {
+        // 41..=47 octets: the SDU fills the first cell partly and the second cell holds
+        // only pad and trailer (found by the round-trip property test).
+        for n in 41..=88 {
+            let sdu: Vec<u8> = (0..n as u8).collect();
+            let cells = segment(hdr(), &sdu, 1, 2).unwrap();
+            assert_eq!(cells.len() / CELL_LEN, cells_for(n));
+            let mut r = Reassembler::new(ReassemblerConfig::default());
+            assert_eq!(reassemble_all(&mut r, &cells), vec![Ok(sdu)]);
+        }
     }
 
     #[test]
