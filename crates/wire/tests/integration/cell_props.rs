@@ -5,17 +5,29 @@ use atmlab_wire::{Cell, CellHeader, HeaderFormat, HecReceiver, Pti};
 use proptest::prelude::*;
 
 fn header() -> impl Strategy<Value = CellHeader> {
-    (any::<bool>(), 0u8..16, 0u16..4096, any::<u16>(), 0u8..8, any::<bool>()).prop_map(|(nni, gfc, vpi, vci, pt, clp)| {
-        let format = if nni { HeaderFormat::Nni } else { HeaderFormat::Uni };
-        CellHeader {
-            format,
-            gfc: if nni { 0 } else { gfc },
-            vpi: vpi & format.max_vpi(),
-            vci,
-            pti: Pti::from_bits(pt),
-            clp,
-        }
-    })
+    (
+        any::<bool>(),
+        0u8..16,
+        0u16..4096,
+        any::<u16>(),
+        0u8..8,
+        any::<bool>(),
+    )
+        .prop_map(|(nni, gfc, vpi, vci, pt, clp)| {
+            let format = if nni {
+                HeaderFormat::Nni
+            } else {
+                HeaderFormat::Uni
+            };
+            CellHeader {
+                format,
+                gfc: if nni { 0 } else { gfc },
+                vpi: vpi & format.max_vpi(),
+                vci,
+                pti: Pti::from_bits(pt),
+                clp,
+            }
+        })
 }
 
 proptest! {

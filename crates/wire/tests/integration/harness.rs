@@ -2,7 +2,10 @@
 //! (`fuzz/fuzz_targets/*.rs` include this file), so both exercise the same entry points.
 //! Each function feeds arbitrary bytes to decoders and must never panic.
 
-#![allow(dead_code, reason = "each fuzz target includes this file and uses one function")]
+#![allow(
+    dead_code,
+    reason = "each fuzz target includes this file and uses one function"
+)]
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_wire::aal5::{CpcsPdu, CpcsPduRepr, ReassemblerConfig, VcReassembler};
@@ -13,7 +16,15 @@ use atmlab_wire::{Cell, CellHeader, HeaderFormat, HecReceiver};
 pub fn cell(data: &[u8]) {
     for format in [HeaderFormat::Uni, HeaderFormat::Nni] {
         if let Ok(c) = Cell::new_checked(data) {
-            let _ = (c.gfc(), c.vpi(format), c.vci(), c.pti(), c.clp(), c.hec(), c.payload().len());
+            let _ = (
+                c.gfc(),
+                c.vpi(format),
+                c.vci(),
+                c.pti(),
+                c.clp(),
+                c.hec(),
+                c.payload().len(),
+            );
             if let Ok(h) = CellHeader::parse(&c, format) {
                 // A header that parsed must emit back to the same five octets.
                 assert_eq!(&h.to_bytes()[..], &data[..5]);
@@ -43,7 +54,14 @@ pub fn aal5(data: &[u8]) {
         }
     }
     if let Ok(p) = CpcsPdu::new_checked(data) {
-        let _ = (p.uu(), p.cpi(), p.length(), p.crc(), p.verify_crc(), p.sdu());
+        let _ = (
+            p.uu(),
+            p.cpi(),
+            p.length(),
+            p.crc(),
+            p.verify_crc(),
+            p.sdu(),
+        );
         if let Ok(r) = CpcsPduRepr::parse(&p) {
             // A PDU that parsed must emit back to the same octets.
             let mut out = vec![0u8; r.buffer_len()];

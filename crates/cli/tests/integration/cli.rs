@@ -1,0 +1,200 @@
+//! The command line as users and outside tools see it.
+
+use crate::{atmlab, bytes};
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn hec_prints_the_known_answers() {
+    let o = atmlab(&["wire", "hec", "00000001"], b"");
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "52\n");
+    assert_eq!(stdout(&atmlab(&["wire", "hec", "00000000"], b"")), "55\n");
+    let bad = atmlab(&["wire", "hec", "0001"], b"");
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("8 hex digits"), "{}", stderr(&bad));
+}
+
+#[test]
+fn version_and_help_show_the_whole_tree() {
+    let v = atmlab(&["--version"], b"");
+    assert!(stdout(&v).starts_with("atmlab "));
+    let h = stdout(&atmlab(&["--help"], b""));
+    for sub in [
+        "wire",
+        "sim",
+        "reproduce",
+        "switch",
+        "names",
+        "net",
+        "host",
+        "cm",
+        "callgen",
+        "smds",
+        "demo",
+        "up",
+    ] {
+        assert!(h.contains(&format!("  {sub} ")), "--help lacks {sub}:\n{h}");
+    }
+}
+
+#[test]
+fn unbuilt_subcommands_say_so_and_fail() {
+    for sub in [
+        "sim",
+        "reproduce",
+        "switch",
+        "names",
+        "net",
+        "host",
+        "cm",
+        "callgen",
+        "smds",
+        "demo",
+        "up",
+    ] {
+        let o = atmlab(&[sub, "--anything", "x"], b"");
+        assert_eq!(o.status.code(), Some(69), "{sub}");
+        assert!(
+            stderr(&o).contains("not built yet"),
+            "{sub}: {}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn segment_then_reassemble_is_identity() {
+    for (n, args) in [
+        (1, vec!["--vpi", "0", "--vci", "32"]),
+        (1500, vec!["--vpi", "1", "--vci", "100", "--uu", "9"]),
+        (
+            65_535,
+            vec!["--vpi", "4095", "--vci", "65535", "--nni", "--cpi", "0"],
+        ),
+    ] {
+        let frame = bytes(n, 3);
+        let mut seg = vec!["wire", "segment"];
+        seg.extend(&args);
+        let cells = atmlab(&seg, &frame);
+        assert!(cells.status.success(), "{}", stderr(&cells));
+        assert_eq!(cells.stdout.len() % 53, 0);
+        assert_eq!(cells.stdout.len() / 53, (n + 8).div_ceil(48));
+        let nni = args.contains(&"--nni");
+        let re = atmlab(
+            if nni {
+                &["wire", "reassemble", "--nni"]
+            } else {
+                &["wire", "reassemble"]
+            },
+            &cells.stdout,
+        );
+        assert!(re.status.success(), "{}", stderr(&re));
+        assert_eq!(re.stdout, frame);
+    }
+}
+
+#[test]
+fn segment_refuses_bad_input_clearly() {
+    let o = atmlab(&["wire", "segment", "--vpi", "256", "--vci", "1"], b"x");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("VPI (UNI, 8 bits)"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let o = atmlab(&["wire", "segment", "--vpi", "0", "--vci", "100"], b"");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("empty SDU"), "{}", stderr(&o));
+}
+
+#[test]
+fn reassemble_reports_every_error_and_keeps_good_frames() {
+    let a = bytes(100, 1);
+    let b = bytes(200, 2);
+    let c = bytes(50, 3);
+    let mut stream = Vec::new();
+    for f in [&a, &b, &c] {
+        stream.extend(atmlab(&["wire", "segment", "--vpi", "0", "--vci", "100"], f).stdout);
+    }
+    // Corrupt a payload octet of frame b (its first cell is cell 3).
+    stream[3 * 53 + 30] ^= 0x40;
+    // And leave a partial cell at the end.
+    stream.extend_from_slice(&[0u8; 7]);
+    let o = atmlab(&["wire", "reassemble"], &stream);
+    assert_eq!(o.status.code(), Some(1));
+    let mut want = a.clone();
+    want.extend(&c);
+    assert_eq!(o.stdout, want);
+    let err = stderr(&o);
+    assert!(err.contains("CRC mismatch"), "{err}");
+    assert!(err.contains("7 octet(s)"), "{err}");
+}
+
+#[test]
+fn reassemble_corrects_a_single_bit_header_error() {
+    let frame = bytes(100, 5);
+    let mut cells = atmlab(&["wire", "segment", "--vpi", "0", "--vci", "100"], &frame).stdout;
+    cells[2] ^= 0x08; // one bit of the VCI of the first cell
+    let o = atmlab(&["wire", "reassemble"], &cells);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, frame);
+    assert!(stderr(&o).contains("corrected"));
+}
+
+#[test]
+fn decode_lists_cells() {
+    let cells = atmlab(
+        &["wire", "segment", "--vpi", "0", "--vci", "5"],
+        &bytes(60, 0),
+    )
+    .stdout;
+    let o = atmlab(&["wire", "decode"], &cells);
+    let text = stdout(&o);
+    assert!(o.status.success());
+    assert_eq!(text.lines().count(), 2);
+    assert!(text.contains("0/5 (signalling)"), "{text}");
+    assert!(
+        text.lines().nth(1).unwrap().contains("pt=user,end"),
+        "{text}"
+    );
+}
+
+#[test]
+fn roundtrip_detects_exactly_the_corrupted_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.bin");
+    std::fs::write(&file, bytes(20_000, 9)).unwrap();
+    let f = file.to_str().unwrap();
+    let o = atmlab(&["wire", "roundtrip", f, "--json"], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["identical"], true);
+    let o = atmlab(
+        &[
+            "wire",
+            "roundtrip",
+            f,
+            "--mtu",
+            "1000",
+            "--corrupt",
+            "5",
+            "--seed",
+            "7",
+            "--json",
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["check_passed"], true);
+    assert_eq!(j["frames_bad"], j["frames_hit"]);
+    assert!(j["frames_bad"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        j["frames_delivered"].as_u64().unwrap() + j["frames_bad"].as_u64().unwrap(),
+        20
+    );
+}
