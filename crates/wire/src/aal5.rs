@@ -277,6 +277,10 @@ fn check_pdu(pdu: &[u8]) -> Result<(), WireError> {
 #[derive(Clone)]
 pub struct Segmenter<'a> {
     header: CellHeader,
+    /// The header of every cell but the last, and of the last (SDU-type 1), HEC included:
+    /// computed once per frame rather than once per cell.
+    mid_header: [u8; 5],
+    last_header: [u8; 5],
     sdu: &'a [u8],
     uu: u8,
     cpi: u8,
@@ -302,8 +306,17 @@ impl<'a> Segmenter<'a> {
     pub fn new(header: CellHeader, sdu: &'a [u8], uu: u8, cpi: u8) -> Result<Self, WireError> {
         header.check()?;
         check_sdu_len(sdu.len())?;
+        let with_pti = |end| {
+            CellHeader {
+                pti: Pti::user(end),
+                ..header
+            }
+            .to_bytes()
+        };
         Ok(Segmenter {
             header,
+            mid_header: with_pti(false),
+            last_header: with_pti(true),
             sdu,
             uu,
             cpi,
@@ -319,11 +332,7 @@ impl<'a> Segmenter<'a> {
             return false;
         }
         let last = self.next + 1 == self.cells;
-        let hdr = CellHeader {
-            pti: Pti::user(last),
-            ..self.header
-        };
-        out[..5].copy_from_slice(&hdr.to_bytes());
+        out[..5].copy_from_slice(if last { &self.last_header } else { &self.mid_header });
         let start = self.next * PAYLOAD_LEN;
         let payload = &mut out[5..];
         // The last cell (or two) may carry no SDU octets at all, only pad and trailer.
