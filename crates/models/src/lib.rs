@@ -11,3 +11,6 @@
 #![warn(missing_docs)]
 
 pub mod source;
+
+mod error;
+pub use error::ModelsError;

@@ -100,8 +100,14 @@ mod tests {
     #[test]
     fn streams_are_stable_and_independent() {
         let f = RngFactory::new(1, 0);
-        let a: Vec<u64> = (0..4).map(|_| 0).scan(f.stream(7), |r, _: u64| Some(r.random())).collect();
-        let b: Vec<u64> = (0..4).map(|_| 0).scan(f.stream(7), |r, _: u64| Some(r.random())).collect();
+        let a: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(f.stream(7), |r, _: u64| Some(r.random()))
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(f.stream(7), |r, _: u64| Some(r.random()))
+            .collect();
         assert_eq!(a, b);
         let mut other = f.stream(8);
         assert_ne!(a[0], other.random::<u64>());
@@ -119,6 +125,9 @@ mod tests {
         let first: u64 = r.random();
         let mut again = StreamKey::new(1, 0, 0).rng();
         assert_eq!(first, again.random::<u64>());
-        assert_eq!(StreamKey::new(1, 0, 0).seed_bytes(), StreamKey::new(1, 0, 0).seed_bytes());
+        assert_eq!(
+            StreamKey::new(1, 0, 0).seed_bytes(),
+            StreamKey::new(1, 0, 0).seed_bytes()
+        );
     }
 }

@@ -332,7 +332,11 @@ impl<'a> Segmenter<'a> {
             return false;
         }
         let last = self.next + 1 == self.cells;
-        out[..5].copy_from_slice(if last { &self.last_header } else { &self.mid_header });
+        out[..5].copy_from_slice(if last {
+            &self.last_header
+        } else {
+            &self.mid_header
+        });
         let start = self.next * PAYLOAD_LEN;
         let payload = &mut out[5..];
         // The last cell (or two) may carry no SDU octets at all, only pad and trailer.

@@ -18,8 +18,8 @@ use crc::{Crc, Table};
 /// The AAL5 / SMDS CRC-32 engine (CRC-32/BZIP2), slice-by-16.
 pub static CRC32_AAL5: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&crc::CRC_32_BZIP2);
 
-/// The AAL3/4 SAR CRC-10 engine (CRC-10/ATM).
-pub static CRC10_AAL34: Crc<u16> = Crc::<u16>::new(&crc::CRC_10_ATM);
+/// The AAL3/4 SAR CRC-10 engine (CRC-10/ATM), slice-by-16: it runs twice per SAR-PDU.
+pub static CRC10_AAL34: Crc<u16, Table<16>> = Crc::<u16, Table<16>>::new(&crc::CRC_10_ATM);
 
 /// The coset added to the HEC remainder (I.432.1: "01010101").
 pub const HEC_COSET: u8 = 0x55;

@@ -37,3 +37,5 @@ mod error;
 pub use error::WireError;
 
 pub use cell::{Cell, CellHeader, HeaderFormat, HecReceiver, Pti};
+pub use e164::{AddressType, E164Address};
+pub use smds::{L3Pdu, L3PduRepr};

@@ -24,8 +24,11 @@ fn vc_header() -> impl Strategy<Value = CellHeader> {
     })
 }
 
-/// Reassembles a stream and returns (vc, sdu) for good frames and the errors.
-fn run(format: HeaderFormat, cells: &[u8]) -> (Vec<(u16, u16, Vec<u8>)>, Vec<WireError>) {
+/// A good frame: VPI, VCI and SDU.
+type Delivered = (u16, u16, Vec<u8>);
+
+/// Reassembles a stream and returns the good frames and the errors.
+fn run(format: HeaderFormat, cells: &[u8]) -> (Vec<Delivered>, Vec<WireError>) {
     let mut d = VcReassembler::new(format, ReassemblerConfig::default());
     let mut good = Vec::new();
     let mut bad = Vec::new();

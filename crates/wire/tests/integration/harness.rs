@@ -76,3 +76,94 @@ pub fn cells_and_aal5(data: &[u8]) {
     cell(data);
     aal5(data);
 }
+
+/// AAL3/4: the SAR-PDU and CPCS-PDU views and reprs, and MID-multiplexed reassembly of
+/// the input cut into 48-octet SAR-PDUs.
+pub fn aal34(data: &[u8]) {
+    use atmlab_wire::aal34::{self, Reassembler, ReassemblerConfig, SarPdu, SarPduRepr};
+    for chunk in data.chunks(48) {
+        if let Ok(s) = SarPdu::new_checked(chunk) {
+            let _ = (
+                s.segment_type(),
+                s.sn(),
+                s.mid(),
+                s.li(),
+                s.crc(),
+                s.verify_crc(),
+                s.data().len(),
+            );
+            if let Ok(r) = SarPduRepr::parse(&s) {
+                // A SAR-PDU that parsed must emit back to the same 48 octets.
+                assert_eq!(&r.to_bytes().unwrap()[..], &chunk[..48]);
+            }
+        }
+    }
+    if let Ok(c) = aal34::CpcsPdu::new_checked(data) {
+        let _ = (
+            c.cpi(),
+            c.btag(),
+            c.basize(),
+            c.al(),
+            c.etag(),
+            c.length(),
+            c.payload().len(),
+            c.pad().len(),
+        );
+        let _ = aal34::CpcsPduRepr::parse(&c);
+    }
+    let cfg = ReassemblerConfig {
+        max_mids: 4,
+        max_sdu: 2000,
+        timeout: Duration::from_micros(100),
+    };
+    let mut r = Reassembler::new(cfg);
+    for (i, chunk) in data.chunks(48).enumerate() {
+        let now = Instant::from_picos(i as u64 * 2_726_000);
+        let _ = r.handle_sar(now, chunk);
+        let _ = r.expire(now);
+    }
+}
+
+/// SMDS: the L3_PDU view and repr, and E.164 addresses from octets and from text.
+pub fn smds(data: &[u8]) {
+    use atmlab_wire::{E164Address, L3Pdu, L3PduRepr};
+    if let Ok(p) = L3Pdu::new_checked(data) {
+        let _ = (
+            p.betag(),
+            p.basize(),
+            p.destination(),
+            p.source(),
+            p.hlpi(),
+            p.pad_len(),
+            p.qos(),
+        );
+        let _ = (
+            p.cib(),
+            p.hel(),
+            p.bridging(),
+            p.header_extension().len(),
+            p.info().len(),
+            p.pad().len(),
+        );
+        let _ = (p.crc32(), p.trailer_betag(), p.length());
+        if let Ok(r) = L3PduRepr::parse(&p) {
+            let _ = (r.version(), r.he_elements().count());
+            // A PDU that parsed must emit back to the same octets, reserved and PAD
+            // octets aside (they are ignored on receipt and written as zero).
+            let mut out = vec![0u8; r.buffer_len()];
+            let n = r.emit(&mut out).unwrap();
+            assert_eq!(n, data.len());
+            let again = L3Pdu::new_checked(&out[..]).unwrap();
+            assert_eq!(L3PduRepr::parse(&again).unwrap(), r);
+        }
+    }
+    for chunk in data.chunks(8) {
+        if let Ok(a) = E164Address::parse(chunk) {
+            let text = a.to_string();
+            assert_eq!(text.parse::<E164Address>().unwrap(), a, "{text}");
+        }
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        let _ = s.parse::<E164Address>();
+    }
+}

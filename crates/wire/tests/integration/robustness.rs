@@ -5,7 +5,7 @@
 use atmlab_wire::CellHeader;
 use proptest::prelude::*;
 
-use crate::harness::cells_and_aal5;
+use crate::harness::{aal5, aal34, cell, cells_and_aal5, smds};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
@@ -13,6 +13,8 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         cells_and_aal5(&data);
+        aal34(&data);
+        smds(&data);
     }
 
     /// Random bytes shaped like cells of one VC, so the reassembler gets past the HEC.
@@ -33,14 +35,21 @@ proptest! {
 fn fuzz_corpora_replay() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
     let mut n = 0;
-    for target in ["cell", "aal5", "aal34", "smds"] {
+    type Harness = fn(&[u8]);
+    let targets: [(&str, Harness); 4] = [
+        ("cell", cell),
+        ("aal5", aal5),
+        ("aal34", aal34),
+        ("smds", smds),
+    ];
+    for (target, harness) in targets {
         let dir = root.join(target);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             panic!("missing seed corpus {}", dir.display());
         };
         for e in entries {
             let data = std::fs::read(e.unwrap().path()).unwrap();
-            cells_and_aal5(&data);
+            harness(&data);
             n += 1;
         }
     }

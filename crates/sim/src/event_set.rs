@@ -1,0 +1,326 @@
+//! The event set: pending events ordered by (time, insertion sequence).
+//!
+//! Ordering guarantee: events pop in increasing time; events with equal times pop in the
+//! order they were scheduled (FIFO). Nothing else (not the event's content, not a hash,
+//! not a thread) affects the order, so a run is a pure function of its inputs.
+//!
+//! Speed: a binary heap costs O(log n) per event. Much of a cell-level model is FIFO by
+//! nature: the cells on a link, the departures of a FIFO server, the ticks of a cell-slot
+//! clock are each scheduled in non-decreasing time order. Such events go into a *lane*
+//! ([`EventSet::schedule_in_lane`]): a plain queue of which only the head sits in the heap.
+//! With lanes the heap holds one entry per busy lane instead of one per event, and most
+//! operations are O(1) queue pushes. Lanes change no ordering: a lane's events carry the
+//! same (time, sequence) keys as heap events and merge with them by the same rule, which a
+//! property test checks against a pure heap.
+//!
+//! Cancellation: [`EventSet::cancel`] frees the event's slot at once; its key stays in the
+//! heap or lane and is skipped when it surfaces (lazy deletion), so cancelling is O(1).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use atmlab_core::time::Instant;
+
+use crate::SimError;
+
+/// Identifies a scheduled event, for cancelling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventId {
+    slot: u32,
+    seq: u64,
+}
+
+/// A FIFO lane of the event set (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LaneId(u32);
+
+const NO_LANE: u32 = u32::MAX;
+
+/// The ordering key of one pending event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    time: u64,
+    seq: u64,
+    slot: u32,
+    lane: u32,
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
+        (other.time, other.seq).cmp(&(self.time, self.seq))
+    }
+}
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+struct Slot<E> {
+    /// The sequence number of the event living here; a heap key whose seq differs is stale.
+    seq: u64,
+    event: Option<E>,
+}
+
+struct Lane {
+    queue: VecDeque<Key>,
+    /// Time of the last event scheduled in the lane: the next may not be earlier.
+    last: u64,
+}
+
+/// Pending events of one simulation.
+pub struct EventSet<E> {
+    heap: BinaryHeap<Key>,
+    lanes: Vec<Lane>,
+    slots: Vec<Slot<E>>,
+    free: Vec<u32>,
+    next_seq: u64,
+    live: usize,
+}
+
+impl<E> Default for EventSet<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E> core::fmt::Debug for EventSet<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EventSet")
+            .field("pending", &self.live)
+            .field("heap", &self.heap.len())
+            .field("lanes", &self.lanes.len())
+            .finish()
+    }
+}
+
+impl<E> EventSet<E> {
+    /// An empty event set.
+    pub fn new() -> Self {
+        EventSet {
+            heap: BinaryHeap::new(),
+            lanes: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_seq: 0,
+            live: 0,
+        }
+    }
+
+    /// Pending (not cancelled) events.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no event is pending.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// A new FIFO lane.
+    pub fn new_lane(&mut self) -> LaneId {
+        self.lanes.push(Lane {
+            queue: VecDeque::new(),
+            last: 0,
+        });
+        LaneId(self.lanes.len() as u32 - 1)
+    }
+
+    fn store(&mut self, event: E) -> (u32, u64) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.live += 1;
+        let slot = match self.free.pop() {
+            Some(s) => {
+                let sl = &mut self.slots[s as usize];
+                sl.seq = seq;
+                sl.event = Some(event);
+                s
+            }
+            None => {
+                self.slots.push(Slot {
+                    seq,
+                    event: Some(event),
+                });
+                self.slots.len() as u32 - 1
+            }
+        };
+        (slot, seq)
+    }
+
+    /// Schedules `event` at `at`.
+    pub fn schedule(&mut self, at: Instant, event: E) -> EventId {
+        let (slot, seq) = self.store(event);
+        self.heap.push(Key {
+            time: at.as_picos(),
+            seq,
+            slot,
+            lane: NO_LANE,
+        });
+        EventId { slot, seq }
+    }
+
+    /// Schedules `event` at `at` in `lane`, whose events must come in non-decreasing time.
+    pub fn schedule_in_lane(
+        &mut self,
+        lane: LaneId,
+        at: Instant,
+        event: E,
+    ) -> Result<EventId, SimError> {
+        let t = at.as_picos();
+        let l = self
+            .lanes
+            .get(lane.0 as usize)
+            .ok_or(SimError::NoSuchLane(lane.0))?;
+        if t < l.last {
+            return Err(SimError::LaneOrder {
+                lane: lane.0,
+                last: Instant::from_picos(l.last),
+                at,
+            });
+        }
+        let (slot, seq) = self.store(event);
+        let key = Key {
+            time: t,
+            seq,
+            slot,
+            lane: lane.0,
+        };
+        let l = &mut self.lanes[lane.0 as usize];
+        l.last = t;
+        if l.queue.is_empty() {
+            // The lane was idle: its new head joins the heap.
+            self.heap.push(key);
+        }
+        l.queue.push_back(key);
+        Ok(EventId { slot, seq })
+    }
+
+    /// Cancels a pending event; false if it already ran or was cancelled.
+    pub fn cancel(&mut self, id: EventId) -> bool {
+        match self.slots.get_mut(id.slot as usize) {
+            Some(s) if s.seq == id.seq && s.event.is_some() => {
+                s.event = None;
+                self.free.push(id.slot);
+                self.live -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The time of the earliest pending event.
+    pub fn peek_time(&mut self) -> Option<Instant> {
+        self.skip_stale();
+        self.heap.peek().map(|k| Instant::from_picos(k.time))
+    }
+
+    /// Drops cancelled keys from the top of the heap.
+    fn skip_stale(&mut self) {
+        while let Some(&k) = self.heap.peek() {
+            let s = &self.slots[k.slot as usize];
+            if s.seq == k.seq && s.event.is_some() {
+                return;
+            }
+            self.advance(k);
+        }
+    }
+
+    /// Removes `k` (the heap top) and, for a lane, promotes the lane's next key.
+    fn advance(&mut self, k: Key) {
+        self.heap.pop();
+        if k.lane != NO_LANE {
+            let l = &mut self.lanes[k.lane as usize];
+            l.queue.pop_front();
+            if let Some(&next) = l.queue.front() {
+                self.heap.push(next);
+            }
+        }
+    }
+
+    /// Removes and returns the earliest pending event.
+    pub fn pop(&mut self) -> Option<(Instant, E)> {
+        loop {
+            let k = *self.heap.peek()?;
+            self.advance(k);
+            let s = &mut self.slots[k.slot as usize];
+            if s.seq != k.seq {
+                continue;
+            }
+            if let Some(e) = s.event.take() {
+                self.free.push(k.slot);
+                self.live -= 1;
+                return Some((Instant::from_picos(k.time), e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ps: u64) -> Instant {
+        Instant::from_picos(ps)
+    }
+
+    #[test]
+    fn time_then_fifo_order() {
+        let mut s = EventSet::new();
+        s.schedule(t(5), "c");
+        s.schedule(t(1), "a");
+        s.schedule(t(5), "d");
+        s.schedule(t(1), "b");
+        let order: Vec<_> = std::iter::from_fn(|| s.pop()).map(|(_, e)| e).collect();
+        assert_eq!(order, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn cancel_skips_and_frees() {
+        let mut s = EventSet::new();
+        let a = s.schedule(t(1), 1);
+        let b = s.schedule(t(2), 2);
+        assert!(s.cancel(a));
+        assert!(!s.cancel(a));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.peek_time(), Some(t(2)));
+        assert_eq!(s.pop(), Some((t(2), 2)));
+        assert!(!s.cancel(b));
+        assert!(s.pop().is_none());
+        // A recycled slot does not resurrect an old id.
+        let c = s.schedule(t(3), 3);
+        assert!(!s.cancel(a));
+        assert!(s.cancel(c));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn lanes_merge_with_heap_and_enforce_order() {
+        let mut s = EventSet::new();
+        let l = s.new_lane();
+        s.schedule_in_lane(l, t(2), "lane2").unwrap();
+        s.schedule(t(2), "heap2");
+        s.schedule_in_lane(l, t(2), "lane2b").unwrap();
+        s.schedule_in_lane(l, t(7), "lane7").unwrap();
+        s.schedule(t(1), "heap1");
+        assert!(matches!(
+            s.schedule_in_lane(l, t(6), "late"),
+            Err(SimError::LaneOrder { .. })
+        ));
+        let order: Vec<_> = std::iter::from_fn(|| s.pop()).map(|(_, e)| e).collect();
+        assert_eq!(order, ["heap1", "lane2", "heap2", "lane2b", "lane7"]);
+        assert!(s.schedule_in_lane(LaneId(9), t(1), "x").is_err());
+    }
+
+    #[test]
+    fn cancelled_lane_head_is_skipped() {
+        let mut s = EventSet::new();
+        let l = s.new_lane();
+        let a = s.schedule_in_lane(l, t(1), 'a').unwrap();
+        s.schedule_in_lane(l, t(2), 'b').unwrap();
+        s.cancel(a);
+        assert_eq!(s.pop(), Some((t(2), 'b')));
+        assert_eq!(s.pop(), None);
+    }
+}
