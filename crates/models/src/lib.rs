@@ -10,7 +10,20 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod queue;
 pub mod source;
+
+use atmlab_sim::model::ModelKind;
+
+/// Every model kind `atmlab sim run` knows, by name.
+pub fn registry() -> Vec<&'static dyn ModelKind> {
+    vec![&queue::QueueKind]
+}
+
+/// The model kind called `name`.
+pub fn model_kind(name: &str) -> Option<&'static dyn ModelKind> {
+    registry().into_iter().find(|k| k.name() == name)
+}
 
 mod error;
 pub use error::ModelsError;

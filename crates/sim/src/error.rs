@@ -46,4 +46,12 @@ pub enum SimError {
         /// What went wrong.
         message: String,
     },
+    /// A file could not be written or read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }

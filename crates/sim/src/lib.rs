@@ -12,7 +12,11 @@
 
 pub mod component;
 pub mod event_set;
+pub mod model;
+pub mod report;
 pub mod rng;
+pub mod runner;
+pub mod scenario;
 pub mod stats;
 
 mod error;

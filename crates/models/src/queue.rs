@@ -1,0 +1,653 @@
+//! The validation model `queue`: one FIFO server fed by any traffic source.
+//!
+//! Textbook queueing theory gives its answers exactly (M/M/1, M/D/1 by
+//! Pollaczek-Khinchine, M/M/1/K), so it checks the engine, the RNG streams and the
+//! statistics before any paper's model is trusted; it is also the M/M/1 benchmark against
+//! SimPy (`bench/mm1/`).
+//!
+//! Block diagram: a [`QueueStation`] component holding a traffic source core (the
+//! generator block) in front of a FIFO queue and one server. The generator lives inside
+//! the station because the station draws the next arrival at the instant of each arrival,
+//! as a BONeS source block feeding a queue does: one event per arrival and one per
+//! departure, each in a FIFO lane of the event set (arrival instants rise, and so do the
+//! departures of a single FIFO server).
+//!
+//! Metrics: `mean_wait` (time in queue before service), `mean_system_time` (wait plus
+//! service), `mean_queue_length` (time-average number waiting, not counting the one in
+//! service), `utilization` (time-average of the server busy), `loss_probability`
+//! (customers refused by a full system over customers offered), `wait_p50`, `wait_p99`
+//! (quantiles of the wait, 3 significant digits). Waits and system times are recorded
+//! when a customer starts service and departs; all statistics restart at the warm-up, and
+//! only customers arriving after it are observed (see `observe_from`). A run of `count`
+//! customers ends when that many customers who arrived after the warm-up have departed.
+
+use std::collections::VecDeque;
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_sim::SimError;
+use atmlab_sim::component::{Component, Ctx, InPort, RunOutcome, Simulation};
+use atmlab_sim::event_set::LaneId;
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
+use atmlab_sim::rng::{RngFactory, SimRng};
+use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
+use atmlab_sim::stats::{Histogram, Mser5, Ratio, Tally, TimeWeighted};
+use rand::Rng;
+use rand_distr::{Distribution, Exp};
+
+use crate::source::{Bursty, Cbr, Mmpp2, OnOff, Poisson, TrafficSource};
+
+/// RNG stream of the arrival process.
+pub const STREAM_ARRIVAL: u64 = 0;
+/// RNG stream of the service times.
+pub const STREAM_SERVICE: u64 = 1;
+
+/// Service time distributions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Service {
+    /// Exponential with this mean.
+    Exponential(Duration),
+    /// Always this long.
+    Deterministic(Duration),
+    /// One of `values`, drawn with probabilities proportional to `weights`.
+    Empirical {
+        /// The service times.
+        values: Vec<Duration>,
+        /// Cumulative weights, normalised to end at 1.
+        cumulative: Vec<f64>,
+    },
+}
+
+impl Service {
+    /// The mean service time in seconds.
+    pub fn mean_secs(&self) -> f64 {
+        match self {
+            Service::Exponential(m) | Service::Deterministic(m) => m.as_secs_f64(),
+            Service::Empirical { values, cumulative } => {
+                let mut prev = 0.0;
+                values
+                    .iter()
+                    .zip(cumulative)
+                    .map(|(v, c)| {
+                        let p = c - prev;
+                        prev = *c;
+                        p * v.as_secs_f64()
+                    })
+                    .sum()
+            }
+        }
+    }
+
+    /// Draws one service time.
+    #[inline]
+    pub fn sample(&self, rng: &mut SimRng) -> Duration {
+        match self {
+            Service::Exponential(m) => {
+                let x: f64 = Exp::new(1.0).map(|e| e.sample(rng)).unwrap_or(1.0);
+                Duration::from_secs_f64(x * m.as_secs_f64())
+            }
+            Service::Deterministic(d) => *d,
+            Service::Empirical { values, cumulative } => {
+                let u: f64 = rng.random();
+                let i = cumulative
+                    .partition_point(|c| *c <= u)
+                    .min(values.len() - 1);
+                values[i]
+            }
+        }
+    }
+}
+
+/// The station's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// The arrival process.
+    pub arrival: ArrivalSpec,
+    /// The service time distribution.
+    pub service: Service,
+    /// Customers the system holds (waiting plus in service); `None` is unlimited.
+    pub capacity: Option<u64>,
+}
+
+/// Which traffic source feeds the queue (each unit of an arrival is one customer).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArrivalSpec {
+    /// Poisson at `rate` per second.
+    Poisson {
+        /// Arrivals per second.
+        rate: f64,
+    },
+    /// Periodic at `rate` per second.
+    Cbr {
+        /// Arrivals per second.
+        rate: f64,
+    },
+    /// The ON-OFF source of paper 003.
+    OnOff {
+        /// Rate while ON.
+        peak: f64,
+        /// Long-run rate.
+        mean: f64,
+        /// Mean arrivals per ON period.
+        burst: f64,
+    },
+    /// Two-state MMPP.
+    Mmpp2 {
+        /// Rate in state 0.
+        rate0: f64,
+        /// Rate in state 1.
+        rate1: f64,
+        /// Switching rate 0 to 1.
+        r01: f64,
+        /// Switching rate 1 to 0.
+        r10: f64,
+    },
+    /// The bursty source of paper 004.
+    Bursty {
+        /// Peak rate.
+        peak: f64,
+        /// Average rate.
+        average: f64,
+        /// Burst factor B.
+        burst_factor: f64,
+    },
+}
+
+impl ArrivalSpec {
+    /// Builds the source core, starting at time zero.
+    pub fn build(&self) -> Result<Box<dyn TrafficSource + Send>, crate::ModelsError> {
+        let t0 = Instant::ZERO;
+        Ok(match *self {
+            ArrivalSpec::Poisson { rate } => Box::new(Poisson::new(rate, t0)?),
+            ArrivalSpec::Cbr { rate } => Box::new(Cbr::new(rate, t0)?),
+            ArrivalSpec::OnOff { peak, mean, burst } => {
+                Box::new(OnOff::new(peak, mean, burst, t0)?)
+            }
+            ArrivalSpec::Mmpp2 {
+                rate0,
+                rate1,
+                r01,
+                r10,
+            } => Box::new(Mmpp2::new(rate0, rate1, r01, r10, t0)?),
+            ArrivalSpec::Bursty {
+                peak,
+                average,
+                burst_factor,
+            } => Box::new(Bursty::new(peak, average, burst_factor, t0)?),
+        })
+    }
+}
+
+/// Messages of the station (to itself, through its two lanes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueMsg {
+    /// `units` customers arrive.
+    Arrive(u32),
+    /// The customer in service, which arrived at the given time, leaves.
+    Depart(Instant),
+}
+
+const ARRIVALS: InPort = InPort(0);
+const DEPARTURES: InPort = InPort(1);
+
+/// The FIFO queue and its server, with the source that feeds them.
+pub struct QueueStation {
+    source: Box<dyn TrafficSource + Send>,
+    service: Service,
+    capacity: Option<u64>,
+    rng_arrival: SimRng,
+    rng_service: SimRng,
+    arrival_lane: LaneId,
+    departure_lane: LaneId,
+    /// Arrival instants of the customers waiting (not the one in service).
+    waiting: VecDeque<Instant>,
+    busy: bool,
+    /// Departures to count before stopping the run, counted from the last reset.
+    stop_after: Option<u64>,
+    /// Reset the statistics after this many wait observations (resolved MSER-5 warm-up).
+    reset_after_waits: Option<u64>,
+    waits_seen: u64,
+    /// When statistics were last reset: only customers arriving from then on are observed.
+    /// Those present at the reset are a length-biased sample (the inspection paradox:
+    /// long sojourns are more likely to straddle any instant), and counting their waits
+    /// biases the means upwards.
+    observe_from: Instant,
+    /// Statistics.
+    wait: Tally,
+    system: Tally,
+    wait_hist: Histogram,
+    queue_len: TimeWeighted,
+    busy_tw: TimeWeighted,
+    loss: Ratio,
+    departed: u64,
+    mser: Option<Mser5>,
+    /// Every wait in order, when asked for (tests).
+    trace: Option<Vec<Duration>>,
+}
+
+impl QueueStation {
+    /// A station fed by `cfg.arrival`, drawing from the streams of `rngs`.
+    pub fn new(
+        cfg: &QueueConfig,
+        rngs: &RngFactory,
+        arrival_lane: LaneId,
+        departure_lane: LaneId,
+    ) -> Result<Self, SimError> {
+        let source = cfg.arrival.build().map_err(|e| SimError::Model {
+            model: "queue".into(),
+            message: e.to_string(),
+        })?;
+        Ok(QueueStation {
+            source,
+            service: cfg.service.clone(),
+            capacity: cfg.capacity,
+            rng_arrival: rngs.stream(STREAM_ARRIVAL),
+            rng_service: rngs.stream(STREAM_SERVICE),
+            arrival_lane,
+            departure_lane,
+            waiting: VecDeque::new(),
+            busy: false,
+            stop_after: None,
+            reset_after_waits: None,
+            waits_seen: 0,
+            observe_from: Instant::ZERO,
+            wait: Tally::new(),
+            system: Tally::new(),
+            wait_hist: Histogram::new(),
+            queue_len: TimeWeighted::new(Instant::ZERO, 0.0),
+            busy_tw: TimeWeighted::new(Instant::ZERO, 0.0),
+            loss: Ratio::new(),
+            departed: 0,
+            mser: None,
+            trace: None,
+        })
+    }
+
+    /// Keep every wait, in order of service start (for exact cross-checks).
+    pub fn with_trace(mut self) -> Self {
+        self.trace = Some(Vec::new());
+        self
+    }
+
+    /// The waits kept by [`QueueStation::with_trace`].
+    pub fn trace(&self) -> &[Duration] {
+        self.trace.as_deref().unwrap_or(&[])
+    }
+
+    fn schedule_next_arrival(&mut self, ctx: &mut Ctx<'_, QueueMsg>) {
+        if let Some(a) = self.source.next_arrival(&mut self.rng_arrival) {
+            let me = ctx.me().port(ARRIVALS.0);
+            // Arrivals rise in time: the FIFO lane keeps them out of the heap.
+            let _ = ctx.send_in_lane(
+                self.arrival_lane,
+                a.at.max(ctx.now()),
+                me,
+                QueueMsg::Arrive(a.units.max(1)),
+            );
+        }
+    }
+
+    fn start_service(&mut self, ctx: &mut Ctx<'_, QueueMsg>, arrived: Instant) {
+        let now = ctx.now();
+        let w = now.saturating_duration_since(arrived);
+        self.record_wait(now, arrived, w);
+        let s = self.service.sample(&mut self.rng_service);
+        let me = ctx.me().port(DEPARTURES.0);
+        // One FIFO server: departures leave in the order they are scheduled.
+        let _ = ctx.send_in_lane(self.departure_lane, now + s, me, QueueMsg::Depart(arrived));
+    }
+
+    fn record_wait(&mut self, now: Instant, arrived: Instant, w: Duration) {
+        if arrived < self.observe_from {
+            return;
+        }
+        let secs = w.as_secs_f64();
+        self.wait.record(secs);
+        self.wait_hist.record_duration(w);
+        if let Some(m) = self.mser.as_mut() {
+            m.record(secs);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.push(w);
+        }
+        self.waits_seen += 1;
+        if self.reset_after_waits == Some(self.waits_seen) {
+            self.reset_stats(now);
+        }
+    }
+
+    /// The metrics at `now`, in the order of [`QueueKind::metrics`].
+    pub fn metrics(&self, now: Instant) -> Vec<(&'static str, f64)> {
+        vec![
+            ("mean_wait", self.wait.mean()),
+            ("mean_system_time", self.system.mean()),
+            ("mean_queue_length", self.queue_len.mean(now)),
+            ("utilization", self.busy_tw.mean(now)),
+            ("loss_probability", self.loss.value()),
+            ("wait_p50", self.wait_hist.quantile(0.5)),
+            ("wait_p99", self.wait_hist.quantile(0.99)),
+        ]
+    }
+
+    fn in_system(&self) -> u64 {
+        self.waiting.len() as u64 + u64::from(self.busy)
+    }
+}
+
+impl Component<QueueMsg> for QueueStation {
+    fn init(&mut self, ctx: &mut Ctx<'_, QueueMsg>) {
+        self.schedule_next_arrival(ctx);
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx<'_, QueueMsg>, _port: InPort, msg: QueueMsg) {
+        let now = ctx.now();
+        match msg {
+            QueueMsg::Arrive(units) => {
+                for _ in 0..units {
+                    let full = self.capacity.is_some_and(|c| self.in_system() >= c);
+                    self.loss.record(full);
+                    if full {
+                        continue;
+                    }
+                    if self.busy {
+                        self.waiting.push_back(now);
+                        self.queue_len.set(now, self.waiting.len() as f64);
+                    } else {
+                        self.busy = true;
+                        self.busy_tw.set(now, 1.0);
+                        self.start_service(ctx, now);
+                    }
+                }
+                self.schedule_next_arrival(ctx);
+            }
+            QueueMsg::Depart(arrived) => {
+                self.system
+                    .record(now.saturating_duration_since(arrived).as_secs_f64());
+                self.departed += 1;
+                if let Some(next) = self.waiting.pop_front() {
+                    self.queue_len.set(now, self.waiting.len() as f64);
+                    self.start_service(ctx, next);
+                } else {
+                    self.busy = false;
+                    self.busy_tw.set(now, 0.0);
+                }
+                if self.stop_after.is_some_and(|n| self.departed >= n) {
+                    ctx.stop();
+                }
+            }
+        }
+    }
+
+    fn reset_stats(&mut self, now: Instant) {
+        self.observe_from = now;
+        self.wait.reset();
+        self.system.reset();
+        self.wait_hist.reset();
+        self.queue_len.reset(now);
+        self.busy_tw.reset(now);
+        self.loss.reset();
+        self.departed = 0;
+    }
+}
+
+/// Runs one replication of the station, as [`Prepared::run`] does.
+pub fn run_station(
+    cfg: &QueueConfig,
+    rep: &Replication,
+    trace: bool,
+) -> Result<(RepResult, Vec<Duration>), SimError> {
+    let rngs = RngFactory::new(rep.seed, rep.replication);
+    let mut sim = Simulation::new();
+    let (la, ld) = (sim.new_lane(), sim.new_lane());
+    let mut st = QueueStation::new(cfg, &rngs, la, ld)?;
+    if trace {
+        st = st.with_trace();
+    }
+    match rep.warmup {
+        Warmup::Auto => st.mser = Some(Mser5::new()),
+        Warmup::Observations(n) if n > 0 => st.reset_after_waits = Some(n),
+        _ => {}
+    }
+    if let RunLength::Count(n) = rep.length {
+        st.stop_after = Some(n);
+    }
+    let id = sim.add(st);
+    if let Warmup::Time(w) = rep.warmup {
+        if w > Duration::ZERO {
+            sim.run_until(Instant::ZERO + w, None)?;
+            sim.reset_stats();
+        }
+    }
+    let end = match rep.length {
+        RunLength::Duration(d) => Instant::ZERO + d,
+        RunLength::Count(_) => Instant::MAX,
+    };
+    let outcome = sim.run_until(end, None)?;
+    let now = if matches!(outcome, RunOutcome::Stopped) {
+        sim.now()
+    } else {
+        end
+    };
+    let st = sim
+        .component::<QueueStation>(id)
+        .ok_or_else(|| SimError::Model {
+            model: "queue".into(),
+            message: "station missing".into(),
+        })?;
+    let truncation = st.mser.as_ref().map(|m| m.truncation() as u64);
+    Ok((
+        RepResult {
+            metrics: st.metrics(now),
+            events: sim.events_processed(),
+            simulated: now - Instant::ZERO,
+            truncation,
+        },
+        st.trace().to_vec(),
+    ))
+}
+
+/// The `queue` model kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueKind;
+
+impl Prepared for QueueConfig {
+    fn warnings(&self) -> Vec<String> {
+        let lambda = self
+            .arrival
+            .build()
+            .map(|s| s.mean_rate())
+            .unwrap_or(f64::NAN);
+        let rho = lambda * self.service.mean_secs();
+        if self.capacity.is_none() && rho >= 1.0 {
+            vec![format!(
+                "offered load rho = lambda * E[S] = {rho:.4} >= 1 with infinite capacity: the queue is unstable and grows without bound, so its metrics depend on the run length"
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn run(&self, rep: &Replication) -> Result<RepResult, SimError> {
+        run_station(self, rep, false).map(|(r, _)| r)
+    }
+}
+
+const PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        key: "arrival.kind",
+        doc: "poisson {rate} | cbr {rate} | onoff {peak, mean, burst} | mmpp2 {rate0, rate1, r01, r10} | bursty {peak, average, burst_factor}; rates like \"0.9 /s\", burst in customers",
+    },
+    ParamDoc {
+        key: "service.kind",
+        doc: "exponential {mean} | deterministic {mean} | empirical {values = [durations], weights = [numbers] (optional, default equal)}",
+    },
+    ParamDoc {
+        key: "capacity",
+        doc: "\"inf\" (default) or an integer >= 1: customers in the system, waiting plus in service; arrivals finding it full are lost",
+    },
+];
+
+const METRICS: &[&str] = &[
+    "mean_wait",
+    "mean_system_time",
+    "mean_queue_length",
+    "utilization",
+    "loss_probability",
+    "wait_p50",
+    "wait_p99",
+];
+
+fn parse_arrival(p: &Params<'_>) -> Result<ArrivalSpec, SimError> {
+    let a = p.table("arrival")?;
+    let kind = a.string("kind")?;
+    let spec =
+        match kind {
+            "poisson" => ArrivalSpec::Poisson {
+                rate: a.positive_rate("rate")?,
+            },
+            "cbr" => ArrivalSpec::Cbr {
+                rate: a.positive_rate("rate")?,
+            },
+            "onoff" => ArrivalSpec::OnOff {
+                peak: a.positive_rate("peak")?,
+                mean: a.positive_rate("mean")?,
+                burst: a.number("burst")?,
+            },
+            "mmpp2" => ArrivalSpec::Mmpp2 {
+                rate0: a.rate("rate0")?,
+                rate1: a.rate("rate1")?,
+                r01: a.positive_rate("r01")?,
+                r10: a.positive_rate("r10")?,
+            },
+            "bursty" => ArrivalSpec::Bursty {
+                peak: a.positive_rate("peak")?,
+                average: a.positive_rate("average")?,
+                burst_factor: a.number("burst_factor")?,
+            },
+            other => return Err(a.error(
+                "kind",
+                format!(
+                    "unknown arrival kind {other:?}; expected poisson, cbr, onoff, mmpp2 or bursty"
+                ),
+            )),
+        };
+    a.finish()?;
+    // The source constructors hold the detailed checks (mean above peak, ...).
+    spec.build()
+        .map_err(|e| p.error("arrival", e.to_string()))?;
+    Ok(spec)
+}
+
+fn parse_service(p: &Params<'_>) -> Result<Service, SimError> {
+    let s = p.table("service")?;
+    let kind = s.string("kind")?;
+    let positive = |key: &str| -> Result<Duration, SimError> {
+        let d = s.duration(key)?;
+        if d == Duration::ZERO {
+            return Err(s.error(key, "must be longer than zero"));
+        }
+        Ok(d)
+    };
+    let svc = match kind {
+        "exponential" => Service::Exponential(positive("mean")?),
+        "deterministic" => Service::Deterministic(positive("mean")?),
+        "empirical" => {
+            let values: Vec<Duration> = match s.raw("values") {
+                Some(toml::Value::Array(vs)) if !vs.is_empty() => vs
+                    .iter()
+                    .map(|v| {
+                        atmlab_sim::scenario::parse_duration(v).map_err(|m| s.error("values", m))
+                    })
+                    .collect::<Result<_, _>>()?,
+                _ => {
+                    return Err(s.error(
+                        "values",
+                        "expected a non-empty list of durations, e.g. [\"1 s\", \"2 s\"]",
+                    ));
+                }
+            };
+            let weights = if s.has("weights") {
+                s.numbers("weights")?
+            } else {
+                vec![1.0; values.len()]
+            };
+            if weights.len() != values.len() {
+                return Err(s.error(
+                    "weights",
+                    format!(
+                        "has {} entries but values has {}",
+                        weights.len(),
+                        values.len()
+                    ),
+                ));
+            }
+            if weights.iter().any(|w| !w.is_finite() || *w < 0.0)
+                || weights.iter().sum::<f64>() <= 0.0
+            {
+                return Err(s.error(
+                    "weights",
+                    "must be non-negative numbers with a positive sum",
+                ));
+            }
+            let total: f64 = weights.iter().sum();
+            let mut acc = 0.0;
+            let cumulative = weights
+                .iter()
+                .map(|w| {
+                    acc += w / total;
+                    acc
+                })
+                .collect();
+            Service::Empirical { values, cumulative }
+        }
+        other => return Err(s.error(
+            "kind",
+            format!(
+                "unknown service kind {other:?}; expected exponential, deterministic or empirical"
+            ),
+        )),
+    };
+    s.finish()?;
+    Ok(svc)
+}
+
+fn parse_capacity(p: &Params<'_>) -> Result<Option<u64>, SimError> {
+    match p.raw("capacity") {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if s.trim() == "inf" => Ok(None),
+        Some(toml::Value::Integer(n)) if *n >= 1 => Ok(Some(*n as u64)),
+        Some(v) => Err(p.error(
+            "capacity",
+            format!(
+                "expected \"inf\" or an integer of at least 1, got {}",
+                atmlab_sim::scenario::show(v)
+            ),
+        )),
+    }
+}
+
+impl ModelKind for QueueKind {
+    fn name(&self) -> &'static str {
+        "queue"
+    }
+    fn summary(&self) -> &'static str {
+        "one FIFO server fed by any traffic source (validation: M/M/1, M/D/1, M/M/1/K)"
+    }
+    fn parameters(&self) -> &'static [ParamDoc] {
+        PARAMS
+    }
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+    fn prepare(
+        &self,
+        params: &Params<'_>,
+        _run: &RunConfig,
+    ) -> Result<Box<dyn Prepared>, SimError> {
+        let cfg = QueueConfig {
+            arrival: parse_arrival(params)?,
+            service: parse_service(params)?,
+            capacity: parse_capacity(params)?,
+        };
+        Ok(Box::new(cfg))
+    }
+}

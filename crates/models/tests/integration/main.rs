@@ -1,0 +1,4 @@
+//! Tests of atmlab-models through the engine: queueing theory, exact cross-checks and
+//! scenario handling. One test binary for the crate.
+
+mod queue_theory;

@@ -1,0 +1,260 @@
+//! The `queue` model against theory, inside its 95% confidence interval, and against an
+//! exact Lindley recursion.
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_models::queue::{
+    ArrivalSpec, QueueConfig, STREAM_ARRIVAL, STREAM_SERVICE, Service, run_station,
+};
+use atmlab_models::source::{Poisson, TrafficSource};
+use atmlab_sim::model::Replication;
+use atmlab_sim::rng::RngFactory;
+use atmlab_sim::runner::{self, RunOptions, RunReport};
+use atmlab_sim::scenario::{RunLength, Scenario, Warmup};
+use atmlab_sim::stats::Estimate;
+
+fn run(text: &str, threads: usize) -> RunReport {
+    let scn = Scenario::parse("test.toml", text, &[]).unwrap();
+    let kind = atmlab_models::model_kind(&scn.model).unwrap();
+    runner::run(
+        &scn,
+        kind,
+        &RunOptions {
+            threads,
+            progress: None,
+        },
+    )
+    .unwrap()
+}
+
+fn metric(r: &RunReport, point: usize, name: &str) -> Estimate {
+    r.points[point]
+        .metrics
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap()
+        .1
+}
+
+/// The primary check of each test: theory inside the 95% interval.
+fn assert_covers(e: Estimate, theory: f64, what: &str) {
+    assert_within(e, theory, 1.0, what);
+}
+
+/// Secondary checks of metrics from the same runs: several checks on one run raise the
+/// chance that one misses by luck, so (Bonferroni) these use the 99.9% interval, which is
+/// t(0.9995, 19) / t(0.975, 19) = 3.883 / 2.093 = 1.855 times the 95% half-width for 20
+/// replications.
+fn assert_covers_999(e: Estimate, theory: f64, what: &str) {
+    assert_eq!(e.n, 20);
+    assert_within(e, theory, 1.855, what);
+}
+
+fn assert_within(e: Estimate, theory: f64, widen: f64, what: &str) {
+    assert!(
+        (e.mean - theory).abs() <= widen * e.ci95,
+        "{what}: theory {theory} outside {} ± {} (n = {})",
+        e.mean,
+        e.ci95,
+        e.n
+    );
+    // The interval must also be informative, or the check means little.
+    assert!(
+        e.ci95 < 0.1 * theory.abs().max(1e-3),
+        "{what}: interval too wide ({})",
+        e.ci95
+    );
+}
+
+fn scenario(arrival: &str, service: &str, capacity: &str, duration: &str) -> String {
+    format!(
+        "model = \"queue\"\n[run]\nduration = \"{duration}\"\nwarmup = \"1000 s\"\nreplications = 20\nseed = 1\n[params]\narrival = {arrival}\nservice = {service}\ncapacity = {capacity}\n"
+    )
+}
+
+#[test]
+fn mm1_mean_wait_and_queue_length() {
+    // lambda 0.5, mu 1: Wq = rho / (mu - lambda) = 1; Lq = lambda Wq = 0.5; W = 2; U = 0.5.
+    let r = run(
+        &scenario(
+            "{ kind = \"poisson\", rate = \"0.5 /s\" }",
+            "{ kind = \"exponential\", mean = \"1 s\" }",
+            "\"inf\"",
+            "41000 s",
+        ),
+        0,
+    );
+    assert_covers(metric(&r, 0, "mean_wait"), 1.0, "M/M/1 Wq");
+    assert_covers_999(metric(&r, 0, "mean_system_time"), 2.0, "M/M/1 W");
+    assert_covers_999(metric(&r, 0, "mean_queue_length"), 0.5, "M/M/1 Lq");
+    assert_covers_999(metric(&r, 0, "utilization"), 0.5, "M/M/1 U");
+    // The wait distribution: P(Wq <= t) = 1 - rho e^{-(mu - lambda) t}; its median is
+    // ln(2 rho) / (mu - lambda) = 0 for rho = 0.5, and p99 = ln(100 rho)/(mu - lambda).
+    assert_covers_999(
+        metric(&r, 0, "wait_p99"),
+        (100.0f64 * 0.5).ln() / 0.5,
+        "M/M/1 Wq p99",
+    );
+    assert_eq!(metric(&r, 0, "loss_probability").mean, 0.0);
+}
+
+#[test]
+fn md1_pollaczek_khinchine() {
+    // M/D/1, lambda 0.5, D 1 s: Wq = lambda D^2 / (2 (1 - rho)) = 0.5.
+    let r = run(
+        &scenario(
+            "{ kind = \"poisson\", rate = \"0.5 /s\" }",
+            "{ kind = \"deterministic\", mean = \"1 s\" }",
+            "\"inf\"",
+            "41000 s",
+        ),
+        0,
+    );
+    assert_covers(metric(&r, 0, "mean_wait"), 0.5, "M/D/1 Wq");
+    assert_covers_999(metric(&r, 0, "utilization"), 0.5, "M/D/1 U");
+}
+
+#[test]
+fn mm1k_loss_probability() {
+    // M/M/1/K, lambda 0.9, mu 1, K 5: P_K = (1 - rho) rho^K / (1 - rho^(K+1)).
+    let rho: f64 = 0.9;
+    let k = 5;
+    let pk = (1.0 - rho) * rho.powi(k) / (1.0 - rho.powi(k + 1));
+    let r = run(
+        &scenario(
+            "{ kind = \"poisson\", rate = \"0.9 /s\" }",
+            "{ kind = \"exponential\", mean = \"1 s\" }",
+            "5",
+            "21000 s",
+        ),
+        0,
+    );
+    assert_covers(metric(&r, 0, "loss_probability"), pk, "M/M/1/5 loss");
+}
+
+#[test]
+fn lindley_recursion_matches_exactly() {
+    let cfg = QueueConfig {
+        arrival: ArrivalSpec::Poisson { rate: 0.9 },
+        service: Service::Exponential(Duration::from_secs(1)),
+        capacity: None,
+    };
+    let rep = Replication {
+        seed: 7,
+        replication: 3,
+        length: RunLength::Count(20_000),
+        warmup: Warmup::Time(Duration::ZERO),
+    };
+    let (_, waits) = run_station(&cfg, &rep, true).unwrap();
+    assert!(waits.len() >= 20_000);
+    // The same streams, drawn outside the engine: W(n+1) = max(0, W(n) + S(n) - A(n+1)).
+    let rngs = RngFactory::new(7, 3);
+    let mut ra = rngs.stream(STREAM_ARRIVAL);
+    let mut rs = rngs.stream(STREAM_SERVICE);
+    let mut src = Poisson::new(0.9, Instant::ZERO).unwrap();
+    let mut t_prev = src.next_arrival(&mut ra).unwrap().at;
+    let mut w: i128 = 0;
+    let mut worst = 0f64;
+    for (n, got) in waits.iter().enumerate() {
+        if n > 0 {
+            let t = src.next_arrival(&mut ra).unwrap().at;
+            let gap = i128::from((t - t_prev).as_picos());
+            t_prev = t;
+            w = (w - gap).max(0);
+        }
+        assert_eq!(i128::from(got.as_picos()), w, "customer {n}");
+        worst = worst.max((got.as_secs_f64() - w as f64 * 1e-12).abs());
+        w += i128::from(cfg.service.sample(&mut rs).as_picos());
+    }
+    assert!(worst <= 1e-9);
+}
+
+#[test]
+fn results_do_not_depend_on_threads() {
+    let text = "model = \"queue\"\n[run]\nduration = \"3000 s\"\nwarmup = \"100 s\"\nreplications = 6\nseed = 4\n[params]\narrival = { kind = \"poisson\", rate = \"0.8 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\n[sweep]\n\"arrival.rate\" = [\"0.3 /s\", \"0.6 /s\", \"0.8 /s\"]\n";
+    let one = run(text, 1);
+    let two = run(text, 2);
+    let four = run(text, 4);
+    for r in [&two, &four] {
+        for (a, b) in one.points.iter().zip(&r.points) {
+            assert_eq!(a.replications, b.replications);
+        }
+    }
+    assert_eq!(one.points.len(), 3);
+}
+
+#[test]
+fn auto_warmup_runs_a_pilot_and_truncates() {
+    let text = "model = \"queue\"\n[run]\ncount = 20000\nwarmup = \"auto\"\nreplications = 4\nseed = 2\n[params]\narrival = { kind = \"poisson\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\n";
+    let r = run(text, 0);
+    for rep in &r.points[0].replications {
+        assert!(rep.truncation.is_some());
+    }
+    let e = metric(&r, 0, "mean_wait");
+    assert!((e.mean - 1.0).abs() <= e.ci95, "{e:?}");
+}
+
+#[test]
+fn unstable_queue_warns() {
+    let scn = Scenario::parse(
+        "u.toml",
+        "model = \"queue\"\n[run]\nduration = \"10 s\"\n[params]\narrival = { kind = \"poisson\", rate = \"1.2 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\ncapacity = \"inf\"\n",
+        &[],
+    )
+    .unwrap();
+    let (_, warnings) = runner::prepare(&scn, atmlab_models::model_kind("queue").unwrap()).unwrap();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].contains("rho") && warnings[0].contains("1.2"),
+        "{}",
+        warnings[0]
+    );
+}
+
+#[test]
+fn bad_parameters_name_the_key() {
+    let kind = atmlab_models::model_kind("queue").unwrap();
+    let check = |params: &str, want: &[&str]| {
+        let text = format!("model = \"queue\"\n[run]\nduration = \"10 s\"\n[params]\n{params}\n");
+        let scn = Scenario::parse("bad.toml", &text, &[]).unwrap();
+        let e = runner::prepare(&scn, kind)
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(e.starts_with("bad.toml: "), "{e}");
+        for w in want {
+            assert!(e.contains(w), "{e} lacks {w}");
+        }
+    };
+    check(
+        "arrival = { kind = \"poisson\", rate = \"-0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }",
+        &["params.arrival.rate", "negative"],
+    );
+    check(
+        "arrival = { kind = \"poisson\", rate = \"0.5 furlongs\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }",
+        &["params.arrival.rate", "unit"],
+    );
+    check(
+        "arrival = { kind = \"poisson\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\ncapacty = 4",
+        &["params.capacty", "unknown key"],
+    );
+    check(
+        "arrival = { kind = \"poison\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }",
+        &["params.arrival.kind", "poisson"],
+    );
+    check(
+        "arrival = { kind = \"poisson\", rate = \"0.5 /s\", burst = 3 }\nservice = { kind = \"exponential\", mean = \"1 s\" }",
+        &["params.arrival.burst", "unknown key"],
+    );
+    check(
+        "arrival = { kind = \"poisson\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"0 s\" }",
+        &["params.service.mean", "zero"],
+    );
+    check(
+        "arrival = { kind = \"poisson\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\ncapacity = 0",
+        &["params.capacity", "at least 1"],
+    );
+    check(
+        "arrival = { kind = \"onoff\", peak = \"10 /s\", mean = \"20 /s\", burst = 5 }\nservice = { kind = \"exponential\", mean = \"1 s\" }",
+        &["params.arrival", "mean_rate"],
+    );
+}

@@ -1,0 +1,73 @@
+//! Model kinds: what `atmlab sim run` can simulate.
+//!
+//! A model kind turns validated parameters into a prepared model, which runs one
+//! replication at a time from its (seed, replication) and returns its metrics. The kinds
+//! themselves live in `atmlab-models`; this crate only fixes the contract, so that the
+//! runner, the scenario files and the reports are the same for every model.
+
+use atmlab_core::time::Duration;
+
+use crate::SimError;
+use crate::scenario::{Params, RunConfig, RunLength, Warmup};
+
+/// One documented parameter of a model kind (for `atmlab sim list`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamDoc {
+    /// The key, dotted for sub-tables (e.g. `arrival.kind`).
+    pub key: &'static str,
+    /// What it means, its unit and its default.
+    pub doc: &'static str,
+}
+
+/// One replication to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replication {
+    /// The scenario seed.
+    pub seed: u64,
+    /// The replication number (0-based).
+    pub replication: u32,
+    /// How long.
+    pub length: RunLength,
+    /// The warm-up (never `Auto` here: the runner resolves it first).
+    pub warmup: Warmup,
+}
+
+/// What one replication measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepResult {
+    /// The metrics, in the order of [`ModelKind::metrics`].
+    pub metrics: Vec<(&'static str, f64)>,
+    /// Events the engine processed.
+    pub events: u64,
+    /// Simulated time covered.
+    pub simulated: Duration,
+    /// For a pilot run with `Warmup::Auto`: the MSER-5 truncation point, in observations
+    /// of the model's primary series.
+    pub truncation: Option<u64>,
+}
+
+/// A model with validated parameters, ready to run replications (from any thread).
+pub trait Prepared: Send + Sync {
+    /// Warnings about the parameters (e.g. an unstable queue), shown before the run.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Runs one replication. With `Warmup::Auto` it is a pilot run that reports the
+    /// MSER-5 truncation point in [`RepResult::truncation`].
+    fn run(&self, rep: &Replication) -> Result<RepResult, SimError>;
+}
+
+/// A kind of model.
+pub trait ModelKind: Sync {
+    /// The name used in scenario files (`model = "queue"`).
+    fn name(&self) -> &'static str;
+    /// One line on what it models.
+    fn summary(&self) -> &'static str;
+    /// Its parameters.
+    fn parameters(&self) -> &'static [ParamDoc];
+    /// Its metrics, by name.
+    fn metrics(&self) -> &'static [&'static str];
+    /// Validates the parameters of one point. The caller then checks for unread keys with
+    /// [`Params::finish`].
+    fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError>;
+}

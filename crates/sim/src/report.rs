@@ -1,0 +1,245 @@
+//! Result files of a run: `results.json`, `results.csv`, `replications.csv`, `run.json`.
+//!
+//! `results.json` is exactly `{"scenario": {...}, "points": [{"params": {...}, "metrics":
+//! {"NAME": {"mean": m, "ci95": h, "n": k}}}]}` (DESIGN.md §4): tools outside the
+//! repository read it. `ci95` is the half-width of the Student-t 95% confidence interval
+//! across replications; a value that cannot be computed (fewer than two replications, no
+//! observations) is `null`. `replications.csv` carries every replication's own values,
+//! with its seed and number, so any figure can be traced to the run that made it.
+//! `run.json` holds the run's cost: events, wall time, events per second.
+//!
+//! serde is used here, at the edge, on hand-built JSON values: the engine's types derive
+//! nothing (DESIGN.md §6).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{Map, Value as Json, json};
+use toml::{Table, Value};
+
+use crate::SimError;
+use crate::runner::RunReport;
+use crate::scenario::{RunLength, Warmup};
+
+/// A TOML value as JSON (NaN and infinities become null).
+pub fn toml_to_json(v: &Value) -> Json {
+    match v {
+        Value::String(s) => Json::String(s.clone()),
+        Value::Integer(i) => json!(i),
+        Value::Float(f) => num(*f),
+        Value::Boolean(b) => Json::Bool(*b),
+        Value::Datetime(d) => Json::String(d.to_string()),
+        Value::Array(a) => Json::Array(a.iter().map(toml_to_json).collect()),
+        Value::Table(t) => table_to_json(t),
+    }
+}
+
+fn table_to_json(t: &Table) -> Json {
+    Json::Object(
+        t.iter()
+            .map(|(k, v)| (k.clone(), toml_to_json(v)))
+            .collect(),
+    )
+}
+
+/// A float as JSON; null when not finite.
+pub fn num(x: f64) -> Json {
+    serde_json::Number::from_f64(x).map_or(Json::Null, Json::Number)
+}
+
+/// The `scenario` object of `results.json`.
+pub fn scenario_json(r: &RunReport) -> Json {
+    let s = &r.scenario;
+    let length = match s.run.length {
+        RunLength::Duration(d) => json!({"duration_seconds": d.as_secs_f64()}),
+        RunLength::Count(n) => json!({"count": n}),
+    };
+    let warmup = match s.run.warmup {
+        Warmup::Time(d) => json!({"seconds": d.as_secs_f64()}),
+        Warmup::Auto => json!("auto (MSER-5)"),
+        Warmup::Observations(n) => json!({"observations": n}),
+    };
+    let sweep: Map<String, Json> = s
+        .sweep
+        .iter()
+        .map(|(k, v)| (k.clone(), Json::Array(v.iter().map(toml_to_json).collect())))
+        .collect();
+    json!({
+        "file": s.file,
+        "model": s.model,
+        "seed": s.run.seed,
+        "replications": s.run.replications,
+        "length": length,
+        "warmup": warmup,
+        "sweep": sweep,
+    })
+}
+
+/// The whole `results.json` document.
+pub fn results_json(r: &RunReport) -> Json {
+    let points: Vec<Json> = r
+        .points
+        .iter()
+        .map(|p| {
+            let metrics: Map<String, Json> = p
+                .metrics
+                .iter()
+                .map(|(name, e)| {
+                    (
+                        name.clone(),
+                        json!({"mean": num(e.mean), "ci95": num(e.ci95), "n": e.n}),
+                    )
+                })
+                .collect();
+            json!({"params": table_to_json(&p.params), "metrics": metrics})
+        })
+        .collect();
+    json!({"scenario": scenario_json(r), "points": points})
+}
+
+/// `a.b = v` pairs of a nested table, in order.
+fn flatten(prefix: &str, t: &Table, out: &mut Vec<(String, String)>) {
+    for (k, v) in t {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Value::Table(sub) => flatten(&key, sub, out),
+            Value::String(s) => out.push((key, s.clone())),
+            other => out.push((key, other.to_string())),
+        }
+    }
+}
+
+/// Quotes a CSV field when it needs it.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn csv_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        String::new()
+    }
+}
+
+/// `results.csv`: one row per point, its parameters flattened, then mean, ci95 and n of
+/// every metric.
+pub fn results_csv(r: &RunReport) -> String {
+    let mut out = String::new();
+    let Some(first) = r.points.first() else {
+        return out;
+    };
+    let mut cols = Vec::new();
+    flatten("", &first.params, &mut cols);
+    let mut header: Vec<String> = cols.iter().map(|(k, _)| csv_field(k)).collect();
+    for (m, _) in &first.metrics {
+        header.extend([format!("{m}_mean"), format!("{m}_ci95"), format!("{m}_n")]);
+    }
+    let _ = writeln!(out, "{}", header.join(","));
+    for p in &r.points {
+        let mut vals = Vec::new();
+        flatten("", &p.params, &mut vals);
+        let mut row: Vec<String> = vals.iter().map(|(_, v)| csv_field(v)).collect();
+        for (_, e) in &p.metrics {
+            row.extend([csv_num(e.mean), csv_num(e.ci95), e.n.to_string()]);
+        }
+        let _ = writeln!(out, "{}", row.join(","));
+    }
+    out
+}
+
+/// `replications.csv`: every replication's own metric values, with its seed.
+pub fn replications_csv(r: &RunReport) -> String {
+    let mut out = String::new();
+    let Some(first) = r.points.first() else {
+        return out;
+    };
+    let swept: Vec<String> = first.swept.iter().map(|(k, _)| csv_field(k)).collect();
+    let metric_names: Vec<&str> = first.metrics.iter().map(|(m, _)| m.as_str()).collect();
+    let mut header = vec!["point".to_owned()];
+    header.extend(swept);
+    header.extend(
+        [
+            "replication",
+            "seed",
+            "events",
+            "simulated_seconds",
+            "mser5_truncation",
+        ]
+        .map(String::from),
+    );
+    header.extend(metric_names.iter().map(|m| (*m).to_owned()));
+    let _ = writeln!(out, "{}", header.join(","));
+    for (i, p) in r.points.iter().enumerate() {
+        for (k, rep) in p.replications.iter().enumerate() {
+            let mut row = vec![i.to_string()];
+            row.extend(p.swept.iter().map(|(_, v)| {
+                csv_field(&match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+            }));
+            row.push(k.to_string());
+            row.push(r.scenario.run.seed.to_string());
+            row.push(rep.events.to_string());
+            row.push(csv_num(rep.simulated.as_secs_f64()));
+            row.push(rep.truncation.map(|t| t.to_string()).unwrap_or_default());
+            row.extend(rep.metrics.iter().map(|(_, v)| csv_num(*v)));
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+    }
+    out
+}
+
+/// `run.json`: what the run cost.
+pub fn run_json(r: &RunReport) -> Json {
+    let eps = if r.wall_seconds > 0.0 {
+        r.events as f64 / r.wall_seconds
+    } else {
+        f64::NAN
+    };
+    let sps = if r.wall_seconds > 0.0 {
+        r.simulated_seconds / r.wall_seconds
+    } else {
+        f64::NAN
+    };
+    json!({
+        "events": r.events,
+        "wall_seconds": num(r.wall_seconds),
+        "events_per_second": num(eps),
+        "simulated_seconds": num(r.simulated_seconds),
+        "simulated_seconds_per_second": num(sps),
+        "threads": r.threads,
+        "jobs": r.points.len() as u64 * u64::from(r.scenario.run.replications),
+    })
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> Result<(), SimError> {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).map_err(|e| SimError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Writes the result files into `dir` (created if needed).
+pub fn write_results(dir: &Path, r: &RunReport) -> Result<(), SimError> {
+    std::fs::create_dir_all(dir).map_err(|e| SimError::Io {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let pretty = |j: &Json| serde_json::to_string_pretty(j).unwrap_or_default() + "\n";
+    write(dir, "results.json", &pretty(&results_json(r)))?;
+    write(dir, "results.csv", &results_csv(r))?;
+    write(dir, "replications.csv", &replications_csv(r))?;
+    write(dir, "run.json", &pretty(&run_json(r)))?;
+    Ok(())
+}
