@@ -61,12 +61,12 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
+/// The prepared model of each point, and the warnings about them.
+pub type PreparedPoints = (Vec<Box<dyn Prepared>>, Vec<String>);
+
 /// Validates every point of `scn` against `kind` without running anything; returns the
 /// prepared models and their warnings.
-pub fn prepare(
-    scn: &Scenario,
-    kind: &dyn ModelKind,
-) -> Result<(Vec<Box<dyn Prepared>>, Vec<String>), SimError> {
+pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, SimError> {
     let mut prepared = Vec::new();
     let mut warnings = Vec::new();
     for point in scn.points() {
