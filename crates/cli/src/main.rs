@@ -5,6 +5,7 @@
 //! so the tree a user sees with `--help` is the whole laboratory; one that is not built
 //! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
 
+mod sim;
 mod wire;
 
 use std::process::ExitCode;
@@ -31,8 +32,8 @@ struct NotYet {
 enum Command {
     /// Wire formats: HEC, AAL5 segmentation and reassembly, cell decoding, captures.
     Wire(wire::WireArgs),
-    /// Run a discrete-event simulation scenario (not built yet).
-    Sim(NotYet),
+    /// Discrete-event simulation: run, check and list scenarios.
+    Sim(sim::SimArgs),
     /// Regenerate a paper's tables and figures into reports/ (not built yet).
     Reproduce(NotYet),
     /// Run a software ATM switch and its SwitchServer (not built yet).
@@ -73,7 +74,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Sim(_) => not_yet("sim", "the simulation engine issue"),
+        Command::Sim(args) => match sim::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("atmlab sim: error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
         Command::Reproduce(_) => not_yet("reproduce", "the paper reproduction issues"),
         Command::Switch(_) => not_yet("switch", "the live switch issue"),
         Command::Names(_) => not_yet("names", "the connection management issue"),

@@ -229,14 +229,18 @@ impl<E> EventSet<E> {
 
     /// Removes `k` (the heap top) and, for a lane, promotes the lane's next key.
     fn advance(&mut self, k: Key) {
-        self.heap.pop();
         if k.lane != NO_LANE {
             let l = &mut self.lanes[k.lane as usize];
             l.queue.pop_front();
             if let Some(&next) = l.queue.front() {
-                self.heap.push(next);
+                // Replace the top in place: one sift-down instead of a pop and a push.
+                if let Some(mut top) = self.heap.peek_mut() {
+                    *top = next;
+                }
+                return;
             }
         }
+        self.heap.pop();
     }
 
     /// Removes and returns the earliest pending event.

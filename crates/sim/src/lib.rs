@@ -13,6 +13,7 @@
 pub mod component;
 pub mod event_set;
 pub mod model;
+pub mod plot;
 pub mod report;
 pub mod rng;
 pub mod runner;

@@ -243,3 +243,69 @@ pub fn write_results(dir: &Path, r: &RunReport) -> Result<(), SimError> {
     write(dir, "run.json", &pretty(&run_json(r)))?;
     Ok(())
 }
+
+/// The numeric value of a swept parameter, for a plot's x axis: a rate, a duration, a bit
+/// rate or a plain number, in SI base units.
+fn sweep_x(v: &Value) -> Option<f64> {
+    use crate::scenario::{parse_bit_rate, parse_duration, parse_number, parse_rate};
+    parse_number(v)
+        .ok()
+        .or_else(|| parse_rate(v).ok())
+        .or_else(|| parse_duration(v).ok().map(|d| d.as_secs_f64()))
+        .or_else(|| parse_bit_rate(v).ok())
+}
+
+/// Writes `<metric>.svg` and `<metric>.png` for each metric against the last swept key (the
+/// one that varies fastest), one series per combination of the other swept keys. Returns
+/// the number of metrics plotted (0 without a sweep, or when the swept values are not
+/// numbers).
+pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize, SimError> {
+    use crate::plot::{PlotSpec, Series, plot_metric};
+    let Some((x_key, _)) = r.scenario.sweep.last() else {
+        return Ok(0);
+    };
+    let mut xs = Vec::with_capacity(r.points.len());
+    for p in &r.points {
+        match p.swept.last().and_then(|(_, v)| sweep_x(v)) {
+            Some(x) => xs.push(x),
+            None => return Ok(0),
+        }
+    }
+    let mut plotted = 0;
+    for (mi, m) in metrics.iter().enumerate() {
+        let mut series: Vec<Series> = Vec::new();
+        for (p, &x) in r.points.iter().zip(&xs) {
+            let others: Vec<String> = p.swept[..p.swept.len() - 1]
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
+                .collect();
+            let label = if others.is_empty() {
+                (*m).to_owned()
+            } else {
+                others.join(", ")
+            };
+            let e = p.metrics.get(mi).map(|(_, e)| *e);
+            let Some(e) = e else { continue };
+            match series.iter_mut().find(|s| s.label == label) {
+                Some(s) => s.points.push((x, e.mean, e.ci95)),
+                None => series.push(Series {
+                    label,
+                    points: vec![(x, e.mean, e.ci95)],
+                }),
+            }
+        }
+        let title = format!(
+            "{m} ({}, 95% CI over {} replications)",
+            r.scenario.model, r.scenario.run.replications
+        );
+        let spec = PlotSpec {
+            title: &title,
+            x_label: x_key,
+            y_label: m,
+            log_y: false,
+        };
+        plot_metric(&dir.join(m), &spec, &series)?;
+        plotted += 1;
+    }
+    Ok(plotted)
+}

@@ -46,7 +46,6 @@ fn version_and_help_show_the_whole_tree() {
 #[test]
 fn unbuilt_subcommands_say_so_and_fail() {
     for sub in [
-        "sim",
         "reproduce",
         "switch",
         "names",

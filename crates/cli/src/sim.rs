@@ -1,0 +1,237 @@
+//! `atmlab sim`: run, check and list simulation scenarios.
+//!
+//! Output follows OMNeT++'s Cmdenv: the metrics of each point with their confidence
+//! intervals, then the cost of the run in events per second and simulated seconds per
+//! second. A progress bar is drawn on stderr only when stdout is a terminal, so logs and
+//! CI output stay clean.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use atmlab_sim::report;
+use atmlab_sim::runner::{self, RunOptions, RunReport};
+use atmlab_sim::scenario::{Scenario, show};
+use clap::{Args, Subcommand};
+
+/// Arguments of `atmlab sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    cmd: SimCmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCmd {
+    /// Run a scenario: every sweep point times every replication, in parallel.
+    Run {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Where to write results.json, results.csv, replications.csv, run.json and plots
+        /// (default: results/<file name without .toml>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override a value of the file, e.g. --set params.arrival.rate="0.5 /s".
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Override run.replications.
+        #[arg(long)]
+        replications: Option<u32>,
+        /// Override run.seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Worker threads (default: one per core). Results do not depend on it.
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Print results.json to stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a scenario file without running it.
+    Check {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Override a value of the file.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// List the model kinds, their parameters and metrics.
+    List,
+}
+
+fn load(
+    file: &std::path::Path,
+    set: &[String],
+) -> Result<(Scenario, &'static dyn atmlab_sim::model::ModelKind)> {
+    let scn = Scenario::load(file, set)?;
+    let Some(kind) = atmlab_models::model_kind(&scn.model) else {
+        let known: Vec<&str> = atmlab_models::registry().iter().map(|k| k.name()).collect();
+        bail!(
+            "{}: model: unknown model kind {:?}; known kinds: {} (see `atmlab sim list`)",
+            scn.file,
+            scn.model,
+            known.join(", ")
+        );
+    };
+    Ok((scn, kind))
+}
+
+/// Runs one `atmlab sim` command.
+pub fn run(args: SimArgs) -> Result<ExitCode> {
+    match args.cmd {
+        SimCmd::List => {
+            for k in atmlab_models::registry() {
+                println!("{}: {}", k.name(), k.summary());
+                println!("  parameters:");
+                for p in k.parameters() {
+                    println!("    {:<16} {}", p.key, p.doc);
+                }
+                println!("  metrics: {}", k.metrics().join(", "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SimCmd::Check { file, set } => {
+            let (scn, kind) = load(&file, &set)?;
+            let (_, warnings) = runner::prepare(&scn, kind)?;
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            println!(
+                "{}: ok (model {}, {} point(s) x {} replication(s))",
+                scn.file,
+                scn.model,
+                scn.points().len(),
+                scn.run.replications
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        SimCmd::Run {
+            file,
+            out,
+            mut set,
+            replications,
+            seed,
+            threads,
+            json,
+        } => {
+            if let Some(r) = replications {
+                set.push(format!("run.replications={r}"));
+            }
+            if let Some(s) = seed {
+                set.push(format!("run.seed={s}"));
+            }
+            let (scn, kind) = load(&file, &set)?;
+            let (_, warnings) = runner::prepare(&scn, kind)?;
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            let total = scn.points().len() as u64 * u64::from(scn.run.replications);
+            let bar = std::io::stdout().is_terminal().then(|| {
+                let b = indicatif::ProgressBar::new(total);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{bar:40} {pos}/{len} jobs, {elapsed} elapsed, eta {eta}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                b
+            });
+            let progress = |done: u64, _total: u64| {
+                if let Some(b) = &bar {
+                    b.set_position(done);
+                }
+            };
+            let opts = RunOptions {
+                threads,
+                progress: Some(&progress),
+            };
+            let r = runner::run(&scn, kind, &opts)?;
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            let dir = out.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "run".into());
+                PathBuf::from("results").join(stem)
+            });
+            report::write_results(&dir, &r)
+                .with_context(|| format!("writing results to {}", dir.display()))?;
+            let plots = report::write_plots(&dir, &r, kind.metrics())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report::results_json(&r))?
+                );
+            } else {
+                print_table(&r);
+                println!(
+                    "results: {}/results.json, results.csv, replications.csv, run.json",
+                    dir.display()
+                );
+                if plots > 0 {
+                    println!(
+                        "plots:   {plots} metric(s) against the swept value in {}/ (SVG and PNG)",
+                        dir.display()
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn si(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} k", x / 1e3)
+    } else {
+        format!("{x:.2} ")
+    }
+}
+
+fn print_table(r: &RunReport) {
+    let s = &r.scenario;
+    println!(
+        "{}: model {}, {} point(s) x {} replication(s), seed {}",
+        s.file,
+        s.model,
+        r.points.len(),
+        s.run.replications,
+        s.run.seed
+    );
+    for (i, p) in r.points.iter().enumerate() {
+        if !p.swept.is_empty() {
+            let kv: Vec<String> = p
+                .swept
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", show(v)))
+                .collect();
+            println!("[{}/{}] {}", i + 1, r.points.len(), kv.join(", "));
+        }
+        for (name, e) in &p.metrics {
+            let ci = if e.ci95.is_finite() {
+                format!("± {:<12.6}", e.ci95)
+            } else {
+                format!("{:<14}", "(no CI)")
+            };
+            println!("  {name:<20} {:>14.6} {ci} n={}", e.mean, e.n);
+        }
+    }
+    let eps = r.events as f64 / r.wall_seconds.max(1e-9);
+    let sps = r.simulated_seconds / r.wall_seconds.max(1e-9);
+    println!(
+        "run: {} events in {:.3} s wall on {} thread(s): {}events/s, {}simulated-s/s",
+        r.events,
+        r.wall_seconds,
+        r.threads,
+        si(eps),
+        si(sps)
+    );
+}

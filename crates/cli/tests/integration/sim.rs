@@ -1,0 +1,187 @@
+//! `atmlab sim` as users run it: the example scenario, result files, reproducibility
+//! across thread counts, and errors that name the file, the key and what was expected.
+
+use std::path::{Path, PathBuf};
+
+use crate::atmlab;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The README's example, shortened so the test stays quick.
+fn run_mm1(out: &Path, threads: &str) -> std::process::Output {
+    let file = repo().join("scenarios/examples/mm1.toml");
+    atmlab(
+        &[
+            "sim",
+            "run",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            "run.duration=\"20000 s\"",
+            "--replications",
+            "4",
+            "--threads",
+            threads,
+        ],
+        b"",
+    )
+}
+
+#[test]
+fn example_runs_and_writes_every_result_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_mm1(dir.path(), "2");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("mean_wait") && out.contains("events/s") && out.contains("simulated-s/s"),
+        "{out}"
+    );
+    for f in [
+        "results.json",
+        "results.csv",
+        "replications.csv",
+        "run.json",
+        "mean_wait.svg",
+        "mean_wait.png",
+    ] {
+        assert!(dir.path().join(f).exists(), "{f} missing");
+    }
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+    let keys: Vec<&String> = j.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["points", "scenario"]);
+    let points = j["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5);
+    let p = &points[4];
+    assert_eq!(p["params"]["arrival"]["rate"], "0.9 /s");
+    let w = &p["metrics"]["mean_wait"];
+    assert_eq!(w["n"], 4);
+    assert!(
+        w["mean"].as_f64().unwrap() > 5.0 && w["ci95"].as_f64().unwrap() > 0.0,
+        "{w}"
+    );
+    for m in [
+        "mean_wait",
+        "mean_system_time",
+        "mean_queue_length",
+        "utilization",
+        "loss_probability",
+        "wait_p50",
+        "wait_p99",
+    ] {
+        assert!(p["metrics"].get(m).is_some(), "{m}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("replications.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 5 * 4);
+    let run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert!(run["events"].as_u64().unwrap() > 100_000);
+}
+
+#[test]
+fn results_are_identical_for_any_thread_count() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    assert!(run_mm1(a.path(), "1").status.success());
+    assert!(run_mm1(b.path(), "3").status.success());
+    for f in [
+        "results.json",
+        "results.csv",
+        "replications.csv",
+        "mean_wait.svg",
+    ] {
+        assert_eq!(
+            std::fs::read(a.path().join(f)).unwrap(),
+            std::fs::read(b.path().join(f)).unwrap(),
+            "{f} differs between 1 and 3 threads"
+        );
+    }
+}
+
+fn check(body: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, body).unwrap();
+    let o = atmlab(&["sim", "check", f.to_str().unwrap()], b"");
+    let (out, err) = text(&o);
+    (o.status.success(), format!("{out}{err}"))
+}
+
+const GOOD_RUN: &str = "model = \"queue\"\n[run]\nduration = \"100 s\"\n";
+
+#[test]
+fn bad_scenarios_name_file_key_and_expectation() {
+    let svc = "service = { kind = \"exponential\", mean = \"1 s\" }\n";
+    let cases = [
+        (
+            format!(
+                "{GOOD_RUN}[params]\narrival = {{ kind = \"poisson\", rate = \"0.5 /s\" }}\n{svc}colour = 3\n"
+            ),
+            "params.colour",
+            "unknown key",
+        ),
+        (
+            format!(
+                "{GOOD_RUN}[params]\narrival = {{ kind = \"poisson\", rate = \"0.5 litres\" }}\n{svc}"
+            ),
+            "params.arrival.rate",
+            "unit",
+        ),
+        (
+            format!(
+                "{GOOD_RUN}[params]\narrival = {{ kind = \"poisson\", rate = \"-2 /s\" }}\n{svc}"
+            ),
+            "params.arrival.rate",
+            "negative",
+        ),
+        (
+            "model = \"queue\"\n[run]\nduration = \"100 parsecs\"\n".to_owned(),
+            "run.duration",
+            "duration such as",
+        ),
+        (
+            "model = \"qeueu\"\n[run]\nduration = \"100 s\"\n".to_owned(),
+            "model",
+            "known kinds: queue",
+        ),
+    ];
+    for (body, key, what) in cases {
+        let (ok, msg) = check(&body);
+        assert!(!ok, "accepted:\n{body}");
+        assert!(
+            msg.contains("bad.toml") && msg.contains(key) && msg.contains(what),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn unstable_queue_warns_but_runs() {
+    let (ok, msg) = check(&format!(
+        "{GOOD_RUN}[params]\narrival = {{ kind = \"poisson\", rate = \"1.5 /s\" }}\nservice = {{ kind = \"exponential\", mean = \"1 s\" }}\n"
+    ));
+    assert!(ok, "{msg}");
+    assert!(msg.contains("warning") && msg.contains("unstable"), "{msg}");
+}
+
+#[test]
+fn list_shows_models_and_metrics() {
+    let o = atmlab(&["sim", "list"], b"");
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(
+        out.starts_with("queue:") && out.contains("mean_wait") && out.contains("arrival.kind"),
+        "{out}"
+    );
+}
