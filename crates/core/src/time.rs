@@ -83,13 +83,15 @@ impl Duration {
     }
     /// Seconds as a float, rounded to the nearest picosecond (saturating, negative → 0).
     pub fn from_secs_f64(s: f64) -> Self {
-        let ps = (s * PS_PER_S as f64).round();
+        let ps = s * PS_PER_S as f64;
         if ps.is_nan() || ps <= 0.0 {
             Duration(0)
         } else if ps >= u64::MAX as f64 {
             Duration(u64::MAX)
         } else {
-            Duration(ps as u64)
+            // Round half up by adding 0.5 and truncating: for non-negative values this is
+            // `round()`, without the libm call (it sits on every sampled delay).
+            Duration((ps + 0.5) as u64)
         }
     }
     /// The span in picoseconds.

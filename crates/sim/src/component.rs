@@ -352,19 +352,13 @@ impl<M: 'static> Simulation<M> {
             if limit.is_some_and(|l| self.processed >= l) {
                 return Ok(RunOutcome::Budget);
             }
-            match self.events.peek_time() {
-                Some(t) if t <= end => {}
-                Some(_) => {
-                    self.now = end;
-                    return Ok(RunOutcome::Reached);
-                }
-                None => {
-                    self.now = end;
-                    return Ok(RunOutcome::Stalled);
-                }
-            }
-            let Some((t, env)) = self.events.pop() else {
-                continue;
+            let Some((t, env)) = self.events.pop_until(end) else {
+                self.now = end;
+                return Ok(if self.events.is_empty() {
+                    RunOutcome::Stalled
+                } else {
+                    RunOutcome::Reached
+                });
             };
             self.now = t;
             self.processed += 1;

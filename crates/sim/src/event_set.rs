@@ -64,7 +64,11 @@ struct Slot<E> {
 }
 
 struct Lane {
+    /// The lane's events behind its head (the head itself sits in the heap), so that a
+    /// lane holding one event at a time, the common case, never touches this queue.
     queue: VecDeque<Key>,
+    /// Whether the lane's head is in the heap.
+    busy: bool,
     /// Time of the last event scheduled in the lane: the next may not be earlier.
     last: u64,
 }
@@ -122,6 +126,7 @@ impl<E> EventSet<E> {
     pub fn new_lane(&mut self) -> LaneId {
         self.lanes.push(Lane {
             queue: VecDeque::new(),
+            busy: false,
             last: 0,
         });
         LaneId(self.lanes.len() as u32 - 1)
@@ -189,11 +194,13 @@ impl<E> EventSet<E> {
         };
         let l = &mut self.lanes[lane.0 as usize];
         l.last = t;
-        if l.queue.is_empty() {
+        if l.busy {
+            l.queue.push_back(key);
+        } else {
             // The lane was idle: its new head joins the heap.
+            l.busy = true;
             self.heap.push(key);
         }
-        l.queue.push_back(key);
         Ok(EventId { slot, seq })
     }
 
@@ -231,13 +238,15 @@ impl<E> EventSet<E> {
     fn advance(&mut self, k: Key) {
         if k.lane != NO_LANE {
             let l = &mut self.lanes[k.lane as usize];
-            l.queue.pop_front();
-            if let Some(&next) = l.queue.front() {
-                // Replace the top in place: one sift-down instead of a pop and a push.
-                if let Some(mut top) = self.heap.peek_mut() {
-                    *top = next;
+            match l.queue.pop_front() {
+                Some(next) => {
+                    // Replace the top in place: one sift-down instead of a pop and a push.
+                    if let Some(mut top) = self.heap.peek_mut() {
+                        *top = next;
+                    }
+                    return;
                 }
-                return;
+                None => l.busy = false,
             }
         }
         self.heap.pop();
@@ -245,8 +254,20 @@ impl<E> EventSet<E> {
 
     /// Removes and returns the earliest pending event.
     pub fn pop(&mut self) -> Option<(Instant, E)> {
+        self.pop_until(Instant::MAX)
+    }
+
+    /// Removes and returns the earliest pending event if it is due no later than `end`:
+    /// one pass over the heap top where `peek_time` then `pop` would make two.
+    #[inline]
+    pub fn pop_until(&mut self, end: Instant) -> Option<(Instant, E)> {
+        let end = end.as_picos();
         loop {
             let k = *self.heap.peek()?;
+            if k.time > end {
+                // A stale key later than `end` may hide nothing earlier: the heap is ordered.
+                return None;
+            }
             self.advance(k);
             let s = &mut self.slots[k.slot as usize];
             if s.seq != k.seq {
@@ -326,5 +347,86 @@ mod tests {
         s.cancel(a);
         assert_eq!(s.pop(), Some((t(2), 'b')));
         assert_eq!(s.pop(), None);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// Schedule on the heap, `dt` after the current time.
+            Heap(u64),
+            /// Schedule in lane `l`, `dt` after that lane's last time.
+            Lane(usize, u64),
+            /// Cancel the `i`-th id handed out (if still pending).
+            Cancel(usize),
+            /// Pop one event.
+            Pop,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (0u64..5).prop_map(Op::Heap),
+                (0usize..3, 0u64..5).prop_map(|(l, d)| Op::Lane(l, d)),
+                any::<usize>().prop_map(Op::Cancel),
+                Just(Op::Pop),
+                Just(Op::Pop),
+            ]
+        }
+
+        proptest! {
+            /// Lanes and lazy cancellation change nothing: the pop order equals that of a
+            /// reference ordered map keyed by (time, insertion number).
+            #[test]
+            fn same_order_as_a_reference_queue(ops in proptest::collection::vec(op(), 1..300)) {
+                let mut s = EventSet::new();
+                let lanes = [s.new_lane(), s.new_lane(), s.new_lane()];
+                let mut lane_last = [0u64; 3];
+                let mut reference: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+                let mut ids: Vec<(EventId, (u64, u64))> = Vec::new();
+                let mut now = 0u64;
+                let mut n = 0u64;
+                for o in ops {
+                    match o {
+                        Op::Heap(dt) => {
+                            let t = now + dt;
+                            let id = s.schedule(Instant::from_picos(t), n);
+                            reference.insert((t, n), n);
+                            ids.push((id, (t, n)));
+                            n += 1;
+                        }
+                        Op::Lane(l, dt) => {
+                            let t = lane_last[l].max(now) + dt;
+                            lane_last[l] = t;
+                            let id = s.schedule_in_lane(lanes[l], Instant::from_picos(t), n).unwrap();
+                            reference.insert((t, n), n);
+                            ids.push((id, (t, n)));
+                            n += 1;
+                        }
+                        Op::Cancel(i) => {
+                            if !ids.is_empty() {
+                                let (id, key) = ids[i % ids.len()];
+                                prop_assert_eq!(s.cancel(id), reference.remove(&key).is_some());
+                            }
+                        }
+                        Op::Pop => {
+                            let want = reference.pop_first();
+                            let got = s.pop();
+                            prop_assert_eq!(got.map(|(t, e)| (t.as_picos(), e)), want.map(|((t, _), e)| (t, e)));
+                            if let Some(((t, _), _)) = want {
+                                now = t;
+                            }
+                        }
+                    }
+                    prop_assert_eq!(s.len(), reference.len());
+                }
+                while let Some(((t, _), e)) = reference.pop_first() {
+                    prop_assert_eq!(s.pop(), Some((Instant::from_picos(t), e)));
+                }
+                prop_assert!(s.pop().is_none());
+            }
+        }
     }
 }
