@@ -47,19 +47,22 @@ impl CellRate {
     }
 }
 
-/// Splits `"155.52 Mb/s"` into `(155.52, "Mb/s")`.
-fn split_number(s: &str) -> Option<(f64, &str)> {
+/// Splits a quantity such as `"155.52 Mb/s"` into its number and its unit,
+/// `(155.52, "Mb/s")`. The number may be negative or use an exponent (`"5e-3 s"`); the
+/// caller judges its range, so that its message can say what was wrong.
+pub fn split_quantity(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')))
         .unwrap_or(s.len());
-    // "1e" followed by a unit letter: back off so "5 es" style typos still fail cleanly.
     let (num, unit) = s.split_at(end);
     let v: f64 = num.trim().parse().ok()?;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
     Some((v, unit.trim()))
+}
+
+/// [`split_quantity`] for the parsers here: finite and not negative, or nothing.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    split_quantity(s).filter(|(v, _)| v.is_finite() && *v >= 0.0)
 }
 
 impl FromStr for BitRate {

@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use atmlab_core::time::Duration;
-use atmlab_core::units::BitRate;
+use atmlab_core::units::{BitRate, split_quantity};
 use toml::{Table, Value};
 
 use crate::SimError;
@@ -101,16 +101,6 @@ pub fn show(v: &Value) -> String {
     }
 }
 
-/// Splits `"0.9 /s"` into (0.9, "/s").
-fn split_quantity(s: &str) -> Option<(f64, String)> {
-    let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(end);
-    let v: f64 = num.trim().parse().ok()?;
-    Some((v, unit.trim().to_owned()))
-}
 
 /// Parses a rate in events (cells, customers, frames) per second.
 pub fn parse_rate(v: &Value) -> Result<f64, String> {
@@ -124,7 +114,7 @@ pub fn parse_rate(v: &Value) -> Result<f64, String> {
                     show(v)
                 )
             })?;
-            let mult = match unit.as_str() {
+            let mult = match unit {
                 "" | "/s" | "per s" | "cells/s" | "cell/s" | "customers/s" | "frames/s"
                 | "packets/s" | "Hz" => 1.0,
                 "/ms" => 1e3,

@@ -258,3 +258,20 @@ fn bad_parameters_name_the_key() {
         &["params.arrival", "mean_rate"],
     );
 }
+
+#[test]
+fn a_thousand_point_sweep_runs_and_keeps_one_value_per_metric() {
+    // 1,000 points: the runner keeps per replication one number per metric, never the
+    // samples (waits are folded into tallies and a fixed-size histogram as they come).
+    let rates: Vec<String> = (0..1000).map(|i| format!("\"{} /s\"", 0.1 + 0.0008 * f64::from(i))).collect();
+    let text = format!(
+        "model = \"queue\"\n[run]\ncount = 50\nreplications = 1\nseed = 9\n[params]\narrival = {{ kind = \"poisson\", rate = \"0.5 /s\" }}\nservice = {{ kind = \"exponential\", mean = \"1 s\" }}\n[sweep]\n\"arrival.rate\" = [{}]\n",
+        rates.join(", ")
+    );
+    let r = run(&text, 0);
+    assert_eq!(r.points.len(), 1000);
+    for p in &r.points {
+        assert_eq!(p.replications.len(), 1);
+        assert_eq!(p.replications[0].metrics.len(), 7);
+    }
+}
