@@ -328,6 +328,16 @@ impl QueueStation {
         ]
     }
 
+    /// Starts the next batch of a batch-means run: the statistics restart, but unlike the
+    /// warm-up reset every customer stays observed (batches are consecutive pieces of one
+    /// run, so a customer straddling a boundary belongs to the batch its observation
+    /// falls in).
+    pub fn start_batch(&mut self, now: Instant) {
+        let keep = self.observe_from;
+        self.reset_stats(now);
+        self.observe_from = keep;
+    }
+
     fn in_system(&self) -> u64 {
         self.waiting.len() as u64 + u64::from(self.busy)
     }
@@ -407,8 +417,9 @@ pub fn run_station(
         Warmup::Observations(n) if n > 0 => st.reset_after_waits = Some(n),
         _ => {}
     }
+    let batches = u64::from(rep.batches.max(1));
     if let RunLength::Count(n) = rep.length {
-        st.stop_after = Some(n);
+        st.stop_after = Some(n / batches);
     }
     let id = sim.add(st);
     if let Warmup::Time(w) = rep.warmup {
@@ -417,29 +428,58 @@ pub fn run_station(
             sim.reset_stats();
         }
     }
-    let end = match rep.length {
-        RunLength::Duration(d) => Instant::ZERO + d,
-        RunLength::Count(_) => Instant::MAX,
+    let missing = || SimError::Model {
+        model: "queue".into(),
+        message: "station missing".into(),
     };
-    let outcome = sim.run_until(end, None)?;
-    let now = if matches!(outcome, RunOutcome::Stopped) {
-        sim.now()
-    } else {
-        end
-    };
-    let st = sim
-        .component::<QueueStation>(id)
-        .ok_or_else(|| SimError::Model {
-            model: "queue".into(),
-            message: "station missing".into(),
-        })?;
+    let start = sim.now();
+    let mut batch_metrics = Vec::new();
+    let mut now = start;
+    for b in 1..=batches {
+        let end = match rep.length {
+            // Equal slices of the measured period (the last one ends exactly at the end).
+            RunLength::Duration(d) => {
+                let measured = (Instant::ZERO + d)
+                    .saturating_duration_since(start)
+                    .as_picos();
+                start
+                    + Duration::from_picos(
+                        (u128::from(measured) * u128::from(b) / u128::from(batches)) as u64,
+                    )
+            }
+            RunLength::Count(_) => Instant::MAX,
+        };
+        let outcome = sim.run_until(end, None)?;
+        now = if matches!(outcome, RunOutcome::Stopped) {
+            sim.now()
+        } else {
+            end
+        };
+        if batches > 1 {
+            let st = sim.component_mut::<QueueStation>(id).ok_or_else(missing)?;
+            batch_metrics.push(st.metrics(now).into_iter().map(|(_, v)| v).collect());
+            if b < batches {
+                st.start_batch(now);
+            }
+        }
+    }
+    let st = sim.component::<QueueStation>(id).ok_or_else(missing)?;
     let truncation = st.mser.as_ref().map(|m| m.truncation() as u64);
+    let mut metrics = st.metrics(now);
+    if !batch_metrics.is_empty() {
+        // The replication's own figure is the grand mean of its batches.
+        for (i, m) in metrics.iter_mut().enumerate() {
+            m.1 = batch_metrics.iter().map(|b: &Vec<f64>| b[i]).sum::<f64>()
+                / batch_metrics.len() as f64;
+        }
+    }
     Ok((
         RepResult {
-            metrics: st.metrics(now),
+            metrics,
             events: sim.events_processed(),
             simulated: now - Instant::ZERO,
             truncation,
+            batch_metrics,
         },
         st.trace().to_vec(),
     ))

@@ -344,6 +344,8 @@ impl<M: 'static> Simulation<M> {
     /// stalls, a component stops it, or `budget` messages have been delivered.
     pub fn run_until(&mut self, end: Instant, budget: Option<u64>) -> Result<RunOutcome, SimError> {
         self.init()?;
+        // A stop ends the call that saw it; the next call resumes the model.
+        self.stopped = false;
         let limit = budget.map(|b| self.processed.saturating_add(b));
         loop {
             if self.stopped {

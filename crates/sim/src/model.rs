@@ -28,8 +28,11 @@ pub struct Replication {
     pub replication: u32,
     /// How long.
     pub length: RunLength,
-    /// The warm-up (never `Auto` here: the runner resolves it first).
+    /// The warm-up (`Auto` only in a pilot run, whose truncation the runner then passes
+    /// back as `Observations`).
     pub warmup: Warmup,
+    /// Batches of the measured period (1: no batching; see [`RunConfig::batches`]).
+    pub batches: u32,
 }
 
 /// What one replication measured.
@@ -44,6 +47,8 @@ pub struct RepResult {
     /// For a pilot run with `Warmup::Auto`: the MSER-5 truncation point, in observations
     /// of the model's primary series.
     pub truncation: Option<u64>,
+    /// With batch means: each batch's metrics, in order (empty otherwise).
+    pub batch_metrics: Vec<Vec<f64>>,
 }
 
 /// A model with validated parameters, ready to run replications (from any thread).

@@ -69,6 +69,10 @@ pub fn scenario_json(r: &RunReport) -> Json {
         "model": s.model,
         "seed": s.run.seed,
         "replications": s.run.replications,
+        "method": match s.run.batches {
+            Some(b) => json!({"batch_means": b}),
+            None => json!("independent replications"),
+        },
         "length": length,
         "warmup": warmup,
         "sweep": sweep,

@@ -7,6 +7,9 @@
 //! that finds the MSER-5 truncation point, then the measured pass, which replays the same
 //! random numbers and resets its statistics at that point.
 //!
+//! With `batches` set, the one replication of each point is cut into consecutive batches
+//! and the interval comes from the batch means instead (the model reports them).
+//!
 //! Memory: a job keeps its model only while it runs; what survives is one value per
 //! metric, so a sweep of thousands of points holds no raw samples.
 
@@ -97,6 +100,7 @@ fn run_job(p: &dyn Prepared, scn: &Scenario, replication: u32) -> Result<RepResu
         replication,
         length: scn.run.length,
         warmup: scn.run.warmup,
+        batches: scn.run.batches.unwrap_or(1),
     };
     if rep.warmup == Warmup::Auto {
         let pilot = p.run(&rep)?;
@@ -157,15 +161,28 @@ pub fn run(
             simulated += r.simulated.as_secs_f64();
             reps_out.push(r);
         }
+        let batched = scn.run.batches.is_some();
         let metrics = kind
             .metrics()
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let samples: Vec<f64> = reps_out
-                    .iter()
-                    .map(|r| r.metrics.get(i).map_or(f64::NAN, |m| m.1))
-                    .collect();
+                // Replications, or with batch means the batches of the one replication.
+                let samples: Vec<f64> = if batched {
+                    reps_out
+                        .iter()
+                        .flat_map(|r| {
+                            r.batch_metrics
+                                .iter()
+                                .map(move |b| b.get(i).copied().unwrap_or(f64::NAN))
+                        })
+                        .collect()
+                } else {
+                    reps_out
+                        .iter()
+                        .map(|r| r.metrics.get(i).map_or(f64::NAN, |m| m.1))
+                        .collect()
+                };
                 ((*name).to_owned(), Estimate::from_samples(&samples))
             })
             .collect();

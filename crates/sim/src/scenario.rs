@@ -6,7 +6,8 @@
 //! [run]
 //! duration = "200000 s"        # or: count = 1000000 (model-defined unit, e.g. customers)
 //! warmup = "1000 s"            # or "auto" (MSER-5), or "0 s"
-//! replications = 8
+//! replications = 8              # independent replications (the default method), or:
+//! # batches = 20                # batch means over one replication (replications = 1)
 //! seed = 1
 //! [params]
 //! arrival = { kind = "poisson", rate = "0.9 /s" }
@@ -68,6 +69,10 @@ pub struct RunConfig {
     pub replications: u32,
     /// The scenario seed.
     pub seed: u64,
+    /// Batch means instead of replications: the measured period of the one replication
+    /// is cut into this many consecutive batches, each giving one value per metric, and
+    /// the confidence interval is computed over the batch means (Law & Kelton §9.5.3).
+    pub batches: Option<u32>,
 }
 
 /// A parsed scenario file.
@@ -100,7 +105,6 @@ pub fn show(v: &Value) -> String {
         other => other.to_string(),
     }
 }
-
 
 /// Parses a rate in events (cells, customers, frames) per second.
 pub fn parse_rate(v: &Value) -> Result<f64, String> {
@@ -346,7 +350,14 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
             ));
         }
     };
-    const RUN_KEYS: [&str; 5] = ["duration", "count", "warmup", "replications", "seed"];
+    const RUN_KEYS: [&str; 6] = [
+        "duration",
+        "count",
+        "warmup",
+        "replications",
+        "seed",
+        "batches",
+    ];
     for k in t.keys() {
         if !RUN_KEYS.contains(&k.as_str()) {
             return Err(err(
@@ -426,11 +437,42 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
             ));
         }
     };
+    let batches = match t.get("batches") {
+        None => None,
+        Some(Value::Integer(n)) if *n >= 2 && *n <= 100_000 => Some(*n as u32),
+        Some(v) => {
+            return Err(err(
+                file,
+                "run.batches",
+                format!(
+                    "expected an integer from 2 to 100000 (batch means), got {}",
+                    show(v)
+                ),
+            ));
+        }
+    };
+    if batches.is_some() && replications != 1 {
+        return Err(err(
+            file,
+            "run.batches",
+            "batch means cut one long replication into batches: set replications = 1 (or drop batches to use independent replications)",
+        ));
+    }
+    if let (Some(b), RunLength::Count(n)) = (batches, length) {
+        if n < u64::from(b) {
+            return Err(err(
+                file,
+                "run.batches",
+                format!("{b} batches need a count of at least {b}, got {n}"),
+            ));
+        }
+    }
     Ok(RunConfig {
         length,
         warmup,
         replications,
         seed,
+        batches,
     })
 }
 
@@ -660,6 +702,23 @@ capacity = "inf"
         assert_eq!(a.rate("rate").unwrap(), 0.9);
         assert_eq!(a.string("kind").unwrap(), "poisson");
         a.finish().unwrap();
+    }
+
+    #[test]
+    fn batch_means_need_one_replication() {
+        let ok =
+            Scenario::parse("f", "model='q'\n[run]\nduration='100 s'\nbatches=10\n", &[]).unwrap();
+        assert_eq!(ok.run.batches, Some(10));
+        let m = msg("model='q'\n[run]\nduration='100 s'\nbatches=10\nreplications=4\n");
+        assert!(
+            m.contains("run.batches") && m.contains("replications = 1"),
+            "{m}"
+        );
+        let m = msg("model='q'\n[run]\nduration='100 s'\nbatches=1\n");
+        assert!(
+            m.contains("run.batches") && m.contains("2 to 100000"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -143,6 +143,7 @@ fn lindley_recursion_matches_exactly() {
         replication: 3,
         length: RunLength::Count(20_000),
         warmup: Warmup::Time(Duration::ZERO),
+        batches: 1,
     };
     let (_, waits) = run_station(&cfg, &rep, true).unwrap();
     assert!(waits.len() >= 20_000);
@@ -263,7 +264,9 @@ fn bad_parameters_name_the_key() {
 fn a_thousand_point_sweep_runs_and_keeps_one_value_per_metric() {
     // 1,000 points: the runner keeps per replication one number per metric, never the
     // samples (waits are folded into tallies and a fixed-size histogram as they come).
-    let rates: Vec<String> = (0..1000).map(|i| format!("\"{} /s\"", 0.1 + 0.0008 * f64::from(i))).collect();
+    let rates: Vec<String> = (0..1000)
+        .map(|i| format!("\"{} /s\"", 0.1 + 0.0008 * f64::from(i)))
+        .collect();
     let text = format!(
         "model = \"queue\"\n[run]\ncount = 50\nreplications = 1\nseed = 9\n[params]\narrival = {{ kind = \"poisson\", rate = \"0.5 /s\" }}\nservice = {{ kind = \"exponential\", mean = \"1 s\" }}\n[sweep]\n\"arrival.rate\" = [{}]\n",
         rates.join(", ")
@@ -274,4 +277,15 @@ fn a_thousand_point_sweep_runs_and_keeps_one_value_per_metric() {
         assert_eq!(p.replications.len(), 1);
         assert_eq!(p.replications[0].metrics.len(), 7);
     }
+}
+
+#[test]
+fn batch_means_cover_the_mm1_wait() {
+    // One long replication cut into 20 batches instead of 20 replications.
+    let text = "model = \"queue\"\n[run]\nduration = \"401000 s\"\nwarmup = \"1000 s\"\nreplications = 1\nbatches = 20\nseed = 3\n[params]\narrival = { kind = \"poisson\", rate = \"0.5 /s\" }\nservice = { kind = \"exponential\", mean = \"1 s\" }\n";
+    let r = run(text, 0);
+    let e = metric(&r, 0, "mean_wait");
+    assert_eq!(e.n, 20);
+    assert_covers(e, 1.0, "M/M/1 Wq by batch means");
+    assert_eq!(r.points[0].replications[0].batch_metrics.len(), 20);
 }
