@@ -93,8 +93,12 @@ pub fn aal34(data: &[u8]) {
                 s.data().len(),
             );
             if let Ok(r) = SarPduRepr::parse(&s) {
-                // A SAR-PDU that parsed must emit back to the same 48 octets.
-                assert_eq!(&r.to_bytes().unwrap()[..], &chunk[..48]);
+                // A SAR-PDU that parsed must emit to one that parses to the same repr.
+                // (Not to the same octets: the payload past LI is padding, covered by the
+                // CRC but not kept, and emitted as zeros; found by fuzzing.)
+                let bytes = r.to_bytes().unwrap();
+                let again = SarPdu::new_checked(&bytes[..]).unwrap();
+                assert_eq!(SarPduRepr::parse(&again).unwrap(), r);
             }
         }
     }
