@@ -198,10 +198,10 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
             };
             let mut write_err = None;
             let report = process_cells(&cells, format_of(nni), cfg, |ev| {
-                if let Event::Frame { sdu, .. } = ev {
-                    if write_err.is_none() {
-                        write_err = out.write_all(sdu).err();
-                    }
+                if let Event::Frame { sdu, .. } = ev
+                    && write_err.is_none()
+                {
+                    write_err = out.write_all(sdu).err();
                 }
             });
             out.flush()?;
@@ -567,18 +567,18 @@ fn roundtrip(a: RoundtripArgs) -> Result<ExitCode> {
                 } => (vc, time, pdu),
                 Event::Bad { .. } => return,
             };
-            if let Some(w) = writer.as_mut() {
-                if pcap_err.is_none() {
-                    pcap_err = w
-                        .write(&SunAtmRecord {
-                            time,
-                            direction: Direction::Received,
-                            vpi: vc.vpi.0,
-                            vci: vc.vci.0,
-                            pdu,
-                        })
-                        .err();
-                }
+            if let Some(w) = writer.as_mut()
+                && pcap_err.is_none()
+            {
+                pcap_err = w
+                    .write(&SunAtmRecord {
+                        time,
+                        direction: Direction::Received,
+                        vpi: vc.vpi.0,
+                        vci: vc.vci.0,
+                        pdu,
+                    })
+                    .err();
             }
         },
     );

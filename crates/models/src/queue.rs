@@ -422,11 +422,11 @@ pub fn run_station(
         st.stop_after = Some(n / batches);
     }
     let id = sim.add(st);
-    if let Warmup::Time(w) = rep.warmup {
-        if w > Duration::ZERO {
-            sim.run_until(Instant::ZERO + w, None)?;
-            sim.reset_stats();
-        }
+    if let Warmup::Time(w) = rep.warmup
+        && w > Duration::ZERO
+    {
+        sim.run_until(Instant::ZERO + w, None)?;
+        sim.reset_stats();
     }
     let missing = || SimError::Model {
         model: "queue".into(),

@@ -404,16 +404,14 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
                 .map_err(|m| err(file, "run.warmup", format!("{m}, or \"auto\" for MSER-5")))?,
         ),
     };
-    if let (RunLength::Duration(d), Warmup::Time(w)) = (length, warmup) {
-        if w >= d {
-            return Err(err(
-                file,
-                "run.warmup",
-                format!(
-                    "the warm-up ({w}) must be shorter than the duration ({d}), which includes it"
-                ),
-            ));
-        }
+    if let (RunLength::Duration(d), Warmup::Time(w)) = (length, warmup)
+        && w >= d
+    {
+        return Err(err(
+            file,
+            "run.warmup",
+            format!("the warm-up ({w}) must be shorter than the duration ({d}), which includes it"),
+        ));
     }
     let replications = match t.get("replications") {
         None => 1,
@@ -458,14 +456,14 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
             "batch means cut one long replication into batches: set replications = 1 (or drop batches to use independent replications)",
         ));
     }
-    if let (Some(b), RunLength::Count(n)) = (batches, length) {
-        if n < u64::from(b) {
-            return Err(err(
-                file,
-                "run.batches",
-                format!("{b} batches need a count of at least {b}, got {n}"),
-            ));
-        }
+    if let (Some(b), RunLength::Count(n)) = (batches, length)
+        && n < u64::from(b)
+    {
+        return Err(err(
+            file,
+            "run.batches",
+            format!("{b} batches need a count of at least {b}, got {n}"),
+        ));
     }
     Ok(RunConfig {
         length,

@@ -140,9 +140,10 @@ impl SegmentType {
         match self {
             SegmentType::Bom | SegmentType::Com => li as usize == SAR_PAYLOAD_LEN,
             SegmentType::Eom => {
-                li == LI_ABORT || (li >= 4 && li as usize <= SAR_PAYLOAD_LEN && li % 4 == 0)
+                li == LI_ABORT
+                    || (li >= 4 && li as usize <= SAR_PAYLOAD_LEN && li.is_multiple_of(4))
             }
-            SegmentType::Ssm => li >= 8 && li as usize <= SAR_PAYLOAD_LEN && li % 4 == 0,
+            SegmentType::Ssm => li >= 8 && li as usize <= SAR_PAYLOAD_LEN && li.is_multiple_of(4),
         }
     }
 

@@ -157,7 +157,7 @@ impl E164Address {
         // Digit i sits in nibble i + 1 of the field, the type being nibble 0.
         let n = i + 1;
         let b = self.bytes[n / 2];
-        if n % 2 == 0 { b >> 4 } else { b & 0xf }
+        if n.is_multiple_of(2) { b >> 4 } else { b & 0xf }
     }
 
     /// The address type.
@@ -214,7 +214,7 @@ impl E164Address {
 fn set_nibble(bytes: &mut [u8; ADDRESS_LEN], i: usize, v: u8) {
     let n = i + 1;
     let b = &mut bytes[n / 2];
-    *b = if n % 2 == 0 {
+    *b = if n.is_multiple_of(2) {
         (*b & 0x0f) | (v << 4)
     } else {
         (*b & 0xf0) | (v & 0xf)
@@ -288,7 +288,7 @@ fn parse_dotted(s: &str) -> Result<E164Address, WireError> {
         if n >= 2 * ADDRESS_LEN {
             return Err(malformed("dotted form longer than 16 hex digits"));
         }
-        bytes[n / 2] |= (v as u8) << if n % 2 == 0 { 4 } else { 0 };
+        bytes[n / 2] |= (v as u8) << if n.is_multiple_of(2) { 4 } else { 0 };
         n += 1;
     }
     if n != 2 * ADDRESS_LEN {

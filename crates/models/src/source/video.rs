@@ -293,15 +293,15 @@ impl TrafficSource for Ar1Video {
         }
         loop {
             // (No let-chain here: the workspace's rust-version is 1.85.)
-            if let Some(f) = &mut self.current {
-                if f.next < f.cells {
-                    // Cell j of N at start + ⌊j·len/N⌋: evenly spread, the first at the
-                    // frame instant, the last strictly before the next frame.
-                    let off = u128::from(f.next) * u128::from(f.len_ps) / u128::from(f.cells);
-                    f.next += 1;
-                    let at = f.start + Duration::from_picos(off as u64);
-                    return Some(Arrival { at, units: 1 });
-                }
+            if let Some(f) = &mut self.current
+                && f.next < f.cells
+            {
+                // Cell j of N at start + ⌊j·len/N⌋: evenly spread, the first at the
+                // frame instant, the last strictly before the next frame.
+                let off = u128::from(f.next) * u128::from(f.len_ps) / u128::from(f.cells);
+                f.next += 1;
+                let at = f.start + Duration::from_picos(off as u64);
+                return Some(Arrival { at, units: 1 });
             }
             let Some((at, len_ps, cells)) = self.draw_frame(rng) else {
                 self.ended = true;
