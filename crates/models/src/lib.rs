@@ -1,8 +1,9 @@
 //! # atmlab-models: simulation models built from the sans-IO cores
 //!
-//! Traffic sources ([`source`]); later access control (`LeakyBucket`, `VirtualClock`,
-//! `Rdma`), queues and switches, the FDDI `TimedTokenRing`, the ATM-FDDI gateway (`Spp`,
-//! `Mpp`, `Npe`), the RDMA backbone, and the scenario kinds `atmlab sim run` understands
+//! Traffic sources ([`source`]), access-control cores ([`access`]: `Gcra`, `LeakyBucket`,
+//! `VirtualClock`), and the model kinds `atmlab sim run` understands ([`registry`]: today
+//! the validation model [`queue`]). Later: `Rdma`, queues and switches, the FDDI
+//! `TimedTokenRing`, the ATM-FDDI gateway (`Spp`, `Mpp`, `Npe`) and the RDMA backbone
 //! (papers 003 and 004).
 //!
 //! What it is not: no I/O; the engine is `atmlab-sim`, the byte formats `atmlab-wire`.
@@ -10,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod queue;
 pub mod source;
 
