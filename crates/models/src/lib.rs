@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod access_link;
 pub mod queue;
 pub mod source;
 
@@ -19,7 +20,7 @@ use atmlab_sim::model::ModelKind;
 
 /// Every model kind `atmlab sim run` knows, by name.
 pub fn registry() -> Vec<&'static dyn ModelKind> {
-    vec![&queue::QueueKind]
+    vec![&queue::QueueKind, &access_link::AccessKind]
 }
 
 /// The model kind called `name`.

@@ -34,7 +34,7 @@ use atmlab_sim::stats::{Histogram, Mser5, Ratio, Tally, TimeWeighted};
 use rand::Rng;
 use rand_distr::{Distribution, Exp};
 
-use crate::source::{Bursty, Cbr, Mmpp2, OnOff, Poisson, TrafficSource};
+use crate::source::{Ar1Video, Ar1VideoParams, Bursty, Cbr, Mmpp2, OnOff, Poisson, TrafficSource};
 
 /// RNG stream of the arrival process.
 pub const STREAM_ARRIVAL: u64 = 0;
@@ -150,6 +150,8 @@ pub enum ArrivalSpec {
         /// Burst factor B.
         burst_factor: f64,
     },
+    /// The AR(1) video source of paper 003 (Maglaris et al.).
+    Video(Ar1VideoParams),
 }
 
 impl ArrivalSpec {
@@ -173,6 +175,7 @@ impl ArrivalSpec {
                 average,
                 burst_factor,
             } => Box::new(Bursty::new(peak, average, burst_factor, t0)?),
+            ArrivalSpec::Video(p) => Box::new(Ar1Video::new(p, t0)?),
         })
     }
 }
@@ -514,7 +517,7 @@ impl Prepared for QueueConfig {
 const PARAMS: &[ParamDoc] = &[
     ParamDoc {
         key: "arrival.kind",
-        doc: "poisson {rate} | cbr {rate} | onoff {peak, mean, burst} | mmpp2 {rate0, rate1, r01, r10} | bursty {peak, average, burst_factor}; rates like \"0.9 /s\", burst in customers",
+        doc: "poisson {rate} | cbr {rate} | onoff {peak, mean, burst} | mmpp2 {rate0, rate1, r01, r10} | bursty {peak, average, burst_factor} | video {a, b, eta, pixels_per_frame, frame_rate, spread: defaults are paper 003's}; rates like \"0.9 /s\", burst in customers",
     },
     ParamDoc {
         key: "service.kind",
@@ -537,7 +540,12 @@ const METRICS: &[&str] = &[
 ];
 
 fn parse_arrival(p: &Params<'_>) -> Result<ArrivalSpec, SimError> {
-    let a = p.table("arrival")?;
+    parse_source(p, "arrival")
+}
+
+/// Reads a traffic source from the table `key` of `p` (shared by the model kinds).
+pub fn parse_source(p: &Params<'_>, key: &str) -> Result<ArrivalSpec, SimError> {
+    let a = p.table(key)?;
     let kind = a.string("kind")?;
     let spec =
         match kind {
@@ -563,17 +571,29 @@ fn parse_arrival(p: &Params<'_>) -> Result<ArrivalSpec, SimError> {
                 average: a.positive_rate("average")?,
                 burst_factor: a.number("burst_factor")?,
             },
+            "video" => {
+                // Defaults: paper 003's videophone (Maglaris et al.'s fitted AR(1) model).
+                let d = Ar1VideoParams::default();
+                ArrivalSpec::Video(Ar1VideoParams {
+                    a: a.number_or("a", d.a)?,
+                    b: a.number_or("b", d.b)?,
+                    eta: a.number_or("eta", d.eta)?,
+                    pixels_per_frame: a.number_or("pixels_per_frame", f64::from(d.pixels_per_frame))? as u32,
+                    frame_rate: if a.has("frame_rate") { a.positive_rate("frame_rate")? } else { d.frame_rate },
+                    cell_payload_bits: d.cell_payload_bits,
+                    spread: a.bool_or("spread", d.spread)?,
+                })
+            }
             other => return Err(a.error(
                 "kind",
                 format!(
-                    "unknown arrival kind {other:?}; expected poisson, cbr, onoff, mmpp2 or bursty"
+                    "unknown source kind {other:?}; expected poisson, cbr, onoff, mmpp2, bursty or video"
                 ),
             )),
         };
     a.finish()?;
     // The source constructors hold the detailed checks (mean above peak, ...).
-    spec.build()
-        .map_err(|e| p.error("arrival", e.to_string()))?;
+    spec.build().map_err(|e| p.error(key, e.to_string()))?;
     Ok(spec)
 }
 

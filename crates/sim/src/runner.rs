@@ -157,6 +157,12 @@ pub fn run(
         let mut reps_out = Vec::with_capacity(reps as usize);
         for _ in 0..reps {
             let r = results.next().expect("one result per job")?;
+            if scn.run.batches.is_some() && r.batch_metrics.is_empty() {
+                return Err(SimError::Model {
+                    model: scn.model.clone(),
+                    message: "this model kind does not report batches: drop [run] batches and use replications".into(),
+                });
+            }
             events += r.events;
             simulated += r.simulated.as_secs_f64();
             reps_out.push(r);

@@ -542,6 +542,11 @@ impl<'a> Params<'a> {
         err(self.file, &self.path(key), message)
     }
 
+    /// An error about a key outside `[params]`, named in full (e.g. `run.duration`).
+    pub fn error_at(&self, full_key: &str, message: impl Into<String>) -> SimError {
+        err(self.file, full_key, message)
+    }
+
     fn get(&self, key: &str) -> Option<&'a Value> {
         self.used.borrow_mut().insert(key.to_owned());
         self.table.get(key)

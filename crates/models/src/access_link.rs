@@ -1,0 +1,543 @@
+//! The model kind `access`: one traffic source, one access-control mechanism and one
+//! access link, the model of paper 003's Figure 5 ("Source Model").
+//!
+//! A source generates cells; the mechanism (Leaky Bucket, Virtual Clock, or none) lets
+//! each pass, holds it, or drops it; passed cells queue for the access link (150 Mb/s in
+//! the paper) and enter the network when their transmission starts. The paper's metrics
+//! (§3, "Delay and Jitter at Network Access for Real Time Traffic"):
+//!
+//! - `mean_delay`: access delay, "the difference between the time when the cell enters the
+//!   network (source transmits cell) and the time when the cell was generated";
+//! - `max_jitter`, `mean_jitter`: jitter, "the difference between the network access
+//!   delay of two consecutive cells", taken in absolute value over consecutive delivered
+//!   cells;
+//! - `mean_occupancy`: the time-average number of cells waiting in the buffer in front of
+//!   the network (held by the mechanism or queued for the link), computed by Little's law
+//!   as the summed waiting time of the observed cells over the observed period;
+//! - `loss_probability`: cells dropped by the mechanism over cells generated;
+//! - `delay_p99`: the 99th percentile of the access delay.
+//!
+//! RDMA is not built yet; `mechanism.kind = "rdma"` says so.
+//!
+//! The link is a deterministic FIFO server, so it needs no events: a cell released at
+//! time `r` starts at `max(r, link free)` and occupies the link one cell time. The model's
+//! events are the source's arrivals (a FIFO lane) and the mechanism's wake-ups (one
+//! cancellable timer, re-armed from `poll_timeout` after every input, the call order the
+//! cores document).
+
+use std::collections::VecDeque;
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_sim::SimError;
+use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
+use atmlab_sim::event_set::{EventId, LaneId};
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
+use atmlab_sim::rng::{RngFactory, SimRng};
+use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate, show};
+use atmlab_sim::stats::{Histogram, Ratio, Tally};
+
+use crate::access::{Decision, LeakyBucket, LeakyBucketMode, VirtualClock, VirtualClockPenalty};
+use crate::queue::{ArrivalSpec, STREAM_ARRIVAL, parse_source};
+use crate::source::TrafficSource;
+
+/// Which mechanism regulates access.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MechanismSpec {
+    /// No regulation: cells go straight to the link.
+    None,
+    /// The paper's Leaky Bucket as a shaper.
+    LeakyBucket {
+        /// Credits per second, overdimensioning already applied.
+        rate: f64,
+        /// Credit pool size B.
+        pool: u32,
+        /// Buffer in cells (`None`: infinite, as in the paper's Figure 5).
+        buffer: Option<usize>,
+    },
+    /// Virtual Clock.
+    VirtualClock {
+        /// Average rate AR, overdimensioning already applied.
+        rate: f64,
+        /// Average interval AI.
+        interval: Duration,
+        /// Penalty.
+        penalty: VirtualClockPenalty,
+    },
+}
+
+enum Mechanism {
+    None,
+    Lb(LeakyBucket),
+    Vc(VirtualClock),
+}
+
+impl Mechanism {
+    fn build(spec: &MechanismSpec) -> Result<Self, crate::ModelsError> {
+        Ok(match *spec {
+            MechanismSpec::None => Mechanism::None,
+            MechanismSpec::LeakyBucket { rate, pool, buffer } => Mechanism::Lb(LeakyBucket::new(
+                rate,
+                pool,
+                LeakyBucketMode::Shaper { buffer },
+            )?),
+            MechanismSpec::VirtualClock {
+                rate,
+                interval,
+                penalty,
+            } => Mechanism::Vc(VirtualClock::new(rate, interval, penalty)?),
+        })
+    }
+    fn handle_cell(&mut self, now: Instant, id: u64) -> Decision {
+        match self {
+            Mechanism::None => Decision::PassNow,
+            Mechanism::Lb(m) => m.handle_cell(now, id),
+            Mechanism::Vc(m) => m.handle_cell(now, id),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Mechanism::None => {}
+            Mechanism::Lb(m) => m.handle_timeout(now),
+            Mechanism::Vc(m) => m.handle_timeout(now),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Mechanism::None => None,
+            Mechanism::Lb(m) => m.poll_timeout(),
+            Mechanism::Vc(m) => m.poll_timeout(),
+        }
+    }
+    fn poll_transmit(&mut self) -> Option<(u64, Instant)> {
+        match self {
+            Mechanism::None => None,
+            Mechanism::Lb(m) => m.poll_transmit(),
+            Mechanism::Vc(m) => m.poll_transmit(),
+        }
+    }
+}
+
+/// The model's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AccessConfig {
+    /// The source.
+    pub source: ArrivalSpec,
+    /// The mechanism.
+    pub mechanism: MechanismSpec,
+    /// The access link's cell time (53 octets at the link rate).
+    pub cell_time: Duration,
+}
+
+/// Messages of the station (to itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessMsg {
+    /// `units` cells are generated.
+    Generate(u32),
+    /// The mechanism asked to be woken.
+    Wake,
+}
+
+const PORT: InPort = InPort(0);
+
+/// Source, mechanism and link, with the paper's metrics.
+pub struct AccessStation {
+    source: Box<dyn TrafficSource + Send>,
+    rng: SimRng,
+    lane: LaneId,
+    mechanism: Mechanism,
+    cell_time: Duration,
+    /// Generation times of the cells the mechanism holds, in order (both mechanisms
+    /// release in FIFO order).
+    held: VecDeque<(u64, Instant)>,
+    next_id: u64,
+    link_free: Instant,
+    wake: Option<(Instant, EventId)>,
+    observe_from: Instant,
+    /// Start of the period the occupancy average covers (the warm-up end or batch start).
+    batch_from: Instant,
+    delay: Tally,
+    delay_hist: Histogram,
+    jitter: Tally,
+    last_delay: Option<f64>,
+    waiting_secs: f64,
+    loss: Ratio,
+}
+
+impl AccessStation {
+    fn new(cfg: &AccessConfig, rngs: &RngFactory, lane: LaneId) -> Result<Self, SimError> {
+        let model_err = |e: crate::ModelsError| SimError::Model {
+            model: "access".into(),
+            message: e.to_string(),
+        };
+        Ok(AccessStation {
+            source: cfg.source.build().map_err(model_err)?,
+            rng: rngs.stream(STREAM_ARRIVAL),
+            lane,
+            mechanism: Mechanism::build(&cfg.mechanism).map_err(model_err)?,
+            cell_time: cfg.cell_time,
+            held: VecDeque::new(),
+            next_id: 0,
+            link_free: Instant::ZERO,
+            wake: None,
+            observe_from: Instant::ZERO,
+            batch_from: Instant::ZERO,
+            delay: Tally::new(),
+            delay_hist: Histogram::new(),
+            jitter: Tally::new(),
+            last_delay: None,
+            waiting_secs: 0.0,
+            loss: Ratio::new(),
+        })
+    }
+
+    fn schedule_next(&mut self, ctx: &mut Ctx<'_, AccessMsg>) {
+        if let Some(a) = self.source.next_arrival(&mut self.rng) {
+            let me = ctx.me().port(PORT.0);
+            let _ = ctx.send_in_lane(
+                self.lane,
+                a.at.max(ctx.now()),
+                me,
+                AccessMsg::Generate(a.units.max(1)),
+            );
+        }
+    }
+
+    /// A cell generated at `generated` is released by the mechanism at `ready`: it takes
+    /// the link when the link is free.
+    fn send_to_link(&mut self, generated: Instant, ready: Instant) {
+        let start = ready.max(self.link_free).max(generated);
+        self.link_free = start + self.cell_time;
+        if generated < self.observe_from {
+            return;
+        }
+        let d = start.saturating_duration_since(generated);
+        let secs = d.as_secs_f64();
+        self.delay.record(secs);
+        self.delay_hist.record_duration(d);
+        self.waiting_secs += secs;
+        if let Some(prev) = self.last_delay {
+            self.jitter.record((secs - prev).abs());
+        }
+        self.last_delay = Some(secs);
+    }
+
+    fn drain(&mut self, ctx: &mut Ctx<'_, AccessMsg>) {
+        while let Some((id, ready)) = self.mechanism.poll_transmit() {
+            // FIFO release: the cell is the oldest held one.
+            let generated = match self.held.front() {
+                Some(&(hid, g)) if hid == id => {
+                    self.held.pop_front();
+                    g
+                }
+                _ => ready,
+            };
+            self.send_to_link(generated, ready);
+        }
+        // Re-arm the single wake-up timer where the mechanism wants it.
+        let want = self.mechanism.poll_timeout();
+        if self.wake.map(|(t, _)| t) != want {
+            if let Some((_, id)) = self.wake.take() {
+                ctx.cancel(id);
+            }
+            if let Some(t) = want {
+                let at = t.max(ctx.now());
+                if let Ok(id) = ctx.send_at(at, ctx.me().port(PORT.0), AccessMsg::Wake) {
+                    self.wake = Some((t, id));
+                }
+            }
+        }
+    }
+
+    /// Starts the next batch of a batch-means run: statistics restart at `now`, the period
+    /// of the occupancy average too, but every cell stays observed.
+    fn start_batch(&mut self, now: Instant) {
+        let keep = self.observe_from;
+        self.reset_stats(now);
+        self.observe_from = keep;
+    }
+
+    fn metrics(&self, now: Instant) -> Vec<(&'static str, f64)> {
+        let observed = now.saturating_duration_since(self.batch_from).as_secs_f64();
+        vec![
+            ("mean_delay", self.delay.mean()),
+            (
+                "max_jitter",
+                if self.jitter.is_empty() {
+                    f64::NAN
+                } else {
+                    self.jitter.max()
+                },
+            ),
+            ("mean_jitter", self.jitter.mean()),
+            (
+                "mean_occupancy",
+                if observed > 0.0 {
+                    self.waiting_secs / observed
+                } else {
+                    f64::NAN
+                },
+            ),
+            ("loss_probability", self.loss.value()),
+            ("delay_p99", self.delay_hist.quantile(0.99)),
+        ]
+    }
+}
+
+impl Component<AccessMsg> for AccessStation {
+    fn init(&mut self, ctx: &mut Ctx<'_, AccessMsg>) {
+        self.schedule_next(ctx);
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx<'_, AccessMsg>, _port: InPort, msg: AccessMsg) {
+        let now = ctx.now();
+        match msg {
+            AccessMsg::Generate(units) => {
+                for _ in 0..units {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    let observed = now >= self.observe_from;
+                    match self.mechanism.handle_cell(now, id) {
+                        Decision::PassNow | Decision::Tagged => {
+                            if observed {
+                                self.loss.record(false);
+                            }
+                            self.send_to_link(now, now);
+                        }
+                        Decision::Queued => {
+                            if observed {
+                                self.loss.record(false);
+                            }
+                            self.held.push_back((id, now));
+                        }
+                        Decision::Dropped => {
+                            if observed {
+                                self.loss.record(true);
+                            }
+                        }
+                    }
+                }
+                self.schedule_next(ctx);
+            }
+            AccessMsg::Wake => {
+                self.wake = None;
+                self.mechanism.handle_timeout(now);
+            }
+        }
+        self.drain(ctx);
+    }
+
+    fn reset_stats(&mut self, now: Instant) {
+        self.observe_from = now;
+        self.batch_from = now;
+        self.delay.reset();
+        self.delay_hist.reset();
+        self.jitter.reset();
+        self.last_delay = None;
+        self.waiting_secs = 0.0;
+        self.loss.reset();
+    }
+}
+
+impl Prepared for AccessConfig {
+    fn run(&self, rep: &Replication) -> Result<RepResult, SimError> {
+        let rngs = RngFactory::new(rep.seed, rep.replication);
+        let mut sim = Simulation::new();
+        let lane = sim.new_lane();
+        let id = sim.add(AccessStation::new(self, &rngs, lane)?);
+        let RunLength::Duration(d) = rep.length else {
+            return Err(SimError::Model {
+                model: "access".into(),
+                message: "run by duration only: set [run] duration".into(),
+            });
+        };
+        if let Warmup::Time(w) = rep.warmup
+            && w > Duration::ZERO
+        {
+            sim.run_until(Instant::ZERO + w, None)?;
+            sim.reset_stats();
+        }
+        let missing = || SimError::Model {
+            model: "access".into(),
+            message: "station missing".into(),
+        };
+        let start = sim.now();
+        let end = Instant::ZERO + d;
+        let batches = u64::from(rep.batches.max(1));
+        let mut batch_metrics: Vec<Vec<f64>> = Vec::new();
+        for b in 1..=batches {
+            // Equal slices of the measured period (the last one ends exactly at the end).
+            let measured = end.saturating_duration_since(start).as_picos();
+            let t = start
+                + Duration::from_picos(
+                    (u128::from(measured) * u128::from(b) / u128::from(batches)) as u64,
+                );
+            sim.run_until(t, None)?;
+            if batches > 1 {
+                let st = sim.component_mut::<AccessStation>(id).ok_or_else(missing)?;
+                batch_metrics.push(st.metrics(t).into_iter().map(|(_, v)| v).collect());
+                if b < batches {
+                    st.start_batch(t);
+                }
+            }
+        }
+        let st = sim.component::<AccessStation>(id).ok_or_else(missing)?;
+        let mut metrics = st.metrics(end);
+        if !batch_metrics.is_empty() {
+            // The replication's own figure is the grand mean of its batches.
+            for (i, m) in metrics.iter_mut().enumerate() {
+                m.1 = batch_metrics.iter().map(|b| b[i]).sum::<f64>() / batch_metrics.len() as f64;
+            }
+        }
+        Ok(RepResult {
+            metrics,
+            events: sim.events_processed(),
+            simulated: d,
+            truncation: None,
+            batch_metrics,
+        })
+    }
+}
+
+/// The `access` model kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AccessKind;
+
+const PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        key: "source.kind",
+        doc: "as the queue model's arrival: poisson | cbr | onoff {peak, mean, burst} | mmpp2 | bursty | video (paper 003's AR(1) by default); units are cells",
+    },
+    ParamDoc {
+        key: "mechanism.kind",
+        doc: "none | leaky_bucket {rate, pool, c = 1, buffer = \"inf\"} | virtual_clock {rate, interval, c = 1, max_delay (or penalty = \"drop\")}; c multiplies the rate (the paper's overdimensioning factor)",
+    },
+    ParamDoc {
+        key: "link",
+        doc: "access link rate, default \"150 Mb/s\"",
+    },
+];
+
+const METRICS: &[&str] = &[
+    "mean_delay",
+    "max_jitter",
+    "mean_jitter",
+    "mean_occupancy",
+    "loss_probability",
+    "delay_p99",
+];
+
+fn parse_mechanism(p: &Params<'_>) -> Result<MechanismSpec, SimError> {
+    let m = p.table("mechanism")?;
+    let kind = m.string("kind")?;
+    let c = m.number_or("c", 1.0)?;
+    if !(c.is_finite() && c >= 1.0) {
+        return Err(m.error(
+            "c",
+            format!("the overdimensioning factor must be at least 1, got {c}"),
+        ));
+    }
+    let spec = match kind {
+        "none" => MechanismSpec::None,
+        "leaky_bucket" => {
+            let pool = m.number("pool")?;
+            if !(pool >= 1.0 && pool <= f64::from(u32::MAX) && pool.fract() == 0.0) {
+                return Err(m.error(
+                    "pool",
+                    format!("expected a whole number of credits, at least 1, got {pool}"),
+                ));
+            }
+            let buffer = match m.raw("buffer") {
+                None => None,
+                Some(toml::Value::String(s)) if s.trim() == "inf" => None,
+                Some(toml::Value::Integer(n)) if *n >= 0 => Some(*n as usize),
+                Some(v) => {
+                    return Err(m.error(
+                        "buffer",
+                        format!("expected \"inf\" or a number of cells, got {}", show(v)),
+                    ));
+                }
+            };
+            MechanismSpec::LeakyBucket {
+                rate: c * m.positive_rate("rate")?,
+                pool: pool as u32,
+                buffer,
+            }
+        }
+        "virtual_clock" => {
+            let penalty = match (m.raw("penalty"), m.has("max_delay")) {
+                (Some(toml::Value::String(s)), false) if s == "drop" => VirtualClockPenalty::Drop,
+                (None, true) => VirtualClockPenalty::Delay {
+                    max: m.duration("max_delay")?,
+                },
+                _ => return Err(m.error(
+                    "max_delay",
+                    "give max_delay (the longest a penalized cell is held) or penalty = \"drop\"",
+                )),
+            };
+            MechanismSpec::VirtualClock {
+                rate: c * m.positive_rate("rate")?,
+                interval: m.duration("interval")?,
+                penalty,
+            }
+        }
+        "rdma" => {
+            return Err(m.error(
+                "kind",
+                "RDMA is not built yet (paper 003's own mechanism; see the access-control issue)",
+            ));
+        }
+        other => {
+            return Err(m.error(
+                "kind",
+                format!(
+                    "unknown mechanism {other:?}; expected none, leaky_bucket or virtual_clock"
+                ),
+            ));
+        }
+    };
+    m.finish()?;
+    Mechanism::build(&spec).map_err(|e| p.error("mechanism", e.to_string()))?;
+    Ok(spec)
+}
+
+impl ModelKind for AccessKind {
+    fn name(&self) -> &'static str {
+        "access"
+    }
+    fn summary(&self) -> &'static str {
+        "one source, one access-control mechanism, one access link (paper 003, Figure 5)"
+    }
+    fn parameters(&self) -> &'static [ParamDoc] {
+        PARAMS
+    }
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+    fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
+        if let RunLength::Count(_) = run.length {
+            return Err(params.error_at(
+                "run.count",
+                "the access model runs by time: set [run] duration, not count",
+            ));
+        }
+        if run.warmup == Warmup::Auto {
+            return Err(params.error_at(
+                "run.warmup",
+                "the access model takes a warm-up time, not \"auto\"",
+            ));
+        }
+        let link = match params.raw("link") {
+            None => 150e6,
+            Some(v) => parse_bit_rate(v).map_err(|m| params.error("link", m))?,
+        };
+        if link <= 0.0 {
+            return Err(params.error("link", "must be faster than 0 b/s"));
+        }
+        let cfg = AccessConfig {
+            source: parse_source(params, "source")?,
+            mechanism: parse_mechanism(params)?,
+            cell_time: Duration::from_secs_f64(424.0 / link),
+        };
+        Ok(Box::new(cfg))
+    }
+}
