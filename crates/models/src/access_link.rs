@@ -31,7 +31,7 @@ use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
 use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
-use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication, grand_means};
 use atmlab_sim::rng::{RngFactory, SimRng};
 use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate, show};
 use atmlab_sim::stats::{Histogram, Ratio, Tally};
@@ -360,34 +360,22 @@ impl Prepared for AccessConfig {
             model: "access".into(),
             message: "station missing".into(),
         };
-        let start = sim.now();
         let end = Instant::ZERO + d;
         let batches = u64::from(rep.batches.max(1));
         let mut batch_metrics: Vec<Vec<f64>> = Vec::new();
-        for b in 1..=batches {
-            // Equal slices of the measured period (the last one ends exactly at the end).
-            let measured = end.saturating_duration_since(start).as_picos();
-            let t = start
-                + Duration::from_picos(
-                    (u128::from(measured) * u128::from(b) / u128::from(batches)) as u64,
-                );
-            sim.run_until(t, None)?;
+        sim.run_in_batches(end, batches, |sim, t, last| {
             if batches > 1 {
                 let st = sim.component_mut::<AccessStation>(id).ok_or_else(missing)?;
                 batch_metrics.push(st.metrics(t).into_iter().map(|(_, v)| v).collect());
-                if b < batches {
+                if !last {
                     st.start_batch(t);
                 }
             }
-        }
+            Ok(())
+        })?;
         let st = sim.component::<AccessStation>(id).ok_or_else(missing)?;
         let mut metrics = st.metrics(end);
-        if !batch_metrics.is_empty() {
-            // The replication's own figure is the grand mean of its batches.
-            for (i, m) in metrics.iter_mut().enumerate() {
-                m.1 = batch_metrics.iter().map(|b| b[i]).sum::<f64>() / batch_metrics.len() as f64;
-            }
-        }
+        grand_means(&mut metrics, &batch_metrics);
         Ok(RepResult {
             metrics,
             events: sim.events_processed(),

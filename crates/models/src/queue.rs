@@ -25,9 +25,9 @@ use std::collections::VecDeque;
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
-use atmlab_sim::component::{Component, Ctx, InPort, RunOutcome, Simulation};
+use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::LaneId;
-use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication, grand_means};
 use atmlab_sim::rng::{RngFactory, SimRng};
 use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
 use atmlab_sim::stats::{Histogram, Mser5, Ratio, Tally, TimeWeighted};
@@ -474,47 +474,26 @@ pub fn run_station(
         model: "queue".into(),
         message: "station missing".into(),
     };
-    let start = sim.now();
-    let mut batch_metrics = Vec::new();
-    let mut now = start;
-    for b in 1..=batches {
-        let end = match rep.length {
-            // Equal slices of the measured period (the last one ends exactly at the end).
-            RunLength::Duration(d) => {
-                let measured = (Instant::ZERO + d)
-                    .saturating_duration_since(start)
-                    .as_picos();
-                start
-                    + Duration::from_picos(
-                        (u128::from(measured) * u128::from(b) / u128::from(batches)) as u64,
-                    )
-            }
-            RunLength::Count(_) => Instant::MAX,
-        };
-        let outcome = sim.run_until(end, None)?;
-        now = if matches!(outcome, RunOutcome::Stopped) {
-            sim.now()
-        } else {
-            end
-        };
+    let end = match rep.length {
+        RunLength::Duration(d) => Instant::ZERO + d,
+        // Each batch (or the one run) ends when the station stops it at its count.
+        RunLength::Count(_) => Instant::MAX,
+    };
+    let mut batch_metrics: Vec<Vec<f64>> = Vec::new();
+    let now = sim.run_in_batches(end, batches, |sim, t, last| {
         if batches > 1 {
             let st = sim.component_mut::<QueueStation>(id).ok_or_else(missing)?;
-            batch_metrics.push(st.metrics(now).into_iter().map(|(_, v)| v).collect());
-            if b < batches {
-                st.start_batch(now);
+            batch_metrics.push(st.metrics(t).into_iter().map(|(_, v)| v).collect());
+            if !last {
+                st.start_batch(t);
             }
         }
-    }
+        Ok(())
+    })?;
     let st = sim.component::<QueueStation>(id).ok_or_else(missing)?;
     let truncation = st.mser.as_ref().map(|m| m.truncation() as u64);
     let mut metrics = st.metrics(now);
-    if !batch_metrics.is_empty() {
-        // The replication's own figure is the grand mean of its batches.
-        for (i, m) in metrics.iter_mut().enumerate() {
-            m.1 = batch_metrics.iter().map(|b: &Vec<f64>| b[i]).sum::<f64>()
-                / batch_metrics.len() as f64;
-        }
-    }
+    grand_means(&mut metrics, &batch_metrics);
     Ok((
         RepResult {
             metrics,

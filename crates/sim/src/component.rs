@@ -391,6 +391,40 @@ impl<M: 'static> Simulation<M> {
         }
     }
 
+    /// Runs the measured period of a replication as `batches` consecutive batches (batch
+    /// means): to `end` in equal slices of simulated time, or, with `end` =
+    /// [`Instant::MAX`], in runs that a component ends with [`Ctx::stop`] (a count per
+    /// batch). After each batch `at_batch_end(sim, t, last)` reads the batch's statistics
+    /// at its end time `t` and, unless `last`, starts the next one. Returns the end time
+    /// of the last batch. With `batches` = 1 this is one plain run.
+    pub fn run_in_batches(
+        &mut self,
+        end: Instant,
+        batches: u64,
+        mut at_batch_end: impl FnMut(&mut Self, Instant, bool) -> Result<(), SimError>,
+    ) -> Result<Instant, SimError> {
+        let batches = batches.max(1);
+        let start = self.now;
+        let mut t_end = start;
+        for b in 1..=batches {
+            let slice_end = if end == Instant::MAX {
+                Instant::MAX
+            } else {
+                // Equal slices; the last ends exactly at `end`.
+                let span = u128::from(end.saturating_duration_since(start).as_picos());
+                start + Duration::from_picos((span * u128::from(b) / u128::from(batches)) as u64)
+            };
+            let outcome = self.run_until(slice_end, None)?;
+            t_end = if outcome == RunOutcome::Stopped {
+                self.now
+            } else {
+                slice_end
+            };
+            at_batch_end(self, t_end, b == batches)?;
+        }
+        Ok(t_end)
+    }
+
     /// Ends the warm-up: every component forgets its statistics at the current time.
     pub fn reset_stats(&mut self) {
         let now = self.now;

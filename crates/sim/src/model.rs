@@ -76,3 +76,18 @@ pub trait ModelKind: Sync {
     /// [`Params::finish`].
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError>;
 }
+
+/// A replication's overall metrics from its batches: the grand mean of the batch means,
+/// in place of `metrics`' values (no-op without batches).
+pub fn grand_means(metrics: &mut [(&'static str, f64)], batches: &[Vec<f64>]) {
+    if batches.is_empty() {
+        return;
+    }
+    for (i, m) in metrics.iter_mut().enumerate() {
+        m.1 = batches
+            .iter()
+            .map(|b| b.get(i).copied().unwrap_or(f64::NAN))
+            .sum::<f64>()
+            / batches.len() as f64;
+    }
+}
