@@ -93,6 +93,18 @@ struct Envelope<M> {
     msg: M,
 }
 
+impl<M> Envelope<M> {
+    /// `msg` addressed through the output port `to`.
+    #[inline]
+    fn to(to: OutPort, msg: M) -> Self {
+        Envelope {
+            to: to.to,
+            port: to.port,
+            msg,
+        }
+    }
+}
+
 /// What a component may do while it handles a message.
 pub struct Ctx<'a, M> {
     now: Instant,
@@ -117,27 +129,14 @@ impl<M> Ctx<'_, M> {
     /// Delivers `msg` to `to` at the current time, after everything already due now.
     #[inline]
     pub fn send(&mut self, to: OutPort, msg: M) -> EventId {
-        self.events.schedule(
-            self.now,
-            Envelope {
-                to: to.to,
-                port: to.port,
-                msg,
-            },
-        )
+        self.events.schedule(self.now, Envelope::to(to, msg))
     }
 
     /// Delivers `msg` to `to` after `delay`.
     #[inline]
     pub fn send_in(&mut self, delay: Duration, to: OutPort, msg: M) -> EventId {
-        self.events.schedule(
-            self.now + delay,
-            Envelope {
-                to: to.to,
-                port: to.port,
-                msg,
-            },
-        )
+        self.events
+            .schedule(self.now + delay, Envelope::to(to, msg))
     }
 
     /// Delivers `msg` to `to` at `at`, which may not be in the past.
@@ -145,14 +144,7 @@ impl<M> Ctx<'_, M> {
         if at < self.now {
             return Err(SimError::Causality { now: self.now, at });
         }
-        Ok(self.events.schedule(
-            at,
-            Envelope {
-                to: to.to,
-                port: to.port,
-                msg,
-            },
-        ))
+        Ok(self.events.schedule(at, Envelope::to(to, msg)))
     }
 
     /// Delivers `msg` to `to` at `at` through a FIFO lane (see [`crate::event_set`]): the
@@ -168,15 +160,8 @@ impl<M> Ctx<'_, M> {
         if at < self.now {
             return Err(SimError::Causality { now: self.now, at });
         }
-        self.events.schedule_in_lane(
-            lane,
-            at,
-            Envelope {
-                to: to.to,
-                port: to.port,
-                msg,
-            },
-        )
+        self.events
+            .schedule_in_lane(lane, at, Envelope::to(to, msg))
     }
 
     /// Sets a timer: `msg` comes back to this component's input `port` after `delay`.
@@ -303,14 +288,7 @@ impl<M: 'static> Simulation<M> {
         if at < self.now {
             return Err(SimError::Causality { now: self.now, at });
         }
-        Ok(self.events.schedule(
-            at,
-            Envelope {
-                to: to.to,
-                port: to.port,
-                msg,
-            },
-        ))
+        Ok(self.events.schedule(at, Envelope::to(to, msg)))
     }
 
     /// A component, to read its state or statistics.

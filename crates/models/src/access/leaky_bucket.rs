@@ -115,13 +115,6 @@ impl LeakyBucket {
         pool: u32,
         mode: LeakyBucketMode,
     ) -> Result<Self, ModelsError> {
-        if !mean_rate.is_finite() || mean_rate <= 0.0 {
-            return Err(ModelsError::InvalidParameter {
-                model: MODEL,
-                param: "mean_rate",
-                reason: format!("must be a finite positive rate in cells/s, got {mean_rate}"),
-            });
-        }
         LeakyBucket::new(overdimension(MODEL, mean_rate, c)?, pool, mode)
     }
 

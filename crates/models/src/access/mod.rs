@@ -87,10 +87,11 @@ fn interval_of_rate(
     Ok(interval)
 }
 
-/// Multiplies a negotiated rate by the paper's overdimensioning factor C (section 3,
+/// Multiplies a negotiated mean rate by the paper's overdimensioning factor C (section 3,
 /// after [9]: "the Leaky Bucket credit rate is equal to C times the negotiated mean
-/// traffic rate", and the same for Virtual Clock's AR), validating C ≥ 1.
+/// traffic rate", and the same for Virtual Clock's AR), validating the rate and C ≥ 1.
 fn overdimension(model: &'static str, rate: f64, c: f64) -> Result<f64, ModelsError> {
+    interval_of_rate(model, "mean_rate", rate)?;
     // C < 1 would under-dimension the mechanism; the paper only uses C ≥ 1 (1, 1.15, 1.2,
     // 1.4), and a value below 1 is far more likely a typo than an experiment.
     if !c.is_finite() || c < 1.0 {

@@ -134,13 +134,6 @@ impl VirtualClock {
         ai: Duration,
         penalty: VirtualClockPenalty,
     ) -> Result<Self, ModelsError> {
-        if !mean_rate.is_finite() || mean_rate <= 0.0 {
-            return Err(ModelsError::InvalidParameter {
-                model: MODEL,
-                param: "mean_rate",
-                reason: format!("must be a finite positive rate in cells/s, got {mean_rate}"),
-            });
-        }
         VirtualClock::new(overdimension(MODEL, mean_rate, c)?, ai, penalty)
     }
 
