@@ -45,6 +45,7 @@
 //! - Everything is deterministic: no clocks, no I/O, no hashing with random state.
 
 mod batch_means;
+mod batch_store;
 mod estimate;
 mod histogram;
 mod mser;

@@ -9,6 +9,21 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Subcommands that work today, and those later issues fill (which must say so).
+const BUILT: &[&str] = &["wire", "sim"];
+const UNBUILT: &[&str] = &[
+    "reproduce",
+    "switch",
+    "names",
+    "net",
+    "host",
+    "cm",
+    "callgen",
+    "smds",
+    "demo",
+    "up",
+];
+
 #[test]
 fn hec_prints_the_known_answers() {
     let o = atmlab(&["wire", "hec", "00000001"], b"");
@@ -25,38 +40,14 @@ fn version_and_help_show_the_whole_tree() {
     let v = atmlab(&["--version"], b"");
     assert!(stdout(&v).starts_with("atmlab "));
     let h = stdout(&atmlab(&["--help"], b""));
-    for sub in [
-        "wire",
-        "sim",
-        "reproduce",
-        "switch",
-        "names",
-        "net",
-        "host",
-        "cm",
-        "callgen",
-        "smds",
-        "demo",
-        "up",
-    ] {
+    for sub in BUILT.iter().chain(UNBUILT) {
         assert!(h.contains(&format!("  {sub} ")), "--help lacks {sub}:\n{h}");
     }
 }
 
 #[test]
 fn unbuilt_subcommands_say_so_and_fail() {
-    for sub in [
-        "reproduce",
-        "switch",
-        "names",
-        "net",
-        "host",
-        "cm",
-        "callgen",
-        "smds",
-        "demo",
-        "up",
-    ] {
+    for sub in UNBUILT {
         let o = atmlab(&[sub, "--anything", "x"], b"");
         assert_eq!(o.status.code(), Some(69), "{sub}");
         assert!(

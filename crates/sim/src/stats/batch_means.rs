@@ -1,6 +1,7 @@
 //! [`BatchMeans`]: confidence intervals from one long run by non-overlapping batch means,
 //! with batch-size doubling to bound memory.
 
+use super::batch_store::BatchStore;
 use super::estimate::Estimate;
 use super::tally::Tally;
 
@@ -37,14 +38,8 @@ pub const DEFAULT_MAX_STORED_BATCHES: usize = 1024;
 /// `k` batches have the same size, as the method assumes.
 #[derive(Debug, Clone)]
 pub struct BatchMeans {
-    /// Means of the complete stored batches, oldest first, each of `batch_size` observations.
-    means: Vec<f64>,
-    /// Bound on `means.len()`; even, so pairwise merging leaves no odd one out.
-    max_stored: usize,
-    batch_size: u64,
-    /// The batch being filled.
-    partial_sum: f64,
-    partial_count: u64,
+    /// The batches, in bounded memory.
+    store: BatchStore,
     /// Every observation, for the overall mean, count and extremes.
     all: Tally,
 }
@@ -66,13 +61,8 @@ impl BatchMeans {
     /// [`estimate`](BatchMeans::estimate): at most `k − 1` of at least `max_stored / 2`
     /// stored batches are dropped.
     pub fn with_max_stored_batches(max_stored: usize) -> Self {
-        let max_stored = max_stored.max(4).next_multiple_of(2);
         BatchMeans {
-            means: Vec::with_capacity(max_stored),
-            max_stored,
-            batch_size: 1,
-            partial_sum: 0.0,
-            partial_count: 0,
+            store: BatchStore::new(max_stored, 1),
             all: Tally::new(),
         }
     }
@@ -82,27 +72,7 @@ impl BatchMeans {
     #[inline]
     pub fn record(&mut self, x: f64) {
         self.all.record(x);
-        self.partial_sum += x;
-        self.partial_count += 1;
-        if self.partial_count == self.batch_size {
-            self.means.push(self.partial_sum / self.batch_size as f64);
-            self.partial_sum = 0.0;
-            self.partial_count = 0;
-            if self.means.len() == self.max_stored {
-                self.coarsen();
-            }
-        }
-    }
-
-    /// Averages adjacent pairs of stored batches: `M` batches of size `m` become `M/2` of
-    /// size `2m`.
-    fn coarsen(&mut self) {
-        let half = self.means.len() / 2;
-        for i in 0..half {
-            self.means[i] = 0.5 * (self.means[2 * i] + self.means[2 * i + 1]);
-        }
-        self.means.truncate(half);
-        self.batch_size *= 2;
+        self.store.record(x);
     }
 
     /// The number of observations recorded.
@@ -118,13 +88,13 @@ impl BatchMeans {
 
     /// The current batch size `m`: observations per stored batch.
     pub fn batch_size(&self) -> u64 {
-        self.batch_size
+        self.store.batch_size()
     }
 
     /// The stored complete batch means, oldest first, each over
     /// [`batch_size`](BatchMeans::batch_size) observations.
     pub fn batch_means(&self) -> &[f64] {
-        &self.means
+        self.store.means()
     }
 
     /// The 95 % confidence interval for the steady-state mean from `num_batches` equal
@@ -134,13 +104,14 @@ impl BatchMeans {
     /// is NaN, as for [`Estimate`]). `num_batches` below 2 is taken as 2.
     pub fn estimate(&self, num_batches: usize) -> Estimate {
         let k = num_batches.max(2);
-        let stored = self.means.len();
+        let means = self.store.means();
+        let stored = means.len();
         if stored <= k {
-            return Estimate::from_samples(&self.means);
+            return Estimate::from_samples(means);
         }
         let group = stored / k;
         // Drop the oldest leftovers: they are the ones nearest the initial transient.
-        let used = &self.means[stored - group * k..];
+        let used = &means[stored - group * k..];
         let mut batches = Tally::new();
         for chunk in used.chunks_exact(group) {
             batches.record(chunk.iter().sum::<f64>() / group as f64);
@@ -151,10 +122,7 @@ impl BatchMeans {
     /// Forgets every observation and returns to batch size 1 (e.g. after the warm-up);
     /// keeps the memory.
     pub fn reset(&mut self) {
-        self.means.clear();
-        self.batch_size = 1;
-        self.partial_sum = 0.0;
-        self.partial_count = 0;
+        self.store.reset();
         self.all.reset();
     }
 }

@@ -1,5 +1,7 @@
 //! [`Mser5`]: warm-up detection by MSER-5 (White 1997; White, Cobb and Spratt 2000).
 
+use super::batch_store::BatchStore;
+
 /// Raw observations per batch in MSER-5 before any coarsening.
 pub const MSER_BATCH_SIZE: u64 = 5;
 
@@ -42,13 +44,8 @@ pub const DEFAULT_MAX_MSER_BATCHES: usize = 4096;
 /// [`truncation`](Mser5::truncation) is O(stored batches).
 #[derive(Debug, Clone)]
 pub struct Mser5 {
-    /// Means of the complete stored batches, oldest first, each over `batch_size` values.
-    means: Vec<f64>,
-    /// Bound on `means.len()`; even, so pairwise merging leaves no odd one out.
-    max_stored: usize,
-    batch_size: u64,
-    partial_sum: f64,
-    partial_count: u64,
+    /// The 5-batches (or coarser), in bounded memory.
+    store: BatchStore,
     count: u64,
 }
 
@@ -67,13 +64,8 @@ impl Mser5 {
     /// An empty analysis storing at most `max_stored` batch means (rounded up to an even
     /// number, at least 4).
     pub fn with_max_stored_batches(max_stored: usize) -> Self {
-        let max_stored = max_stored.max(4).next_multiple_of(2);
         Mser5 {
-            means: Vec::with_capacity(max_stored),
-            max_stored,
-            batch_size: MSER_BATCH_SIZE,
-            partial_sum: 0.0,
-            partial_count: 0,
+            store: BatchStore::new(max_stored, MSER_BATCH_SIZE),
             count: 0,
         }
     }
@@ -82,21 +74,7 @@ impl Mser5 {
     #[inline]
     pub fn record(&mut self, x: f64) {
         self.count += 1;
-        self.partial_sum += x;
-        self.partial_count += 1;
-        if self.partial_count == self.batch_size {
-            self.means.push(self.partial_sum / self.batch_size as f64);
-            self.partial_sum = 0.0;
-            self.partial_count = 0;
-            if self.means.len() == self.max_stored {
-                let half = self.means.len() / 2;
-                for i in 0..half {
-                    self.means[i] = 0.5 * (self.means[2 * i] + self.means[2 * i + 1]);
-                }
-                self.means.truncate(half);
-                self.batch_size *= 2;
-            }
-        }
+        self.store.record(x);
     }
 
     /// The number of observations recorded.
@@ -106,18 +84,19 @@ impl Mser5 {
 
     /// The current number of observations per batch: 5, or 5·2^j after coarsening.
     pub fn batch_size(&self) -> u64 {
-        self.batch_size
+        self.store.batch_size()
     }
 
     /// The number of complete batches stored.
     pub fn num_batches(&self) -> usize {
-        self.means.len()
+        self.store.means().len()
     }
 
     /// The MSER-minimising number of batches to delete, `d*`, and whether it lies strictly
     /// inside the searched first half.
     fn optimum(&self) -> (usize, bool) {
-        let k = self.means.len();
+        let means = self.store.means();
+        let k = means.len();
         if k < 2 {
             return (0, false);
         }
@@ -128,7 +107,7 @@ impl Mser5 {
         let (mut n, mut mean, mut m2) = (0.0f64, 0.0f64, 0.0f64);
         let mut best = (f64::INFINITY, 0usize);
         for d in (0..k).rev() {
-            let z = self.means[d];
+            let z = means[d];
             n += 1.0;
             let delta = z - mean;
             mean += delta / n;
@@ -148,7 +127,7 @@ impl Mser5 {
     /// fewer than two complete batches. Always at most half the observations.
     pub fn truncation(&self) -> usize {
         let (d, _) = self.optimum();
-        let raw = d as u64 * self.batch_size;
+        let raw = d as u64 * self.store.batch_size();
         usize::try_from(raw).unwrap_or(usize::MAX)
     }
 
@@ -164,19 +143,18 @@ impl Mser5 {
     /// mean. NaN when nothing was recorded.
     pub fn truncated_mean(&self) -> f64 {
         let (d, _) = self.optimum();
-        let kept = &self.means[d.min(self.means.len())..];
-        let m = self.batch_size as f64;
-        let sum = kept.iter().sum::<f64>() * m + self.partial_sum;
-        let n = kept.len() as f64 * m + self.partial_count as f64;
+        let means = self.store.means();
+        let kept = &means[d.min(means.len())..];
+        let m = self.store.batch_size() as f64;
+        let (partial_sum, partial_count) = self.store.partial();
+        let sum = kept.iter().sum::<f64>() * m + partial_sum;
+        let n = kept.len() as f64 * m + partial_count as f64;
         if n == 0.0 { f64::NAN } else { sum / n }
     }
 
     /// Forgets every observation and returns to batches of 5; keeps the memory.
     pub fn reset(&mut self) {
-        self.means.clear();
-        self.batch_size = MSER_BATCH_SIZE;
-        self.partial_sum = 0.0;
-        self.partial_count = 0;
+        self.store.reset();
         self.count = 0;
     }
 }
