@@ -1,12 +1,29 @@
 //! # atmlab-fabric: the software ATM switch
 //!
-//! Will hold (see the live switch issue): the sans-IO switch core (ports, VPI/VCI
-//! translation table, two-phase identifier allocation, connection admission control, the
-//! per-cell switching function with output queues and CLP discard, counters), the live
-//! UDP cell ports, and the `SwitchServer` (gRPC and raw TCP) of xbind (paper 000 §II) and
-//! ReTINA's ConnectionServer (paper 001 §3).
+//! The switch that xbind's SwitchServer (paper 000 §II-B) and ReTINA's ConnectionServer
+//! (paper 001 §3) control, built as a sans-IO core:
 //!
-//! Status: empty; `atmlab switch` says so.
+//! - [`switch::Switch`]: ports with link rates, VPI/VCI ranges, bandwidth and buffers; the
+//!   translation table (VC and VP cross-connects, point-to-multipoint branches); xbind's
+//!   two-phase identifier allocation (reserve, commit, release); connection admission
+//!   control ([`cac`]); the per-cell switching function with per-port output queues and
+//!   CLP-based discard; counters per port and connection.
+//! - [`config`]: the switch's configuration, as plain data.
+//!
+//! What it is not: no sockets, no clock, no tokio, no protobuf. The live shells (UDP cell
+//! ports, the gRPC and raw-TCP switch servers) drive this core from outside.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod cac;
+pub mod config;
+pub mod error;
+pub mod switch;
+
+pub use config::{Interface, PortConfig, SwitchConfig};
+pub use error::{ErrorKind, FabricError};
+pub use switch::{
+    Atomicity, Branch, BranchChange, CellFate, Command, Commit, Connection, ConnectionKind,
+    PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Switch, Unreserve,
+};

@@ -1,0 +1,3 @@
+//! atmlab-fabric integration tests (one test binary per crate, to keep link time down).
+
+mod core;
