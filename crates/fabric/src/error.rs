@@ -135,6 +135,9 @@ pub enum FabricError {
     /// A configuration that cannot describe a switch.
     #[error("invalid switch configuration: {0}")]
     Config(String),
+    /// The switch server cannot be reached, or the connection to it broke.
+    #[error("switch server unavailable: {0}")]
+    Unavailable(String),
     /// A raw-protocol frame that cannot be decoded.
     #[error("malformed raw-protocol frame: {0}")]
     Frame(&'static str),
@@ -155,6 +158,8 @@ pub enum ErrorKind {
     InvalidArgument,
     /// ABORTED (10).
     Aborted,
+    /// UNAVAILABLE (14).
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -167,6 +172,7 @@ impl ErrorKind {
             ErrorKind::ResourceExhausted => 8,
             ErrorKind::Aborted => 10,
             ErrorKind::OutOfRange => 11,
+            ErrorKind::Unavailable => 14,
         }
     }
 
@@ -178,6 +184,7 @@ impl ErrorKind {
             8 => ErrorKind::ResourceExhausted,
             10 => ErrorKind::Aborted,
             11 => ErrorKind::OutOfRange,
+            14 => ErrorKind::Unavailable,
             _ => ErrorKind::InvalidArgument,
         }
     }
@@ -199,6 +206,7 @@ impl FabricError {
                 ErrorKind::ResourceExhausted
             }
             Aborted => ErrorKind::Aborted,
+            Unavailable(_) => ErrorKind::Unavailable,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
         }
     }

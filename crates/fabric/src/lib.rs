@@ -19,6 +19,7 @@
 pub mod cac;
 pub mod config;
 pub mod error;
+pub mod live;
 pub mod switch;
 
 pub use config::{Interface, PortConfig, SwitchConfig};
