@@ -1375,14 +1375,41 @@ impl Switch {
         cmds: &[Command],
         atomicity: Atomicity,
     ) -> Vec<Result<Reply, FabricError>> {
+        self.execute_observed(cmds, atomicity, |_, _, _| {})
+    }
+
+    /// [`Switch::execute`], calling `observe(switch, command, reply)` right after each
+    /// command succeeds, with the switch as that command left it (a journal or an event
+    /// feed needs the state between commands: a batch may commit and release the same
+    /// connection). Under [`Atomicity::AllOrNothing`] a batch that fails has been
+    /// observed up to its failure and then undone: the caller must drop what it observed
+    /// when any result is an error.
+    pub fn execute_observed(
+        &mut self,
+        cmds: &[Command],
+        atomicity: Atomicity,
+        mut observe: impl FnMut(&Switch, &Command, &Reply),
+    ) -> Vec<Result<Reply, FabricError>> {
         match atomicity {
-            Atomicity::ContinueOnError => cmds.iter().map(|c| self.apply(c)).collect(),
+            Atomicity::ContinueOnError => cmds
+                .iter()
+                .map(|c| {
+                    let r = self.apply(c);
+                    if let Ok(reply) = &r {
+                        observe(self, c, reply);
+                    }
+                    r
+                })
+                .collect(),
             Atomicity::AllOrNothing => {
                 let mut log = Vec::new();
                 let mut out: Vec<Result<Reply, FabricError>> = Vec::with_capacity(cmds.len());
                 for (i, c) in cmds.iter().enumerate() {
                     match self.apply_logged(c, Some(&mut log)) {
-                        Ok(r) => out.push(Ok(r)),
+                        Ok(r) => {
+                            observe(self, c, &r);
+                            out.push(Ok(r));
+                        }
                         Err(e) => {
                             while let Some(u) = log.pop() {
                                 self.undo(u);

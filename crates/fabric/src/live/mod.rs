@@ -5,5 +5,14 @@
 //! - [`backend`]: [`backend::SwitchBackend`], the operations every front end offers and
 //!   every client speaks, so that a gRPC server can sit on a local switch or, as ReTINA's
 //!   hybrid, on a raw-TCP client (the proxy).
+//! - [`local`]: [`local::LocalSwitch`], the switch behind a lock, with its journal and
+//!   event feed; every front end and the data plane share it.
+//! - [`journal`]: what a switch keeps across a restart of its server.
+//! - [`dataplane`]: UDP cell ports.
+//! - [`host`]: an end system sending and receiving AAL5 frames.
 
 pub mod backend;
+pub mod dataplane;
+pub mod host;
+pub mod journal;
+pub mod local;

@@ -1,3 +1,4 @@
 //! atmlab-fabric integration tests (one test binary per crate, to keep link time down).
 
 mod core;
+mod live;

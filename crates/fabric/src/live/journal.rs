@@ -1,0 +1,241 @@
+//! The switch's table journal: what a switch keeps across a restart of its server.
+//!
+//! A hardware switch keeps its translation table in the fabric when its control software
+//! restarts; the xbind switch server then reads the table back rather than tearing every
+//! call down (paper 000 §II-B; ReTINA's ConnectionServer likewise fronts a switch whose
+//! state outlives it). Our switch and its server are one process, so the "fabric memory"
+//! is this file: every installed connection (with its branches, traffic contract, owner
+//! and tag) is written before the server acknowledges the command that made it, and every
+//! release likewise. On start the server replays the file into a fresh switch and
+//! rewrites it compacted.
+//!
+//! What is *not* kept, and why:
+//! - phase-1 reservations: soft state of a connection manager's VCI cache; the CM
+//!   refills its cache (and its recovery protocol re-reserves) when the switch returns,
+//!   and keeping them would leak identifiers held by a CM that died meanwhile;
+//! - counters and queued cells: measurements and cells in flight, lost as a real switch
+//!   loses them on a line-card reset.
+//!
+//! Durability: records reach the kernel (a `write`) before the acknowledgement, so they
+//! survive the server process being killed (the kill test); `fsync` per batch (survive a
+//! machine crash) is the `sync` option, off by default because it costs a disk flush per
+//! batch.
+//!
+//! Format: text, one record per line, so an operator can read it:
+//! `C id kind in_port vpi/vci class pcr scr mbs cdvt_ps clr buffer owner_hex tag_hex port:vpi/vci,...`
+//! and `R id`. Floats are written with Rust's shortest round-trip formatting.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
+use atmlab_core::units::CellRate;
+
+use crate::error::FabricError;
+use crate::switch::{Branch, Connection, ConnectionKind};
+
+/// An open journal.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    out: BufWriter<File>,
+    sync: bool,
+}
+
+fn hex(s: &str) -> String {
+    if s.is_empty() {
+        return "-".into();
+    }
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if s == "-" {
+        return Some(String::new());
+    }
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+fn class_name(c: ServiceClass) -> &'static str {
+    match c {
+        ServiceClass::Cbr => "cbr",
+        ServiceClass::RtVbr => "rt-vbr",
+        ServiceClass::NrtVbr => "nrt-vbr",
+        ServiceClass::Ubr => "ubr",
+    }
+}
+
+fn parse_id(s: &str) -> Option<VcId> {
+    let (a, b) = s.split_once('/')?;
+    Some(VcId::new(a.parse().ok()?, b.parse().ok()?))
+}
+
+/// One connection as a journal line (without the newline).
+pub fn encode(c: &Connection) -> String {
+    let t = &c.traffic;
+    let branches: Vec<String> = c
+        .branches
+        .iter()
+        .map(|b| format!("{}:{}/{}", b.port.0, b.id.vpi.0, b.id.vci.0))
+        .collect();
+    format!(
+        "C {} {} {} {}/{} {} {:?} {:?} {} {} {:?} {} {} {} {}",
+        c.id,
+        if c.kind == ConnectionKind::Vp {
+            "vp"
+        } else {
+            "vc"
+        },
+        c.in_port.0,
+        c.in_id.vpi.0,
+        c.in_id.vci.0,
+        class_name(t.class),
+        t.pcr.per_sec(),
+        t.scr.per_sec(),
+        t.mbs,
+        t.cdvt_ps,
+        c.clr,
+        c.buffer_cells,
+        hex(&c.owner),
+        hex(&c.tag),
+        branches.join(","),
+    )
+}
+
+/// Parses a `C` line back (counters start at zero).
+pub fn decode(line: &str) -> Option<Connection> {
+    let f: Vec<&str> = line.split(' ').collect();
+    if f.len() != 15 || f[0] != "C" {
+        return None;
+    }
+    let class = match f[5] {
+        "cbr" => ServiceClass::Cbr,
+        "rt-vbr" => ServiceClass::RtVbr,
+        "nrt-vbr" => ServiceClass::NrtVbr,
+        "ubr" => ServiceClass::Ubr,
+        _ => return None,
+    };
+    let branches: Option<Vec<Branch>> = f[14]
+        .split(',')
+        .map(|b| {
+            let (p, id) = b.split_once(':')?;
+            Some(Branch {
+                port: PortId(p.parse().ok()?),
+                id: parse_id(id)?,
+            })
+        })
+        .collect();
+    Some(Connection {
+        id: f[1].parse().ok()?,
+        kind: match f[2] {
+            "vc" => ConnectionKind::Vc,
+            "vp" => ConnectionKind::Vp,
+            _ => return None,
+        },
+        in_port: PortId(f[3].parse().ok()?),
+        in_id: parse_id(f[4])?,
+        branches: branches?,
+        traffic: TrafficDescriptor {
+            class,
+            pcr: CellRate(f[6].parse().ok()?),
+            scr: CellRate(f[7].parse().ok()?),
+            mbs: f[8].parse().ok()?,
+            cdvt_ps: f[9].parse().ok()?,
+        },
+        clr: f[10].parse().ok()?,
+        admitted: 0.0,
+        buffer_cells: f[11].parse().ok()?,
+        owner: unhex(f[12])?,
+        tag: unhex(f[13])?,
+        cells: 0,
+        cells_discarded: 0,
+    })
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path`, returns it with the connections it
+    /// holds, and rewrites it compacted. A line that cannot be read is an error naming
+    /// the file and line: a switch must not start on a table it only half understands.
+    pub fn open(path: &Path, sync: bool) -> Result<(Journal, Vec<Connection>), FabricError> {
+        let err = |what: String| FabricError::Config(format!("journal {}: {what}", path.display()));
+        let mut live: BTreeMap<u64, Connection> = BTreeMap::new();
+        if path.exists() {
+            let f = File::open(path).map_err(|e| err(e.to_string()))?;
+            for (n, line) in BufReader::new(f).lines().enumerate() {
+                let line = line.map_err(|e| err(e.to_string()))?;
+                if line.is_empty() {
+                    continue;
+                }
+                if let Some(id) = line.strip_prefix("R ") {
+                    let id: u64 = id
+                        .parse()
+                        .map_err(|_| err(format!("line {}: bad release record", n + 1)))?;
+                    live.remove(&id);
+                } else {
+                    let c = decode(&line)
+                        .ok_or_else(|| err(format!("line {}: bad connection record", n + 1)))?;
+                    live.insert(c.id, c);
+                }
+            }
+        }
+        // Compact: write the live set to a new file and rename it over the old one, so a
+        // crash during compaction leaves one complete file or the other.
+        let tmp = path.with_extension("compacting");
+        {
+            let mut w = BufWriter::new(File::create(&tmp).map_err(|e| err(e.to_string()))?);
+            for c in live.values() {
+                writeln!(w, "{}", encode(c)).map_err(|e| err(e.to_string()))?;
+            }
+            w.flush().map_err(|e| err(e.to_string()))?;
+            w.get_ref().sync_all().map_err(|e| err(e.to_string()))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| err(e.to_string()))?;
+        Ok((
+            Journal {
+                path: path.to_path_buf(),
+                out: BufWriter::with_capacity(64 * 1024, file),
+                sync,
+            },
+            live.into_values().collect(),
+        ))
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Buffers a connection record (a commit or a branch change).
+    pub fn record(&mut self, c: &Connection) {
+        // Errors surface at flush(), which every batch calls.
+        let _ = writeln!(self.out, "{}", encode(c));
+    }
+
+    /// Buffers a release record.
+    pub fn record_release(&mut self, id: u64) {
+        let _ = writeln!(self.out, "R {id}");
+    }
+
+    /// Writes the buffered records to the kernel (and to the disk with `sync`).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        if self.sync {
+            self.out.get_ref().sync_data()?;
+        }
+        Ok(())
+    }
+}

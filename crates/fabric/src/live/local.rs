@@ -1,0 +1,268 @@
+//! The switch a server runs: the sans-IO [`Switch`] behind a lock, shared by every front
+//! end (gRPC, raw TCP, the UDP data plane), with its journal and its event feed.
+//!
+//! Paper 000 §II-B: the switch server is the only writer of the switch's tables, and
+//! every controller sees the same state through it. One `std::sync::Mutex` serialises
+//! commands and cells: each critical section is a handful of table operations (no
+//! `.await` inside), so a plain lock is cheaper than a channel to an owner task.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+
+use crate::error::FabricError;
+use crate::live::backend::{BatchResult, Description, SwitchBackend};
+use crate::live::journal::Journal;
+use crate::switch::{Atomicity, Command, Connection, Reply, Reservation, Switch};
+use atmlab_core::ids::PortId;
+
+/// Something that happened to the switch's tables, for Watch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SwitchEvent {
+    /// A connection was installed.
+    Committed(Connection),
+    /// A connection was removed.
+    Released(u64),
+    /// Identifiers were reserved.
+    Reserved(Vec<Reservation>),
+    /// Reservations were returned.
+    Unreserved(Vec<Reservation>),
+    /// A branch was added or dropped; the connection as it is now.
+    BranchesChanged(Connection),
+}
+
+/// An event with its sequence number on this switch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequencedEvent {
+    /// Monotonic per switch, from 1.
+    pub sequence: u64,
+    /// The event.
+    pub event: SwitchEvent,
+}
+
+enum Record {
+    Connection(Connection),
+    Release(u64),
+}
+
+struct State {
+    switch: Switch,
+    journal: Option<Journal>,
+    sequence: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    peers: Mutex<Vec<String>>,
+    events: broadcast::Sender<SequencedEvent>,
+}
+
+/// A switch shared by the live front ends. Cheap to clone.
+#[derive(Clone)]
+pub struct LocalSwitch {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LocalSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalSwitch").finish_non_exhaustive()
+    }
+}
+
+impl LocalSwitch {
+    /// Wraps a switch; with a journal, every committed change is written to it before the
+    /// caller hears of it.
+    pub fn new(switch: Switch, journal: Option<Journal>) -> Self {
+        let n = switch.port_ids().count();
+        let (events, _) = broadcast::channel(4096);
+        LocalSwitch {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    switch,
+                    journal,
+                    sequence: 0,
+                }),
+                peers: Mutex::new(vec![String::new(); n]),
+                events,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock would leave a half-applied command; the core
+        // never panics on requests (every input is validated), so poisoning means a bug:
+        // keep serving rather than take the switch down.
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the switch (the data plane's per-datagram critical section).
+    pub fn with_switch<R>(&self, f: impl FnOnce(&mut Switch) -> R) -> R {
+        f(&mut self.lock().switch)
+    }
+
+    /// Records where a port's cells go, for Describe.
+    pub fn set_peer(&self, port: PortId, peer: String) {
+        let idx = self.with_switch(|s| s.port_ids().position(|p| p == port));
+        if let Some(i) = idx {
+            let mut peers = self.shared.peers.lock().unwrap_or_else(|e| e.into_inner());
+            peers[i] = peer;
+        }
+    }
+
+    /// Subscribes to table events (a bounded feed: a slow reader is told how many it
+    /// missed).
+    pub fn subscribe(&self) -> broadcast::Receiver<SequencedEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Runs a batch, journals what it changed, then publishes the events. The journal is
+    /// written (to the kernel) before this returns, so an acknowledged commit survives a
+    /// crash of the server process.
+    pub fn execute_now(
+        &self,
+        commands: &[Command],
+        atomicity: Atomicity,
+    ) -> Result<BatchResult, FabricError> {
+        let watching = self.shared.events.receiver_count() > 0;
+        let mut st = self.lock();
+        let st = &mut *st;
+        let journaling = st.journal.is_some();
+        // What the batch did, observed command by command (a batch may commit and
+        // release the same connection), kept only if the batch stands.
+        let mut records: Vec<Record> = Vec::new();
+        let mut events: Vec<SwitchEvent> = Vec::new();
+        let results = st
+            .switch
+            .execute_observed(commands, atomicity, |sw, cmd, reply| {
+                if !journaling && !watching {
+                    return;
+                }
+                match (cmd, reply) {
+                    (
+                        Command::Commit(_),
+                        Reply::Committed {
+                            connection,
+                            replenished,
+                        },
+                    ) => {
+                        let conn = sw.connection(*connection).expect("just committed");
+                        if watching {
+                            events.push(SwitchEvent::Committed(conn.clone()));
+                            if !replenished.is_empty() {
+                                events
+                                    .push(SwitchEvent::Reserved(reservations_of(cmd, replenished)));
+                            }
+                        }
+                        records.push(Record::Connection(conn));
+                    }
+                    (Command::Release(r), Reply::Released) => {
+                        records.push(Record::Release(r.connection));
+                        if watching {
+                            events.push(SwitchEvent::Released(r.connection));
+                        }
+                    }
+                    (Command::AddBranch(ch) | Command::DropBranch(ch), _) => {
+                        let conn = sw.connection(ch.connection).expect("just changed");
+                        if watching {
+                            events.push(SwitchEvent::BranchesChanged(conn.clone()));
+                        }
+                        records.push(Record::Connection(conn));
+                    }
+                    (Command::Reserve(_), Reply::Reserved(ids)) if watching => {
+                        events.push(SwitchEvent::Reserved(reservations_of(cmd, ids)));
+                    }
+                    (Command::Unreserve(u), Reply::Unreserved) if watching => {
+                        events.push(SwitchEvent::Unreserved(
+                            u.ids
+                                .iter()
+                                .map(|&id| Reservation {
+                                    port: u.port,
+                                    id,
+                                    owner: u.owner.clone(),
+                                })
+                                .collect(),
+                        ));
+                    }
+                    _ => {}
+                }
+            });
+        if atomicity == Atomicity::AllOrNothing && results.iter().any(|r| r.is_err()) {
+            // Undone: nothing happened.
+            return Ok(results);
+        }
+        if let Some(j) = st.journal.as_mut() {
+            for r in &records {
+                match r {
+                    Record::Connection(c) => j.record(c),
+                    Record::Release(id) => j.record_release(*id),
+                }
+            }
+            j.flush()
+                .map_err(|e| FabricError::Unavailable(format!("journal write failed: {e}")))?;
+        }
+        for event in events {
+            st.sequence += 1;
+            // No receiver is not an error: nobody is watching.
+            let _ = self.shared.events.send(SequencedEvent {
+                sequence: st.sequence,
+                event,
+            });
+        }
+        Ok(results)
+    }
+
+    /// Describe, now.
+    pub fn describe_now(&self) -> Description {
+        let (name, ports, connections) =
+            self.with_switch(|s| (s.name().to_string(), s.ports(), s.connection_count() as u32));
+        let peers = self
+            .shared
+            .peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Description {
+            name,
+            ports,
+            peers,
+            connections,
+        }
+    }
+}
+
+fn reservations_of(cmd: &Command, ids: &[atmlab_core::ids::VcId]) -> Vec<Reservation> {
+    let (port, owner) = match cmd {
+        Command::Reserve(r) => (r.port, r.owner.clone()),
+        Command::Commit(c) => (c.branches[0].port, c.owner.clone()),
+        _ => return Vec::new(),
+    };
+    ids.iter()
+        .map(|&id| Reservation {
+            port,
+            id,
+            owner: owner.clone(),
+        })
+        .collect()
+}
+
+impl SwitchBackend for LocalSwitch {
+    async fn execute(
+        &self,
+        commands: Vec<Command>,
+        atomicity: Atomicity,
+    ) -> Result<BatchResult, FabricError> {
+        self.execute_now(&commands, atomicity)
+    }
+
+    async fn describe(&self) -> Result<Description, FabricError> {
+        Ok(self.describe_now())
+    }
+
+    async fn connections(&self) -> Result<Vec<Connection>, FabricError> {
+        Ok(self.with_switch(|s| s.connections()))
+    }
+
+    async fn reservations(&self) -> Result<Vec<Reservation>, FabricError> {
+        Ok(self.with_switch(|s| s.reservations()))
+    }
+}

@@ -1,0 +1,118 @@
+//! The live data plane and journal, in process: real UDP sockets on loopback.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::live::dataplane::DataPlane;
+use atmlab_fabric::live::host::HostPort;
+use atmlab_fabric::live::journal::Journal;
+use atmlab_fabric::live::local::LocalSwitch;
+use atmlab_fabric::*;
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn p2p(in_port: u16, in_id: VcId, out_port: u16, out_id: VcId) -> Command {
+    Command::Commit(Commit {
+        kind: ConnectionKind::Vc,
+        in_port: PortId(in_port),
+        in_id,
+        branches: vec![Branch {
+            port: PortId(out_port),
+            id: out_id,
+        }],
+        traffic: TrafficDescriptor::cbr(CellRate(10_000.0)),
+        clr: 0.0,
+        buffer_cells: 0,
+        owner: "test".into(),
+        replenish: 0,
+        tag: "t".into(),
+    })
+}
+
+#[tokio::test]
+async fn frames_cross_one_switch_on_the_translated_vc() {
+    let sw = Switch::new(&SwitchConfig::uniform("s1", 2, BitRate(155.52e6))).unwrap();
+    let local = LocalSwitch::new(sw, None);
+    let dp = DataPlane::bind(&[(PortId(0), any(), None), (PortId(1), any(), None)], 24)
+        .await
+        .unwrap();
+    let addrs = dp.local_addrs();
+    let _tasks = dp.spawn(local.clone());
+    let r = local
+        .execute_now(
+            &[p2p(0, VcId::new(0, 100), 1, VcId::new(0, 200))],
+            Atomicity::AllOrNothing,
+        )
+        .unwrap();
+    assert!(r[0].is_ok());
+    let mut b = HostPort::attach(any(), addrs[1].1, BitRate(155.52e6))
+        .await
+        .unwrap();
+    let mut a = HostPort::attach(any(), addrs[0].1, BitRate(155.52e6))
+        .await
+        .unwrap();
+    // Wait until both attachments are learned.
+    for _ in 0..200 {
+        if dp.peers().iter().all(|(_, p)| p.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let frames: Vec<Vec<u8>> = (0..50u32)
+        .map(|i| (0..(i * 37 % 3000 + 1)).map(|k| (k * i) as u8).collect())
+        .collect();
+    for f in &frames {
+        a.send_frame(VcId::new(0, 100), f).await.unwrap();
+    }
+    for f in &frames {
+        let got = b
+            .recv_frame(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("frame arrives");
+        assert_eq!(got.vc, VcId::new(0, 200));
+        assert_eq!(&got.sdu, f);
+    }
+    assert_eq!(b.errors, 0);
+}
+
+#[test]
+fn journal_replays_commits_and_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1.table");
+    let cfg = SwitchConfig::uniform("s1", 3, BitRate(155.52e6));
+    let (j, restored) = Journal::open(&path, false).unwrap();
+    assert!(restored.is_empty());
+    let local = LocalSwitch::new(Switch::new(&cfg).unwrap(), Some(j));
+    let mut cmds: Vec<Command> = (0..10u16)
+        .map(|i| p2p(0, VcId::new(0, 40 + i), 1 + i % 2, VcId::new(0, 40 + i)))
+        .collect();
+    cmds.push(Command::Release(Release {
+        connection: 3,
+        keep_reserved: false,
+    }));
+    cmds.push(Command::AddBranch(BranchChange {
+        connection: 4,
+        branch: Branch {
+            port: PortId(2),
+            id: VcId::new(1, 77),
+        },
+    }));
+    let out = local
+        .execute_now(&cmds, Atomicity::ContinueOnError)
+        .unwrap();
+    assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+    let before = local.with_switch(|s| s.connections());
+    drop(local);
+    let (_j, restored) = Journal::open(&path, false).unwrap();
+    let mut fresh = Switch::new(&cfg).unwrap();
+    for c in &restored {
+        fresh.restore(c).unwrap();
+    }
+    assert_eq!(fresh.connections(), before);
+}
