@@ -153,7 +153,7 @@ impl DataPlane {
                     switch.set_peer(me.port, format!("udp:{from}"));
                 }
             }
-            if n % CELL_LEN != 0 {
+            if !n.is_multiple_of(CELL_LEN) {
                 self.counters.ragged_datagrams.fetch_add(1, Relaxed);
             }
             if n < CELL_LEN {

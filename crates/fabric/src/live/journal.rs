@@ -56,7 +56,7 @@ fn unhex(s: &str) -> Option<String> {
     if s == "-" {
         return Some(String::new());
     }
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
