@@ -138,6 +138,14 @@ pub enum FabricError {
     /// The switch server cannot be reached, or the connection to it broke.
     #[error("switch server unavailable: {0}")]
     Unavailable(String),
+    /// An error reported by a remote switch server, rebuilt from its code and message.
+    #[error("{message}")]
+    Remote {
+        /// Its class.
+        kind: ErrorKind,
+        /// The server's message.
+        message: String,
+    },
     /// A raw-protocol frame that cannot be decoded.
     #[error("malformed raw-protocol frame: {0}")]
     Frame(&'static str),
@@ -207,6 +215,7 @@ impl FabricError {
             }
             Aborted => ErrorKind::Aborted,
             Unavailable(_) => ErrorKind::Unavailable,
+            Remote { kind, .. } => *kind,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
         }
     }

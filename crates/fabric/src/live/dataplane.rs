@@ -96,6 +96,17 @@ impl DataPlane {
             .collect()
     }
 
+    /// Points a port at its neighbour (how `atmlab net up` wires links after binding
+    /// every port on an ephemeral address).
+    pub fn set_peer(&self, port: PortId, peer: SocketAddr, switch: &LocalSwitch) -> bool {
+        let Some(p) = self.ports.iter().find(|p| p.port == port) else {
+            return false;
+        };
+        *p.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+        switch.set_peer(port, format!("udp:{peer}"));
+        true
+    }
+
     /// The data plane's own counters.
     pub fn counters(&self) -> &DataPlaneCounters {
         &self.counters

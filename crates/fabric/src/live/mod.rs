@@ -12,7 +12,22 @@
 //! - [`host`]: an end system sending and receiving AAL5 frames.
 
 pub mod backend;
+pub mod convert;
 pub mod dataplane;
+pub mod grpc;
 pub mod host;
 pub mod journal;
 pub mod local;
+pub mod server;
+
+/// Starts the raw-TCP front end on `addr` (filled in when the raw protocol lands).
+pub(crate) async fn raw_listen(
+    _tasks: &mut tokio::task::JoinSet<()>,
+    addr: std::net::SocketAddr,
+    _switch: local::LocalSwitch,
+    _tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<std::net::SocketAddr, crate::error::FabricError> {
+    Err(crate::error::FabricError::Config(format!(
+        "raw-TCP interface on {addr}: not built yet"
+    )))
+}

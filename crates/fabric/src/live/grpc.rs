@@ -1,0 +1,579 @@
+//! The SwitchServer over gRPC (`atmlab.v1.SwitchServer`, see the .proto for the
+//! contract): xbind's switch server (paper 000 §II-B) and ReTINA's ConnectionServer
+//! (paper 001 §3) with gRPC as the ORB.
+//!
+//! [`SwitchService`] serves any [`SwitchBackend`]: a [`LocalSwitch`] (the switch server
+//! proper) or a [`crate::live::raw::RawClient`] (ReTINA's hybrid: a gRPC front on the
+//! raw-socket interface, the proxy). [`GrpcSwitch`] is the client side, itself a
+//! `SwitchBackend`.
+//!
+//! The command stream gives xbind's oneway calls: requests carry ids and are answered as
+//! they complete; the server drains whatever requests have already arrived and runs them
+//! as one batch (continue-on-error), so a pipelining client gets aggregation for free.
+//! Each (client id, request id) is answered once: a retry of an id already answered gets
+//! the first answer again from a bounded memory of recent answers ([`DEDUP_CAPACITY`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use atmlab_rpc::v1 as pb;
+use atmlab_rpc::v1::switch_server_client::SwitchServerClient;
+use atmlab_rpc::v1::switch_server_server::{SwitchServer, SwitchServerServer};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status};
+
+use crate::error::FabricError;
+use crate::live::backend::{BatchResult, Description, SwitchBackend};
+use crate::live::convert::{self as cv, status};
+use crate::live::local::{LocalSwitch, SwitchEvent};
+use crate::switch::{Atomicity, BranchChange, Command, Connection, Release, Reply, Reservation};
+
+/// How many recent stream answers the server remembers for duplicate suppression.
+pub const DEDUP_CAPACITY: usize = 1 << 17;
+/// The most stream requests run as one batch.
+const STREAM_BATCH: usize = 512;
+
+#[derive(Default)]
+struct Dedup {
+    answers: HashMap<(Arc<str>, u64), pb::CommandResult>,
+    order: VecDeque<(Arc<str>, u64)>,
+}
+
+impl Dedup {
+    fn get(&self, key: &(Arc<str>, u64)) -> Option<pb::CommandResult> {
+        self.answers.get(key).cloned()
+    }
+
+    fn put(&mut self, key: (Arc<str>, u64), r: pb::CommandResult) {
+        if self.answers.insert(key.clone(), r).is_none() {
+            self.order.push_back(key);
+            if self.order.len() > DEDUP_CAPACITY
+                && let Some(old) = self.order.pop_front()
+            {
+                self.answers.remove(&old);
+            }
+        }
+    }
+}
+
+/// The gRPC SwitchServer over a backend.
+pub struct SwitchService<B: SwitchBackend> {
+    backend: B,
+    /// The switch whose events Watch reports (absent for a proxy).
+    events: Option<LocalSwitch>,
+    dedup: Arc<Mutex<Dedup>>,
+}
+
+impl<B: SwitchBackend> SwitchService<B> {
+    /// A service over `backend`; `events` enables Watch.
+    pub fn new(backend: B, events: Option<LocalSwitch>) -> Self {
+        SwitchService {
+            backend,
+            events,
+            dedup: Arc::new(Mutex::new(Dedup::default())),
+        }
+    }
+
+    /// The tonic service, ready for `Server::builder().add_service`.
+    pub fn into_server(self) -> SwitchServerServer<Self> {
+        SwitchServerServer::new(self)
+    }
+
+    async fn one(&self, cmd: Result<Command, FabricError>) -> Result<Reply, Status> {
+        let cmd = cmd.map_err(|e| status(&e))?;
+        let mut r = self
+            .backend
+            .execute(vec![cmd], Atomicity::AllOrNothing)
+            .await
+            .map_err(|e| status(&e))?;
+        r.pop()
+            .ok_or_else(|| Status::internal("the switch returned no result"))?
+            .map_err(|e| status(&e))
+    }
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
+    async fn describe(
+        &self,
+        _: Request<pb::DescribeRequest>,
+    ) -> Result<Response<pb::SwitchDescription>, Status> {
+        let d = self.backend.describe().await.map_err(|e| status(&e))?;
+        Ok(Response::new(cv::pb_description(&d)))
+    }
+
+    async fn reserve(
+        &self,
+        r: Request<pb::ReserveRequest>,
+    ) -> Result<Response<pb::ReserveReply>, Status> {
+        match self
+            .one(cv::reserve(r.get_ref()).map(Command::Reserve))
+            .await?
+        {
+            Reply::Reserved(ids) => Ok(Response::new(pb::ReserveReply {
+                ids: ids.into_iter().map(cv::pb_vc_id).collect(),
+            })),
+            _ => Err(Status::internal("unexpected reply")),
+        }
+    }
+
+    async fn unreserve(
+        &self,
+        r: Request<pb::UnreserveRequest>,
+    ) -> Result<Response<pb::UnreserveReply>, Status> {
+        self.one(cv::unreserve(r.get_ref()).map(Command::Unreserve))
+            .await?;
+        Ok(Response::new(pb::UnreserveReply {}))
+    }
+
+    async fn commit(
+        &self,
+        r: Request<pb::CommitRequest>,
+    ) -> Result<Response<pb::CommitReply>, Status> {
+        match self
+            .one(cv::commit(r.get_ref()).map(Command::Commit))
+            .await?
+        {
+            Reply::Committed {
+                connection,
+                replenished,
+            } => Ok(Response::new(pb::CommitReply {
+                connection,
+                replenished: replenished.into_iter().map(cv::pb_vc_id).collect(),
+            })),
+            _ => Err(Status::internal("unexpected reply")),
+        }
+    }
+
+    async fn release(
+        &self,
+        r: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseReply>, Status> {
+        let r = r.get_ref();
+        self.one(Ok(Command::Release(Release {
+            connection: r.connection,
+            keep_reserved: r.keep_reserved,
+        })))
+        .await?;
+        Ok(Response::new(pb::ReleaseReply {}))
+    }
+
+    async fn add_branch(
+        &self,
+        r: Request<pb::AddBranchRequest>,
+    ) -> Result<Response<pb::AddBranchReply>, Status> {
+        let cmd = cv::command(&pb::Command {
+            op: Some(pb::command::Op::AddBranch(r.into_inner())),
+        });
+        self.one(cmd).await?;
+        Ok(Response::new(pb::AddBranchReply {}))
+    }
+
+    async fn drop_branch(
+        &self,
+        r: Request<pb::DropBranchRequest>,
+    ) -> Result<Response<pb::DropBranchReply>, Status> {
+        let cmd = cv::command(&pb::Command {
+            op: Some(pb::command::Op::DropBranch(r.into_inner())),
+        });
+        self.one(cmd).await?;
+        Ok(Response::new(pb::DropBranchReply {}))
+    }
+
+    async fn execute(
+        &self,
+        r: Request<pb::ExecuteRequest>,
+    ) -> Result<Response<pb::ExecuteReply>, Status> {
+        let r = r.into_inner();
+        let atomicity = match pb::Atomicity::try_from(r.atomicity) {
+            Ok(pb::Atomicity::AllOrNothing) => Atomicity::AllOrNothing,
+            Ok(pb::Atomicity::ContinueOnError) => Atomicity::ContinueOnError,
+            Err(_) => return Err(Status::invalid_argument("unknown atomicity")),
+        };
+        // A command that does not even decode fails the whole request: running the rest
+        // "continue-on-error" around a garbled one would hide a client bug.
+        let cmds: Vec<Command> = r
+            .commands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                cv::command(c).map_err(|e| Status::invalid_argument(format!("command {i}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let results = self
+            .backend
+            .execute(cmds, atomicity)
+            .await
+            .map_err(|e| status(&e))?;
+        Ok(Response::new(pb::ExecuteReply {
+            results: results.iter().map(cv::pb_result).collect(),
+        }))
+    }
+
+    type StreamStream = BoxStream<pb::StreamReply>;
+
+    async fn stream(
+        &self,
+        r: Request<tonic::Streaming<pb::StreamRequest>>,
+    ) -> Result<Response<Self::StreamStream>, Status> {
+        let mut inbound = r.into_inner();
+        let (tx, rx) = mpsc::channel::<Result<pb::StreamReply, Status>>(4 * STREAM_BATCH);
+        let backend = self.backend.clone();
+        let dedup = self.dedup.clone();
+        tokio::spawn(async move {
+            let mut batch: Vec<pb::StreamRequest> = Vec::with_capacity(STREAM_BATCH);
+            loop {
+                // Wait for one request, then take whatever else has already arrived.
+                match inbound.next().await {
+                    Some(Ok(req)) => batch.push(req),
+                    Some(Err(_)) | None => return,
+                }
+                while batch.len() < STREAM_BATCH {
+                    match futures_now(&mut inbound) {
+                        Some(Some(Ok(req))) => batch.push(req),
+                        Some(Some(Err(_))) | Some(None) => break,
+                        None => break,
+                    }
+                }
+                let mut replies: Vec<Option<pb::StreamReply>> = Vec::with_capacity(batch.len());
+                let mut to_run: Vec<Command> = Vec::new();
+                let mut run_index: Vec<(usize, (Arc<str>, u64))> = Vec::new();
+                {
+                    let d = dedup.lock().unwrap_or_else(|e| e.into_inner());
+                    for (i, req) in batch.iter().enumerate() {
+                        let key: (Arc<str>, u64) =
+                            (Arc::from(req.client_id.as_str()), req.request_id);
+                        if let Some(prev) = d.get(&key) {
+                            replies.push(Some(pb::StreamReply {
+                                request_id: req.request_id,
+                                result: Some(prev),
+                            }));
+                            continue;
+                        }
+                        match req.command.as_ref().map(cv::command) {
+                            Some(Ok(cmd)) => {
+                                to_run.push(cmd);
+                                run_index.push((i, key));
+                                replies.push(None);
+                            }
+                            Some(Err(e)) => replies.push(Some(pb::StreamReply {
+                                request_id: req.request_id,
+                                result: Some(cv::pb_result(&Err(e))),
+                            })),
+                            None => replies.push(Some(pb::StreamReply {
+                                request_id: req.request_id,
+                                result: Some(cv::pb_result(&Err(FabricError::Invalid(
+                                    "the request has no command",
+                                )))),
+                            })),
+                        }
+                    }
+                }
+                if !to_run.is_empty() {
+                    let results = match backend.execute(to_run, Atomicity::ContinueOnError).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = tx.send(Err(status(&e))).await;
+                            return;
+                        }
+                    };
+                    let mut d = dedup.lock().unwrap_or_else(|e| e.into_inner());
+                    for ((i, key), res) in run_index.into_iter().zip(results.iter()) {
+                        let pr = cv::pb_result(res);
+                        d.put(key, pr.clone());
+                        replies[i] = Some(pb::StreamReply {
+                            request_id: batch[i].request_id,
+                            result: Some(pr),
+                        });
+                    }
+                }
+                for r in replies.into_iter().flatten() {
+                    if tx.send(Ok(r)).await.is_err() {
+                        return;
+                    }
+                }
+                batch.clear();
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_connections(
+        &self,
+        _: Request<pb::ListConnectionsRequest>,
+    ) -> Result<Response<pb::ListConnectionsReply>, Status> {
+        let v = self.backend.connections().await.map_err(|e| status(&e))?;
+        Ok(Response::new(pb::ListConnectionsReply {
+            connections: v.iter().map(cv::pb_connection).collect(),
+        }))
+    }
+
+    async fn list_reservations(
+        &self,
+        _: Request<pb::ListReservationsRequest>,
+    ) -> Result<Response<pb::ListReservationsReply>, Status> {
+        let v = self.backend.reservations().await.map_err(|e| status(&e))?;
+        Ok(Response::new(pb::ListReservationsReply {
+            reservations: v.iter().map(cv::pb_reservation).collect(),
+        }))
+    }
+
+    async fn statistics(
+        &self,
+        r: Request<pb::StatisticsRequest>,
+    ) -> Result<Response<pb::StatisticsReply>, Status> {
+        let want = r.into_inner().connections;
+        let d = self.backend.describe().await.map_err(|e| status(&e))?;
+        let conns = self.backend.connections().await.map_err(|e| status(&e))?;
+        for id in &want {
+            if !conns.iter().any(|c| c.id == *id) {
+                return Err(status(&FabricError::UnknownConnection(*id)));
+            }
+        }
+        Ok(Response::new(pb::StatisticsReply {
+            ports: d
+                .ports
+                .iter()
+                .map(|p| pb::PortStatistics {
+                    port: u32::from(p.config.id.0),
+                    cells_in: p.counters.cells_in,
+                    cells_out: p.counters.cells_out,
+                    cells_unknown: p.counters.cells_unknown,
+                    cells_hec_errors: p.counters.cells_hec_errors,
+                    cells_discarded_clp1: p.counters.cells_discarded_clp1,
+                    cells_discarded_full: p.counters.cells_discarded_full,
+                    queue_cells: p.queue_cells,
+                })
+                .collect(),
+            connections: conns
+                .iter()
+                .filter(|c| want.is_empty() || want.contains(&c.id))
+                .map(|c| pb::ConnectionStatistics {
+                    connection: c.id,
+                    cells: c.cells,
+                    cells_discarded: c.cells_discarded,
+                })
+                .collect(),
+        }))
+    }
+
+    type WatchStream = BoxStream<pb::SwitchEvent>;
+
+    async fn watch(
+        &self,
+        _: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let Some(sw) = &self.events else {
+            return Err(Status::unimplemented(
+                "this server fronts a remote switch and has no event feed",
+            ));
+        };
+        let mut rx = sw.subscribe();
+        let (tx, out) = mpsc::channel(1024);
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            let mut lagged = 0u64;
+            loop {
+                let ev = match rx.recv().await {
+                    Ok(ev) => ev,
+                    Err(RecvError::Lagged(n)) => {
+                        lagged += n;
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                let mut msgs = Vec::new();
+                let mk = |event| pb::SwitchEvent {
+                    sequence: ev.sequence,
+                    event: Some(event),
+                    lagged,
+                };
+                use pb::switch_event::Event as E;
+                match &ev.event {
+                    SwitchEvent::Committed(c) => msgs.push(mk(E::Committed(cv::pb_connection(c)))),
+                    SwitchEvent::Released(id) => msgs.push(mk(E::Released(*id))),
+                    SwitchEvent::BranchesChanged(c) => {
+                        msgs.push(mk(E::BranchesChanged(cv::pb_connection(c))))
+                    }
+                    SwitchEvent::Reserved(rs) => {
+                        msgs.extend(rs.iter().map(|r| mk(E::Reserved(cv::pb_reservation(r)))))
+                    }
+                    SwitchEvent::Unreserved(rs) => {
+                        msgs.extend(rs.iter().map(|r| mk(E::Unreserved(cv::pb_reservation(r)))))
+                    }
+                }
+                for m in msgs {
+                    if tx.send(Ok(m)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+}
+
+/// Polls a stream once without waiting: `Some(item)` if ready, `None` if pending.
+fn futures_now<S: Stream + Unpin>(s: &mut S) -> Option<Option<S::Item>> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match Pin::new(s).poll_next(&mut cx) {
+        std::task::Poll::Ready(x) => Some(x),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// A gRPC client of a switch server; a [`SwitchBackend`] itself.
+#[derive(Clone, Debug)]
+pub struct GrpcSwitch {
+    client: SwitchServerClient<tonic::transport::Channel>,
+}
+
+impl GrpcSwitch {
+    /// A client on an open channel.
+    pub fn new(channel: tonic::transport::Channel) -> Self {
+        GrpcSwitch {
+            client: SwitchServerClient::new(channel),
+        }
+    }
+
+    /// The generated client, for the calls the trait does not cover (Watch, Stream,
+    /// Statistics).
+    pub fn raw(&self) -> SwitchServerClient<tonic::transport::Channel> {
+        self.client.clone()
+    }
+
+    /// Unary Commit.
+    pub async fn commit(
+        &self,
+        c: &crate::switch::Commit,
+    ) -> Result<(u64, Vec<atmlab_core::ids::VcId>), FabricError> {
+        let r = self
+            .client
+            .clone()
+            .commit(cv::pb_commit(c))
+            .await
+            .map_err(|s| cv::from_status(&s))?
+            .into_inner();
+        let ids = r
+            .replenished
+            .iter()
+            .map(|i| cv::vc_id(Some(i)))
+            .collect::<Result<_, _>>()?;
+        Ok((r.connection, ids))
+    }
+
+    /// Unary Release.
+    pub async fn release(&self, connection: u64, keep_reserved: bool) -> Result<(), FabricError> {
+        self.client
+            .clone()
+            .release(pb::ReleaseRequest {
+                connection,
+                keep_reserved,
+            })
+            .await
+            .map_err(|s| cv::from_status(&s))?;
+        Ok(())
+    }
+
+    /// Unary AddBranch.
+    pub async fn add_branch(&self, ch: &BranchChange) -> Result<(), FabricError> {
+        let cmd = cv::pb_command(&Command::AddBranch(*ch));
+        let Some(pb::command::Op::AddBranch(req)) = cmd.op else {
+            unreachable!()
+        };
+        self.client
+            .clone()
+            .add_branch(req)
+            .await
+            .map_err(|s| cv::from_status(&s))?;
+        Ok(())
+    }
+}
+
+impl SwitchBackend for GrpcSwitch {
+    async fn execute(
+        &self,
+        commands: Vec<Command>,
+        atomicity: Atomicity,
+    ) -> Result<BatchResult, FabricError> {
+        let req = pb::ExecuteRequest {
+            commands: commands.iter().map(cv::pb_command).collect(),
+            atomicity: match atomicity {
+                Atomicity::AllOrNothing => pb::Atomicity::AllOrNothing,
+                Atomicity::ContinueOnError => pb::Atomicity::ContinueOnError,
+            } as i32,
+        };
+        let r = self
+            .client
+            .clone()
+            .execute(req)
+            .await
+            .map_err(|s| cv::from_status(&s))?
+            .into_inner();
+        if r.results.len() != commands.len() {
+            return Err(FabricError::Unavailable(format!(
+                "the server answered {} results for {} commands",
+                r.results.len(),
+                commands.len()
+            )));
+        }
+        Ok(r.results.iter().map(cv::result).collect())
+    }
+
+    async fn describe(&self) -> Result<Description, FabricError> {
+        let d = self
+            .client
+            .clone()
+            .describe(pb::DescribeRequest {})
+            .await
+            .map_err(|s| cv::from_status(&s))?
+            .into_inner();
+        cv::description(&d)
+    }
+
+    async fn connections(&self) -> Result<Vec<Connection>, FabricError> {
+        let r = self
+            .client
+            .clone()
+            .list_connections(pb::ListConnectionsRequest {})
+            .await
+            .map_err(|s| cv::from_status(&s))?
+            .into_inner();
+        r.connections.iter().map(cv::connection).collect()
+    }
+
+    async fn reservations(&self) -> Result<Vec<Reservation>, FabricError> {
+        let r = self
+            .client
+            .clone()
+            .list_reservations(pb::ListReservationsRequest {})
+            .await
+            .map_err(|s| cv::from_status(&s))?
+            .into_inner();
+        r.reservations.iter().map(cv::reservation).collect()
+    }
+}
+
+/// Serves `service` on `listener` until `shutdown` resolves; with `tls`, only clients
+/// with a certificate from the lab CA get in (refusals are logged by the accept loop).
+pub async fn serve<B: SwitchBackend>(
+    listener: tokio::net::TcpListener,
+    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    service: SwitchService<B>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), FabricError> {
+    let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)
+        .map_err(|e| FabricError::Config(format!("TLS: {e}")))?;
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(service.into_server())
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|e| FabricError::Unavailable(format!("gRPC server: {e}")))
+}

@@ -1,0 +1,281 @@
+//! A whole switch server process: the switch, its journal, its UDP ports, and its
+//! control front ends (gRPC, raw TCP), from one configuration file
+//! (`atmlab switch serve --config FILE`) or built in memory by `atmlab net up`.
+//!
+//! The configuration (TOML):
+//!
+//! ```toml
+//! name = "s1"
+//! grpc = "127.0.0.1:50051"      # control over gRPC (port 0: any free port)
+//! raw = "127.0.0.1:6001"        # control over the raw-TCP protocol (optional)
+//! journal = "state/s1.table"    # the table journal (optional; see live::journal)
+//! cells_per_datagram = 24
+//!
+//! [[ports]]
+//! id = 0
+//! interface = "uni"             # or "nni"
+//! link_rate = "155.52 Mb/s"
+//! capacity = "353207 cells/s"   # optional: what CAC may hand out (default: the link)
+//! buffer_cells = 1024
+//! clp_threshold = 768
+//! vpi = [0, 15]
+//! vci = [32, 4095]
+//! udp = "127.0.0.1:7000"        # this port's socket
+//! peer = "127.0.0.1:7100"       # the neighbour's socket; absent: learn it (host ports)
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use atmlab_core::ids::PortId;
+use atmlab_core::units::{BitRate, CellRate};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::config::{Interface, PortConfig, SwitchConfig};
+use crate::error::FabricError;
+use crate::live::dataplane::{DEFAULT_CELLS_PER_DATAGRAM, DataPlane};
+use crate::live::grpc::{self, SwitchService};
+use crate::live::journal::Journal;
+use crate::live::local::LocalSwitch;
+use crate::switch::Switch;
+
+/// One port of a switch server's configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortFile {
+    /// Port number.
+    pub id: u16,
+    /// "uni" (default) or "nni".
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// Link rate, e.g. "155.52 Mb/s" (default).
+    #[serde(default)]
+    pub link_rate: Option<String>,
+    /// Admissible bandwidth, e.g. "300000 cells/s" (default: the link's cell rate).
+    #[serde(default)]
+    pub capacity: Option<String>,
+    /// Output buffer in cells (default 1,024).
+    #[serde(default)]
+    pub buffer_cells: Option<u32>,
+    /// CLP = 1 discard threshold (default 3/4 of the buffer).
+    #[serde(default)]
+    pub clp_threshold: Option<u32>,
+    /// VPI range (default [0, 15]).
+    #[serde(default)]
+    pub vpi: Option<[u16; 2]>,
+    /// VCI range (default [32, 4095]).
+    #[serde(default)]
+    pub vci: Option<[u16; 2]>,
+    /// This port's UDP socket (default 127.0.0.1:0).
+    #[serde(default)]
+    pub udp: Option<SocketAddr>,
+    /// The neighbour's socket; absent: learned from the first datagram.
+    #[serde(default)]
+    pub peer: Option<SocketAddr>,
+}
+
+/// A switch server's configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    /// The switch's name.
+    pub name: String,
+    /// gRPC listen address (default 127.0.0.1:0).
+    #[serde(default)]
+    pub grpc: Option<SocketAddr>,
+    /// Raw-TCP listen address (absent: no raw interface).
+    #[serde(default)]
+    pub raw: Option<SocketAddr>,
+    /// The table journal (absent: the table does not survive a restart).
+    #[serde(default)]
+    pub journal: Option<PathBuf>,
+    /// fsync the journal on every batch.
+    #[serde(default)]
+    pub journal_sync: bool,
+    /// Cells per datagram on the data plane.
+    #[serde(default)]
+    pub cells_per_datagram: Option<usize>,
+    /// The ports.
+    pub ports: Vec<PortFile>,
+}
+
+impl ServerFile {
+    /// Parses a configuration; errors name the file and the key.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, FabricError> {
+        toml::from_str(text).map_err(|e| FabricError::Config(format!("{origin}: {e}")))
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Self, FabricError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FabricError::Config(format!("{}: {e}", path.display())))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// The switch configuration it describes.
+    pub fn switch_config(&self) -> Result<SwitchConfig, FabricError> {
+        let mut ports = Vec::with_capacity(self.ports.len());
+        for p in &self.ports {
+            let bad = |key: &str, e: String| {
+                FabricError::Config(format!("switch {}: ports.{}.{key}: {e}", self.name, p.id))
+            };
+            let link = match &p.link_rate {
+                Some(s) => BitRate::from_str(s).map_err(|e| bad("link_rate", e.to_string()))?,
+                None => BitRate(155.52e6),
+            };
+            let mut pc = PortConfig::new(p.id, link);
+            pc.interface = match p.interface.as_deref() {
+                None | Some("uni") => Interface::Uni,
+                Some("nni") => Interface::Nni,
+                Some(x) => {
+                    return Err(bad(
+                        "interface",
+                        format!("{x:?} is neither \"uni\" nor \"nni\""),
+                    ));
+                }
+            };
+            if let Some(c) = &p.capacity {
+                pc.capacity = CellRate::from_str(c).map_err(|e| bad("capacity", e.to_string()))?;
+            }
+            if let Some(b) = p.buffer_cells {
+                pc.buffer_cells = b;
+                pc.clp_threshold = b / 4 * 3;
+            }
+            if let Some(t) = p.clp_threshold {
+                pc.clp_threshold = t;
+            }
+            if let Some([a, b]) = p.vpi {
+                pc.vpi_range = (a, b);
+            }
+            if let Some([a, b]) = p.vci {
+                pc.vci_range = (a, b);
+            }
+            ports.push(pc);
+        }
+        let cfg = SwitchConfig {
+            name: self.name.clone(),
+            ports,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// A running switch server.
+#[derive(Debug)]
+pub struct RunningSwitch {
+    /// The switch (for in-process inspection).
+    pub switch: LocalSwitch,
+    /// Where gRPC listens.
+    pub grpc_addr: SocketAddr,
+    /// Where the raw-TCP protocol listens, if enabled.
+    pub raw_addr: Option<SocketAddr>,
+    /// Each port's UDP address.
+    pub ports: Vec<(PortId, SocketAddr)>,
+    /// The data plane (peers, counters).
+    pub data_plane: DataPlane,
+    /// Connections restored from the journal at start.
+    pub restored: usize,
+    tasks: JoinSet<()>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RunningSwitch {
+    /// Stops the server: the gRPC server stops accepting, and every task ends.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Waits until a task of the server ends (it should not, short of a fatal error).
+    pub async fn wait(&mut self) {
+        self.tasks.join_next().await;
+    }
+}
+
+/// Starts a switch server: restores the journal, binds the ports and the control
+/// listeners, and runs until stopped.
+pub async fn start(
+    file: &ServerFile,
+    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<RunningSwitch, FabricError> {
+    let cfg = file.switch_config()?;
+    let mut switch = Switch::new(&cfg)?;
+    let (journal, restored) = match &file.journal {
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    FabricError::Config(format!("journal directory {}: {e}", dir.display()))
+                })?;
+            }
+            let (j, conns) = Journal::open(path, file.journal_sync)?;
+            for c in &conns {
+                switch.restore(c).map_err(|e| {
+                    FabricError::Config(format!(
+                        "journal {}: connection {} cannot be restored: {e}",
+                        path.display(),
+                        c.id
+                    ))
+                })?;
+            }
+            (Some(j), conns.len())
+        }
+        None => (None, 0),
+    };
+    let local = LocalSwitch::new(switch, journal);
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
+    let bindings: Vec<(PortId, SocketAddr, Option<SocketAddr>)> = file
+        .ports
+        .iter()
+        .map(|p| (PortId(p.id), p.udp.unwrap_or(any), p.peer))
+        .collect();
+    let data_plane = DataPlane::bind(
+        &bindings,
+        file.cells_per_datagram
+            .unwrap_or(DEFAULT_CELLS_PER_DATAGRAM),
+    )
+    .await
+    .map_err(|e| {
+        FabricError::Config(format!("switch {}: binding its UDP ports: {e}", file.name))
+    })?;
+    let mut tasks = data_plane.spawn(local.clone());
+    let grpc_listener = TcpListener::bind(file.grpc.unwrap_or(any))
+        .await
+        .map_err(|e| FabricError::Config(format!("switch {}: gRPC listen: {e}", file.name)))?;
+    let grpc_addr = grpc_listener
+        .local_addr()
+        .map_err(|e| FabricError::Config(e.to_string()))?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let service = SwitchService::new(local.clone(), Some(local.clone()));
+    let incoming_tls = tls.cloned();
+    let name = file.name.clone();
+    tasks.spawn(async move {
+        let shutdown = async {
+            let _ = rx.await;
+        };
+        if let Err(e) = grpc::serve(grpc_listener, incoming_tls.as_ref(), service, shutdown).await {
+            tracing::error!(switch = %name, error = %e, "gRPC server stopped");
+        }
+    });
+    let raw_addr = match file.raw {
+        Some(addr) => Some(crate::live::raw_listen(&mut tasks, addr, local.clone(), tls).await?),
+        None => None,
+    };
+    tracing::info!(switch = %file.name, %grpc_addr, ?raw_addr, restored, "switch server up");
+    Ok(RunningSwitch {
+        switch: local,
+        grpc_addr,
+        raw_addr,
+        ports: data_plane.local_addrs(),
+        data_plane,
+        restored,
+        tasks,
+        shutdown: Some(tx),
+    })
+}
