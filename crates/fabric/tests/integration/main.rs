@@ -3,3 +3,4 @@
 mod core;
 mod line;
 mod live;
+mod refusals;
