@@ -5,7 +5,11 @@
 //! so the tree a user sees with `--help` is the whole laboratory; one that is not built
 //! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
 
+mod certs;
+mod host;
+mod live;
 mod sim;
+mod switch;
 mod wire;
 
 use std::process::ExitCode;
@@ -36,14 +40,16 @@ enum Command {
     Sim(sim::SimArgs),
     /// Regenerate a paper's tables and figures into reports/ (not built yet).
     Reproduce(NotYet),
-    /// Run a software ATM switch and its SwitchServer (not built yet).
-    Switch(NotYet),
+    /// Run a software ATM switch and its SwitchServer, or query one.
+    Switch(switch::SwitchArgs),
     /// Run or query the name service (not built yet).
     Names(NotYet),
     /// Describe or start a network of switches from a topology file (not built yet).
     Net(NotYet),
-    /// Attach an end system to a switch port; send or receive AAL5 frames (not built yet).
-    Host(NotYet),
+    /// Attach an end system to a switch port; send or receive AAL5 frames.
+    Host(host::HostArgs),
+    /// The lab's certificate authority: certificates for mutual TLS.
+    Certs(certs::CertsArgs),
     /// Run a connection manager: sequential, xbind or TINA (not built yet).
     Cm(NotYet),
     /// Generate calls against a connection manager and measure them (not built yet).
@@ -64,6 +70,17 @@ fn not_yet(name: &str, issue: &str) -> ExitCode {
     ExitCode::from(EX_UNAVAILABLE)
 }
 
+/// Prints a command's error with its context chain and maps it to exit status 2.
+fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("atmlab {name}: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -82,10 +99,11 @@ fn main() -> ExitCode {
             }
         },
         Command::Reproduce(_) => not_yet("reproduce", "the paper reproduction issues"),
-        Command::Switch(_) => not_yet("switch", "the live switch issue"),
+        Command::Switch(args) => report("switch", switch::run(args)),
         Command::Names(_) => not_yet("names", "the connection management issue"),
         Command::Net(_) => not_yet("net", "the live switch issue"),
-        Command::Host(_) => not_yet("host", "the live switch issue"),
+        Command::Host(args) => report("host", host::run(args)),
+        Command::Certs(args) => report("certs", certs::run(args)),
         Command::Cm(_) => not_yet("cm", "the connection management issue"),
         Command::Callgen(_) => not_yet("callgen", "the connection management issue"),
         Command::Smds(_) => not_yet("smds", "the SMDS server issue"),

@@ -2,6 +2,7 @@
 //! tree, and captures checked by a real tshark. One test binary for the crate.
 
 mod cli;
+mod kill;
 mod sim;
 mod tshark;
 

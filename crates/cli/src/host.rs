@@ -1,0 +1,134 @@
+//! `atmlab host`: an end system on a switch port, sending or receiving AAL5 frames.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use atmlab_core::ids::VcId;
+use atmlab_core::units::BitRate;
+use atmlab_fabric::live::host::HostPort;
+use clap::{Args, Subcommand};
+
+use crate::live;
+
+/// `atmlab host`.
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    #[command(subcommand)]
+    command: HostCommand,
+}
+
+#[derive(Debug, Args)]
+struct Attach {
+    /// The switch port's UDP address (printed by `atmlab switch serve` / `net up`).
+    #[arg(long)]
+    switch: SocketAddr,
+    /// This host's UDP address.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    /// The virtual channel, VPI/VCI.
+    #[arg(long)]
+    vc: String,
+    /// The host's link rate, which paces sending.
+    #[arg(long, default_value = "155.52 Mb/s")]
+    rate: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum HostCommand {
+    /// Send a file as AAL5 frames on a VC.
+    Send {
+        #[command(flatten)]
+        attach: Attach,
+        /// Largest frame (octets); the file is cut into frames of this size.
+        #[arg(long, default_value_t = 9180)]
+        frame_size: usize,
+        /// The file ("-" for standard input).
+        file: PathBuf,
+    },
+    /// Receive AAL5 frames on a VC; write their contents, in order, to a file or stdout.
+    Recv {
+        #[command(flatten)]
+        attach: Attach,
+        /// Where to write ("-": standard output).
+        #[arg(long, default_value = "-")]
+        out: PathBuf,
+        /// Stop after this many frames.
+        #[arg(long)]
+        frames: Option<u64>,
+        /// Stop after this long without a frame.
+        #[arg(long, default_value = "10 s")]
+        idle: String,
+    },
+}
+
+/// Runs `atmlab host`.
+pub fn run(args: HostArgs) -> Result<ExitCode> {
+    live::init_logging();
+    let rt = live::runtime()?;
+    rt.block_on(async move {
+        match args.command {
+            HostCommand::Send { attach, frame_size, file } => {
+                if frame_size == 0 || frame_size > 65_535 {
+                    bail!("--frame-size must be 1..=65535 (an AAL5 frame's limit), not {frame_size}");
+                }
+                let data = if file.as_os_str() == "-" {
+                    let mut v = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)?;
+                    v
+                } else {
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?
+                };
+                let (mut host, vc) = open(&attach).await?;
+                let (mut frames, mut cells) = (0u64, 0usize);
+                for chunk in data.chunks(frame_size) {
+                    cells += host.send_frame(vc, chunk).await.map_err(|e| anyhow!("{e}"))?;
+                    frames += 1;
+                }
+                eprintln!("sent {frames} frames ({} octets, {cells} cells) on {vc} to {}", data.len(), attach.switch);
+                Ok(ExitCode::SUCCESS)
+            }
+            HostCommand::Recv { attach, out, frames, idle } => {
+                let idle = atmlab_core::time::Duration::from_str(&idle).map_err(|e| anyhow!("--idle: {e}"))?;
+                let idle = Duration::from_nanos(idle.as_picos() / 1000);
+                let (mut host, vc) = open(&attach).await?;
+                eprintln!("host {} attached to {}, receiving on {vc}", host.local_addr().map_err(|e| anyhow!("{e}"))?, attach.switch);
+                let mut sink: Box<dyn Write> = if out.as_os_str() == "-" {
+                    Box::new(std::io::stdout().lock())
+                } else {
+                    Box::new(std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?)
+                };
+                let (mut n, mut octets, mut other) = (0u64, 0usize, 0u64);
+                while frames.is_none_or(|f| n < f) {
+                    let Some(r) = host.recv_frame(idle).await.map_err(|e| anyhow!("{e}"))? else { break };
+                    if r.vc != vc {
+                        other += 1;
+                        continue;
+                    }
+                    sink.write_all(&r.sdu)?;
+                    n += 1;
+                    octets += r.sdu.len();
+                }
+                sink.flush()?;
+                eprintln!(
+                    "received {n} frames ({octets} octets) on {vc}; {} reassembly errors, {other} frames on other VCs",
+                    host.errors
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+async fn open(a: &Attach) -> Result<(HostPort, VcId)> {
+    let vc = VcId::from_str(&a.vc).map_err(|e| anyhow!("--vc: {e}"))?;
+    let rate = BitRate::from_str(&a.rate).map_err(|e| anyhow!("--rate: {e}"))?;
+    let host = HostPort::attach(a.bind, a.switch, rate)
+        .await
+        .map_err(|e| anyhow!("attaching to {}: {e}", a.switch))?;
+    Ok((host, vc))
+}

@@ -1,0 +1,88 @@
+//! Shared plumbing of the live subcommands: the tokio runtime, logging, and the TLS
+//! identity every control connection uses (mutual TLS unless `--insecure`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use atmlab_rpc::tls::{TlsFiles, TlsIdentity};
+use clap::Args;
+
+/// Where certificates live and who we are.
+#[derive(Debug, Clone, Args)]
+pub struct Security {
+    /// Directory of the lab CA and certificates (made by `atmlab certs init`).
+    #[arg(long, default_value = "atmlab-certs", global = true)]
+    pub certs: PathBuf,
+    /// Plain text, no authentication: for experiments on a trusted machine only.
+    #[arg(long, global = true)]
+    pub insecure: bool,
+}
+
+impl Security {
+    /// The identity `name` (its certificate and key in the certs directory), or `None`
+    /// with `--insecure`.
+    pub fn identity(&self, name: &str) -> Result<Option<TlsIdentity>> {
+        if self.insecure {
+            tracing::warn!("--insecure: control traffic is plain text and unauthenticated");
+            return Ok(None);
+        }
+        load_identity(&self.certs, name).map(Some)
+    }
+}
+
+/// Loads `name`'s identity from `dir`, with an error that says how to make one.
+pub fn load_identity(dir: &Path, name: &str) -> Result<TlsIdentity> {
+    let files = TlsFiles::in_dir(dir, name);
+    if !files.cert.exists() {
+        bail!(
+            "no certificate for {name:?} in {} (make one with `atmlab certs init --dir {} {name}`, \
+             or pass --insecure to run without authentication)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    files
+        .load()
+        .with_context(|| format!("loading the TLS identity {name:?} from {}", dir.display()))
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the level (info by default).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// A multi-threaded tokio runtime for one command.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,164 @@
+//! `atmlab switch`: run a switch server, or query one.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::live::server::{self, ServerFile};
+use clap::{Args, Subcommand};
+
+use crate::live::{self, Security};
+
+/// `atmlab switch`.
+#[derive(Debug, Args)]
+pub struct SwitchArgs {
+    #[command(subcommand)]
+    command: SwitchCommand,
+    #[command(flatten)]
+    security: Security,
+}
+
+#[derive(Debug, Subcommand)]
+enum SwitchCommand {
+    /// Run a switch server (data plane, gRPC, raw TCP) from its configuration file.
+    Serve {
+        /// The switch configuration (TOML; see `docs/live.md`).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Describe a switch: ports, ranges, capacities.
+    Describe(Target),
+    /// List a switch's connections.
+    Connections(Target),
+    /// List a switch's outstanding reservations.
+    Reservations(Target),
+}
+
+#[derive(Debug, Args)]
+struct Target {
+    /// The switch server's gRPC address (host:port).
+    #[arg(long)]
+    addr: String,
+    /// Our identity (certificate name) for mutual TLS.
+    #[arg(long = "as", default_value = "admin")]
+    who: String,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `atmlab switch`.
+pub fn run(args: SwitchArgs) -> Result<ExitCode> {
+    live::init_logging();
+    let rt = live::runtime()?;
+    rt.block_on(async move {
+        match args.command {
+            SwitchCommand::Serve { config } => {
+                let file = ServerFile::load(&config)?;
+                let tls = args.security.identity(&file.name)?;
+                let running = server::start(&file, tls.as_ref())
+                    .await
+                    .with_context(|| format!("starting switch {}", file.name))?;
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                println!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
+                if let Some(raw) = running.raw_addr {
+                    println!("switch {}: raw TCP {raw}", file.name);
+                }
+                for (port, addr) in &running.ports {
+                    println!("switch {}: port {port} udp {addr}", file.name);
+                }
+                if running.restored > 0 {
+                    println!("switch {}: restored {} connections from the journal", file.name, running.restored);
+                }
+                live::shutdown_signal().await;
+                running.stop().await;
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Describe(t) => {
+                let c = client(&t, &args.security).await?;
+                let d = c.describe().await.map_err(|e| anyhow!("{e}"))?;
+                if t.json {
+                    let ports: Vec<_> = d
+                        .ports
+                        .iter()
+                        .zip(&d.peers)
+                        .map(|(p, peer)| {
+                            serde_json::json!({
+                                "port": p.config.id.0,
+                                "link_rate_bps": p.config.link_rate.bps(),
+                                "capacity": p.config.capacity.per_sec(),
+                                "allocated": p.allocated,
+                                "buffer_cells": p.config.buffer_cells,
+                                "buffer_allocated": p.buffer_allocated,
+                                "vpi": [p.config.vpi_range.0, p.config.vpi_range.1],
+                                "vci": [p.config.vci_range.0, p.config.vci_range.1],
+                                "reserved": p.reserved,
+                                "committed": p.committed,
+                                "peer": peer,
+                            })
+                        })
+                        .collect();
+                    println!("{}", serde_json::json!({"name": d.name, "connections": d.connections, "ports": ports}));
+                } else {
+                    println!("switch {}: {} connections", d.name, d.connections);
+                    for (p, peer) in d.ports.iter().zip(&d.peers) {
+                        println!(
+                            "  port {:>3} {:?} {:>8.2} Mb/s  admitted {:.0}/{:.0} cells/s  buffer {}/{}  VPI {}-{} VCI {}-{}  reserved {} committed {}  {}",
+                            p.config.id,
+                            p.config.interface,
+                            p.config.link_rate.bps() / 1e6,
+                            p.allocated,
+                            p.config.capacity.per_sec(),
+                            p.buffer_allocated,
+                            p.config.buffer_cells,
+                            p.config.vpi_range.0,
+                            p.config.vpi_range.1,
+                            p.config.vci_range.0,
+                            p.config.vci_range.1,
+                            p.reserved,
+                            p.committed,
+                            peer
+                        );
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Connections(t) => {
+                let c = client(&t, &args.security).await?;
+                for x in c.connections().await.map_err(|e| anyhow!("{e}"))? {
+                    let branches: Vec<String> = x.branches.iter().map(|b| format!("{}:{}", b.port, b.id)).collect();
+                    println!(
+                        "{:>6} {:?} {}:{} -> {}  {:?} pcr {:.0}  owner {:?} tag {:?}",
+                        x.id,
+                        x.kind,
+                        x.in_port,
+                        x.in_id,
+                        branches.join(","),
+                        x.traffic.class,
+                        x.traffic.pcr.per_sec(),
+                        x.owner,
+                        x.tag
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Reservations(t) => {
+                let c = client(&t, &args.security).await?;
+                for r in c.reservations().await.map_err(|e| anyhow!("{e}"))? {
+                    println!("port {} {} owner {:?}", r.port, r.id, r.owner);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+async fn client(t: &Target, security: &Security) -> Result<GrpcSwitch> {
+    let id = security.identity(&t.who)?;
+    let ch = atmlab_rpc::client_channel(&t.addr, id.as_ref())
+        .await
+        .with_context(|| format!("connecting to the switch server at {}", t.addr))?;
+    Ok(GrpcSwitch::new(ch))
+}

@@ -1,0 +1,194 @@
+//! The kill test: a switch server process is killed (SIGKILL) while a client streams
+//! commands to it. The client gets errors, not a hang; after a restart, ListConnections
+//! shows exactly the table the switch claims to hold: every commit the client saw
+//! acknowledged, nothing it never sent, and resources that add up.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_rpc::v1 as pb;
+use tokio_stream::StreamExt;
+
+/// Starts `atmlab switch serve` and returns the child and its gRPC address.
+fn serve(config: &std::path::Path, certs: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["switch", "serve", "--config"])
+        .arg(config)
+        .arg("--certs")
+        .arg(certs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start atmlab switch serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server printed its address").unwrap();
+        if let Some(rest) = line.split("gRPC https://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+fn commit_request(i: u32) -> pb::Command {
+    pb::Command {
+        op: Some(pb::command::Op::Commit(pb::CommitRequest {
+            kind: pb::ConnectionKind::Vc as i32,
+            in_port: 0,
+            in_id: Some(pb::VcId {
+                vpi: 0,
+                vci: 32 + i,
+            }),
+            branches: vec![pb::Branch {
+                port: 1,
+                id: Some(pb::VcId {
+                    vpi: 0,
+                    vci: 32 + i,
+                }),
+            }],
+            traffic: Some(pb::TrafficDescriptor {
+                service_class: pb::ServiceClass::Cbr as i32,
+                pcr: 10.0,
+                ..Default::default()
+            }),
+            owner: "killer".into(),
+            tag: format!("call-{i}"),
+            ..Default::default()
+        })),
+    }
+}
+
+#[test]
+fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    atmlab_rpc::tls::init_certs(&certs, &["s1", "admin"], false).unwrap();
+    let config = dir.path().join("s1.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "name = \"s1\"\njournal = \"{}\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\nvci = [32, 65535]\n",
+            dir.path().join("s1.table").display()
+        ),
+    )
+    .unwrap();
+    let (mut child, addr) = serve(&config, &certs);
+    let admin = atmlab_rpc::tls::TlsFiles::in_dir(&certs, "admin")
+        .load()
+        .unwrap();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (acked, sent): (Vec<u64>, u32) = rt.block_on(async {
+        let ch = atmlab_rpc::client_channel(&addr, Some(&admin))
+            .await
+            .unwrap();
+        let mut client = GrpcSwitch::new(ch).raw();
+        let (tx, rx) = tokio::sync::mpsc::channel::<pb::StreamRequest>(64);
+        let mut replies = client
+            .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        // Send commits continuously; kill the server after the first 300 answers.
+        let sender = tokio::spawn(async move {
+            let mut sent = 0u32;
+            for i in 0..30_000u32 {
+                let req = pb::StreamRequest {
+                    client_id: "killer".into(),
+                    request_id: u64::from(i),
+                    command: Some(commit_request(i)),
+                };
+                if tx.send(req).await.is_err() {
+                    break;
+                }
+                sent = i + 1;
+                if i % 50 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            sent
+        });
+        let mut acked = Vec::new();
+        let mut killed = false;
+        // The hang detector: every wait is bounded.
+        loop {
+            match tokio::time::timeout(Duration::from_secs(20), replies.next()).await {
+                Err(_) => panic!("the client hung after the server died"),
+                Ok(None) => break,
+                Ok(Some(Err(status))) => {
+                    assert!(killed, "stream failed before the kill: {status}");
+                    break;
+                }
+                Ok(Some(Ok(r))) => {
+                    if r.result.as_ref().is_some_and(|x| x.code == 0) {
+                        acked.push(r.request_id);
+                    }
+                    if acked.len() == 300 && !killed {
+                        child.kill().unwrap();
+                        child.wait().unwrap();
+                        killed = true;
+                    }
+                }
+            }
+        }
+        assert!(killed, "the stream ended before the kill");
+        let sent = tokio::time::timeout(Duration::from_secs(20), sender)
+            .await
+            .expect("the sender hung")
+            .unwrap();
+        // A new call to the dead server fails promptly too.
+        let err = tokio::time::timeout(
+            Duration::from_secs(20),
+            client.describe(pb::DescribeRequest {}),
+        )
+        .await
+        .expect("a call to a dead server hung");
+        assert!(err.is_err());
+        (acked, sent)
+    });
+
+    // Restart: the journal restores the table.
+    let (mut child, addr) = serve(&config, &certs);
+    rt.block_on(async {
+        let ch = atmlab_rpc::client_channel(&addr, Some(&admin))
+            .await
+            .unwrap();
+        let sw = GrpcSwitch::new(ch);
+        let listed = sw.connections().await.unwrap();
+        let ids: std::collections::BTreeSet<u64> = listed
+            .iter()
+            .map(|c| u64::from(c.in_id.vci.0 - 32))
+            .collect();
+        for a in &acked {
+            assert!(ids.contains(a), "acknowledged commit {a} lost");
+        }
+        for i in &ids {
+            assert!(
+                *i < u64::from(sent),
+                "a connection that was never sent: {i}"
+            );
+        }
+        for c in &listed {
+            assert_eq!(c.tag, format!("call-{}", c.in_id.vci.0 - 32));
+            assert_eq!(c.owner, "killer");
+        }
+        // The resources the switch describes are those of the listed connections.
+        let d = sw.describe().await.unwrap();
+        let p1 = d.ports.iter().find(|p| p.config.id.0 == 1).unwrap();
+        assert_eq!(p1.committed as usize, listed.len());
+        assert!((p1.allocated - 10.0 * listed.len() as f64).abs() < 1e-6);
+        assert!(sw.reservations().await.unwrap().is_empty());
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eprintln!(
+        "acknowledged {} of {sent} commits before the kill",
+        acked.len()
+    );
+    assert!(acked.len() >= 300);
+}
