@@ -1,11 +1,29 @@
 //! # atmlab-control: the control plane of xbind and ReTINA
 //!
-//! Will hold (see the connection management issues): the `.proto` IDL (`atmlab.v1`), the
-//! name service, the `QosMapper`, the `RouteObject`, the connection managers (sequential,
-//! xbind with `VciCache` and `MessageAggregator`, TINA's LNC / NML-CP / EML-CP hierarchy),
-//! the journal, and the call generator (paper 000 §II-III, paper 001 §3-4).
+//! The objects that set up connections across software switches (paper 000 §II-III,
+//! paper 001 §3-4), as cores plus live shells that talk gRPC (`atmlab.v1`, in
+//! `atmlab-rpc`) over mutual TLS.
 //!
-//! Status: empty; `atmlab cm`, `names` and `callgen` say so.
+//! Built so far:
+//! - [`names`]: the name service, where objects find each other: a sans-IO
+//!   [`names::Directory`] of leased registrations, the tonic service over it
+//!   ([`names::NameServiceImpl`], [`names::serve_names`]), and a client
+//!   ([`names::NameClient`]) whose [`names::RenewalHandle`] keeps a registration alive.
+//! - [`clock`]: [`clock::LiveClock`], the OS monotonic clock mapped onto
+//!   `atmlab_core::time::Instant` for live shells.
+//!
+//! Still to come (the connection management issues): the `QosMapper`, the `RouteObject`,
+//! the connection managers (sequential, xbind with `VciCache` and `MessageAggregator`,
+//! TINA's LNC / NML-CP / EML-CP hierarchy), the journal, and the call generator.
+//!
+//! Cores here do no I/O and read no clock; shells (tokio, tonic) are the only code that
+//! knows protobuf. Error type: [`ControlError`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod clock;
+mod error;
+pub mod names;
+
+pub use error::ControlError;

@@ -152,6 +152,11 @@ async fn accept_loop(
     tx: mpsc::Sender<ServerStream>,
     stats: IncomingStats,
 ) {
+    // Named in the logs, so that the refusals of a process's several listeners (gRPC,
+    // raw TCP) can be told apart.
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| "?".to_owned(), |a| a.to_string());
     let mut handshakes = JoinSet::new();
     loop {
         while handshakes.try_join_next().is_some() {}
@@ -186,17 +191,18 @@ async fn accept_loop(
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 let stats = stats.clone();
+                let local = local.clone();
                 handshakes.spawn(async move {
                     match handshake(&acceptor, tcp, peer).await {
                         Ok(stream) => {
                             stats.accepted.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(%peer, "TLS connection accepted");
+                            tracing::debug!(%peer, local = %local, "TLS connection accepted");
                             // The server may have gone; then the connection just closes.
                             let _ = tx.send(ServerStream::Tls(Box::new(stream))).await;
                         }
                         Err(error) => {
                             stats.refused.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(%peer, %error, "refused a connection");
+                            tracing::warn!(%peer, local = %local, %error, "refused a connection");
                         }
                     }
                 });

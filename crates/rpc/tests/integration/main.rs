@@ -346,3 +346,65 @@ fn loading_names_the_file_at_fault() {
         .to_string();
     assert!(e.contains("ca.pem") && e.contains("no certificate"), "{e}");
 }
+
+/// Records WARN events as text ("message peer=... error=...").
+#[derive(Clone, Default)]
+struct WarnLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for WarnLog {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
+            }
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The process-wide WARN log. Global, not `set_default`: a thread-local subscriber misses
+/// events whose callsite another test thread registered first (tracing caches interest
+/// per callsite), so it would pass alone and fail beside the other tests.
+fn warn_log() -> &'static WarnLog {
+    static LOG: std::sync::OnceLock<WarnLog> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = WarnLog::default();
+        tracing::subscriber::set_global_default(log.clone()).unwrap();
+        log
+    })
+}
+
+#[tokio::test]
+async fn refusals_are_logged_at_warn_with_peer_and_reason() {
+    let log = warn_log();
+    let labs = labs();
+    let (addr, stats) = grpc_server(Some(&labs.server)).await;
+    resolve(with_tls(addr, &labs.rogue)).await.unwrap_err();
+    wait_for("the refusal", || stats.refused() == 1).await;
+    // Other tests log refusals too; this server's carry its address.
+    let ours = format!("local={addr}");
+    let lines: Vec<String> = log
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("refused a connection") && l.contains(&ours))
+        .cloned()
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("peer=127.0.0.1:"), "{lines:?}");
+    assert!(lines[0].contains("UnknownIssuer"), "{lines:?}");
+}

@@ -1,0 +1,101 @@
+//! The crate's one error type.
+
+use atmlab_rpc::RpcError;
+
+/// Everything the control plane can refuse or fail at.
+///
+/// The name service maps each variant to a gRPC status ([`ControlError::code`]);
+/// clients map statuses back, so `NotRegistered` means the same on both sides.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// A malformed name.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A registration that cannot be accepted (no kind, no address, ...).
+    #[error("invalid registration of {name:?}: {reason}")]
+    InvalidRegistration {
+        /// The name it was for.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The name is not in the directory: never registered, unregistered, or its lease
+    /// lapsed (register it again).
+    #[error("{name:?} is not registered (never registered, unregistered, or its lease lapsed)")]
+    NotRegistered {
+        /// The name asked for.
+        name: String,
+    },
+    /// The directory holds as many registrations as it may.
+    #[error("the directory is full ({limit} registrations); {name:?} was not registered")]
+    DirectoryFull {
+        /// The name refused.
+        name: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// TLS or connection set-up failed.
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    /// A call to a remote object failed with a status other than the ones above.
+    #[error("{call} failed: {code:?}: {message}")]
+    Call {
+        /// The RPC, e.g. `"NameService.Register"`.
+        call: &'static str,
+        /// The status code.
+        code: tonic::Code,
+        /// The status message.
+        message: String,
+    },
+    /// A server could not run (its transport failed).
+    #[error("serving {what}: {reason}")]
+    Serve {
+        /// The service.
+        what: &'static str,
+        /// The transport error with its causes.
+        reason: String,
+    },
+}
+
+impl ControlError {
+    /// The gRPC status code that stands for this error.
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            ControlError::InvalidName { .. } | ControlError::InvalidRegistration { .. } => {
+                tonic::Code::InvalidArgument
+            }
+            ControlError::NotRegistered { .. } => tonic::Code::NotFound,
+            ControlError::DirectoryFull { .. } => tonic::Code::ResourceExhausted,
+            ControlError::Rpc(_) | ControlError::Serve { .. } => tonic::Code::Unavailable,
+            ControlError::Call { code, .. } => *code,
+        }
+    }
+}
+
+impl From<ControlError> for tonic::Status {
+    fn from(e: ControlError) -> tonic::Status {
+        tonic::Status::new(e.code(), e.to_string())
+    }
+}
+
+/// The whole chain of causes, for errors (tonic's transport error) that print only their
+/// kind and keep the useful part in `source()`.
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
+}

@@ -1,0 +1,29 @@
+//! The name service: where the objects of the control plane find each other.
+//!
+//! xbind (paper 000 §II) and ReTINA (paper 001 §3) locate their CORBA objects (switch
+//! servers, connection managers, route objects, QoS mappers) through the CORBA naming
+//! service. atmlab's equivalent is `atmlab.v1.NameService` (`names.proto`), with one
+//! addition the papers' closed testbeds did without: **leases**. An object registers its
+//! name, kind and address for a lease and renews it; when it stops renewing (it crashed,
+//! or its machine did) the registration lapses, so a dead switch server drops out of the
+//! directory by itself instead of being handed to connection managers forever.
+//!
+//! - [`Directory`]: the sans-IO core. Inputs are `register`, `renew`, `unregister`,
+//!   `resolve`, `list` and `expire`, each with the current time; [`Directory::poll_timeout`]
+//!   says when the next lease lapses. An entry whose lease has run out is invisible at
+//!   once, whether or not `expire` has run yet, so answers never depend on when a shell
+//!   gets round to sweeping.
+//! - [`NameServiceImpl`] and [`serve_names`]: the live shell, a tonic service over a
+//!   mutex-guarded `Directory` and a [`LiveClock`](crate::clock::LiveClock), served over
+//!   mutual TLS with `atmlab_rpc::tls::grpc_incoming`; a sweeper task removes lapsed
+//!   entries and logs each one.
+//! - [`NameClient`]: a client; [`NameClient::register_and_renew`] keeps a registration
+//!   alive from a background task until its [`RenewalHandle`] is stopped or dropped.
+
+mod client;
+mod directory;
+mod service;
+
+pub use client::{NameClient, RenewalHandle};
+pub use directory::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
+pub use service::{NameServiceImpl, serve_names};

@@ -1,0 +1,346 @@
+//! The live shell of the name service: `atmlab.v1.NameService` over a [`Directory`].
+//!
+//! One `std::sync::Mutex` guards the directory: every operation is a few map lookups and
+//! never awaits while holding it, so a lock is cheaper than a channel to an actor task.
+//! Time is a [`LiveClock`] started with the service. Requests are validated by the core;
+//! its errors become statuses (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED) whose
+//! messages name the object and what was wrong. A sweeper task removes lapsed
+//! registrations as their leases run out and logs each, so an operator sees a switch
+//! server drop out.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use atmlab_core::time::Duration;
+use atmlab_rpc::tls::{PeerInfo, TlsIdentity, grpc_incoming};
+use atmlab_rpc::v1;
+use atmlab_rpc::v1::name_service_server::{NameService, NameServiceServer};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tonic::{Request, Response, Status};
+
+use super::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
+use crate::ControlError;
+use crate::clock::LiveClock;
+use crate::error::chain;
+
+/// The name service: a [`Directory`] behind the generated tonic trait.
+///
+/// Cheap to clone (clones share the directory). Serve it with [`NameServiceImpl::serve`],
+/// or add [`NameServiceImpl::server`] to a tonic router of your own and run
+/// [`NameServiceImpl::sweep`] beside it.
+#[derive(Debug, Clone)]
+pub struct NameServiceImpl {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    directory: Mutex<Directory>,
+    clock: LiveClock,
+    /// Wakes the sweeper when a registration may have brought the next expiry forward.
+    registered: Notify,
+}
+
+/// Serves a name service with the default [`DirectoryConfig`] on `listener` until
+/// `shutdown` completes; with `tls`, every caller must present a certificate from the lab
+/// CA (refusals are logged at `warn`). See [`NameServiceImpl::serve`].
+pub async fn serve_names(
+    listener: TcpListener,
+    tls: Option<TlsIdentity>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ControlError> {
+    NameServiceImpl::new(DirectoryConfig::default())
+        .serve(listener, tls, shutdown)
+        .await
+}
+
+impl NameServiceImpl {
+    /// A name service with an empty directory; its clock starts now.
+    pub fn new(config: DirectoryConfig) -> Self {
+        NameServiceImpl {
+            shared: Arc::new(Shared {
+                directory: Mutex::new(Directory::new(config)),
+                clock: LiveClock::start(),
+                registered: Notify::new(),
+            }),
+        }
+    }
+
+    /// The tonic service, for `Server::builder().add_service(..)`.
+    pub fn server(&self) -> NameServiceServer<Self> {
+        NameServiceServer::new(self.clone())
+    }
+
+    /// Serves on `listener` (mutual TLS with `tls`, plain HTTP/2 without) until
+    /// `shutdown` completes, with the sweeper running beside it.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        tls: Option<TlsIdentity>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ControlError> {
+        let incoming = grpc_incoming(listener, tls.as_ref())?;
+        tracing::info!(
+            addr = %incoming.local_addr(),
+            tls = tls.is_some(),
+            "name service listening"
+        );
+        let sweeper = tokio::spawn({
+            let service = self.clone();
+            async move { service.sweep().await }
+        });
+        let result = tonic::transport::Server::builder()
+            .add_service(self.server())
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await;
+        sweeper.abort();
+        tracing::info!("name service stopped");
+        result.map_err(|e| ControlError::Serve {
+            what: "the name service",
+            reason: chain(&e),
+        })
+    }
+
+    /// Removes registrations as their leases lapse, logging each; never returns. Optional
+    /// for correctness (a lapsed entry is invisible at once), needed for the log and to
+    /// free the memory.
+    pub async fn sweep(&self) {
+        loop {
+            let next = self.directory().poll_timeout();
+            let wait = next.map(|t| t.saturating_duration_since(self.shared.clock.now()));
+            match wait {
+                Some(wait) => {
+                    let wait = std::time::Duration::from_nanos(wait.as_nanos());
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = self.shared.registered.notified() => {}
+                    }
+                }
+                // `notify_one` stores a permit, so a registration between the check
+                // above and this wait is not missed.
+                None => self.shared.registered.notified().await,
+            }
+            let now = self.shared.clock.now();
+            for lapsed in self.directory().expire(now) {
+                tracing::info!(
+                    name = %lapsed.object.name,
+                    kind = ?lapsed.object.kind,
+                    address = %lapsed.object.address,
+                    "registration lapsed (not renewed)"
+                );
+            }
+        }
+    }
+
+    /// Live registrations now, of `kind` only if given, ordered by name (for status
+    /// pages and tests).
+    pub fn registrations(&self, kind: Option<ObjectKind>) -> Vec<Registration> {
+        let now = self.shared.clock.now();
+        self.directory()
+            .list(now, kind)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    fn directory(&self) -> MutexGuard<'_, Directory> {
+        // No operation panics halfway through an update, so a poisoned lock still guards a
+        // consistent directory.
+        self.shared
+            .directory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Who made a request, for the log.
+fn peer<T>(request: &Request<T>) -> String {
+    request
+        .extensions()
+        .get::<PeerInfo>()
+        .and_then(|p| p.remote_addr)
+        .map_or_else(|| "?".to_owned(), |a| a.to_string())
+}
+
+#[tonic::async_trait]
+impl NameService for NameServiceImpl {
+    async fn register(
+        &self,
+        request: Request<v1::RegisterRequest>,
+    ) -> Result<Response<v1::RegisterReply>, Status> {
+        let peer = peer(&request);
+        let v1::RegisterRequest { object, lease_ms } = request.into_inner();
+        let object = object.ok_or_else(|| Status::invalid_argument("Register needs an object"))?;
+        let Some(kind) = kind_from_code(object.kind) else {
+            return Err(Status::invalid_argument(format!(
+                "invalid registration of {:?}: kind is OBJECT_KIND_UNSPECIFIED; say what the \
+                 object is (SWITCH_SERVER, CONNECTION_MANAGER, ...)",
+                object.name
+            )));
+        };
+        let object = object_from_proto(object, kind);
+        let lease = (lease_ms != 0).then(|| Duration::from_millis(lease_ms));
+        let now = self.shared.clock.now();
+        let granted = self.directory().register(now, object.clone(), lease)?;
+        self.shared.registered.notify_one();
+        tracing::info!(
+            name = %object.name,
+            kind = ?object.kind,
+            address = %object.address,
+            lease = %granted,
+            %peer,
+            "registered"
+        );
+        Ok(Response::new(v1::RegisterReply {
+            lease_ms: millis_ceil(granted),
+        }))
+    }
+
+    async fn renew(
+        &self,
+        request: Request<v1::RenewRequest>,
+    ) -> Result<Response<v1::RenewReply>, Status> {
+        let name = request.into_inner().name;
+        let now = self.shared.clock.now();
+        let granted = self.directory().renew(now, &name)?;
+        // Renewals come every few seconds from every object: debug, not info.
+        tracing::debug!(%name, "renewed");
+        Ok(Response::new(v1::RenewReply {
+            lease_ms: millis_ceil(granted),
+        }))
+    }
+
+    async fn unregister(
+        &self,
+        request: Request<v1::UnregisterRequest>,
+    ) -> Result<Response<v1::UnregisterReply>, Status> {
+        let peer = peer(&request);
+        let name = request.into_inner().name;
+        let now = self.shared.clock.now();
+        self.directory().unregister(now, &name)?;
+        tracing::info!(%name, %peer, "unregistered");
+        Ok(Response::new(v1::UnregisterReply {}))
+    }
+
+    async fn resolve(
+        &self,
+        request: Request<v1::ResolveRequest>,
+    ) -> Result<Response<v1::ObjectRef>, Status> {
+        let name = request.into_inner().name;
+        let now = self.shared.clock.now();
+        let reply = object_to_proto(self.directory().resolve(now, &name)?, now);
+        Ok(Response::new(reply))
+    }
+
+    async fn list(
+        &self,
+        request: Request<v1::ListRequest>,
+    ) -> Result<Response<v1::ListReply>, Status> {
+        let code = request.into_inner().kind;
+        let kind = match kind_from_code(code) {
+            None => None,
+            Some(ObjectKind::Unknown(_)) => {
+                return Err(Status::invalid_argument(format!(
+                    "List: unknown object kind {code}"
+                )));
+            }
+            Some(kind) => Some(kind),
+        };
+        let now = self.shared.clock.now();
+        let objects = self
+            .directory()
+            .list(now, kind)
+            .into_iter()
+            .map(|r| object_to_proto(r, now))
+            .collect();
+        Ok(Response::new(v1::ListReply { objects }))
+    }
+}
+
+/// `None` for OBJECT_KIND_UNSPECIFIED; numbers this build does not know become
+/// [`ObjectKind::Unknown`].
+pub(super) fn kind_from_code(code: i32) -> Option<ObjectKind> {
+    use v1::ObjectKind as P;
+    Some(match P::try_from(code) {
+        Ok(P::Unspecified) => return None,
+        Ok(P::SwitchServer) => ObjectKind::SwitchServer,
+        Ok(P::ConnectionManager) => ObjectKind::ConnectionManager,
+        Ok(P::RouteObject) => ObjectKind::RouteObject,
+        Ok(P::QosMapper) => ObjectKind::QosMapper,
+        Ok(P::Host) => ObjectKind::Host,
+        Ok(P::NameService) => ObjectKind::NameService,
+        Err(_) => ObjectKind::Unknown(code),
+    })
+}
+
+pub(super) fn kind_to_code(kind: ObjectKind) -> i32 {
+    use v1::ObjectKind as P;
+    match kind {
+        ObjectKind::SwitchServer => P::SwitchServer as i32,
+        ObjectKind::ConnectionManager => P::ConnectionManager as i32,
+        ObjectKind::RouteObject => P::RouteObject as i32,
+        ObjectKind::QosMapper => P::QosMapper as i32,
+        ObjectKind::Host => P::Host as i32,
+        ObjectKind::NameService => P::NameService as i32,
+        ObjectKind::Unknown(code) => code,
+    }
+}
+
+pub(super) fn object_from_proto(object: v1::ObjectRef, kind: ObjectKind) -> ObjectInfo {
+    ObjectInfo {
+        name: object.name,
+        kind,
+        address: object.address,
+        attributes: object.attributes.into_iter().collect(),
+    }
+}
+
+pub(super) fn object_to_proto(r: &Registration, now: atmlab_core::time::Instant) -> v1::ObjectRef {
+    v1::ObjectRef {
+        name: r.object.name.clone(),
+        kind: kind_to_code(r.object.kind),
+        address: r.object.address.clone(),
+        attributes: r
+            .object
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        lease_remaining_ms: millis_ceil(r.remaining(now)),
+    }
+}
+
+/// Milliseconds, rounded up: a live registration never reports 0 ms left.
+fn millis_ceil(d: Duration) -> u64 {
+    d.as_picos().div_ceil(1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_the_idl_numbers() {
+        for kind in [
+            ObjectKind::SwitchServer,
+            ObjectKind::ConnectionManager,
+            ObjectKind::RouteObject,
+            ObjectKind::QosMapper,
+            ObjectKind::Host,
+            ObjectKind::NameService,
+            ObjectKind::Unknown(77),
+        ] {
+            assert_eq!(kind_from_code(kind_to_code(kind)), Some(kind));
+        }
+        assert_eq!(kind_from_code(0), None);
+    }
+
+    #[test]
+    fn millis_round_up() {
+        assert_eq!(millis_ceil(Duration::ZERO), 0);
+        assert_eq!(millis_ceil(Duration::from_picos(1)), 1);
+        assert_eq!(millis_ceil(Duration::from_millis(200)), 200);
+        assert_eq!(millis_ceil(Duration::MAX), u64::MAX / 1_000_000_000 + 1);
+    }
+}
