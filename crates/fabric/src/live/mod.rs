@@ -7,3 +7,4 @@
 //!   hybrid, on a raw-TCP client (the proxy).
 
 pub mod backend;
+pub mod raw;

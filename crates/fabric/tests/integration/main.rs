@@ -1,3 +1,5 @@
 //! atmlab-fabric integration tests (one test binary per crate, to keep link time down).
 
 mod core;
+mod raw;
+pub mod raw_harness;
