@@ -138,17 +138,20 @@ pub enum FabricError {
     /// The switch server cannot be reached, or the connection to it broke.
     #[error("switch server unavailable: {0}")]
     Unavailable(String),
-    /// An error reported by a remote switch server, rebuilt from its code and message.
-    #[error("{message}")]
-    Remote {
-        /// Its class.
-        kind: ErrorKind,
-        /// The server's message.
-        message: String,
-    },
     /// A raw-protocol frame that cannot be decoded.
     #[error("malformed raw-protocol frame: {0}")]
     Frame(&'static str),
+    /// An error that happened on the far side of a connection (a raw-protocol switch
+    /// server) and arrived as a code and a message: the original variant stays there,
+    /// its class and text come back. Its text is the remote error's text unchanged, so a
+    /// proxy forwards it as it was.
+    #[error("{message}")]
+    Remote {
+        /// The class of the remote error.
+        kind: ErrorKind,
+        /// The remote error's text.
+        message: String,
+    },
 }
 
 /// The classes of refusal, as the IDL maps them onto gRPC status codes.
@@ -215,8 +218,8 @@ impl FabricError {
             }
             Aborted => ErrorKind::Aborted,
             Unavailable(_) => ErrorKind::Unavailable,
-            Remote { kind, .. } => *kind,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
+            Remote { kind, .. } => *kind,
         }
     }
 }

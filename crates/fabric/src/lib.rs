@@ -9,6 +9,8 @@
 //!   control ([`cac`]); the per-cell switching function with per-port output queues and
 //!   CLP-based discard; counters per port and connection.
 //! - [`config`]: the switch's configuration, as plain data.
+//! - [`raw`]: the raw switch protocol (paper 001 §3.2.3), a compact binary framing of the
+//!   switch-server operations, as a sans-IO codec; its tokio shell is [`live::raw`].
 //!
 //! What it is not: no sockets, no clock, no tokio, no protobuf. The live shells (UDP cell
 //! ports, the gRPC and raw-TCP switch servers) drive this core from outside.
@@ -20,6 +22,7 @@ pub mod cac;
 pub mod config;
 pub mod error;
 pub mod live;
+pub mod raw;
 pub mod switch;
 
 pub use config::{Interface, PortConfig, SwitchConfig};

@@ -10,6 +10,10 @@
 //! - [`journal`]: what a switch keeps across a restart of its server.
 //! - [`dataplane`]: UDP cell ports.
 //! - [`host`]: an end system sending and receiving AAL5 frames.
+//! - [`raw`]: ReTINA's raw-socket interface (paper 001 §3.2.3): the same operations in a
+//!   compact binary protocol on TCP, server and client.
+//! - [`grpc`]: the gRPC SwitchServer and its client; [`convert`]: IDL <-> core.
+//! - [`server`]: a whole switch server process from one configuration file.
 
 pub mod backend;
 pub mod convert;
@@ -18,16 +22,42 @@ pub mod grpc;
 pub mod host;
 pub mod journal;
 pub mod local;
+pub mod raw;
 pub mod server;
 
-/// Starts the raw-TCP front end on `addr` (filled in when the raw protocol lands).
+/// Starts the raw-TCP front end on `addr`, with mutual TLS when `tls` is given (the
+/// handshake runs on each connection's own task; refusals are logged).
 pub(crate) async fn raw_listen(
-    _tasks: &mut tokio::task::JoinSet<()>,
+    tasks: &mut tokio::task::JoinSet<()>,
     addr: std::net::SocketAddr,
-    _switch: local::LocalSwitch,
-    _tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    switch: local::LocalSwitch,
+    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
 ) -> Result<std::net::SocketAddr, crate::error::FabricError> {
-    Err(crate::error::FabricError::Config(format!(
-        "raw-TCP interface on {addr}: not built yet"
-    )))
+    use crate::error::FabricError;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| FabricError::Config(format!("raw-TCP listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| FabricError::Config(e.to_string()))?;
+    match tls {
+        None => {
+            tasks.spawn(raw::run_raw_listener(listener, switch));
+        }
+        Some(id) => {
+            let acceptor = id
+                .acceptor()
+                .map_err(|e| FabricError::Config(format!("raw-TCP TLS: {e}")))?;
+            tasks.spawn(raw::run_raw_listener_with(listener, switch, move |tcp| {
+                let acceptor = acceptor.clone();
+                async move {
+                    let peer = tcp.peer_addr().ok();
+                    acceptor.accept(tcp).await.inspect_err(|e| {
+                        tracing::warn!(?peer, error = %e, "raw-TCP: refused a connection");
+                    })
+                }
+            }));
+        }
+    }
+    Ok(local)
 }

@@ -3,4 +3,6 @@
 mod core;
 mod line;
 mod live;
+mod raw;
+pub mod raw_harness;
 mod refusals;
