@@ -8,6 +8,8 @@
 mod certs;
 mod host;
 mod live;
+mod names;
+mod net;
 mod sim;
 mod switch;
 mod wire;
@@ -42,10 +44,10 @@ enum Command {
     Reproduce(NotYet),
     /// Run a software ATM switch and its SwitchServer, or query one.
     Switch(switch::SwitchArgs),
-    /// Run or query the name service (not built yet).
-    Names(NotYet),
-    /// Describe or start a network of switches from a topology file (not built yet).
-    Net(NotYet),
+    /// Run or query the name service.
+    Names(names::NamesArgs),
+    /// Check a topology file, or start its whole network on loopback.
+    Net(net::NetArgs),
     /// Attach an end system to a switch port; send or receive AAL5 frames.
     Host(host::HostArgs),
     /// The lab's certificate authority: certificates for mutual TLS.
@@ -100,8 +102,8 @@ fn main() -> ExitCode {
         },
         Command::Reproduce(_) => not_yet("reproduce", "the paper reproduction issues"),
         Command::Switch(args) => report("switch", switch::run(args)),
-        Command::Names(_) => not_yet("names", "the connection management issue"),
-        Command::Net(_) => not_yet("net", "the live switch issue"),
+        Command::Names(args) => report("names", names::run(args)),
+        Command::Net(args) => report("net", net::run(args)),
         Command::Host(args) => report("host", host::run(args)),
         Command::Certs(args) => report("certs", certs::run(args)),
         Command::Cm(_) => not_yet("cm", "the connection management issue"),

@@ -34,6 +34,44 @@ enum SwitchCommand {
     Connections(Target),
     /// List a switch's outstanding reservations.
     Reservations(Target),
+    /// Install a CBR VC cross-connect by hand (phase 2 on free identifiers): cells
+    /// arriving on IN_PORT:VPI/VCI leave on OUT_PORT:VPI/VCI (several --out for
+    /// point-to-multipoint). Prints the connection id.
+    Commit {
+        #[command(flatten)]
+        target: Target,
+        /// Input, "port:vpi/vci".
+        #[arg(long = "in")]
+        input: String,
+        /// Output, "port:vpi/vci" (repeat for branches).
+        #[arg(long = "out", required = true)]
+        outputs: Vec<String>,
+        /// Peak cell rate (cells/s) admission control charges.
+        #[arg(long, default_value_t = 1000.0)]
+        pcr: f64,
+        /// Owner of the connection.
+        #[arg(long, default_value = "admin")]
+        owner: String,
+    },
+    /// Remove a connection.
+    Release {
+        #[command(flatten)]
+        target: Target,
+        /// The connection id (from commit or connections).
+        connection: u64,
+    },
+}
+
+/// Parses "port:vpi/vci".
+fn endpoint(s: &str) -> Result<(atmlab_core::ids::PortId, atmlab_core::ids::VcId)> {
+    let (p, id) = s
+        .split_once(':')
+        .ok_or_else(|| anyhow!("{s:?}: expected \"port:vpi/vci\", e.g. \"0:0/100\""))?;
+    let port: u16 = p
+        .parse()
+        .map_err(|_| anyhow!("{s:?}: {p:?} is not a port number"))?;
+    let id: atmlab_core::ids::VcId = id.parse().map_err(|e| anyhow!("{s:?}: {e}"))?;
+    Ok((atmlab_core::ids::PortId(port), id))
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +180,39 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                         x.tag
                     );
                 }
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Commit { target, input, outputs, pcr, owner } => {
+                use atmlab_fabric::switch::{Branch, Commit, ConnectionKind};
+                let (in_port, in_id) = endpoint(&input)?;
+                let branches = outputs
+                    .iter()
+                    .map(|o| endpoint(o).map(|(port, id)| Branch { port, id }))
+                    .collect::<Result<Vec<_>>>()?;
+                let c = client(&target, &args.security).await?;
+                let (id, _) = c
+                    .commit(&Commit {
+                        kind: ConnectionKind::Vc,
+                        in_port,
+                        in_id,
+                        branches,
+                        traffic: atmlab_core::traffic::TrafficDescriptor::cbr(atmlab_core::units::CellRate(pcr)),
+                        clr: 0.0,
+                        buffer_cells: 0,
+                        owner,
+                        replenish: 0,
+                        tag: "cli".into(),
+                    })
+                    .await
+                    .map_err(|e| anyhow!("commit refused: {e}"))?;
+                println!("{id}");
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Release { target, connection } => {
+                let c = client(&target, &args.security).await?;
+                c.release(connection, false)
+                    .await
+                    .map_err(|e| anyhow!("release refused: {e}"))?;
                 Ok(ExitCode::SUCCESS)
             }
             SwitchCommand::Reservations(t) => {

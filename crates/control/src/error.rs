@@ -53,6 +53,17 @@ pub enum ControlError {
         /// The status message.
         message: String,
     },
+    /// A topology file that does not describe a network.
+    #[error("{origin}: {message}")]
+    Topology {
+        /// The file (or "topology").
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A switch (server) refused or failed.
+    #[error(transparent)]
+    Switch(#[from] atmlab_fabric::FabricError),
     /// A server could not run (its transport failed).
     #[error("serving {what}: {reason}")]
     Serve {
@@ -73,6 +84,8 @@ impl ControlError {
             ControlError::NotRegistered { .. } => tonic::Code::NotFound,
             ControlError::DirectoryFull { .. } => tonic::Code::ResourceExhausted,
             ControlError::Rpc(_) | ControlError::Serve { .. } => tonic::Code::Unavailable,
+            ControlError::Topology { .. } => tonic::Code::InvalidArgument,
+            ControlError::Switch(e) => tonic::Code::from_i32(e.kind().code()),
             ControlError::Call { code, .. } => *code,
         }
     }

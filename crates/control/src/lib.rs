@@ -25,5 +25,6 @@
 pub mod clock;
 mod error;
 pub mod names;
+pub mod net;
 
 pub use error::ControlError;

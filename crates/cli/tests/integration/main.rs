@@ -3,6 +3,7 @@
 
 mod cli;
 mod kill;
+mod net;
 mod sim;
 mod tshark;
 

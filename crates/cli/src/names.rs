@@ -1,0 +1,122 @@
+//! `atmlab names`: run the name service, or query it.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use atmlab_control::names::{NameClient, ObjectKind, serve_names};
+use clap::{Args, Subcommand};
+
+use crate::live::{self, Security};
+
+/// `atmlab names`.
+#[derive(Debug, Args)]
+pub struct NamesArgs {
+    #[command(subcommand)]
+    command: NamesCommand,
+    #[command(flatten)]
+    security: Security,
+}
+
+#[derive(Debug, Subcommand)]
+enum NamesCommand {
+    /// Run a name service.
+    Serve {
+        /// Listen address.
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        listen: SocketAddr,
+        /// Certificate name of the service.
+        #[arg(long = "as", default_value = "names")]
+        who: String,
+    },
+    /// List live registrations.
+    List {
+        /// The name service's address.
+        #[arg(long)]
+        addr: String,
+        /// Only this kind: switch, cm, route, qos, host, names.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Our certificate name.
+        #[arg(long = "as", default_value = "admin")]
+        who: String,
+    },
+    /// Resolve one name.
+    Resolve {
+        /// The name service's address.
+        #[arg(long)]
+        addr: String,
+        /// Our certificate name.
+        #[arg(long = "as", default_value = "admin")]
+        who: String,
+        /// The name, e.g. switch/s1.
+        name: String,
+    },
+}
+
+fn kind(s: &str) -> Result<ObjectKind> {
+    Ok(match s {
+        "switch" => ObjectKind::SwitchServer,
+        "cm" => ObjectKind::ConnectionManager,
+        "route" => ObjectKind::RouteObject,
+        "qos" => ObjectKind::QosMapper,
+        "host" => ObjectKind::Host,
+        "names" => ObjectKind::NameService,
+        _ => {
+            return Err(anyhow!(
+                "--kind {s:?}: expected switch, cm, route, qos, host or names"
+            ));
+        }
+    })
+}
+
+fn show(o: &atmlab_control::names::ObjectInfo, lease: std::time::Duration) {
+    let attrs: Vec<String> = o
+        .attributes
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    println!(
+        "{:<16} {:<18} {:<28} lease {:>5.1} s  {}",
+        o.name,
+        format!("{:?}", o.kind),
+        o.address,
+        lease.as_secs_f64(),
+        attrs.join(" ")
+    );
+}
+
+/// Runs `atmlab names`.
+pub fn run(args: NamesArgs) -> Result<ExitCode> {
+    live::init_logging();
+    live::runtime()?.block_on(async move {
+        match args.command {
+            NamesCommand::Serve { listen, who } => {
+                let tls = args.security.identity(&who)?;
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("listening on {listen}"))?;
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                println!("name service: {scheme}://{}", listener.local_addr()?);
+                serve_names(listener, tls, live::shutdown_signal()).await?;
+                Ok(ExitCode::SUCCESS)
+            }
+            NamesCommand::List { addr, kind: k, who } => {
+                let tls = args.security.identity(&who)?;
+                let c = NameClient::connect(&addr, tls.as_ref()).await?;
+                let k = k.as_deref().map(kind).transpose()?;
+                for (o, lease) in c.list(k).await? {
+                    show(&o, lease);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            NamesCommand::Resolve { addr, who, name } => {
+                let tls = args.security.identity(&who)?;
+                let c = NameClient::connect(&addr, tls.as_ref()).await?;
+                let (o, lease) = c.resolve(&name).await?;
+                show(&o, lease);
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}

@@ -1,0 +1,163 @@
+//! `atmlab net`: check a topology file, or bring the whole network up on loopback.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use atmlab_control::net::{NetSecurity, Network, Topology};
+use clap::{Args, Subcommand};
+
+use crate::live::{self, Security};
+
+/// `atmlab net`.
+#[derive(Debug, Args)]
+pub struct NetArgs {
+    #[command(subcommand)]
+    command: NetCommand,
+    #[command(flatten)]
+    security: Security,
+}
+
+#[derive(Debug, Subcommand)]
+enum NetCommand {
+    /// Check a topology file and print what it describes.
+    Check {
+        /// The topology (TOML; see topologies/).
+        topo: PathBuf,
+    },
+    /// Start the name service, every switch server and link of a topology, on loopback,
+    /// and keep them running until Ctrl-C.
+    Up {
+        /// The topology (TOML; see topologies/).
+        topo: PathBuf,
+        /// Where to write net.json (the addresses) and the switches' journals.
+        #[arg(long, default_value = "atmlab-net")]
+        state: PathBuf,
+        /// Print the addresses as JSON only.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `atmlab net`.
+pub fn run(args: NetArgs) -> Result<ExitCode> {
+    match args.command {
+        NetCommand::Check { topo } => {
+            let t = Topology::load(&topo)?;
+            println!(
+                "{}: {} switches, {} links, {} hosts",
+                topo.display(),
+                t.switches.len(),
+                t.links.len(),
+                t.hosts.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        NetCommand::Up { topo, state, json } => {
+            live::init_logging();
+            let t = Topology::load(&topo)?;
+            let certs = if args.security.insecure {
+                None
+            } else {
+                // A lab CA is made on first use, with a certificate for every object.
+                let dir = args.security.certs.clone();
+                if !dir.join("ca.pem").exists() {
+                    let names = t.certificate_names();
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    atmlab_rpc::tls::init_certs(&dir, &names, false)
+                        .with_context(|| format!("making the lab CA in {}", dir.display()))?;
+                    eprintln!("made a lab CA and certificates in {}", dir.display());
+                } else {
+                    for name in t.certificate_names() {
+                        if !dir.join(format!("{name}.pem")).exists() {
+                            atmlab_rpc::tls::issue_cert(&dir, &name)
+                                .with_context(|| format!("issuing a certificate for {name}"))?;
+                        }
+                    }
+                }
+                Some(dir)
+            };
+            std::fs::create_dir_all(&state)
+                .with_context(|| format!("creating {}", state.display()))?;
+            live::runtime()?.block_on(async move {
+                let net = Network::up(
+                    t,
+                    &NetSecurity {
+                        certs: certs.clone(),
+                    },
+                    Some(&state),
+                )
+                .await?;
+                let info = net.to_json();
+                let path = state.join("net.json");
+                std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
+                    .with_context(|| format!("writing {}", path.display()))?;
+                if json {
+                    println!("{info}");
+                } else {
+                    print_network(&info, certs.as_deref(), &path);
+                }
+                live::shutdown_signal().await;
+                net.down().await;
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+    }
+}
+
+fn print_network(
+    info: &serde_json::Value,
+    certs: Option<&std::path::Path>,
+    path: &std::path::Path,
+) {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    println!(
+        "network {} is up ({})",
+        s(&info["name"]),
+        if certs.is_some() {
+            "mutual TLS"
+        } else {
+            "INSECURE: plain text"
+        }
+    );
+    println!("  name service   {}", s(&info["names"]));
+    for sw in info["switches"].as_array().into_iter().flatten() {
+        println!(
+            "  switch {:<7} gRPC {}  raw {}",
+            s(&sw["name"]),
+            s(&sw["grpc"]),
+            s(&sw["raw"])
+        );
+        if let Some(ports) = sw["ports"].as_object() {
+            for (p, a) in ports {
+                println!("      port {p}: udp {}", s(a));
+            }
+        }
+    }
+    let sec = match certs {
+        Some(d) => format!("--certs {}", d.display()),
+        None => "--insecure".to_string(),
+    };
+    for h in info["hosts"].as_array().into_iter().flatten() {
+        println!(
+            "  host {:<9} on {}:{}  attach: atmlab host recv --switch {} --vc 0/100   (or: host send ... FILE)",
+            s(&h["name"]),
+            s(&h["switch"]),
+            h["port"],
+            s(&h["attach"])
+        );
+    }
+    if let Some(sw) = info["switches"].as_array().and_then(|a| a.first()) {
+        let addr = s(&sw["grpc"]);
+        let addr = addr.split("://").nth(1).unwrap_or(&addr);
+        println!("  query:  atmlab switch describe --addr {addr} {sec}");
+    }
+    println!(
+        "  names:  atmlab names list --addr {} {sec}",
+        s(&info["names"]).split("://").nth(1).unwrap_or("")
+    );
+    println!(
+        "  addresses written to {}; Ctrl-C stops the network",
+        path.display()
+    );
+}

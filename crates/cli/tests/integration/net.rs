@@ -1,0 +1,198 @@
+//! The live network as a user drives it from the command line: `atmlab net up` a
+//! topology, commit a path with `atmlab switch commit` on each switch, receive with
+//! `atmlab host recv`, send a file with `atmlab host send`, compare, release.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{atmlab, bytes};
+
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(path: &Path) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(v) = serde_json::from_str(&text)
+        {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "net up did not write {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("net");
+    let certs = dir.path().join("certs");
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+    let certs_s = certs.to_str().unwrap();
+    let up = Up(Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["net", "up", "--certs", certs_s, "--state"])
+        .arg(&state)
+        .arg(&topo)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    let net = wait_for(&state.join("net.json"));
+    let grpc = |i: usize| {
+        net["switches"][i]["grpc"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("https://")
+            .to_string()
+    };
+    // The path a -> s1 (0:0/100 -> 1:0/40) -> s2 (0:0/40 -> 1:0/41) -> s3 (0:0/41 -> 1:0/200) -> b.
+    let hops = [
+        ("0:0/100", "1:0/40"),
+        ("0:0/40", "1:0/41"),
+        ("0:0/41", "1:0/200"),
+    ];
+    let mut conns = Vec::new();
+    for (i, (inp, out)) in hops.iter().enumerate() {
+        let id = ok(atmlab(
+            &[
+                "switch",
+                "commit",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(i),
+                "--in",
+                inp,
+                "--out",
+                out,
+                "--pcr",
+                "50000",
+            ],
+            b"",
+        ));
+        conns.push(id.trim().to_string());
+    }
+    let a = net["hosts"][0]["attach"].as_str().unwrap().to_string();
+    let b = net["hosts"][1]["attach"].as_str().unwrap().to_string();
+    let received = dir.path().join("received.bin");
+    let data = bytes(300_000, 9);
+    let sent = dir.path().join("sent.bin");
+    std::fs::write(&sent, &data).unwrap();
+    let frames = data.len().div_ceil(9180);
+    let recv = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args([
+            "host", "recv", "--switch", &b, "--vc", "0/200", "--idle", "20 s", "--frames",
+        ])
+        .arg(frames.to_string())
+        .arg("--out")
+        .arg(&received)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until s3's host port has learned the receiver.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d: serde_json::Value = serde_json::from_str(&ok(atmlab(
+            &[
+                "switch",
+                "describe",
+                "--json",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(2),
+            ],
+            b"",
+        )))
+        .unwrap();
+        if !d["ports"][1]["peer"].as_str().unwrap().contains("learn") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the receiver never attached");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(atmlab(
+        &[
+            "host",
+            "send",
+            "--switch",
+            &a,
+            "--vc",
+            "0/100",
+            "--rate",
+            "50 Mb/s",
+            sent.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    let out = recv.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&received).unwrap(),
+        data,
+        "the file arrived byte-identical"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0 reassembly errors"));
+    for (i, c) in conns.iter().enumerate() {
+        ok(atmlab(
+            &[
+                "switch",
+                "release",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(i),
+                c,
+            ],
+            b"",
+        ));
+        let listed = ok(atmlab(
+            &[
+                "switch",
+                "connections",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(i),
+            ],
+            b"",
+        ));
+        assert!(listed.trim().is_empty(), "switch {i} still holds {listed}");
+    }
+    // Everything registered in the name service.
+    let names_addr = net["names"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("https://")
+        .to_string();
+    let listed = ok(atmlab(
+        &["names", "list", "--certs", certs_s, "--addr", &names_addr],
+        b"",
+    ));
+    for n in ["switch/s1", "switch/s2", "switch/s3", "host/a", "host/b"] {
+        assert!(listed.contains(n), "{n} missing from\n{listed}");
+    }
+    drop(up);
+}
