@@ -53,6 +53,46 @@ enum SwitchCommand {
         #[arg(long, default_value = "admin")]
         owner: String,
     },
+    /// Serve the gRPC SwitchServer in front of a switch's raw-TCP interface (ReTINA's
+    /// hybrid, paper 001 §3.4): gRPC in, raw TCP out.
+    Proxy {
+        /// The switch's raw-TCP address.
+        #[arg(long)]
+        raw: String,
+        /// Where the proxy's gRPC listens.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Our certificate name (server side and client side).
+        #[arg(long = "as", default_value = "admin")]
+        who: String,
+    },
+    /// Offer connection add+delete load to a switch server and report operations/s.
+    Bench {
+        /// gRPC address (unary, execute, stream modes; or a proxy's).
+        #[arg(long)]
+        addr: Option<String>,
+        /// Raw-TCP address (raw mode).
+        #[arg(long)]
+        raw: Option<String>,
+        /// unary | execute | stream | raw
+        #[arg(long, default_value = "unary")]
+        mode: String,
+        /// Commands per Execute / raw batch, or requests in flight on the stream.
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
+        /// Concurrent workers (connections' worth of load).
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// How long to run.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Our certificate name.
+        #[arg(long = "as", default_value = "admin")]
+        who: String,
+        /// One JSON line instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove a connection.
     Release {
         #[command(flatten)]
@@ -215,6 +255,73 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     .map_err(|e| anyhow!("release refused: {e}"))?;
                 Ok(ExitCode::SUCCESS)
             }
+            SwitchCommand::Proxy { raw, listen, who } => {
+                let id = args.security.identity(&who)?;
+                let backend = raw_client(&raw, id.as_ref()).await?;
+                let listener = tokio::net::TcpListener::bind(listen).await?;
+                let scheme = if id.is_some() { "https" } else { "http" };
+                println!("proxy: gRPC {scheme}://{} -> raw {raw}", listener.local_addr()?);
+                let service = atmlab_fabric::live::grpc::SwitchService::new(backend, None);
+                atmlab_fabric::live::grpc::serve(listener, id.as_ref(), service, live::shutdown_signal())
+                    .await
+                    .map_err(|e| anyhow!("{e}"))?;
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Bench { addr, raw, mode, batch, workers, seconds, who, json } => {
+                use atmlab_fabric::live::loadgen::{self, Mode};
+                let id = args.security.identity(&who)?;
+                let duration = std::time::Duration::from_secs_f64(seconds);
+                let grpc = match &addr {
+                    Some(a) => Some(GrpcSwitch::new(
+                        atmlab_rpc::client_channel(a, id.as_ref())
+                            .await
+                            .with_context(|| format!("connecting to {a}"))?,
+                    )),
+                    None => None,
+                };
+                let need_grpc = || anyhow!("--mode {mode} needs --addr (a gRPC address)");
+                let result = match mode.as_str() {
+                    "unary" => {
+                        grpc.as_ref().ok_or_else(need_grpc)?;
+                        loadgen::run::<GrpcSwitch>(grpc, None, Mode::Unary, workers, duration).await
+                    }
+                    "execute" => {
+                        grpc.as_ref().ok_or_else(need_grpc)?;
+                        loadgen::run::<GrpcSwitch>(grpc, None, Mode::Execute(batch), workers, duration).await
+                    }
+                    "stream" => {
+                        grpc.as_ref().ok_or_else(need_grpc)?;
+                        loadgen::run::<GrpcSwitch>(grpc, None, Mode::Stream(batch), workers, duration).await
+                    }
+                    "raw" => {
+                        let r = raw.as_deref().ok_or_else(|| anyhow!("--mode raw needs --raw ADDR"))?;
+                        // One raw connection per worker, as one gRPC channel per run.
+                        let client = raw_client(r, id.as_ref()).await?;
+                        loadgen::run(None, Some(client), Mode::Backend(batch), workers, duration).await
+                    }
+                    other => return Err(anyhow!("--mode {other:?}: expected unary, execute, stream or raw")),
+                }
+                .map_err(|e| anyhow!("{e}"))?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "mode": mode, "batch": batch, "workers": workers,
+                            "operations": result.operations, "refused": result.refused,
+                            "seconds": result.seconds, "ops_per_sec": result.rate(),
+                        })
+                    );
+                } else {
+                    println!(
+                        "{mode} batch {batch} workers {workers}: {} operations in {:.2} s = {:.0} ops/s ({} refused)",
+                        result.operations,
+                        result.seconds,
+                        result.rate(),
+                        result.refused
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
             SwitchCommand::Reservations(t) => {
                 let c = client(&t, &args.security).await?;
                 for r in c.reservations().await.map_err(|e| anyhow!("{e}"))? {
@@ -224,6 +331,27 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
             }
         }
     })
+}
+
+/// A raw-TCP client, over mutual TLS when we have an identity.
+async fn raw_client(
+    addr: &str,
+    id: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<atmlab_fabric::live::raw::RawClient> {
+    use atmlab_fabric::live::raw::RawClient;
+    match id {
+        None => RawClient::connect(addr).await.map_err(|e| anyhow!("{e}")),
+        Some(id) => {
+            let stream = atmlab_rpc::tls::connect(
+                &id.connector()?,
+                addr,
+                atmlab_rpc::tls::DEFAULT_SERVER_NAME,
+            )
+            .await
+            .with_context(|| format!("connecting to the raw interface at {addr}"))?;
+            Ok(RawClient::new(stream))
+        }
+    }
 }
 
 async fn client(t: &Target, security: &Security) -> Result<GrpcSwitch> {

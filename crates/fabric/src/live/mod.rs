@@ -21,6 +21,7 @@ pub mod dataplane;
 pub mod grpc;
 pub mod host;
 pub mod journal;
+pub mod loadgen;
 pub mod local;
 pub mod raw;
 pub mod server;

@@ -274,6 +274,11 @@ where
                             };
                             match serve_raw(stream, backend).await {
                                 Ok(()) => debug!("closed"),
+                                // A client that exits without a TLS close_notify is
+                                // the common way for a connection to end, not a fault.
+                                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                                    debug!(error = %e, "connection ended without close_notify")
+                                }
                                 Err(e) => warn!(error = %e, "connection ended"),
                             }
                         }
