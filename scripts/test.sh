@@ -2,23 +2,61 @@
 # Installs what the tests need, then runs every test of the workspace.
 #
 # The tests need: a Rust toolchain (stable; rust-toolchain.toml pins nothing newer than
-# the machine's), and tshark, which the capture tests run on files atmlab writes. tshark is
-# installed from Debian's packages when it is missing (as root, or through sudo).
+# the machine's); tshark, which the capture tests run on files atmlab writes; and Python 3
+# with grpcio and grpcio-tools, for the client generated from the .proto IDL. tshark (and
+# python3-venv, when `python3 -m venv` does not work) are installed from Debian's packages
+# when missing (as root, or through sudo); the Python packages go into a venv,
+# clients/python/.venv, from clients/python/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+apt_updated=""
+apt_install() {
+  local SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  if [ -z "$apt_updated" ]; then
+    $SUDO apt-get update -qq
+    apt_updated=1
+  fi
+  $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 
 need_tshark() { ! command -v tshark >/dev/null 2>&1; }
 
 if need_tshark; then
   echo "== installing tshark (Debian package) for the capture tests"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
   # wireshark-common asks whether non-root users may capture; the default answer is fine.
-  $SUDO apt-get install -y -qq --no-install-recommends tshark >/dev/null
+  apt_install tshark
 fi
 tshark --version | head -n 1
+
+# The Python client (clients/python): a venv with the pinned grpcio and grpcio-tools,
+# reinstalled only when requirements.txt changed since the last install, and its modules
+# generated from the current IDL. The tests find the interpreter through ATMLAB_PYTHON.
+py_dir="$PWD/clients/python"
+venv="$py_dir/.venv"
+stamp="$venv/installed-requirements.txt"
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "== installing python3 (Debian package) for the Python client test"
+  apt_install python3 python3-venv
+fi
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$py_dir/requirements.txt" "$stamp"; then
+  echo "== creating $venv (grpcio, grpcio-tools) for the Python client test"
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    # Debian's python3 ships venv (and ensurepip) separately.
+    rm -rf "$venv"
+    echo "== installing python3-venv (Debian package)"
+    apt_install python3-venv
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install -q -r "$py_dir/requirements.txt"
+  cp "$py_dir/requirements.txt" "$stamp"
+fi
+"$venv/bin/python" -c 'import sys, grpc; print(f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}")'
+PYTHON="$venv/bin/python" bash "$py_dir/generate.sh"
+export ATMLAB_PYTHON="$venv/bin/python"
 
 echo "== cargo test --workspace"
 cargo test --workspace --locked

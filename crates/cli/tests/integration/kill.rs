@@ -3,8 +3,6 @@
 //! shows exactly the table the switch claims to hold: every commit the client saw
 //! acknowledged, nothing it never sent, and resources that add up.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use atmlab_fabric::live::backend::SwitchBackend;
@@ -12,28 +10,7 @@ use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_rpc::v1 as pb;
 use tokio_stream::StreamExt;
 
-/// Starts `atmlab switch serve` and returns the child and its gRPC address.
-fn serve(config: &std::path::Path, certs: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
-        .args(["switch", "serve", "--config"])
-        .arg(config)
-        .arg("--certs")
-        .arg(certs)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start atmlab switch serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("server printed its address").unwrap();
-        if let Some(rest) = line.split("gRPC https://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
+use crate::serve_switch as serve;
 
 fn commit_request(i: u32) -> pb::Command {
     pb::Command {

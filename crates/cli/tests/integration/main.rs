@@ -1,14 +1,17 @@
 //! End-to-end tests of the `atmlab` binary: the fixed `wire` interfaces, the subcommand
-//! tree, and captures checked by a real tshark. One test binary for the crate.
+//! tree, captures checked by a real tshark, switch servers killed mid-stream, and the IDL
+//! used from Python. One test binary for the crate.
 
 mod cli;
 mod kill;
 mod net;
+mod python;
 mod sim;
 mod tshark;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 /// Runs `atmlab ARGS` with `stdin` on its standard input.
 pub fn atmlab(args: &[&str], stdin: &[u8]) -> Output {
@@ -35,4 +38,27 @@ pub fn bytes(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
+}
+
+/// Starts `atmlab switch serve` and returns the child and its gRPC address (`host:port`).
+pub fn serve_switch(config: &Path, certs: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["switch", "serve", "--config"])
+        .arg(config)
+        .arg("--certs")
+        .arg(certs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start atmlab switch serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server printed its address").unwrap();
+        if let Some(rest) = line.split("gRPC https://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
 }
