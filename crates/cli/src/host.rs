@@ -102,9 +102,13 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                 } else {
                     Box::new(std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?)
                 };
-                let (mut n, mut octets, mut other) = (0u64, 0usize, 0u64);
+                let (mut n, mut octets, mut other, mut cells) = (0u64, 0usize, 0u64, 0u64);
+                let (mut first, mut last) = (None, std::time::Instant::now());
                 while frames.is_none_or(|f| n < f) {
                     let Some(r) = host.recv_frame(idle).await.map_err(|e| anyhow!("{e}"))? else { break };
+                    last = std::time::Instant::now();
+                    first.get_or_insert(last);
+                    cells += (r.sdu.len() as u64 + 8).div_ceil(48);
                     if r.vc != vc {
                         other += 1;
                         continue;
@@ -118,6 +122,14 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                     "received {n} frames ({octets} octets) on {vc}; {} reassembly errors, {other} frames on other VCs",
                     host.errors
                 );
+                if let Some(first) = first.filter(|_| n > 1) {
+                    let secs = (last - first).as_secs_f64().max(1e-9);
+                    eprintln!(
+                        "rate: {:.0} cells/s, {:.1} Mb/s of AAL5 payload, from the first frame to the last",
+                        cells as f64 / secs,
+                        octets as f64 * 8.0 / secs / 1e6
+                    );
+                }
                 Ok(ExitCode::SUCCESS)
             }
         }

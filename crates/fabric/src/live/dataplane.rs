@@ -5,7 +5,8 @@
 //! datagram carries one or more whole cells back to back (at most `cells_per_datagram`,
 //! 24 by default so a datagram fits a 1,500-octet Ethernet MTU). An empty datagram is an
 //! *attach*: a port configured without a peer learns its peer from the first datagram it
-//! receives, so a host on an ephemeral port can attach to a switch port.
+//! receives, so a host on an ephemeral port can attach to a switch port; a later attach
+//! from another address moves the port to the new host (a restarted receiver).
 //!
 //! One task per port receives a datagram, switches its cells under the switch lock,
 //! drains every output queue the cells reached, and sends the drained cells to each
@@ -28,6 +29,22 @@ pub const DEFAULT_CELLS_PER_DATAGRAM: usize = 24;
 /// The largest datagram a port accepts.
 const MAX_DATAGRAM: usize = 65_507;
 
+/// The socket buffers asked for: bursts of cells queue in the kernel while the port's
+/// task is busy; the kernel caps the request at `net.core.rmem_max` / `wmem_max`.
+pub const SOCKET_BUFFER: usize = 4 << 20;
+
+/// Binds a non-blocking UDP socket with [`SOCKET_BUFFER`]-sized buffers.
+pub fn bind_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: a smaller buffer still works, it only drops sooner under bursts.
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    UdpSocket::from_std(s.into())
+}
+
 /// One port's socket and peer.
 #[derive(Debug)]
 pub struct PortSocket {
@@ -37,6 +54,9 @@ pub struct PortSocket {
     pub socket: Arc<UdpSocket>,
     /// Where its cells go; `None` until learned from the first datagram.
     pub peer: Mutex<Option<SocketAddr>>,
+    /// A host port (no peer configured): it learns its peer, and an attach (an empty
+    /// datagram) from a new host moves it there.
+    pub learns: bool,
 }
 
 /// Counters of the live data plane, beyond the switch's own.
@@ -66,11 +86,12 @@ impl DataPlane {
     ) -> std::io::Result<Self> {
         let mut ports = Vec::with_capacity(bindings.len());
         for &(port, bind, peer) in bindings {
-            let socket = UdpSocket::bind(bind).await?;
+            let socket = bind_udp(bind)?;
             ports.push(PortSocket {
                 port,
                 socket: Arc::new(socket),
                 peer: Mutex::new(peer),
+                learns: peer.is_none(),
             });
         }
         Ok(DataPlane {
@@ -103,6 +124,7 @@ impl DataPlane {
             return false;
         };
         *p.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+        // A wired port is a trunk: it no longer follows attaches.
         switch.set_peer(port, format!("udp:{peer}"));
         true
     }
@@ -156,10 +178,12 @@ impl DataPlane {
                     continue;
                 }
             };
-            {
+            if me.learns {
                 let mut peer = me.peer.lock().unwrap_or_else(|e| e.into_inner());
-                if peer.is_none() {
-                    tracing::info!(port = %me.port, peer = %from, "port attached");
+                // The first datagram attaches a host; a later attach (an empty
+                // datagram) from elsewhere means the host moved or restarted.
+                if peer.is_none() || (n == 0 && *peer != Some(from)) {
+                    tracing::info!(port = %me.port, peer = %from, "host attached");
                     *peer = Some(from);
                     switch.set_peer(me.port, format!("udp:{from}"));
                 }

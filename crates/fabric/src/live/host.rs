@@ -19,6 +19,11 @@ use tokio::net::UdpSocket;
 use crate::error::FabricError;
 use crate::live::dataplane::DEFAULT_CELLS_PER_DATAGRAM;
 
+/// How far ahead of its schedule the sender may run before it sleeps.
+const PACING_AHEAD: Duration = Duration::from_millis(1);
+/// How much time lost to a late timer the sender may make up (as a burst).
+const PACING_CATCH_UP: Duration = Duration::from_millis(5);
+
 /// A host's attachment to a switch port.
 #[derive(Debug)]
 pub struct HostPort {
@@ -58,7 +63,7 @@ impl HostPort {
         switch: SocketAddr,
         link_rate: BitRate,
     ) -> Result<Self, FabricError> {
-        let socket = UdpSocket::bind(bind).await.map_err(io)?;
+        let socket = crate::live::dataplane::bind_udp(bind).map_err(io)?;
         socket.send_to(&[], switch).await.map_err(io)?;
         let cell_rate = link_rate.to_cell_rate().per_sec().max(1.0);
         Ok(HostPort {
@@ -90,11 +95,15 @@ impl HostPort {
         let n = cells.len() / CELL_LEN;
         for dgram in cells.chunks(self.cells_per_datagram * CELL_LEN) {
             let now = Instant::now();
-            if self.next_send > now + Duration::from_millis(1) {
+            if self.next_send > now + PACING_AHEAD {
                 tokio::time::sleep(self.next_send - now).await;
             }
+            // Timers wake late (a millisecond or more); keep the credit of an overslept
+            // pause, up to a bound, or the long-run rate falls below the link rate.
+            let now = Instant::now();
+            let floor = now.checked_sub(PACING_CATCH_UP).unwrap_or(now);
             self.next_send =
-                self.next_send.max(now) + self.cell_time * (dgram.len() / CELL_LEN) as u32;
+                self.next_send.max(floor) + self.cell_time * (dgram.len() / CELL_LEN) as u32;
             self.socket.send_to(dgram, self.switch).await.map_err(io)?;
         }
         Ok(n)
