@@ -37,6 +37,7 @@
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
@@ -304,6 +305,16 @@ struct Rewrite {
     header: [u8; 4],
 }
 
+/// What the per-cell path reads, kept apart from the rest of a connection so that the
+/// look-up touches one small, dense record (see docs/performance.md for the effect).
+#[derive(Debug, Clone, Default)]
+struct Hot {
+    kind: ConnectionKind,
+    rewrites: SmallVec<[Rewrite; 2]>,
+    cells: u64,
+    discarded: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     id: u64,
@@ -311,7 +322,6 @@ struct Entry {
     in_port: PortId,
     in_id: VcId,
     branches: Vec<Branch>,
-    rewrites: Vec<Rewrite>,
     traffic: TrafficDescriptor,
     clr: f64,
     admitted: f64,
@@ -375,6 +385,8 @@ pub struct Switch {
     /// Input look-up for VP cross-connects: `port << 16 | vpi` -> slot.
     vp_table: FxHashMap<u32, u32>,
     slots: Vec<Option<Entry>>,
+    /// The per-cell part of each slot.
+    hot: Vec<Hot>,
     free_slots: Vec<u32>,
     by_id: FxHashMap<u64, u32>,
     next_id: u64,
@@ -448,6 +460,7 @@ impl Switch {
             vc_table: FxHashMap::default(),
             vp_table: FxHashMap::default(),
             slots: Vec::new(),
+            hot: Vec::new(),
             free_slots: Vec::new(),
             by_id: FxHashMap::default(),
             next_id: 1,
@@ -521,7 +534,9 @@ impl Switch {
             .collect()
     }
 
-    fn entry_view(&self, e: &Entry) -> Connection {
+    fn entry_view(&self, slot: usize) -> Connection {
+        let e = self.slots[slot].as_ref().expect("a live slot");
+        let hot = &self.hot[slot];
         Connection {
             id: e.id,
             kind: e.kind,
@@ -534,8 +549,8 @@ impl Switch {
             buffer_cells: e.buffer_cells,
             owner: self.owners[e.owner as usize].clone(),
             tag: e.tag.clone(),
-            cells: e.cells,
-            cells_discarded: e.discarded,
+            cells: hot.cells,
+            cells_discarded: hot.discarded,
         }
     }
 
@@ -545,10 +560,7 @@ impl Switch {
             .by_id
             .get(&id)
             .ok_or(FabricError::UnknownConnection(id))?;
-        let e = self.slots[slot as usize]
-            .as_ref()
-            .expect("indexed slot is live");
-        Ok(self.entry_view(e))
+        Ok(self.entry_view(slot as usize))
     }
 
     /// Every connection, by id.
@@ -556,8 +568,9 @@ impl Switch {
         let mut v: Vec<Connection> = self
             .slots
             .iter()
-            .flatten()
-            .map(|e| self.entry_view(e))
+            .enumerate()
+            .filter(|(_, e)| e.is_some())
+            .map(|(i, _)| self.entry_view(i))
             .collect();
         v.sort_by_key(|c| c.id);
         v
@@ -1008,7 +1021,6 @@ impl Switch {
             in_port: c.in_port,
             in_id: c.in_id,
             branches: c.branches.clone(),
-            rewrites: Vec::new(),
             traffic: c.traffic,
             clr: c.clr,
             admitted,
@@ -1023,8 +1035,9 @@ impl Switch {
     }
 
     /// Installs a validated entry: tables, identifier states, resources.
-    fn install(&mut self, mut e: Entry) {
-        e.rewrites = e.branches.iter().map(|b| self.rewrite_for(b)).collect();
+    fn install(&mut self, e: Entry) {
+        let rewrites: SmallVec<[Rewrite; 2]> =
+            e.branches.iter().map(|b| self.rewrite_for(b)).collect();
         for b in &e.branches {
             let pi = self.index(b.port).expect("validated");
             self.set_out(pi, e.kind, b.id, Some(IdState::Committed(e.id)));
@@ -1036,8 +1049,15 @@ impl Switch {
             Some(s) => s,
             None => {
                 self.slots.push(None);
+                self.hot.push(Hot::default());
                 (self.slots.len() - 1) as u32
             }
+        };
+        self.hot[slot as usize] = Hot {
+            kind: e.kind,
+            rewrites,
+            cells: e.cells,
+            discarded: e.discarded,
         };
         let in_pi = self.index(e.in_port).expect("validated");
         match e.kind {
@@ -1072,9 +1092,12 @@ impl Switch {
             .by_id
             .remove(&id)
             .ok_or(FabricError::UnknownConnection(id))?;
-        let e = self.slots[slot as usize]
+        let mut e = self.slots[slot as usize]
             .take()
             .expect("indexed slot is live");
+        let hot = std::mem::take(&mut self.hot[slot as usize]);
+        e.cells = hot.cells;
+        e.discarded = hot.discarded;
         self.free_slots.push(slot);
         let in_pi = self.index(e.in_port).expect("installed");
         match e.kind {
@@ -1177,7 +1200,7 @@ impl Switch {
         let e = self.slots[slot as usize].as_mut().expect("live");
         let at = at.unwrap_or(e.branches.len()).min(e.branches.len());
         e.branches.insert(at, b);
-        e.rewrites.insert(at, rw);
+        self.hot[slot as usize].rewrites.insert(at, rw);
         let (kind, id, admitted, buf) = (e.kind, e.id, e.admitted, e.buffer_cells);
         self.set_out(pi, kind, b.id, Some(IdState::Committed(id)));
         let p = &mut self.ports[pi];
@@ -1212,7 +1235,7 @@ impl Switch {
             ));
         }
         e.branches.remove(at);
-        let rw = e.rewrites.remove(at);
+        let rw = self.hot[slot as usize].rewrites.remove(at);
         let (kind, admitted, buf) = (e.kind, e.admitted, e.buffer_cells);
         let pi = usize::from(rw.port);
         self.set_out(pi, kind, ch.branch.id, None);
@@ -1358,7 +1381,7 @@ impl Switch {
         let e = self.slots[slot as usize].as_mut()?;
         let at = e.branches.iter().position(|x| *x == b)?;
         e.branches.remove(at);
-        let rw = e.rewrites.remove(at);
+        let rw = self.hot[slot as usize].rewrites.remove(at);
         let (admitted, buf) = (e.admitted, e.buffer_cells);
         let p = &mut self.ports[usize::from(rw.port)];
         p.allocated = (p.allocated - admitted).max(0.0);
@@ -1492,9 +1515,7 @@ impl Switch {
                 }
             },
         };
-        let e = self.slots[slot as usize]
-            .as_mut()
-            .expect("table points at a live slot");
+        let e = &mut self.hot[slot as usize];
         e.cells += 1;
         let clp = cell[3] & 0x01 != 0;
         let (mut queued, mut discarded) = (0u16, 0u16);
@@ -1520,10 +1541,11 @@ impl Switch {
                 discarded += 1;
                 continue;
             }
-            let mut copy = *cell;
-            copy[..4].copy_from_slice(&h);
-            copy[4] = crc::hec(h);
-            out.queue.push_back(copy);
+            // Copy the cell once, into its queue slot, and rewrite the header there.
+            out.queue.push_back(*cell);
+            let slot = out.queue.back_mut().expect("just pushed");
+            slot[..4].copy_from_slice(&h);
+            slot[4] = crc::hec(h);
             queued += 1;
         }
         e.discarded += u64::from(discarded);
@@ -1545,8 +1567,16 @@ impl Switch {
         let Some(pi) = self.index(port) else { return 0 };
         let p = &mut self.ports[pi];
         let n = p.queue.len().min(max);
-        for c in p.queue.drain(..n) {
-            out.extend_from_slice(&c);
+        if n == p.queue.len() {
+            // The whole queue: at most two contiguous runs, copied in one go each.
+            let (a, b) = p.queue.as_slices();
+            out.extend_from_slice(a.as_flattened());
+            out.extend_from_slice(b.as_flattened());
+            p.queue.clear();
+        } else {
+            for c in p.queue.drain(..n) {
+                out.extend_from_slice(&c);
+            }
         }
         p.counters.cells_out += n as u64;
         n
