@@ -6,3 +6,4 @@ mod live;
 mod raw;
 pub mod raw_harness;
 mod refusals;
+mod services;

@@ -1,0 +1,212 @@
+//! The rest of the SwitchServer contract: Watch reports table changes in order, the
+//! command stream answers a retried request id with its first answer (xbind's oneway
+//! calls made idempotent), Statistics counts cells, and a gRPC server in front of the
+//! raw-TCP interface (ReTINA's proxy) behaves as the switch itself.
+
+use std::time::Duration;
+
+use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::convert::{pb_command, pb_commit};
+use atmlab_fabric::live::grpc::{self, GrpcSwitch, SwitchService};
+use atmlab_fabric::live::raw::RawClient;
+use atmlab_fabric::live::server::{self, ServerFile};
+use atmlab_fabric::*;
+use atmlab_rpc::v1 as pb;
+use tokio_stream::StreamExt;
+
+fn file() -> ServerFile {
+    ServerFile::parse(
+        "name = \"s1\"\nraw = \"127.0.0.1:0\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\n",
+        "test",
+    )
+    .unwrap()
+}
+
+fn commit(vci: u16) -> Commit {
+    Commit {
+        kind: ConnectionKind::Vc,
+        in_port: PortId(0),
+        in_id: VcId::new(0, vci),
+        branches: vec![Branch {
+            port: PortId(1),
+            id: VcId::new(0, vci),
+        }],
+        traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+        clr: 0.0,
+        buffer_cells: 0,
+        owner: "cm".into(),
+        replenish: 2,
+        tag: "w".into(),
+    }
+}
+
+async fn client(addr: std::net::SocketAddr) -> GrpcSwitch {
+    GrpcSwitch::new(
+        atmlab_rpc::client_channel(&addr.to_string(), None)
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn watch_reports_changes_in_order() {
+    let sw = server::start(&file(), None).await.unwrap();
+    let c = client(sw.grpc_addr).await;
+    let mut events = c
+        .raw()
+        .watch(pb::WatchRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    // The subscription is live once the server has it; commit until the first event shows.
+    let (id, replenished) = c.commit(&commit(40)).await.unwrap();
+    c.release(id, false).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("an event arrives")
+            .unwrap()
+            .unwrap();
+        seen.push(ev);
+    }
+    use pb::switch_event::Event as E;
+    assert!(matches!(&seen[0].event, Some(E::Committed(x)) if x.connection == id && x.tag == "w"));
+    assert!(matches!(&seen[1].event, Some(E::Reserved(r)) if r.owner == "cm"));
+    assert!(matches!(&seen[2].event, Some(E::Reserved(_))));
+    assert!(matches!(&seen[3].event, Some(E::Released(x)) if *x == id));
+    assert_eq!(replenished.len(), 2);
+    let seq: Vec<u64> = seen.iter().map(|e| e.sequence).collect();
+    assert!(seq.windows(2).all(|w| w[0] <= w[1]), "{seq:?}");
+    assert!(seen.iter().all(|e| e.lagged == 0));
+    sw.stop().await;
+}
+
+#[tokio::test]
+async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
+    let sw = server::start(&file(), None).await.unwrap();
+    let c = client(sw.grpc_addr).await;
+    let req = |id: u64, vci: u16| pb::StreamRequest {
+        client_id: "cm-1".into(),
+        request_id: id,
+        command: Some(pb_command(&Command::Commit(Commit {
+            replenish: 0,
+            ..commit(vci)
+        }))),
+    };
+    // First stream: request 7 commits 0/50.
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let mut replies = c
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(req(7, 50)).await.unwrap();
+    let first = replies.next().await.unwrap().unwrap();
+    assert_eq!(first.request_id, 7);
+    assert_eq!(first.result.as_ref().unwrap().code, 0);
+    drop(tx);
+    // The client "lost" the answer and retries on a new stream, same client id and
+    // request id: the same answer, and no second connection (a second commit of 0/50
+    // would have failed with ALREADY_EXISTS).
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let mut replies = c
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tx.send(req(7, 50)).await.unwrap();
+    tx.send(req(8, 50)).await.unwrap();
+    let again = replies.next().await.unwrap().unwrap();
+    assert_eq!(again, first);
+    let other = replies.next().await.unwrap().unwrap();
+    assert_eq!(other.request_id, 8);
+    assert_eq!(
+        other.result.unwrap().code,
+        6,
+        "a new request id runs and is refused"
+    );
+    assert_eq!(c.connections().await.unwrap().len(), 1);
+    sw.stop().await;
+}
+
+#[tokio::test]
+async fn statistics_count_cells_per_port_and_connection() {
+    let sw = server::start(&file(), None).await.unwrap();
+    let c = client(sw.grpc_addr).await;
+    let (id, _) = c.commit(&commit(60)).await.unwrap();
+    sw.switch.with_switch(|s| {
+        for _ in 0..5 {
+            let mut cell = [0u8; 53];
+            let h = atmlab_wire::CellHeader::uni(0, 60, atmlab_wire::Pti::user(false));
+            h.emit(&mut atmlab_wire::Cell::new_unchecked(&mut cell[..]))
+                .unwrap();
+            s.handle_cell(PortId(0), &mut cell);
+        }
+    });
+    let st = c
+        .raw()
+        .statistics(pb::StatisticsRequest {
+            connections: vec![id],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(st.connections.len(), 1);
+    assert_eq!(st.connections[0].cells, 5);
+    assert_eq!(st.ports.iter().find(|p| p.port == 0).unwrap().cells_in, 5);
+    assert_eq!(
+        st.ports.iter().find(|p| p.port == 1).unwrap().queue_cells,
+        5
+    );
+    sw.stop().await;
+}
+
+#[tokio::test]
+async fn a_grpc_proxy_over_the_raw_interface_is_the_switch() {
+    let sw = server::start(&file(), None).await.unwrap();
+    let raw = RawClient::connect(sw.raw_addr.unwrap()).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let proxy = tokio::spawn(grpc::serve(
+        listener,
+        None,
+        SwitchService::new(raw, None),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let via = client(proxy_addr).await;
+    let direct = client(sw.grpc_addr).await;
+    let (id, _) = via.commit(&commit(70)).await.unwrap();
+    assert_eq!(direct.connections().await.unwrap()[0].id, id);
+    // A refusal crosses the proxy with its code and text.
+    let err = via.raw().commit(pb_commit(&commit(70))).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::AlreadyExists);
+    assert!(
+        err.message().contains("input 0/70 is already used"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(via.describe().await.unwrap().connections, 1);
+    // Watch needs the switch itself, not a proxy.
+    assert_eq!(
+        via.raw()
+            .watch(pb::WatchRequest {})
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::Unimplemented
+    );
+    via.release(id, false).await.unwrap();
+    assert!(direct.connections().await.unwrap().is_empty());
+    let _ = stop.send(());
+    proxy.await.unwrap().unwrap();
+    sw.stop().await;
+}
