@@ -12,8 +12,12 @@
 //! - [`raw`]: the raw switch protocol (paper 001 §3.2.3), a compact binary framing of the
 //!   switch-server operations, as a sans-IO codec; its tokio shell is [`live::raw`].
 //!
-//! What it is not: no sockets, no clock, no tokio, no protobuf. The live shells (UDP cell
-//! ports, the gRPC and raw-TCP switch servers) drive this core from outside.
+//! and its live shells, in [`live`]: the shared switch with its journal and event feed, the
+//! UDP cell data plane, the AAL5 host, the gRPC SwitchServer and its client, the raw-TCP
+//! server and client, and the switch server process assembled from a configuration file.
+//!
+//! The core modules (`switch`, `cac`, `config`, `raw`) do no I/O, read no clock and know
+//! no protobuf; only `live` does, and the core does not depend on it.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
