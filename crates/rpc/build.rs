@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use protox::prost::Message as _;
 
-const PROTOS: [&str; 2] = [
+const PROTOS: [&str; 3] = [
+    "proto/atmlab/v1/cm.proto",
     "proto/atmlab/v1/switch.proto",
     "proto/atmlab/v1/names.proto",
 ];
