@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod cm;
 mod error;
 pub mod names;
 pub mod net;

@@ -2,6 +2,8 @@
 //! clients, real leases. Waits poll up to a generous deadline instead of sleeping a
 //! fixed time, so a slow machine makes the tests slower, never red.
 
+mod cm_core;
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,0 +1,59 @@
+//! xbind's VPI/VCI cache (paper 000 §II-C1): identifiers reserved ahead (phase 1) on each
+//! (switch, output port), so that a call finds its identifiers locally and needs only
+//! phase 2 (commit) remotely. A miss falls back to two-phase; each commit may piggyback a
+//! replenishment, so the cache refills without extra invocations.
+
+use std::collections::VecDeque;
+
+use atmlab_core::ids::VcId;
+
+/// The identifiers cached for one (switch, output port).
+#[derive(Debug, Clone, Default)]
+pub struct VciCache {
+    ids: VecDeque<VcId>,
+    /// A replenishment (piggybacked or a reserve) is in flight.
+    pub filling: bool,
+    /// Hits and misses.
+    pub hits: u64,
+    /// Misses.
+    pub misses: u64,
+}
+
+impl VciCache {
+    /// Takes an identifier, counting the hit or the miss.
+    pub fn take(&mut self) -> Option<VcId> {
+        match self.ids.pop_front() {
+            Some(id) => {
+                self.hits += 1;
+                Some(id)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Adds identifiers (a fill, a replenishment, or a released call's).
+    pub fn put(&mut self, ids: impl IntoIterator<Item = VcId>) {
+        self.ids.extend(ids);
+    }
+
+    /// Identifiers cached now.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Removes and returns identifiers beyond `keep` (to give back to the switch).
+    pub fn trim(&mut self, keep: usize) -> Vec<VcId> {
+        if self.ids.len() <= keep {
+            return Vec::new();
+        }
+        self.ids.drain(keep..).collect()
+    }
+}

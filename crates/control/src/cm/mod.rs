@@ -1,0 +1,13 @@
+//! Connection management (paper 000 §II-C, §III, §IV): the connection manager core and
+//! its parts, and the live shell that runs it against switch servers over gRPC.
+//!
+//! - [`core`]: [`core::CmCore`], the sans-IO state machine of both kinds (`sequential`,
+//!   `xbind`), with recovery.
+//! - [`cache`]: [`cache::VciCache`], identifiers reserved ahead per (switch, port).
+//! - [`aggregator`]: [`aggregator::MessageAggregator`], one per target switch server.
+//! - [`adaptive`]: the arrival-rate estimate and load regions that set T (§IV-B).
+
+pub mod adaptive;
+pub mod aggregator;
+pub mod cache;
+pub mod core;

@@ -1,0 +1,409 @@
+//! The connection manager core, mechanism by mechanism, against real switch cores in a
+//! deterministic harness (virtual time, delivery in rounds, losses on demand): cache hits
+//! take one round and misses two; the aggregator sends at T and at the time-out; lost
+//! requests and lost replies are recovered; a failed hop rolls the call back and leaks
+//! nothing; T follows the arrival rate between regions.
+
+use std::collections::{HashMap, HashSet};
+
+use atmlab_control::cm::adaptive::Regions;
+use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, CmKind, HopSpec, SetupRequest};
+use atmlab_core::ids::PortId;
+use atmlab_core::time::{Duration, Instant};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::switch::{Reply, Switch};
+use atmlab_fabric::{FabricError, SwitchConfig};
+
+/// Three switches in a line, each with ports 0 (in) and 1 (out).
+struct Net {
+    switches: HashMap<String, Switch>,
+    now: Instant,
+    /// Request ids whose command is lost on the way (the switch never sees it).
+    lose_request: HashSet<u64>,
+    /// Request ids whose reply is lost on the way back (the switch applied it).
+    lose_reply: HashSet<u64>,
+    /// The switch server's duplicate suppression (as the live stream does).
+    answered: HashMap<u64, Result<Reply, FabricError>>,
+    /// Switches that receive nothing (a dead server).
+    dead: HashSet<String>,
+    /// Messages delivered per switch.
+    messages: HashMap<String, u64>,
+    events: Vec<CallEvent>,
+}
+
+impl Net {
+    fn new(capacity_s2: Option<f64>) -> Self {
+        let mut switches = HashMap::new();
+        for name in ["s1", "s2", "s3"] {
+            let mut cfg = SwitchConfig::uniform(name, 2, BitRate(155.52e6));
+            if name == "s2"
+                && let Some(c) = capacity_s2
+            {
+                cfg.ports[1].capacity = CellRate(c);
+            }
+            switches.insert(name.to_string(), Switch::new(&cfg).unwrap());
+        }
+        Net {
+            switches,
+            now: Instant::from_picos(0),
+            lose_request: HashSet::new(),
+            lose_reply: HashSet::new(),
+            answered: HashMap::new(),
+            dead: HashSet::new(),
+            messages: HashMap::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// One round: every batch the core has ready goes out, every switch answers, every
+    /// answer comes back. Returns how many batches went out.
+    fn round(&mut self, core: &mut CmCore) -> usize {
+        let mut replies = Vec::new();
+        let mut sent = 0;
+        while let Some(t) = core.poll_transmit(self.now) {
+            sent += 1;
+            *self.messages.entry(t.switch.clone()).or_default() += 1;
+            if self.dead.contains(&t.switch) {
+                continue;
+            }
+            let sw = self.switches.get_mut(&t.switch).unwrap();
+            for (req, cmd) in t.commands {
+                if self.lose_request.remove(&req) {
+                    continue;
+                }
+                let r = self
+                    .answered
+                    .entry(req)
+                    .or_insert_with(|| sw.apply(&cmd))
+                    .clone();
+                if self.lose_reply.remove(&req) {
+                    continue;
+                }
+                replies.push((req, r));
+            }
+        }
+        for (req, r) in replies {
+            core.handle_reply(self.now, req, r);
+        }
+        while let Some(e) = core.poll_event() {
+            self.events.push(e);
+        }
+        sent
+    }
+
+    /// Rounds until nothing moves; returns the number of rounds that sent something.
+    fn settle(&mut self, core: &mut CmCore) -> usize {
+        let mut rounds = 0;
+        while self.round(core) > 0 {
+            rounds += 1;
+        }
+        rounds
+    }
+
+    fn advance(&mut self, core: &mut CmCore, by: Duration) {
+        self.now = self.now.saturating_add(by);
+        core.handle_timeout(self.now);
+    }
+
+    fn empty(&self) -> bool {
+        self.switches.values().all(|s| {
+            s.connections().is_empty()
+                && s.ports()
+                    .iter()
+                    .all(|p| p.allocated == 0.0 && p.committed == 0 && p.buffer_allocated == 0)
+        })
+    }
+
+    fn reservations(&self) -> usize {
+        self.switches.values().map(|s| s.reservations().len()).sum()
+    }
+}
+
+fn line() -> Vec<HopSpec> {
+    ["s1", "s2", "s3"]
+        .iter()
+        .map(|s| HopSpec {
+            switch: s.to_string(),
+            in_port: 0,
+            out_port: 1,
+        })
+        .collect()
+}
+
+fn call(pcr: f64) -> SetupRequest {
+    SetupRequest {
+        hops: line(),
+        traffic: TrafficDescriptor::cbr(CellRate(pcr)),
+        clr: 0.0,
+        buffer_cells: 0,
+        tag: "t".into(),
+    }
+}
+
+fn xbind() -> CmConfig {
+    CmConfig {
+        cache_fill: 8,
+        cache_low: 2,
+        cache_max: 32,
+        ..CmConfig::new(CmKind::Xbind)
+    }
+}
+
+fn established(net: &Net, id: u64) -> bool {
+    net.events
+        .iter()
+        .any(|e| matches!(e, CallEvent::Established { call, .. } if *call == id))
+}
+
+#[test]
+fn xbind_cache_hits_take_one_round_and_misses_two() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(xbind()).unwrap();
+    let a = core.add(net.now, call(100.0));
+    assert_eq!(
+        net.settle(&mut core),
+        2,
+        "cold caches: reserve, then commit"
+    );
+    assert!(established(&net, a));
+    let b = core.add(net.now, call(100.0));
+    assert_eq!(net.settle(&mut core), 1, "warm caches: commit only");
+    assert!(established(&net, b));
+    let (hits, misses) = core.cache_counts();
+    assert_eq!((hits, misses), (4, 4), "4 identifier slots per 3-hop call");
+    // Delete both: the switches' tables empty, the identifiers back in the caches.
+    core.delete(net.now, a);
+    core.delete(net.now, b);
+    net.settle(&mut core);
+    assert_eq!(
+        net.events
+            .iter()
+            .filter(|e| matches!(e, CallEvent::Released { .. }))
+            .count(),
+        2
+    );
+    assert!(net.empty());
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    assert_eq!(net.reservations(), 0, "every reservation returned");
+}
+
+#[test]
+fn sequential_takes_two_rounds_per_hop_plus_one() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig::new(CmKind::Sequential)).unwrap();
+    let a = core.add(net.now, call(100.0));
+    assert_eq!(
+        net.settle(&mut core),
+        7,
+        "reserve slot 0, then reserve + commit per hop"
+    );
+    assert!(established(&net, a));
+    core.delete(net.now, a);
+    assert_eq!(
+        net.settle(&mut core),
+        4,
+        "release per hop, then slot 0 returned"
+    );
+    assert!(net.empty());
+    assert_eq!(net.reservations(), 0);
+    assert_eq!(
+        core.stats().messages,
+        core.stats().commands,
+        "one command per message"
+    );
+}
+
+#[test]
+fn the_aggregator_sends_at_t_and_at_the_time_out() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig {
+        threshold: 4,
+        flush_timeout: Duration::from_millis(1),
+        ..xbind()
+    })
+    .unwrap();
+    // Warm the caches (their fills go at the time-out: one command per switch).
+    for (s, p) in [("s1", 0), ("s1", 1), ("s2", 1), ("s3", 1)] {
+        core.prefill(net.now, s, p);
+    }
+    assert_eq!(
+        net.round(&mut core),
+        0,
+        "below T, before the time-out: nothing sent"
+    );
+    net.advance(&mut core, Duration::from_millis(1));
+    assert_eq!(
+        net.round(&mut core),
+        3,
+        "the time-out flushes each switch's queue"
+    );
+    net.messages.clear();
+    // Three calls: each puts one commit on each switch: below T = 4.
+    let ids: Vec<u64> = (0..3).map(|_| core.add(net.now, call(10.0))).collect();
+    assert_eq!(net.round(&mut core), 0);
+    // The fourth reaches T on every switch: one message each carrying 4 commits.
+    let d = core.add(net.now, call(10.0));
+    assert_eq!(net.round(&mut core), 3);
+    assert!(ids.iter().chain([&d]).all(|&i| established(&net, i)));
+    assert_eq!(net.messages.values().sum::<u64>(), 3);
+    // One more call waits for the time-out.
+    let e = core.add(net.now, call(10.0));
+    assert_eq!(net.round(&mut core), 0);
+    assert!(core.poll_timeout().is_some());
+    net.advance(&mut core, Duration::from_millis(1));
+    net.settle(&mut core);
+    assert!(established(&net, e));
+}
+
+#[test]
+fn lost_requests_and_lost_replies_are_recovered() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig {
+        command_timeout: Duration::from_millis(10),
+        ..xbind()
+    })
+    .unwrap();
+    let a = core.add(net.now, call(10.0));
+    net.settle(&mut core);
+    assert!(established(&net, a));
+    // The next call's commits get request ids after the ones used so far; lose one
+    // request and one reply among them.
+    let next = core.stats().commands + 1;
+    net.lose_request.insert(next + 1);
+    net.lose_reply.insert(next + 2);
+    let b = core.add(net.now, call(10.0));
+    net.settle(&mut core);
+    assert!(!established(&net, b), "two hops unanswered");
+    net.advance(&mut core, Duration::from_millis(10));
+    net.settle(&mut core);
+    assert!(
+        established(&net, b),
+        "re-sent with the same ids and answered"
+    );
+    assert_eq!(core.stats().retries, 2);
+    // Exactly one connection per hop per call: the lost reply's retry ran once.
+    assert!(net.switches.values().all(|s| s.connections().len() == 2));
+}
+
+#[test]
+fn a_failed_hop_rolls_the_call_back_and_leaks_nothing() {
+    for kind in [CmKind::Xbind, CmKind::Sequential] {
+        // s2's output port admits 50 cells/s: a call asking 100 is refused there.
+        let mut net = Net::new(Some(50.0));
+        let mut core = CmCore::new(CmConfig { kind, ..xbind() }).unwrap();
+        let a = core.add(net.now, call(100.0));
+        net.settle(&mut core);
+        let failed = net.events.iter().find_map(|e| match e {
+            CallEvent::Failed { call, error } if *call == a => Some(error.clone()),
+            _ => None,
+        });
+        let error =
+            failed.unwrap_or_else(|| panic!("{kind:?}: the call did not fail: {:?}", net.events));
+        assert!(error.blocked(), "{kind:?}: {error:?}");
+        assert!(error.message.contains("cells/s"), "{}", error.message);
+        assert!(net.empty(), "{kind:?}: a committed hop was left behind");
+        assert_eq!(core.active(), 0);
+        assert_eq!(core.stats().blocked, 1);
+        core.drain_caches(net.now);
+        net.settle(&mut core);
+        assert_eq!(net.reservations(), 0, "{kind:?}: identifiers leaked");
+    }
+}
+
+#[test]
+fn a_switch_that_never_answers_fails_the_call_after_the_retries() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig {
+        command_timeout: Duration::from_millis(10),
+        max_retries: 2,
+        ..xbind()
+    })
+    .unwrap();
+    let a = core.add(net.now, call(10.0));
+    net.settle(&mut core);
+    assert!(established(&net, a));
+    // s2 dies: the next call's commit there is never answered.
+    net.dead.insert("s2".into());
+    let b = core.add(net.now, call(10.0));
+    net.settle(&mut core);
+    for _ in 0..3 {
+        net.advance(&mut core, Duration::from_millis(10));
+        net.settle(&mut core);
+    }
+    let error = net.events.iter().find_map(|e| match e {
+        CallEvent::Failed { call, error } if *call == b => Some(error.clone()),
+        _ => None,
+    });
+    let error = error.unwrap_or_else(|| panic!("no failure: {:?}", net.events));
+    assert!(
+        error.message.contains("did not answer"),
+        "{}",
+        error.message
+    );
+    assert!(!error.blocked());
+    // s1's and s3's hops of the failed call were rolled back; call a is untouched.
+    assert_eq!(net.switches["s1"].connections().len(), 1);
+    assert_eq!(net.switches["s3"].connections().len(), 1);
+    assert_eq!(core.stats().failed, 1);
+    assert!(core.stats().retries >= 2);
+}
+
+#[test]
+fn adaptive_t_follows_the_arrival_rate_between_regions() {
+    let regions = Regions {
+        bounds: vec![1_000.0, 10_000.0],
+        thresholds: vec![1, 4, 10],
+        window: Duration::from_millis(10),
+    };
+    let mut core = CmCore::new(CmConfig {
+        adaptive: Some(regions),
+        ..xbind()
+    })
+    .unwrap();
+    let mut now = Instant::from_picos(0);
+    let mut offer = |core: &mut CmCore, rate: f64, secs: f64| {
+        let gap = Duration::from_picos((1e12 / rate) as u64);
+        let n = (rate * secs) as u64;
+        for _ in 0..n {
+            now = now.saturating_add(gap);
+            let id = core.add(now, call(1.0));
+            core.delete(now, id);
+            while core.poll_transmit(now).is_some() {}
+        }
+        core.handle_timeout(now);
+    };
+    offer(&mut core, 500.0, 0.2);
+    assert_eq!(core.load().1, 0);
+    assert_eq!(core.config().threshold, 1);
+    offer(&mut core, 5_000.0, 0.1);
+    assert_eq!(core.load().1, 1, "rate {}", core.load().0);
+    assert_eq!(core.config().threshold, 4);
+    offer(&mut core, 50_000.0, 0.05);
+    assert_eq!(core.load().1, 2, "rate {}", core.load().0);
+    assert_eq!(core.config().threshold, 10);
+    offer(&mut core, 200.0, 0.5);
+    assert_eq!(core.load().1, 0, "rate {}", core.load().0);
+    assert_eq!(core.config().threshold, 1);
+}
+
+#[test]
+fn ports_of_the_route_are_what_commits_use() {
+    // A guard on the identifier-slot convention: slot 0 lives on the first switch's input
+    // port, and each hop's output identifier is the next hop's input identifier.
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(xbind()).unwrap();
+    let a = core.add(net.now, call(10.0));
+    net.settle(&mut core);
+    let v = core.view(a).unwrap();
+    assert_eq!(v.hops.len(), 3);
+    for w in v.hops.windows(2) {
+        assert_eq!(w[0].3, w[1].2, "out id of a hop is the in id of the next");
+    }
+    assert_eq!(v.source_vc, v.hops[0].2);
+    assert_eq!(v.destination_vc, v.hops[2].3);
+    let s1 = &net.switches["s1"];
+    let c = &s1.connections()[0];
+    assert_eq!((c.in_port, c.in_id), (PortId(0), v.source_vc));
+}
