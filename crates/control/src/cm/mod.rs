@@ -11,3 +11,4 @@ pub mod adaptive;
 pub mod aggregator;
 pub mod cache;
 pub mod core;
+pub mod live;

@@ -3,6 +3,7 @@
 //! fixed time, so a slow machine makes the tests slower, never red.
 
 mod cm_core;
+mod cm_live;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,638 @@
+//! The live shell of the connection manager: one task owns the [`CmCore`], one link task
+//! per switch server carries its batches over the SwitchServer command stream (request
+//! ids make re-sends idempotent), and a handle serves callers (the gRPC
+//! ConnectionManager service, the in-process call generator).
+//!
+//! The core decides everything; this shell only moves messages and reads the clock
+//! (DESIGN.md §2), so the same core runs in the simulator.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_fabric::error::{ErrorKind, FabricError};
+use atmlab_fabric::live::convert as cv;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::switch::{Command, Reply};
+use atmlab_rpc::v1 as pb;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::StreamExt;
+
+use super::adaptive::Regions;
+use super::core::{
+    CallError, CallEvent, CallView, CmConfig, CmCore, CmStats, HopSpec, SetupRequest,
+};
+use crate::clock::LiveClock;
+
+/// Resolves a source-destination pair to a route (the route object with its cache).
+pub trait Router: Send + 'static {
+    /// The hops from `source`'s switch port to `destination`'s, with `bandwidth`
+    /// (cells/s) free on every output port.
+    fn route(
+        &mut self,
+        now: Instant,
+        source: &str,
+        destination: &str,
+        bandwidth: f64,
+    ) -> Result<Vec<HopSpec>, CallError>;
+}
+
+/// A call as the shell reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallInfo {
+    /// The path and identifiers.
+    pub view: CallView,
+    /// Source host.
+    pub source: String,
+    /// Destination host.
+    pub destination: String,
+}
+
+/// The manager's counters and tuning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CmStatus {
+    /// "sequential" or "xbind".
+    pub kind: &'static str,
+    /// Counters.
+    pub stats: CmStats,
+    /// Calls held.
+    pub active: u64,
+    /// VCI cache hits and misses.
+    pub cache: (u64, u64),
+    /// Current T and flush time-out, and whether T adapts.
+    pub threshold: u32,
+    /// The flush time-out.
+    pub flush_timeout: Duration,
+    /// Whether T adapts.
+    pub adaptive: bool,
+    /// Arrival-rate estimate and region.
+    pub load: (f64, usize),
+}
+
+enum Request {
+    Add {
+        source: String,
+        destination: String,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: String,
+        reply: oneshot::Sender<Result<CallInfo, CallError>>,
+    },
+    Delete {
+        id: u64,
+        reply: oneshot::Sender<Result<(), CallError>>,
+    },
+    Get {
+        id: u64,
+        reply: oneshot::Sender<Option<CallInfo>>,
+    },
+    List {
+        reply: oneshot::Sender<Vec<CallInfo>>,
+    },
+    Status {
+        reply: oneshot::Sender<CmStatus>,
+    },
+    Tune {
+        threshold: u32,
+        flush_timeout: Duration,
+        adaptive: Option<Regions>,
+        reply: oneshot::Sender<CmStatus>,
+    },
+    Prefill {
+        ports: Vec<(String, u16)>,
+        reply: oneshot::Sender<()>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// A caller's handle on a running connection manager. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct CmHandle {
+    tx: mpsc::Sender<Request>,
+}
+
+fn gone() -> CallError {
+    CallError {
+        kind: ErrorKind::Unavailable,
+        message: "the connection manager stopped".into(),
+    }
+}
+
+impl CmHandle {
+    /// Sets up a call from `source` to `destination` (host names).
+    pub async fn add(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: &str,
+    ) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Add {
+                source: source.into(),
+                destination: destination.into(),
+                traffic,
+                clr,
+                tag: tag.into(),
+                reply,
+            })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Releases a call.
+    pub async fn delete(&self, id: u64) -> Result<(), CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Delete { id, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// One call.
+    pub async fn get(&self, id: u64) -> Option<CallInfo> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Request::Get { id, reply }).await.ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// Every established call.
+    pub async fn list(&self) -> Vec<CallInfo> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Request::List { reply }).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Counters and tuning.
+    pub async fn status(&self) -> Result<CmStatus, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Status { reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Changes T and the flush time-out; `adaptive` lets T follow the arrival rate.
+    pub async fn tune(
+        &self,
+        threshold: u32,
+        flush_timeout: Duration,
+        adaptive: Option<Regions>,
+    ) -> Result<CmStatus, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Tune {
+                threshold,
+                flush_timeout,
+                adaptive,
+                reply,
+            })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Fills the VCI caches of these (switch, port)s ahead of calls, and waits until the
+    /// fills are sent.
+    pub async fn prefill(&self, ports: Vec<(String, u16)>) -> Result<(), CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Prefill { ports, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Returns every cached identifier to its switch and stops the manager.
+    pub async fn shutdown(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Request::Shutdown { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+type Inbox = mpsc::UnboundedSender<(u64, Result<Reply, FabricError>)>;
+
+/// One switch server's link: its command stream, re-opened when it breaks.
+async fn run_link(
+    name: String,
+    client: GrpcSwitch,
+    client_id: String,
+    mut batches: mpsc::UnboundedReceiver<Vec<(u64, Command)>>,
+    inbox: Inbox,
+) {
+    let mut stream_tx: Option<mpsc::Sender<pb::StreamRequest>> = None;
+    while let Some(batch) = batches.recv().await {
+        if stream_tx.as_ref().is_none_or(|t| t.is_closed()) {
+            stream_tx = open_stream(&name, &client, inbox.clone()).await;
+        }
+        let Some(tx) = &stream_tx else {
+            // The switch is unreachable: the commands are lost; the core re-sends them
+            // after its command time-out, and we try to reconnect then.
+            continue;
+        };
+        for (req, cmd) in batch {
+            let r = pb::StreamRequest {
+                client_id: client_id.clone(),
+                request_id: req,
+                command: Some(cv::pb_command(&cmd)),
+            };
+            if tx.send(r).await.is_err() {
+                stream_tx = None;
+                break;
+            }
+        }
+    }
+}
+
+async fn open_stream(
+    name: &str,
+    client: &GrpcSwitch,
+    inbox: Inbox,
+) -> Option<mpsc::Sender<pb::StreamRequest>> {
+    let (tx, rx) = mpsc::channel::<pb::StreamRequest>(4096);
+    let replies = client
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await;
+    let mut replies = match replies {
+        Ok(r) => r.into_inner(),
+        Err(e) => {
+            tracing::warn!(switch = name, error = %e, "cannot open the command stream");
+            return None;
+        }
+    };
+    let name = name.to_string();
+    tokio::spawn(async move {
+        while let Some(r) = replies.next().await {
+            match r {
+                Ok(r) => {
+                    let result = match r.result.as_ref() {
+                        Some(x) => cv::result(x),
+                        None => Err(FabricError::Invalid("a stream reply without a result")),
+                    };
+                    if inbox.send((r.request_id, result)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(switch = %name, error = %e, "command stream broke");
+                    return;
+                }
+            }
+        }
+    });
+    Some(tx)
+}
+
+/// Starts a connection manager over these switch servers. `client_id` names this
+/// manager's stream requests (unique per run, so a restarted manager's ids never collide
+/// with answers a switch remembers from before).
+pub fn start(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+) -> Result<CmHandle, CallError> {
+    let core = CmCore::new(config).map_err(|e| CallError {
+        kind: ErrorKind::InvalidArgument,
+        message: e.to_string(),
+    })?;
+    let (tx, rx) = mpsc::channel(65_536);
+    let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let client_id = format!("{}-{}-{nonce}", core.config().owner, std::process::id());
+    let mut links = HashMap::new();
+    for (name, client) in switches {
+        let (btx, brx) = mpsc::unbounded_channel();
+        tokio::spawn(run_link(
+            name.clone(),
+            client,
+            client_id.clone(),
+            brx,
+            inbox_tx.clone(),
+        ));
+        links.insert(name, btx);
+    }
+    tokio::spawn(run_manager(core, router, rx, inbox_rx, links));
+    Ok(CmHandle { tx })
+}
+
+struct Shell {
+    core: CmCore,
+    router: Box<dyn Router>,
+    clock: LiveClock,
+    links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
+    add_waiters: HashMap<u64, (oneshot::Sender<Result<CallInfo, CallError>>, String, String)>,
+    delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
+    hosts: HashMap<u64, (String, String)>,
+}
+
+impl Shell {
+    fn info(&self, id: u64) -> Option<CallInfo> {
+        let view = self.core.view(id)?;
+        let (s, d) = self.hosts.get(&id)?.clone();
+        Some(CallInfo {
+            view,
+            source: s,
+            destination: d,
+        })
+    }
+
+    fn status(&self) -> CmStatus {
+        let c = self.core.config();
+        CmStatus {
+            kind: c.kind.name(),
+            stats: self.core.stats(),
+            active: self.core.active() as u64,
+            cache: self.core.cache_counts(),
+            threshold: c.threshold,
+            flush_timeout: c.flush_timeout,
+            adaptive: c.adaptive.is_some(),
+            load: self.core.load(),
+        }
+    }
+
+    fn request(&mut self, now: Instant, r: Request) -> Option<oneshot::Sender<()>> {
+        match r {
+            Request::Add {
+                source,
+                destination,
+                traffic,
+                clr,
+                tag,
+                reply,
+            } => {
+                let hops =
+                    match self
+                        .router
+                        .route(now, &source, &destination, traffic.pcr.per_sec())
+                    {
+                        Ok(h) => h,
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                            return None;
+                        }
+                    };
+                let id = self.core.add(
+                    now,
+                    SetupRequest {
+                        hops,
+                        traffic,
+                        clr,
+                        buffer_cells: 0,
+                        tag,
+                    },
+                );
+                self.hosts.insert(id, (source.clone(), destination.clone()));
+                self.add_waiters.insert(id, (reply, source, destination));
+            }
+            Request::Delete { id, reply } => {
+                if self.core.delete(now, id) {
+                    self.delete_waiters.insert(id, reply);
+                } else {
+                    let _ = reply.send(Err(CallError {
+                        kind: ErrorKind::NotFound,
+                        message: format!("no connection {id}"),
+                    }));
+                }
+            }
+            Request::Get { id, reply } => {
+                let _ = reply.send(self.info(id));
+            }
+            Request::List { reply } => {
+                let v = self
+                    .core
+                    .views()
+                    .into_iter()
+                    .filter_map(|v| self.info(v.id))
+                    .collect();
+                let _ = reply.send(v);
+            }
+            Request::Status { reply } => {
+                let _ = reply.send(self.status());
+            }
+            Request::Tune {
+                threshold,
+                flush_timeout,
+                adaptive,
+                reply,
+            } => {
+                self.core.tune(threshold, flush_timeout, adaptive);
+                let _ = reply.send(self.status());
+            }
+            Request::Prefill { ports, reply } => {
+                for (s, p) in ports {
+                    self.core.prefill(now, &s, p);
+                }
+                // The fills leave at the next flush; the caller waits for the answers
+                // by watching the cache (status) if it must.
+                let _ = reply.send(());
+            }
+            Request::Shutdown { reply } => {
+                self.core.drain_caches(now);
+                return Some(reply);
+            }
+        }
+        None
+    }
+
+    fn events(&mut self) {
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                CallEvent::Established { call, .. } => {
+                    if let Some((w, s, d)) = self.add_waiters.remove(&call) {
+                        let info = self.core.view(call).map(|view| CallInfo {
+                            view,
+                            source: s,
+                            destination: d,
+                        });
+                        if let Some(info) = info {
+                            // A caller that went away leaves the call up; it can be
+                            // listed and deleted.
+                            let _ = w.send(Ok(info));
+                        }
+                    }
+                }
+                CallEvent::Failed { call, error } => {
+                    self.hosts.remove(&call);
+                    if let Some((w, _, _)) = self.add_waiters.remove(&call) {
+                        let _ = w.send(Err(error.clone()));
+                    }
+                    if let Some(w) = self.delete_waiters.remove(&call) {
+                        let _ = w.send(Err(error));
+                    }
+                }
+                CallEvent::Released { call } => {
+                    self.hosts.remove(&call);
+                    if let Some(w) = self.delete_waiters.remove(&call) {
+                        let _ = w.send(Ok(()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn transmit(&mut self, now: Instant) {
+        while let Some(t) = self.core.poll_transmit(now) {
+            match self.links.get(&t.switch) {
+                Some(link) => {
+                    let _ = link.send(t.commands);
+                }
+                None => {
+                    // A route through a switch we have no link to: answer every command
+                    // as unavailable so the call rolls back.
+                    for (req, _) in t.commands {
+                        self.core.handle_reply(
+                            now,
+                            req,
+                            Err(FabricError::Unavailable(format!(
+                                "no link to switch {}",
+                                t.switch
+                            ))),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn run_manager(
+    core: CmCore,
+    router: Box<dyn Router>,
+    mut api: mpsc::Receiver<Request>,
+    mut inbox: mpsc::UnboundedReceiver<(u64, Result<Reply, FabricError>)>,
+    links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
+) {
+    let mut sh = Shell {
+        core,
+        router,
+        clock: LiveClock::start(),
+        links,
+        add_waiters: HashMap::new(),
+        delete_waiters: HashMap::new(),
+        hosts: HashMap::new(),
+    };
+    let mut stopping: Option<oneshot::Sender<()>> = None;
+    loop {
+        let now = sh.clock.now();
+        let wake = sh.core.poll_timeout().map(|t| {
+            let d = t.saturating_duration_since(now);
+            tokio::time::Instant::now() + std::time::Duration::from_nanos(d.as_picos() / 1000)
+        });
+        tokio::select! {
+            biased;
+            r = inbox.recv() => {
+                let Some((req, res)) = r else { return };
+                let now = sh.clock.now();
+                sh.core.handle_reply(now, req, res);
+                // Take whatever else has arrived before sending anything: replies come in
+                // bursts, and one pass over them lets the aggregators fill.
+                for _ in 0..4096 {
+                    match inbox.try_recv() {
+                        Ok((req, res)) => sh.core.handle_reply(now, req, res),
+                        Err(_) => break,
+                    }
+                }
+            }
+            r = api.recv(), if stopping.is_none() => {
+                let Some(r) = r else { return };
+                let now = sh.clock.now();
+                stopping = sh.request(now, r);
+                for _ in 0..4096 {
+                    if stopping.is_some() { break; }
+                    match api.try_recv() {
+                        Ok(r) => stopping = sh.request(now, r),
+                        Err(_) => break,
+                    }
+                }
+            }
+            _ = sleep_until(wake) => {
+                sh.core.handle_timeout(sh.clock.now());
+            }
+        }
+        let now = sh.clock.now();
+        sh.transmit(now);
+        sh.events();
+        if stopping.is_some() && sh.core.in_flight() == 0 {
+            if let Some(s) = stopping.take() {
+                let _ = s.send(());
+            }
+            return;
+        }
+    }
+}
+
+async fn sleep_until(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A fixed table of routes, for tests and for topologies known in advance.
+#[derive(Debug, Clone, Default)]
+pub struct StaticRouter {
+    routes: HashMap<(String, String), Vec<HopSpec>>,
+}
+
+impl StaticRouter {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a route.
+    pub fn with(mut self, source: &str, destination: &str, hops: Vec<HopSpec>) -> Self {
+        self.routes
+            .insert((source.into(), destination.into()), hops);
+        self
+    }
+}
+
+impl Router for StaticRouter {
+    fn route(
+        &mut self,
+        _: Instant,
+        source: &str,
+        destination: &str,
+        _: f64,
+    ) -> Result<Vec<HopSpec>, CallError> {
+        self.routes
+            .get(&(source.to_string(), destination.to_string()))
+            .cloned()
+            .ok_or_else(|| CallError {
+                kind: ErrorKind::InvalidArgument,
+                message: format!("no route from {source:?} to {destination:?}"),
+            })
+    }
+}
+
+/// A shared router (for a refresher to update while the manager routes).
+impl<R: Router + Sync> Router for Arc<std::sync::Mutex<R>> {
+    fn route(
+        &mut self,
+        now: Instant,
+        source: &str,
+        destination: &str,
+        bandwidth: f64,
+    ) -> Result<Vec<HopSpec>, CallError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .route(now, source, destination, bandwidth)
+    }
+}

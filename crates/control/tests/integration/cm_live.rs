@@ -1,0 +1,122 @@
+//! Acceptance: the connection manager sets up a 3-hop connection through live switch
+//! servers (gRPC streams, loopback), frames flow host to host on the identifiers it
+//! chose, the delete empties every switch table, and the manager's shutdown returns every
+//! reservation. For both kinds.
+
+use std::time::Duration;
+
+use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
+use atmlab_control::cm::live::{self, StaticRouter};
+use atmlab_control::net::{NetSecurity, Network, Topology};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::live::host::HostPort;
+
+fn line_route() -> Vec<HopSpec> {
+    ["s1", "s2", "s3"]
+        .iter()
+        .map(|s| HopSpec {
+            switch: s.to_string(),
+            in_port: 0,
+            out_port: 1,
+        })
+        .collect()
+}
+
+async fn until(mut f: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition never held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cm_sets_up_a_three_hop_path_that_carries_frames_then_leaves_nothing() {
+    let topo = Topology::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
+    )
+    .unwrap();
+    let net = Network::up(topo, &NetSecurity { certs: None }, None)
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for s in &net.switches {
+        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
+            .await
+            .unwrap();
+        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
+    }
+    for kind in [CmKind::Xbind, CmKind::Sequential] {
+        let router = StaticRouter::new().with("a", "b", line_route());
+        let cm = live::start(CmConfig::new(kind), clients.clone(), Box::new(router)).unwrap();
+        let info = cm
+            .add(
+                "a",
+                "b",
+                TrafficDescriptor::cbr(CellRate(20_000.0)),
+                0.0,
+                "e2e",
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e:?}"));
+        assert_eq!(info.view.hops.len(), 3);
+        // Every switch holds exactly its hop.
+        for ((_, c), hop) in clients.iter().zip(&info.view.hops) {
+            let conns = c.connections().await.unwrap();
+            assert_eq!(conns.len(), 1);
+            assert_eq!(conns[0].id, hop.1);
+        }
+        // Frames flow from a to b on the identifiers the CM chose.
+        let any = "127.0.0.1:0".parse().unwrap();
+        let a_port = net.switches[0].ports[0].1;
+        let b_port = net.switches[2].ports[1].1;
+        let mut b = HostPort::attach(any, b_port, BitRate(50e6)).await.unwrap();
+        let mut a = HostPort::attach(any, a_port, BitRate(50e6)).await.unwrap();
+        until(|| net.switches[2].data_plane.peers()[1].1 == Some(b.local_addr().unwrap())).await;
+        until(|| net.switches[0].data_plane.peers()[0].1 == Some(a.local_addr().unwrap())).await;
+        let frames: Vec<Vec<u8>> = (0..100u32)
+            .map(|i| (0..(i * 53 % 2000 + 1)).map(|k| (k ^ i) as u8).collect())
+            .collect();
+        for f in &frames {
+            a.send_frame(info.view.source_vc, f).await.unwrap();
+        }
+        for f in &frames {
+            let got = b
+                .recv_frame(Duration::from_secs(10))
+                .await
+                .unwrap()
+                .expect("frame arrives");
+            assert_eq!(got.vc, info.view.destination_vc);
+            assert_eq!(&got.sdu, f);
+        }
+        cm.delete(info.view.id).await.unwrap();
+        for (name, c) in &clients {
+            assert!(
+                c.connections().await.unwrap().is_empty(),
+                "{kind:?}: {name} still holds a connection"
+            );
+            let d = c.describe().await.unwrap();
+            assert!(
+                d.ports
+                    .iter()
+                    .all(|p| p.allocated == 0.0 && p.committed == 0),
+                "{kind:?}: {name}"
+            );
+        }
+        let st = cm.status().await.unwrap();
+        assert_eq!((st.stats.established, st.stats.released), (1, 1));
+        cm.shutdown().await;
+        for (name, c) in &clients {
+            assert!(
+                c.reservations().await.unwrap().is_empty(),
+                "{kind:?}: {name} has reservations left"
+            );
+        }
+    }
+    net.down().await;
+}
