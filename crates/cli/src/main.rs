@@ -6,6 +6,7 @@
 //! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
 
 mod certs;
+mod cm;
 mod host;
 mod live;
 mod names;
@@ -52,16 +53,16 @@ enum Command {
     Host(host::HostArgs),
     /// The lab's certificate authority: certificates for mutual TLS.
     Certs(certs::CertsArgs),
-    /// Run a connection manager: sequential, xbind or TINA (not built yet).
-    Cm(NotYet),
-    /// Generate calls against a connection manager and measure them (not built yet).
-    Callgen(NotYet),
+    /// Run a connection manager (sequential or xbind) over running switch servers.
+    Cm(cm::CmArgs),
+    /// Generate Poisson calls against a connection manager and measure setup latency.
+    Callgen(cm::CallgenArgs),
     /// Run an SMDS connectionless server (not built yet).
     Smds(NotYet),
-    /// Start a whole network, run calls and traffic through it, and report (not built yet).
-    Demo(NotYet),
-    /// Start the processes of a network description and keep them running (not built yet).
-    Up(NotYet),
+    /// Start a whole network, run calls and traffic through it, and report.
+    Demo(cm::DemoArgs),
+    /// Start a network and a connection manager and keep them running until Ctrl-C.
+    Up(cm::UpArgs),
 }
 
 /// The exit status of a subcommand that does not exist yet (sysexits EX_UNAVAILABLE).
@@ -106,10 +107,10 @@ fn main() -> ExitCode {
         Command::Net(args) => report("net", net::run(args)),
         Command::Host(args) => report("host", host::run(args)),
         Command::Certs(args) => report("certs", certs::run(args)),
-        Command::Cm(_) => not_yet("cm", "the connection management issue"),
-        Command::Callgen(_) => not_yet("callgen", "the connection management issue"),
+        Command::Cm(args) => report("cm", cm::cm(args)),
+        Command::Callgen(args) => report("callgen", cm::callgen(args)),
         Command::Smds(_) => not_yet("smds", "the SMDS server issue"),
-        Command::Demo(_) => not_yet("demo", "the connection management issue"),
-        Command::Up(_) => not_yet("up", "the connection management issue"),
+        Command::Demo(args) => report("demo", cm::demo(args)),
+        Command::Up(args) => report("up", cm::up(args)),
     }
 }

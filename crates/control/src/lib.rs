@@ -22,8 +22,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod callgen;
 pub mod clock;
 pub mod cm;
+pub mod demo;
 mod error;
 pub mod names;
 pub mod net;

@@ -30,7 +30,8 @@
 //! `handle_reply`, `handle_timeout`, `tune`; outputs `poll_transmit` (drain after every
 //! input), `poll_event`, `poll_timeout` (when to call `handle_timeout`).
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::time::{Duration, Instant};
@@ -294,6 +295,16 @@ pub struct CmCore {
     stats: CmStats,
     estimator: Option<ArrivalEstimator>,
     region: usize,
+    /// Command deadlines, earliest first; stale entries (answered, or re-armed) are
+    /// skipped lazily, so a deadline costs O(log n) instead of a scan of every command
+    /// in flight.
+    timeouts: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Commits that counted as failed after their retries: if one is answered after all,
+    /// its connection is released at once, so a late answer leaks nothing.
+    orphans: FxHashMap<u64, (usize, u16)>,
+    /// Sequential: the call being worked on, and the operations waiting behind it.
+    seq_busy: Option<u64>,
+    seq_queue: VecDeque<(u64, bool)>,
 }
 
 impl CmCore {
@@ -330,6 +341,10 @@ impl CmCore {
             stats: CmStats::default(),
             estimator,
             region,
+            timeouts: BinaryHeap::new(),
+            orphans: FxHashMap::default(),
+            seq_busy: None,
+            seq_queue: VecDeque::new(),
         };
         if let Some(r) = core.config.adaptive.clone() {
             core.set_threshold(r.thresholds[0]);
@@ -511,9 +526,41 @@ impl CmCore {
         self.calls.insert(id, call);
         match self.config.kind {
             CmKind::Xbind => self.xbind_start(now, id),
-            CmKind::Sequential => self.seq_step(now, id),
+            CmKind::Sequential => self.seq_submit(now, id, false),
         }
         id
+    }
+
+    /// Sequential: one call operation at a time, as a single-threaded manager making
+    /// synchronous calls does; the others wait in arrival order.
+    fn seq_submit(&mut self, now: Instant, id: u64, release: bool) {
+        if self.seq_busy.is_some() {
+            self.seq_queue.push_back((id, release));
+            return;
+        }
+        self.seq_busy = Some(id);
+        if release {
+            self.start_release(now, id);
+        } else {
+            self.seq_step(now, id);
+        }
+    }
+
+    /// Sequential: the operation on `id` ended; start the next one.
+    fn seq_done(&mut self, now: Instant, id: u64) {
+        if self.config.kind != CmKind::Sequential || self.seq_busy != Some(id) {
+            return;
+        }
+        self.seq_busy = None;
+        while let Some((next, release)) = self.seq_queue.pop_front() {
+            if !self.calls.contains_key(&next) {
+                continue;
+            }
+            self.seq_submit(now, next, release);
+            if self.seq_busy.is_some() {
+                break;
+            }
+        }
     }
 
     fn note_arrival(&mut self, now: Instant) {
@@ -677,17 +724,18 @@ impl CmCore {
         self.calls.get_mut(&id).expect("call").phase = Phase::RollingBack;
         self.return_free_ids(now, id);
         self.release_hops(now, id);
-        self.finish_if_idle(id);
+        self.finish_if_idle(now, id);
     }
 
-    fn finish_if_idle(&mut self, id: u64) {
+    fn finish_if_idle(&mut self, now: Instant, id: u64) {
         let Some(call) = self.calls.get(&id) else {
             return;
         };
         if call.waiting > 0 {
             return;
         }
-        match call.phase {
+        let phase = call.phase;
+        match phase {
             Phase::RollingBack => {
                 let call = self.calls.remove(&id).expect("call");
                 let error = call.error.unwrap_or(CallError {
@@ -707,6 +755,9 @@ impl CmCore {
                 self.events.push_back(CallEvent::Released { call: id });
             }
             _ => {}
+        }
+        if matches!(phase, Phase::RollingBack | Phase::Releasing) {
+            self.seq_done(now, id);
         }
     }
 
@@ -745,7 +796,12 @@ impl CmCore {
         self.stats.established += 1;
         self.events
             .push_back(CallEvent::Established { call: id, latency });
-        if delete {
+        if self.config.kind == CmKind::Sequential {
+            self.seq_done(now, id);
+            if delete {
+                self.seq_submit(now, id, true);
+            }
+        } else if delete {
             self.start_release(now, id);
         }
     }
@@ -756,6 +812,17 @@ impl CmCore {
     /// a retry) are ignored.
     pub fn handle_reply(&mut self, now: Instant, request: u64, result: Result<Reply, FabricError>) {
         let Some(out) = self.outstanding.remove(&request) else {
+            // A commit given up for lost, answered after all: undo it, keeping the
+            // identifier reserved (the rolled-back call returned it to the cache).
+            if let Some((sw, port)) = self.orphans.remove(&request)
+                && let Ok(Reply::Committed { connection, .. }) = result
+            {
+                let cmd = Command::Release(Release {
+                    connection,
+                    keep_reserved: true,
+                });
+                self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+            }
             return;
         };
         let (sw, port) = (out.switch, out.port);
@@ -838,7 +905,7 @@ impl CmCore {
                         }
                     }
                 }
-                self.finish_if_idle(id);
+                self.finish_if_idle(now, id);
             }
             (Purpose::Release(hop), Err(e)) => {
                 // The switch no longer has it (restarted without a journal, or an
@@ -852,7 +919,7 @@ impl CmCore {
                 if self.calls[&id].waiting == 0 {
                     self.return_free_ids(now, id);
                 }
-                self.finish_if_idle(id);
+                self.finish_if_idle(now, id);
             }
             (_, Err(e)) => self.fail(now, id, e),
             (_, Ok(_)) => self.fail(now, id, FabricError::Invalid("an unexpected reply")),
@@ -868,7 +935,7 @@ impl CmCore {
             });
         }
         if call.phase == Phase::RollingBack {
-            self.finish_if_idle(id);
+            self.finish_if_idle(now, id);
             return;
         }
         match self.config.kind {
@@ -898,7 +965,7 @@ impl CmCore {
         self.stats.rollbacks += 1;
         self.return_free_ids(now, id);
         self.release_hops(now, id);
-        self.finish_if_idle(id);
+        self.finish_if_idle(now, id);
     }
 
     // ----- delete -------------------------------------------------------------------------
@@ -909,6 +976,9 @@ impl CmCore {
             return false;
         };
         match call.phase {
+            Phase::Established if self.config.kind == CmKind::Sequential => {
+                self.seq_submit(now, id, true)
+            }
             Phase::Established => self.start_release(now, id),
             Phase::Setup | Phase::Committing => call.delete_pending = true,
             Phase::RollingBack | Phase::Releasing => {}
@@ -926,7 +996,7 @@ impl CmCore {
             }
         }
         self.release_hops(now, id);
-        self.finish_if_idle(id);
+        self.finish_if_idle(now, id);
     }
 
     /// The path of an established call.
@@ -983,6 +1053,9 @@ impl CmCore {
         for (req, _) in &batch {
             if let Some(o) = self.outstanding.get_mut(req) {
                 o.deadline = deadline;
+                if let Some(d) = deadline {
+                    self.timeouts.push(Reverse((d, *req)));
+                }
             }
         }
         self.stats.messages += 1;
@@ -994,9 +1067,18 @@ impl CmCore {
     }
 
     /// The next call of [`CmCore::handle_timeout`] is due at this time.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
         let flush = self.aggregators.iter().filter_map(|a| a.deadline()).min();
-        let cmd = self.outstanding.values().filter_map(|o| o.deadline).min();
+        // Drop stale heads: answered commands, or ones re-armed with a later deadline.
+        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
+            match self.outstanding.get(&req) {
+                Some(o) if o.deadline == Some(d) => break,
+                _ => {
+                    self.timeouts.pop();
+                }
+            }
+        }
+        let cmd = self.timeouts.peek().map(|Reverse((d, _))| *d);
         match (flush, cmd) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -1014,12 +1096,20 @@ impl CmCore {
                 self.ready.push_back(sw);
             }
         }
-        let expired: Vec<u64> = self
-            .outstanding
-            .iter()
-            .filter(|(_, o)| o.deadline.is_some_and(|d| d <= now))
-            .map(|(&r, _)| r)
-            .collect();
+        let mut expired = Vec::new();
+        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
+            if d > now {
+                break;
+            }
+            self.timeouts.pop();
+            if self
+                .outstanding
+                .get(&req)
+                .is_some_and(|o| o.deadline == Some(d))
+            {
+                expired.push(req);
+            }
+        }
         for req in expired {
             let o = self.outstanding.get_mut(&req).expect("listed");
             if o.retries < self.config.max_retries {
@@ -1032,6 +1122,9 @@ impl CmCore {
                 self.ready.push_back(sw);
             } else {
                 let sw = o.switch;
+                if matches!(o.purpose, Purpose::Commit(_)) {
+                    self.orphans.insert(req, (sw, o.port));
+                }
                 self.handle_reply(
                     now,
                     req,

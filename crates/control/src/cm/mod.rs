@@ -12,3 +12,4 @@ pub mod aggregator;
 pub mod cache;
 pub mod core;
 pub mod live;
+pub mod service;

@@ -1,0 +1,419 @@
+//! `atmlab demo`, `atmlab up`, `atmlab cm serve` and `atmlab callgen`: connection
+//! management end to end.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use atmlab_control::callgen::{self, Load, RemoteCm};
+use atmlab_control::cm::adaptive::Regions;
+use atmlab_control::cm::core::{CmConfig, CmKind};
+use atmlab_control::cm::live;
+use atmlab_control::cm::service::CmService;
+use atmlab_control::demo::{self, DemoOptions, TopologyRouter};
+use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind};
+use atmlab_control::net::{NetSecurity, Network, Topology};
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use clap::Args;
+
+use crate::live::{self as shell, Security};
+
+/// `atmlab demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Fewer loads, shorter runs (about 20 s in all).
+    #[arg(long)]
+    quick: bool,
+    /// Certificates and state.
+    #[arg(long, default_value = "atmlab-data")]
+    data: PathBuf,
+    /// Where the table, CSV, JSON and plots go.
+    #[arg(long, default_value = "reports/demo")]
+    reports: PathBuf,
+    /// Offered loads, calls/s, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    loads: Option<Vec<f64>>,
+    /// Seconds per load.
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Plain text instead of mutual TLS.
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// Runs `atmlab demo`.
+pub fn demo(args: DemoArgs) -> Result<ExitCode> {
+    let mut opts = DemoOptions {
+        data_dir: args.data,
+        reports_dir: args.reports,
+        insecure: args.insecure,
+        ..DemoOptions::default()
+    };
+    if args.quick {
+        opts.loads = vec![100.0, 2_000.0, 20_000.0];
+        opts.seconds = 1.0;
+    }
+    if let Some(l) = args.loads {
+        opts.loads = l;
+    }
+    if let Some(s) = args.seconds {
+        opts.seconds = s;
+    }
+    if opts.loads.iter().any(|l| !(*l > 0.0)) || !(opts.seconds > 0.0) {
+        bail!("--loads must be positive rates and --seconds positive");
+    }
+    let started = std::time::Instant::now();
+    let rows = shell::runtime()?.block_on(demo::run(&opts, |line| println!("{line}")))?;
+    println!();
+    println!(
+        "{:<16} {:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>7}",
+        "manager", "offered/s", "setups/s", "mean ms", "p50 ms", "p99 ms", "blocked", "failed"
+    );
+    for r in &rows {
+        let p = &r.report;
+        println!(
+            "{:<16} {:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
+            r.manager,
+            p.offered_per_s,
+            p.setups_per_s,
+            p.mean_setup_ms,
+            p.p50_setup_ms,
+            p.p99_setup_ms,
+            p.blocked,
+            p.failed
+        );
+    }
+    println!();
+    println!("the paper (xbind, 1996): 170 setups/s at 85 ms mean; 11 ms at light load");
+    println!(
+        "reports: {} (results.csv, results.json, throughput_delay.svg/.png); data: {}",
+        opts.reports_dir.display(),
+        opts.data_dir.display()
+    );
+    println!(
+        "done in {:.1} s; every switch audited clean after each manager",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connection manager tuning on the command line.
+#[derive(Debug, Clone, Args)]
+pub struct CmTuning {
+    /// sequential | xbind
+    #[arg(long, default_value = "xbind")]
+    kind: String,
+    /// The aggregation threshold T (xbind).
+    #[arg(long, default_value_t = 1)]
+    threshold: u32,
+    /// Let T follow the arrival rate (xbind).
+    #[arg(long)]
+    adaptive: bool,
+}
+
+impl CmTuning {
+    fn config(&self) -> Result<CmConfig> {
+        let kind = match self.kind.as_str() {
+            "xbind" => CmKind::Xbind,
+            "sequential" => CmKind::Sequential,
+            k => bail!("--kind {k:?}: expected sequential or xbind"),
+        };
+        Ok(CmConfig {
+            threshold: self.threshold.max(1),
+            adaptive: self.adaptive.then(Regions::default),
+            ..CmConfig::new(kind)
+        })
+    }
+}
+
+/// `atmlab up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The topology (default: the demo's ring of four switches).
+    topo: Option<PathBuf>,
+    #[command(flatten)]
+    tuning: CmTuning,
+    /// Where the connection manager's gRPC listens.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Where to write net.json.
+    #[arg(long, default_value = "atmlab-data")]
+    data: PathBuf,
+    #[command(flatten)]
+    security: Security,
+}
+
+/// Runs `atmlab up`.
+pub fn up(args: UpArgs) -> Result<ExitCode> {
+    shell::init_logging();
+    let topo = match &args.topo {
+        Some(p) => Topology::load(p)?,
+        None => Topology::parse(demo::DEFAULT_TOPOLOGY, "the demo topology")?,
+    };
+    let certs = if args.security.insecure {
+        None
+    } else {
+        let dir = args.security.certs.clone();
+        if !dir.join("ca.pem").exists() {
+            let mut names = topo.certificate_names();
+            names.push("cm".into());
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            atmlab_rpc::tls::init_certs(&dir, &names, false)?;
+        } else if !dir.join("cm.pem").exists() {
+            atmlab_rpc::tls::issue_cert(&dir, "cm")?;
+        }
+        Some(dir)
+    };
+    let config = args.tuning.config()?;
+    std::fs::create_dir_all(&args.data)?;
+    shell::runtime()?.block_on(async move {
+        let net = Network::up(
+            topo.clone(),
+            &NetSecurity {
+                certs: certs.clone(),
+            },
+            None,
+        )
+        .await?;
+        let cm_id = match &certs {
+            Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "cm").load()?),
+            None => None,
+        };
+        let mut clients = Vec::new();
+        for s in &net.switches {
+            let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), cm_id.as_ref()).await?;
+            clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
+        }
+        let handle = live::start(config, clients, Box::new(TopologyRouter::new(&topo)))
+            .map_err(|e| anyhow!(e.message))?;
+        let listener = tokio::net::TcpListener::bind(args.listen).await?;
+        let cm_addr = listener.local_addr()?;
+        let scheme = if cm_id.is_some() { "https" } else { "http" };
+        let names =
+            NameClient::connect(&format!("{scheme}://{}", net.names_addr), cm_id.as_ref()).await?;
+        let reg = names
+            .register_and_renew(
+                ObjectInfo::new(
+                    "cm/xbind",
+                    ObjectKind::ConnectionManager,
+                    format!("{scheme}://{cm_addr}"),
+                ),
+                Duration::from_secs(10),
+            )
+            .await?;
+        let mut info = net.to_json();
+        info["cm"] = serde_json::Value::String(format!("{scheme}://{cm_addr}"));
+        std::fs::write(
+            args.data.join("net.json"),
+            serde_json::to_string_pretty(&info)? + "\n",
+        )?;
+        println!(
+            "network up; connection manager at {scheme}://{cm_addr}; addresses in {}",
+            args.data.join("net.json").display()
+        );
+        let sec = match &certs {
+            Some(d) => format!("--certs {}", d.display()),
+            None => "--insecure".into(),
+        };
+        println!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
+        let service = CmService::new(handle.clone(), None, Regions::default());
+        let incoming = atmlab_rpc::tls::grpc_incoming(listener, cm_id.as_ref())?;
+        tonic::transport::Server::builder()
+            .add_service(service.into_server())
+            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
+            .await?;
+        handle.shutdown().await;
+        reg.stop().await;
+        net.down().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `atmlab cm serve`.
+#[derive(Debug, Args)]
+pub struct CmArgs {
+    #[command(subcommand)]
+    command: CmCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum CmCommand {
+    /// Run a connection manager over the switch servers a name service lists, routing by
+    /// a topology file.
+    Serve {
+        /// The name service's address.
+        #[arg(long)]
+        names: String,
+        /// The topology the switches form (for routes).
+        #[arg(long)]
+        topology: PathBuf,
+        #[command(flatten)]
+        tuning: CmTuning,
+        /// Where the manager's gRPC listens.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// Our certificate name.
+        #[arg(long = "as", default_value = "cm")]
+        who: String,
+        #[command(flatten)]
+        security: Security,
+    },
+}
+
+/// Runs `atmlab cm`.
+pub fn cm(args: CmArgs) -> Result<ExitCode> {
+    shell::init_logging();
+    let CmCommand::Serve {
+        names,
+        topology,
+        tuning,
+        listen,
+        who,
+        security,
+    } = args.command;
+    let topo = Topology::load(&topology)?;
+    let config = tuning.config()?;
+    shell::runtime()?.block_on(async move {
+        let id = security.identity(&who)?;
+        let nc = NameClient::connect(&names, id.as_ref()).await?;
+        let mut clients = Vec::new();
+        for s in &topo.switches {
+            let (obj, _) = nc
+                .resolve(&format!("switch/{}", s.name))
+                .await
+                .with_context(|| format!("resolving switch/{}", s.name))?;
+            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref()).await?;
+            clients.push((s.name.clone(), GrpcSwitch::new(ch)));
+        }
+        let handle = live::start(config, clients, Box::new(TopologyRouter::new(&topo)))
+            .map_err(|e| anyhow!(e.message))?;
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let scheme = if id.is_some() { "https" } else { "http" };
+        let addr = listener.local_addr()?;
+        let reg = nc
+            .register_and_renew(
+                ObjectInfo::new(
+                    format!("cm/{who}"),
+                    ObjectKind::ConnectionManager,
+                    format!("{scheme}://{addr}"),
+                ),
+                Duration::from_secs(10),
+            )
+            .await?;
+        println!("connection manager: {scheme}://{addr}");
+        let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
+        tonic::transport::Server::builder()
+            .add_service(CmService::new(handle.clone(), None, Regions::default()).into_server())
+            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
+            .await?;
+        handle.shutdown().await;
+        reg.stop().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `atmlab callgen`.
+#[derive(Debug, Args)]
+pub struct CallgenArgs {
+    /// The connection manager's gRPC address.
+    #[arg(long)]
+    cm: String,
+    /// Offered rates, calls/s (Poisson), comma-separated: one run each.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    rate: Vec<f64>,
+    /// Seconds of arrivals per rate.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Mean holding time (exponential).
+    #[arg(long, default_value = "5 ms")]
+    holding: String,
+    /// Endpoint pairs "src:dst" (round robin).
+    #[arg(long = "pair", default_value = "a:b")]
+    pairs: Vec<String>,
+    /// Peak cell rate of each call (CBR), cells/s.
+    #[arg(long, default_value_t = 10.0)]
+    pcr: f64,
+    /// Seed of the arrival and holding streams.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One JSON object per rate.
+    #[arg(long)]
+    json: bool,
+    /// Our certificate name.
+    #[arg(long = "as", default_value = "admin")]
+    who: String,
+    #[command(flatten)]
+    security: Security,
+}
+
+/// Runs `atmlab callgen`.
+pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
+    let holding: atmlab_core::time::Duration = args
+        .holding
+        .parse()
+        .map_err(|e| anyhow!("--holding: {e}"))?;
+    let pairs = args
+        .pairs
+        .iter()
+        .map(|p| {
+            p.split_once(':')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or_else(|| anyhow!("--pair {p:?}: expected src:dst"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if args.rate.iter().any(|r| !(*r > 0.0)) || !(args.seconds > 0.0) {
+        bail!("--rate must be positive and --seconds positive");
+    }
+    shell::runtime()?.block_on(async move {
+        let id = args.security.identity(&args.who)?;
+        let ch = atmlab_rpc::client_channel(&args.cm, id.as_ref())
+            .await
+            .with_context(|| format!("connecting to the connection manager at {}", args.cm))?;
+        let target = RemoteCm::new(ch);
+        if !args.json {
+            println!(
+                "{:>10} {:>11} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}",
+                "offered/s",
+                "setups/s",
+                "mean ms",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "blocked",
+                "failed"
+            );
+        }
+        for &rate in &args.rate {
+            let load = Load {
+                rate,
+                duration: Duration::from_secs_f64(args.seconds),
+                holding: Duration::from_nanos(holding.as_picos() / 1000),
+                fixed_holding: false,
+                pairs: pairs.clone(),
+                traffic: atmlab_core::traffic::TrafficDescriptor::cbr(
+                    atmlab_core::units::CellRate(args.pcr),
+                ),
+                seed: args.seed,
+            };
+            let r = callgen::run(target.clone(), &load).await;
+            if args.json {
+                println!("{}", r.to_json());
+            } else {
+                println!(
+                    "{:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
+                    r.offered_per_s,
+                    r.setups_per_s,
+                    r.mean_setup_ms,
+                    r.p50_setup_ms,
+                    r.p95_setup_ms,
+                    r.p99_setup_ms,
+                    r.blocked,
+                    r.failed
+                );
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

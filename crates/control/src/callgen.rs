@@ -1,0 +1,305 @@
+//! The call generator (paper 000 §III-B: "a call generator ... generates calls according
+//! to a Poisson process" and measures setup latency and throughput): Poisson arrivals at
+//! rate lambda, exponential (or fixed) holding times, endpoint pairs, and a latency
+//! histogram (HdrHistogram) of every setup.
+//!
+//! It drives any [`CallTarget`]: a connection manager in the same process (its
+//! [`CmHandle`]) or a remote one over gRPC ([`RemoteCm`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
+use atmlab_rpc::v1 as pb;
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+
+use crate::cm::core::CallError;
+use crate::cm::live::CmHandle;
+
+/// Something calls can be placed with.
+pub trait CallTarget: Clone + Send + Sync + 'static {
+    /// Sets up a call; returns its id.
+    fn setup(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+    ) -> impl std::future::Future<Output = Result<u64, CallError>> + Send;
+    /// Releases it.
+    fn release(&self, id: u64) -> impl std::future::Future<Output = Result<(), CallError>> + Send;
+}
+
+impl CallTarget for CmHandle {
+    async fn setup(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+    ) -> Result<u64, CallError> {
+        self.add(source, destination, traffic, 0.0, "callgen")
+            .await
+            .map(|i| i.view.id)
+    }
+
+    async fn release(&self, id: u64) -> Result<(), CallError> {
+        self.delete(id).await
+    }
+}
+
+/// A remote connection manager over gRPC.
+#[derive(Clone, Debug)]
+pub struct RemoteCm {
+    client: pb::connection_manager_client::ConnectionManagerClient<tonic::transport::Channel>,
+}
+
+impl RemoteCm {
+    /// A client on an open channel.
+    pub fn new(channel: tonic::transport::Channel) -> Self {
+        RemoteCm {
+            client: pb::connection_manager_client::ConnectionManagerClient::new(channel),
+        }
+    }
+}
+
+fn status_error(s: tonic::Status) -> CallError {
+    CallError {
+        kind: atmlab_fabric::ErrorKind::from_code(s.code() as i32),
+        message: s.message().to_string(),
+    }
+}
+
+impl CallTarget for RemoteCm {
+    async fn setup(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+    ) -> Result<u64, CallError> {
+        let req = pb::AddConnectionRequest {
+            source: source.into(),
+            destinations: vec![destination.into()],
+            qos: None,
+            cell_qos: Some(pb::CellQos {
+                traffic: Some(atmlab_fabric::live::convert::pb_traffic(&traffic, 0.0)),
+                ..Default::default()
+            }),
+            tag: "callgen".into(),
+        };
+        let r = self
+            .client
+            .clone()
+            .add_connection(req)
+            .await
+            .map_err(status_error)?;
+        Ok(r.into_inner().id)
+    }
+
+    async fn release(&self, id: u64) -> Result<(), CallError> {
+        self.client
+            .clone()
+            .delete_connection(pb::DeleteConnectionRequest { id })
+            .await
+            .map_err(status_error)?;
+        Ok(())
+    }
+}
+
+/// How calls are offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Arrival rate, calls/s (Poisson).
+    pub rate: f64,
+    /// How long arrivals go on.
+    pub duration: Duration,
+    /// Mean holding time (exponential), or fixed with `fixed_holding`.
+    pub holding: Duration,
+    /// Hold every call exactly `holding`.
+    pub fixed_holding: bool,
+    /// (source, destination) pairs, used round robin.
+    pub pairs: Vec<(String, String)>,
+    /// The contract of each call.
+    pub traffic: TrafficDescriptor,
+    /// Seed of the arrival and holding streams.
+    pub seed: u64,
+}
+
+impl Load {
+    /// `rate` calls/s for `duration`, 1 ms mean holding, CBR 10 cells/s, between `a` and `b`.
+    pub fn poisson(rate: f64, duration: Duration, a: &str, b: &str) -> Self {
+        Load {
+            rate,
+            duration,
+            holding: Duration::from_millis(1),
+            fixed_holding: false,
+            pairs: vec![(a.into(), b.into())],
+            traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+            seed: 1,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The offered rate, calls/s.
+    pub offered_per_s: f64,
+    /// Calls offered.
+    pub offered: u64,
+    /// Setups completed per second of the run (from the first arrival to the last setup).
+    pub setups_per_s: f64,
+    /// Call operations (setups + releases) per second.
+    pub operations_per_s: f64,
+    /// Calls set up.
+    pub established: u64,
+    /// Calls refused for lack of resources.
+    pub blocked: u64,
+    /// Calls that failed otherwise (or whose release failed).
+    pub failed: u64,
+    /// Setup latency, milliseconds.
+    pub mean_setup_ms: f64,
+    /// Percentiles of the setup latency, ms.
+    pub p50_setup_ms: f64,
+    /// 95th percentile.
+    pub p95_setup_ms: f64,
+    /// 99th percentile.
+    pub p99_setup_ms: f64,
+    /// Largest.
+    pub max_setup_ms: f64,
+    /// Wall-clock seconds of the run.
+    pub seconds: f64,
+}
+
+impl Report {
+    /// The report as one JSON object (the `--json` output of `atmlab callgen`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "offered_per_s": self.offered_per_s,
+            "offered": self.offered,
+            "setups_per_s": self.setups_per_s,
+            "operations_per_s": self.operations_per_s,
+            "established": self.established,
+            "blocked": self.blocked,
+            "failed": self.failed,
+            "mean_setup_ms": self.mean_setup_ms,
+            "p50_setup_ms": self.p50_setup_ms,
+            "p95_setup_ms": self.p95_setup_ms,
+            "p99_setup_ms": self.p99_setup_ms,
+            "max_setup_ms": self.max_setup_ms,
+            "seconds": self.seconds,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    established: u64,
+    blocked: u64,
+    failed: u64,
+    released: u64,
+    last: Option<Instant>,
+}
+
+/// Offers `load` to `target` and measures it. Arrivals keep to their Poisson schedule
+/// whatever the target's latency (an open system, as the paper's generator); calls in
+/// progress at the end are waited for.
+pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(load.seed);
+    let gaps = Exp::new(load.rate.max(1e-9)).expect("positive rate");
+    let hold_mean = load.holding.as_secs_f64().max(1e-9);
+    let holds = Exp::new(1.0 / hold_mean).expect("positive holding");
+    let hist = Arc::new(Mutex::new(
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),
+    ));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let start = Instant::now();
+    let end = start + load.duration;
+    let mut next = start;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut offered = 0u64;
+    loop {
+        next += Duration::from_secs_f64(gaps.sample(&mut rng));
+        if next >= end {
+            break;
+        }
+        let now = Instant::now();
+        if next > now + Duration::from_micros(500) {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+        }
+        let (src, dst) = load.pairs[(offered as usize) % load.pairs.len()].clone();
+        offered += 1;
+        let hold = if load.fixed_holding {
+            load.holding
+        } else {
+            Duration::from_secs_f64(holds.sample(&mut rng))
+        };
+        let (t, h, c) = (target.clone(), hist.clone(), tally.clone());
+        let traffic = load.traffic;
+        tasks.spawn(async move {
+            let t0 = Instant::now();
+            match t.setup(&src, &dst, traffic).await {
+                Ok(id) => {
+                    let us = t0.elapsed().as_micros().max(1) as u64;
+                    let _ = h
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .record(us.min(60_000_000));
+                    {
+                        let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                        c.established += 1;
+                        c.last = Some(Instant::now());
+                    }
+                    tokio::time::sleep(hold).await;
+                    let ok = t.release(id).await.is_ok();
+                    let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                    if ok {
+                        c.released += 1;
+                    } else {
+                        c.failed += 1;
+                    }
+                }
+                Err(e) => {
+                    let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                    if e.blocked() {
+                        c.blocked += 1;
+                    } else {
+                        c.failed += 1;
+                    }
+                }
+            }
+        });
+        // Reap finished calls now and then so the set stays small at high rates.
+        if offered.is_multiple_of(1024) {
+            while tasks.try_join_next().is_some() {}
+        }
+    }
+    let arrivals_end = Instant::now();
+    while tasks.join_next().await.is_some() {}
+    let h = hist.lock().unwrap_or_else(|e| e.into_inner());
+    let c = tally.lock().unwrap_or_else(|e| e.into_inner());
+    let span = c
+        .last
+        .map_or(arrivals_end, |l| l.max(arrivals_end))
+        .duration_since(start)
+        .as_secs_f64()
+        .max(1e-9);
+    let ms = |us: u64| us as f64 / 1000.0;
+    Report {
+        offered_per_s: load.rate,
+        offered,
+        setups_per_s: c.established as f64 / span,
+        operations_per_s: (c.established + c.released) as f64
+            / start.elapsed().as_secs_f64().max(1e-9),
+        established: c.established,
+        blocked: c.blocked,
+        failed: c.failed,
+        mean_setup_ms: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
+        p50_setup_ms: ms(h.value_at_quantile(0.5)),
+        p95_setup_ms: ms(h.value_at_quantile(0.95)),
+        p99_setup_ms: ms(h.value_at_quantile(0.99)),
+        max_setup_ms: ms(h.max()),
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}

@@ -1,0 +1,207 @@
+//! The ConnectionManager gRPC service (`atmlab.v1.ConnectionManager`, cm.proto) over a
+//! running manager's [`CmHandle`]: xbind's connection manager as a remote object (paper
+//! 000 §II-C, Fig. 4).
+
+use atmlab_core::time::Duration;
+use atmlab_fabric::ErrorKind;
+use atmlab_fabric::live::convert as cv;
+use atmlab_rpc::v1 as pb;
+use atmlab_rpc::v1::connection_manager_server::{ConnectionManager, ConnectionManagerServer};
+use tonic::{Request, Response, Status};
+
+use super::adaptive::Regions;
+use super::core::CallError;
+use super::live::{CallInfo, CmHandle, CmStatus};
+
+/// Maps user-level QoS to a cell-level contract (the collocated or remote QoS mapper).
+pub type QosFn =
+    std::sync::Arc<dyn Fn(&pb::UserQos) -> Result<pb::CellQos, CallError> + Send + Sync>;
+
+/// The service.
+pub struct CmService {
+    handle: CmHandle,
+    mapper: Option<QosFn>,
+    regions: Regions,
+}
+
+impl CmService {
+    /// A service over a manager; `mapper` turns `qos` into a contract when a caller gives
+    /// no `cell_qos`; `regions` are those `Tune(adaptive = true)` switches to.
+    pub fn new(handle: CmHandle, mapper: Option<QosFn>, regions: Regions) -> Self {
+        CmService {
+            handle,
+            mapper,
+            regions,
+        }
+    }
+
+    /// The tonic service.
+    pub fn into_server(self) -> ConnectionManagerServer<Self> {
+        ConnectionManagerServer::new(self)
+    }
+}
+
+/// A call error as a gRPC status.
+pub fn call_status(e: &CallError) -> Status {
+    let code = match e.kind {
+        ErrorKind::NotFound => tonic::Code::NotFound,
+        ErrorKind::OutOfRange => tonic::Code::OutOfRange,
+        ErrorKind::AlreadyExists => tonic::Code::AlreadyExists,
+        ErrorKind::ResourceExhausted => tonic::Code::ResourceExhausted,
+        ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
+        ErrorKind::Aborted => tonic::Code::Aborted,
+        ErrorKind::Unavailable => tonic::Code::Unavailable,
+    };
+    Status::new(code, e.message.clone())
+}
+
+fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
+    pb::ConnectionInfo {
+        id: i.view.id,
+        source: i.source.clone(),
+        destinations: vec![i.destination.clone()],
+        source_vc: Some(cv::pb_vc_id(i.view.source_vc)),
+        destination_vcs: vec![cv::pb_vc_id(i.view.destination_vc)],
+        hops: i
+            .view
+            .hops
+            .iter()
+            .map(|(h, conn, in_id, out_id)| pb::HopInfo {
+                switch: h.switch.clone(),
+                connection: *conn,
+                in_port: u32::from(h.in_port),
+                in_id: Some(cv::pb_vc_id(*in_id)),
+                out_port: u32::from(h.out_port),
+                out_id: Some(cv::pb_vc_id(*out_id)),
+            })
+            .collect(),
+        cell_qos: Some(pb::CellQos {
+            traffic: Some(cv::pb_traffic(&i.view.traffic, 0.0)),
+            ..Default::default()
+        }),
+        setup_us: i.view.setup.as_picos() / 1_000_000,
+        tag: i.view.tag.clone(),
+    }
+}
+
+fn pb_status(s: &CmStatus) -> pb::CmStatus {
+    pb::CmStatus {
+        kind: s.kind.to_string(),
+        established: s.stats.established,
+        released: s.stats.released,
+        blocked: s.stats.blocked,
+        failed: s.stats.failed,
+        active: s.active,
+        messages: s.stats.messages,
+        commands: s.stats.commands,
+        cache_hits: s.cache.0,
+        cache_misses: s.cache.1,
+        threshold: s.threshold,
+        flush_timeout_us: s.flush_timeout.as_picos() / 1_000_000,
+        adaptive: s.adaptive,
+        arrival_rate: s.load.0,
+        region: s.load.1 as u32,
+        retries: s.stats.retries,
+        rollbacks: s.stats.rollbacks,
+    }
+}
+
+#[tonic::async_trait]
+impl ConnectionManager for CmService {
+    async fn add_connection(
+        &self,
+        r: Request<pb::AddConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        let r = r.into_inner();
+        let destination = match r.destinations.as_slice() {
+            [d] => d.clone(),
+            [] => return Err(Status::invalid_argument("no destination")),
+            _ => {
+                return Err(Status::unimplemented(
+                    "point-to-multipoint connections through the CM are not built yet (switches support branches)",
+                ));
+            }
+        };
+        let cell = match (&r.cell_qos, &r.qos, &self.mapper) {
+            (Some(c), _, _) => c.clone(),
+            (None, Some(q), Some(map)) => map(q).map_err(|e| call_status(&e))?,
+            (None, Some(_), None) => {
+                return Err(Status::invalid_argument(
+                    "user-level QoS given but no QoS mapper configured",
+                ));
+            }
+            (None, None, _) => {
+                return Err(Status::invalid_argument("neither qos nor cell_qos given"));
+            }
+        };
+        let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let info = self
+            .handle
+            .add(&r.source, &destination, traffic, clr, &r.tag)
+            .await
+            .map_err(|e| call_status(&e))?;
+        let mut out = pb_info(&info);
+        out.cell_qos = Some(cell);
+        Ok(Response::new(out))
+    }
+
+    async fn delete_connection(
+        &self,
+        r: Request<pb::DeleteConnectionRequest>,
+    ) -> Result<Response<pb::DeleteConnectionReply>, Status> {
+        self.handle
+            .delete(r.into_inner().id)
+            .await
+            .map_err(|e| call_status(&e))?;
+        Ok(Response::new(pb::DeleteConnectionReply {}))
+    }
+
+    async fn get_connection(
+        &self,
+        r: Request<pb::GetConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        let id = r.into_inner().id;
+        match self.handle.get(id).await {
+            Some(i) => Ok(Response::new(pb_info(&i))),
+            None => Err(Status::not_found(format!("no connection {id}"))),
+        }
+    }
+
+    async fn list_connections(
+        &self,
+        _: Request<pb::ListCmConnectionsRequest>,
+    ) -> Result<Response<pb::ListCmConnectionsReply>, Status> {
+        let v = self.handle.list().await;
+        Ok(Response::new(pb::ListCmConnectionsReply {
+            connections: v.iter().map(pb_info).collect(),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::CmStatus>, Status> {
+        let s = self.handle.status().await.map_err(|e| call_status(&e))?;
+        Ok(Response::new(pb_status(&s)))
+    }
+
+    async fn tune(&self, r: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
+        let r = r.into_inner();
+        if !r.adaptive && r.threshold == 0 {
+            return Err(Status::invalid_argument("threshold must be at least 1"));
+        }
+        let flush = Duration::from_micros(if r.flush_timeout_us == 0 {
+            200
+        } else {
+            r.flush_timeout_us
+        });
+        let adaptive = r.adaptive.then(|| self.regions.clone());
+        let s = self
+            .handle
+            .tune(r.threshold, flush, adaptive)
+            .await
+            .map_err(|e| call_status(&e))?;
+        Ok(Response::new(pb_status(&s)))
+    }
+}

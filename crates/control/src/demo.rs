@@ -1,0 +1,511 @@
+//! `atmlab demo`: the whole laboratory in one process, on embedded defaults (paper 000
+//! §III's testbed, on loopback). A ring of four switch servers with a host on each side,
+//! a name service, connection managers of each kind; one connection carries AAL5 frames
+//! host to host; then the call generator measures throughput and setup latency at a few
+//! loads per manager, and the table, CSV, JSON and plots go to the reports directory.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use atmlab_core::ids::PortId;
+use atmlab_core::time::Instant;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::ErrorKind;
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::live::host::HostPort;
+
+use crate::ControlError;
+use crate::callgen::{self, Load, Report};
+use crate::cm::adaptive::Regions;
+use crate::cm::core::{CallError, CmConfig, CmKind, HopSpec};
+use crate::cm::live::{self, Router};
+use crate::net::{NetSecurity, Network, Topology};
+
+/// The demo's network: four switches in a ring, host `a` on s1, host `b` on s3, so a call
+/// a -> b crosses three switches by either of two routes.
+pub const DEFAULT_TOPOLOGY: &str = r#"
+name = "demo-ring4"
+[defaults]
+link_rate = "622.08 Mb/s"
+buffer_cells = 4096
+vci = [32, 65535]
+[[switch]]
+name = "s1"
+ports = 3
+[[switch]]
+name = "s2"
+ports = 3
+[[switch]]
+name = "s3"
+ports = 3
+[[switch]]
+name = "s4"
+ports = 3
+[[link]]
+a = "s1:1"
+b = "s2:1"
+[[link]]
+a = "s2:2"
+b = "s3:1"
+[[link]]
+a = "s3:2"
+b = "s4:1"
+[[link]]
+a = "s4:2"
+b = "s1:2"
+[[host]]
+name = "a"
+at = "s1:0"
+[[host]]
+name = "b"
+at = "s3:0"
+"#;
+
+/// Routes by fewest hops over a topology's links (deterministic: ties go to the link
+/// listed first). Bandwidth is left to the switches' admission control.
+#[derive(Debug, Clone)]
+pub struct TopologyRouter {
+    hosts: HashMap<String, (String, u16)>,
+    /// switch -> [(out_port, neighbour, neighbour's in_port)]
+    adjacency: HashMap<String, Vec<(u16, String, u16)>>,
+}
+
+impl TopologyRouter {
+    /// The router of a topology.
+    pub fn new(t: &Topology) -> Self {
+        let mut adjacency: HashMap<String, Vec<(u16, String, u16)>> = HashMap::new();
+        for l in &t.links {
+            let (Ok(a), Ok(b)) = (t.port_ref(&l.a), t.port_ref(&l.b)) else {
+                continue;
+            };
+            adjacency
+                .entry(a.switch.clone())
+                .or_default()
+                .push((a.port, b.switch.clone(), b.port));
+            adjacency
+                .entry(b.switch.clone())
+                .or_default()
+                .push((b.port, a.switch, a.port));
+        }
+        let hosts = t
+            .hosts
+            .iter()
+            .filter_map(|h| {
+                t.port_ref(&h.at)
+                    .ok()
+                    .map(|r| (h.name.clone(), (r.switch, r.port)))
+            })
+            .collect();
+        TopologyRouter { hosts, adjacency }
+    }
+
+    /// Every (switch, port) a route between the two hosts uses, for cache warm-up.
+    pub fn ports_of(&mut self, source: &str, destination: &str) -> Vec<(String, u16)> {
+        let Ok(hops) = self.route(Instant::from_picos(0), source, destination, 0.0) else {
+            return Vec::new();
+        };
+        let mut v = vec![(hops[0].switch.clone(), hops[0].in_port)];
+        v.extend(hops.iter().map(|h| (h.switch.clone(), h.out_port)));
+        v
+    }
+}
+
+impl Router for TopologyRouter {
+    fn route(
+        &mut self,
+        _: Instant,
+        source: &str,
+        destination: &str,
+        _: f64,
+    ) -> Result<Vec<HopSpec>, CallError> {
+        let unknown = |h: &str| CallError {
+            kind: ErrorKind::InvalidArgument,
+            message: format!("unknown host {h:?}"),
+        };
+        let (s_sw, s_port) = self
+            .hosts
+            .get(source)
+            .cloned()
+            .ok_or_else(|| unknown(source))?;
+        let (d_sw, d_port) = self
+            .hosts
+            .get(destination)
+            .cloned()
+            .ok_or_else(|| unknown(destination))?;
+        // Breadth-first over switches, remembering how each was reached.
+        let mut prev: HashMap<String, (String, u16, u16)> = HashMap::new();
+        let mut queue = VecDeque::from([s_sw.clone()]);
+        let mut seen = std::collections::HashSet::from([s_sw.clone()]);
+        while let Some(sw) = queue.pop_front() {
+            if sw == d_sw {
+                break;
+            }
+            for (out, next, inp) in self.adjacency.get(&sw).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    prev.insert(next.clone(), (sw.clone(), *out, *inp));
+                    queue.push_back(next.clone());
+                }
+            }
+        }
+        if !seen.contains(&d_sw) {
+            return Err(CallError {
+                kind: ErrorKind::ResourceExhausted,
+                message: format!("no route from {source} to {destination}"),
+            });
+        }
+        // Walk back from the destination.
+        let mut hops = Vec::new();
+        let mut sw = d_sw.clone();
+        let mut out = d_port;
+        while let Some((p, p_out, in_here)) = prev.get(&sw).cloned() {
+            hops.push(HopSpec {
+                switch: sw.clone(),
+                in_port: in_here,
+                out_port: out,
+            });
+            out = p_out;
+            sw = p;
+        }
+        hops.push(HopSpec {
+            switch: sw,
+            in_port: s_port,
+            out_port: out,
+        });
+        hops.reverse();
+        Ok(hops)
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Certificates and state (`./atmlab-data`).
+    pub data_dir: PathBuf,
+    /// Where the table, CSV, JSON and plots go (`reports/demo`).
+    pub reports_dir: PathBuf,
+    /// Plain text instead of mutual TLS.
+    pub insecure: bool,
+    /// Offered loads, calls/s.
+    pub loads: Vec<f64>,
+    /// Seconds per load.
+    pub seconds: f64,
+    /// Mean holding time.
+    pub holding: StdDuration,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            data_dir: PathBuf::from("atmlab-data"),
+            reports_dir: PathBuf::from("reports/demo"),
+            insecure: false,
+            loads: vec![100.0, 1_000.0, 10_000.0, 30_000.0],
+            seconds: 2.0,
+            holding: StdDuration::from_millis(5),
+        }
+    }
+}
+
+/// One row of the throughput-delay table.
+#[derive(Debug, Clone)]
+pub struct DemoRow {
+    /// The manager, e.g. "xbind T=4".
+    pub manager: String,
+    /// What the call generator measured.
+    pub report: Report,
+}
+
+/// The managers the demo compares: sequential, xbind with T = 1, 4, 10, and adaptive.
+pub fn managers() -> Vec<(String, CmConfig)> {
+    let mut v = vec![("sequential".to_string(), CmConfig::new(CmKind::Sequential))];
+    for t in [1, 4, 10] {
+        v.push((
+            format!("xbind T={t}"),
+            CmConfig {
+                threshold: t,
+                cache_fill: 256,
+                cache_low: 64,
+                cache_max: 2048,
+                ..CmConfig::new(CmKind::Xbind)
+            },
+        ));
+    }
+    v.push((
+        "xbind adaptive".to_string(),
+        CmConfig {
+            adaptive: Some(Regions::default()),
+            cache_fill: 256,
+            cache_low: 64,
+            cache_max: 2048,
+            ..CmConfig::new(CmKind::Xbind)
+        },
+    ));
+    v
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
+    ControlError::Serve {
+        what: "the demo",
+        reason: format!("{what}: {e}"),
+    }
+}
+
+/// Runs the demo; `say` hears progress lines.
+pub async fn run(
+    opts: &DemoOptions,
+    mut say: impl FnMut(&str),
+) -> Result<Vec<DemoRow>, ControlError> {
+    let topo = Topology::parse(DEFAULT_TOPOLOGY, "the demo topology")?;
+    let certs = if opts.insecure {
+        None
+    } else {
+        let dir = opts.data_dir.join("certs");
+        if !dir.join("ca.pem").exists() {
+            let names = topo.certificate_names();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            atmlab_rpc::tls::init_certs(&dir, &names, false)?;
+        }
+        Some(dir)
+    };
+    std::fs::create_dir_all(&opts.data_dir).map_err(|e| err("creating the data directory", e))?;
+    let net = Network::up(
+        topo.clone(),
+        &NetSecurity {
+            certs: certs.clone(),
+        },
+        None,
+    )
+    .await?;
+    std::fs::write(
+        opts.data_dir.join("net.json"),
+        serde_json::to_string_pretty(&net.to_json()).unwrap_or_default(),
+    )
+    .map_err(|e| err("writing net.json", e))?;
+    say(&format!(
+        "network up: {} switch servers (gRPC + raw TCP, {}), name service at {}",
+        net.switches.len(),
+        if certs.is_some() {
+            "mutual TLS"
+        } else {
+            "plain text"
+        },
+        net.names_addr
+    ));
+    let admin = match &certs {
+        Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "admin").load()?),
+        None => None,
+    };
+    let mut clients = Vec::new();
+    for s in &net.switches {
+        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), admin.as_ref()).await?;
+        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
+    }
+    let result = run_on(opts, &net, &topo, &clients, &mut say).await;
+    net.down().await;
+    result
+}
+
+async fn run_on(
+    opts: &DemoOptions,
+    net: &Network,
+    topo: &Topology,
+    clients: &[(String, GrpcSwitch)],
+    say: &mut impl FnMut(&str),
+) -> Result<Vec<DemoRow>, ControlError> {
+    // 1. One connection a -> b through three switches, carrying AAL5 frames.
+    let router = TopologyRouter::new(topo);
+    let cm = live::start(
+        CmConfig::new(CmKind::Xbind),
+        clients.to_vec(),
+        Box::new(router.clone()),
+    )
+    .map_err(|e| err("starting the connection manager", e.message))?;
+    let call = cm
+        .add(
+            "a",
+            "b",
+            TrafficDescriptor::cbr(CellRate(100_000.0)),
+            0.0,
+            "demo",
+        )
+        .await
+        .map_err(|e| err("setting up a -> b", e.message))?;
+    let path: Vec<String> = call.view.hops.iter().map(|h| h.0.switch.clone()).collect();
+    say(&format!(
+        "connection a -> b set up in {:.3} ms over {} (a sends on {}, b receives on {})",
+        call.view.setup.as_picos() as f64 / 1e9,
+        path.join(" -> "),
+        call.view.source_vc,
+        call.view.destination_vc
+    ));
+    let port_addr = |sw: &str, port: u16| {
+        net.switches
+            .iter()
+            .find(|s| s.switch.describe_now().name == sw)
+            .and_then(|s| {
+                s.ports
+                    .iter()
+                    .find(|(p, _)| *p == PortId(port))
+                    .map(|x| x.1)
+            })
+    };
+    let (a_addr, b_addr) = (port_addr("s1", 0), port_addr("s3", 0));
+    let (Some(a_addr), Some(b_addr)) = (a_addr, b_addr) else {
+        return Err(err("host ports", "missing"));
+    };
+    let any = "127.0.0.1:0".parse().expect("literal");
+    let mut b = HostPort::attach(any, b_addr, BitRate(155.52e6)).await?;
+    let mut a = HostPort::attach(any, a_addr, BitRate(155.52e6)).await?;
+    tokio::time::sleep(StdDuration::from_millis(50)).await;
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| {
+            (0..(i * 97 % 9000 + 1))
+                .map(|k| (k * 7 + i) as u8)
+                .collect()
+        })
+        .collect();
+    let sender = {
+        let frames = frames.clone();
+        let vc = call.view.source_vc;
+        tokio::spawn(async move {
+            for f in &frames {
+                a.send_frame(vc, f).await?;
+            }
+            Ok::<_, atmlab_fabric::FabricError>(())
+        })
+    };
+    let mut intact = 0;
+    for f in &frames {
+        match b.recv_frame(StdDuration::from_secs(5)).await? {
+            Some(r) if r.vc == call.view.destination_vc && &r.sdu == f => intact += 1,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    sender.await.map_err(|e| err("the sender", e))??;
+    say(&format!(
+        "host a sent {} AAL5 frames ({} octets); host b received {intact} intact on the translated VC",
+        frames.len(),
+        frames.iter().map(Vec::len).sum::<usize>()
+    ));
+    cm.delete(call.view.id)
+        .await
+        .map_err(|e| err("deleting a -> b", e.message))?;
+    cm.shutdown().await;
+
+    // 2. The call generator against each manager.
+    let mut rows = Vec::new();
+    for (name, config) in managers() {
+        let mut router = TopologyRouter::new(topo);
+        let warm = router.ports_of("a", "b");
+        let cm = live::start(config, clients.to_vec(), Box::new(router))
+            .map_err(|e| err("starting a manager", e.message))?;
+        cm.prefill(warm)
+            .await
+            .map_err(|e| err("warming the caches", e.message))?;
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+        for &rate in &opts.loads {
+            let load = Load {
+                holding: opts.holding,
+                ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
+            };
+            let report = callgen::run(cm.clone(), &load).await;
+            say(&format!(
+                "{name:>15} offered {:>8.0}/s: {:>9.0} setups/s, mean {:>8.3} ms, p99 {:>8.3} ms, blocked {}, failed {}",
+                rate,
+                report.setups_per_s,
+                report.mean_setup_ms,
+                report.p99_setup_ms,
+                report.blocked,
+                report.failed
+            ));
+            rows.push(DemoRow {
+                manager: name.clone(),
+                report,
+            });
+        }
+        cm.shutdown().await;
+        // The audit: the manager left nothing on any switch.
+        for (sw, c) in clients {
+            let left = c.connections().await?.len();
+            let held = c.reservations().await?.len();
+            if left > 0 || held > 0 {
+                return Err(err(
+                    "audit",
+                    format!("{name} left {left} connections and {held} reservations on {sw}"),
+                ));
+            }
+        }
+    }
+    write_reports(&opts.reports_dir, &rows)?;
+    Ok(rows)
+}
+
+/// Writes `results.csv`, `results.json` and the throughput-delay plots.
+pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), ControlError> {
+    std::fs::create_dir_all(dir).map_err(|e| err("creating the reports directory", e))?;
+    let mut csv = String::from(
+        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p95_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed\n",
+    );
+    for r in rows {
+        let p = &r.report;
+        csv.push_str(&format!(
+            "{},{},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{}\n",
+            r.manager,
+            p.offered_per_s,
+            p.setups_per_s,
+            p.operations_per_s,
+            p.mean_setup_ms,
+            p.p50_setup_ms,
+            p.p95_setup_ms,
+            p.p99_setup_ms,
+            p.max_setup_ms,
+            p.established,
+            p.blocked,
+            p.failed
+        ));
+    }
+    std::fs::write(dir.join("results.csv"), csv).map_err(|e| err("results.csv", e))?;
+    let json: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = r.report.to_json();
+            v["manager"] = serde_json::Value::String(r.manager.clone());
+            v
+        })
+        .collect();
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&json).unwrap_or_default() + "\n",
+    )
+    .map_err(|e| err("results.json", e))?;
+    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
+    // manager, mean setup latency against throughput.
+    let mut by: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+    for r in rows {
+        let pt = (r.report.setups_per_s, r.report.mean_setup_ms, 0.0);
+        match by.iter_mut().find(|(m, _)| *m == r.manager) {
+            Some((_, v)) => v.push(pt),
+            None => by.push((r.manager.clone(), vec![pt])),
+        }
+    }
+    let series: Vec<atmlab_sim::plot::Series> = by
+        .into_iter()
+        .map(|(label, points)| atmlab_sim::plot::Series { label, points })
+        .collect();
+    atmlab_sim::plot::plot_metric(
+        &dir.join("throughput_delay"),
+        &atmlab_sim::plot::PlotSpec {
+            title: "Call setup: mean latency against throughput (3 hops, loopback)",
+            x_label: "setups per second",
+            y_label: "mean setup latency (ms)",
+            log_y: true,
+        },
+        &series,
+    )
+    .map_err(|e| err("plotting", e))?;
+    Ok(())
+}
