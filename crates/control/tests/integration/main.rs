@@ -2,6 +2,9 @@
 //! clients, real leases. Waits poll up to a generous deadline instead of sleeping a
 //! fixed time, so a slow machine makes the tests slower, never red.
 
+mod qos;
+mod route;
+
 use std::path::Path;
 use std::time::Duration;
 
