@@ -64,6 +64,47 @@ pub enum ControlError {
     /// A switch (server) refused or failed.
     #[error(transparent)]
     Switch(#[from] atmlab_fabric::FabricError),
+    /// A QoS specification (user- or cell-level) that cannot be mapped: a rate that is not
+    /// positive, a loss outside [0, 1), a peak below its mean, a missing delay bound.
+    #[error("invalid QoS: {field}: {reason}")]
+    InvalidQos {
+        /// The field at fault, as the IDL names it (`frame_rate`, `traffic.scr`, ...).
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A host that is not in the route object's network view.
+    #[error("unknown host {host:?} (not in the network view)")]
+    UnknownHost {
+        /// The host asked for.
+        host: String,
+    },
+    /// No route with the bandwidth asked for: the call is blocked.
+    #[error("blocked: no route from {from:?} to {to:?} with {bandwidth} cells/s free: {reason}")]
+    NoRoute {
+        /// Source host.
+        from: String,
+        /// Destination host.
+        to: String,
+        /// The bandwidth asked for (cells/s).
+        bandwidth: f64,
+        /// Why (which port is short, or that the switches are not connected).
+        reason: String,
+    },
+    /// A route request that makes no sense whatever the network (a negative bandwidth, a
+    /// host to itself).
+    #[error("invalid route request: {reason}")]
+    InvalidRouteRequest {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A network view that does not hang together (a link to a port that does not exist,
+    /// a one-way link, a host on an unknown port, a name given twice).
+    #[error("invalid network view: {reason}")]
+    InvalidView {
+        /// Every problem found, separated by "; ".
+        reason: String,
+    },
     /// A server could not run (its transport failed).
     #[error("serving {what}: {reason}")]
     Serve {
@@ -84,7 +125,12 @@ impl ControlError {
             ControlError::NotRegistered { .. } => tonic::Code::NotFound,
             ControlError::DirectoryFull { .. } => tonic::Code::ResourceExhausted,
             ControlError::Rpc(_) | ControlError::Serve { .. } => tonic::Code::Unavailable,
-            ControlError::Topology { .. } => tonic::Code::InvalidArgument,
+            ControlError::Topology { .. }
+            | ControlError::InvalidQos { .. }
+            | ControlError::UnknownHost { .. }
+            | ControlError::InvalidRouteRequest { .. }
+            | ControlError::InvalidView { .. } => tonic::Code::InvalidArgument,
+            ControlError::NoRoute { .. } => tonic::Code::ResourceExhausted,
             ControlError::Switch(e) => tonic::Code::from_i32(e.kind().code()),
             ControlError::Call { code, .. } => *code,
         }

@@ -11,9 +11,17 @@
 //!   ([`names::NameClient`]) whose [`names::RenewalHandle`] keeps a registration alive.
 //! - [`clock`]: [`clock::LiveClock`], the OS monotonic clock mapped onto
 //!   `atmlab_core::time::Instant` for live shells.
+//! - [`net`]: topology files and `Network::up`, the whole network on loopback.
+//! - [`qos`]: the QoS mapper (paper 000 §II-B step 2): [`qos::QosMapper`], the sans-IO
+//!   mapping of user QoS (frames) to the cell-level contract and back; served by
+//!   [`qos::QosMapperService`], called through [`qos::RemoteQosMapper`]; [`qos::MapQos`]
+//!   and [`qos::Mapper`] let a connection manager use it collocated or remote.
+//! - [`route`]: the route object (paper 000 §II-B step 3): [`route::RouteObject`], a
+//!   sans-IO link-state view with QoS-constrained fewest-hop routes and k loop-free
+//!   alternates; [`route::discover`] builds the view from the name service and the switch
+//!   servers, [`route::spawn_refresher`] keeps it fresh.
 //!
-//! Still to come (the connection management issues): the `QosMapper`, the `RouteObject`,
-//! the connection managers (sequential, xbind with `VciCache` and `MessageAggregator`,
+//! Still to come (the connection management issues): the connection managers (sequential, xbind with `VciCache` and `MessageAggregator`,
 //! TINA's LNC / NML-CP / EML-CP hierarchy), the journal, and the call generator.
 //!
 //! Cores here do no I/O and read no clock; shells (tokio, tonic) are the only code that
@@ -29,5 +37,7 @@ pub mod demo;
 mod error;
 pub mod names;
 pub mod net;
+pub mod qos;
+pub mod route;
 
 pub use error::ControlError;

@@ -4,6 +4,8 @@
 
 mod cm_core;
 mod cm_live;
+mod qos;
+mod route;
 
 use std::path::Path;
 use std::time::Duration;
