@@ -41,6 +41,9 @@ pub struct DemoArgs {
     /// Plain text instead of mutual TLS.
     #[arg(long)]
     insecure: bool,
+    /// Only these managers (names containing, e.g. "T=10,adaptive").
+    #[arg(long, value_delimiter = ',')]
+    managers: Vec<String>,
 }
 
 /// Runs `atmlab demo`.
@@ -49,6 +52,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         data_dir: args.data,
         reports_dir: args.reports,
         insecure: args.insecure,
+        managers: args.managers,
         ..DemoOptions::default()
     };
     if args.quick {
@@ -61,9 +65,13 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     if let Some(s) = args.seconds {
         opts.seconds = s;
     }
-    if opts.loads.iter().any(|l| !(*l > 0.0)) || !(opts.seconds > 0.0) {
+    if opts.loads.iter().any(|l| !l.is_finite() || *l <= 0.0)
+        || !opts.seconds.is_finite()
+        || opts.seconds <= 0.0
+    {
         bail!("--loads must be positive rates and --seconds positive");
     }
+    shell::init_logging_at("warn");
     let started = std::time::Instant::now();
     let rows = shell::runtime()?.block_on(demo::run(&opts, |line| println!("{line}")))?;
     println!();
@@ -363,7 +371,10 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 .ok_or_else(|| anyhow!("--pair {p:?}: expected src:dst"))
         })
         .collect::<Result<Vec<_>>>()?;
-    if args.rate.iter().any(|r| !(*r > 0.0)) || !(args.seconds > 0.0) {
+    if args.rate.iter().any(|r| !r.is_finite() || *r <= 0.0)
+        || !args.seconds.is_finite()
+        || args.seconds <= 0.0
+    {
         bail!("--rate must be positive and --seconds positive");
     }
     shell::runtime()?.block_on(async move {

@@ -48,8 +48,13 @@ pub fn load_identity(dir: &Path, name: &str) -> Result<TlsIdentity> {
 
 /// Logs to stderr; `RUST_LOG` overrides the level (info by default).
 pub fn init_logging() {
+    init_logging_at("info");
+}
+
+/// Logs to stderr at `default` unless `RUST_LOG` says otherwise.
+pub fn init_logging_at(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -194,6 +194,8 @@ pub struct DemoOptions {
     pub seconds: f64,
     /// Mean holding time.
     pub holding: StdDuration,
+    /// Only the managers whose names contain one of these (all when empty).
+    pub managers: Vec<String>,
 }
 
 impl Default for DemoOptions {
@@ -205,6 +207,7 @@ impl Default for DemoOptions {
             loads: vec![100.0, 1_000.0, 10_000.0, 30_000.0],
             seconds: 2.0,
             holding: StdDuration::from_millis(5),
+            managers: Vec::new(),
         }
     }
 }
@@ -399,6 +402,9 @@ async fn run_on(
     // 2. The call generator against each manager.
     let mut rows = Vec::new();
     for (name, config) in managers() {
+        if !opts.managers.is_empty() && !opts.managers.iter().any(|m| name.contains(m.as_str())) {
+            continue;
+        }
         let mut router = TopologyRouter::new(topo);
         let warm = router.ports_of("a", "b");
         let cm = live::start(config, clients.to_vec(), Box::new(router))
@@ -427,15 +433,33 @@ async fn run_on(
                 report,
             });
         }
+        if let Ok(st) = cm.status().await {
+            say(&format!(
+                "{name:>15}: {} messages carried {} commands; cache {} hits, {} misses; {} re-sent, {} rolled back",
+                st.stats.messages,
+                st.stats.commands,
+                st.cache.0,
+                st.cache.1,
+                st.stats.retries,
+                st.stats.rollbacks
+            ));
+        }
         cm.shutdown().await;
         // The audit: the manager left nothing on any switch.
         for (sw, c) in clients {
             let left = c.connections().await?.len();
-            let held = c.reservations().await?.len();
-            if left > 0 || held > 0 {
+            let held = c.reservations().await?;
+            if left > 0 || !held.is_empty() {
+                let mut per_port: std::collections::BTreeMap<u16, usize> = Default::default();
+                for r in &held {
+                    *per_port.entry(r.port.0).or_default() += 1;
+                }
                 return Err(err(
                     "audit",
-                    format!("{name} left {left} connections and {held} reservations on {sw}"),
+                    format!(
+                        "{name} left {left} connections and {} reservations on {sw} (by port: {per_port:?})",
+                        held.len()
+                    ),
                 ));
             }
         }
@@ -484,18 +508,17 @@ pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), ControlError> {
     .map_err(|e| err("results.json", e))?;
     // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
     // manager, mean setup latency against throughput.
-    let mut by: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+    let mut series: Vec<atmlab_sim::plot::Series> = Vec::new();
     for r in rows {
         let pt = (r.report.setups_per_s, r.report.mean_setup_ms, 0.0);
-        match by.iter_mut().find(|(m, _)| *m == r.manager) {
-            Some((_, v)) => v.push(pt),
-            None => by.push((r.manager.clone(), vec![pt])),
+        match series.iter_mut().find(|s| s.label == r.manager) {
+            Some(s) => s.points.push(pt),
+            None => series.push(atmlab_sim::plot::Series {
+                label: r.manager.clone(),
+                points: vec![pt],
+            }),
         }
     }
-    let series: Vec<atmlab_sim::plot::Series> = by
-        .into_iter()
-        .map(|(label, points)| atmlab_sim::plot::Series { label, points })
-        .collect();
     atmlab_sim::plot::plot_metric(
         &dir.join("throughput_delay"),
         &atmlab_sim::plot::PlotSpec {

@@ -343,6 +343,11 @@ struct Port {
     vp_ids: FxHashMap<u16, IdState>,
     /// Output VC identifiers held per VPI (a VPI with any cannot be taken whole).
     vcs_per_vpi: FxHashMap<u16, u32>,
+    /// Used output VCIs per VPI as a bitmap (1,024 words for 65,536 VCIs), so a
+    /// reservation finds free identifiers a word at a time instead of probing the hash
+    /// map VCI by VCI (which, with a busy port, made Reserve the hot spot of the whole
+    /// control plane: 84% of a saturated run's samples).
+    vc_bits: FxHashMap<u16, Box<[u64; 1024]>>,
     /// Next VCI to try per VPI, so reservations do not rescan the used prefix.
     cursor: FxHashMap<u16, u16>,
     reserved: u32,
@@ -443,6 +448,7 @@ impl Switch {
                 vc_ids: FxHashMap::default(),
                 vp_ids: FxHashMap::default(),
                 vcs_per_vpi: FxHashMap::default(),
+                vc_bits: FxHashMap::default(),
                 cursor: FxHashMap::default(),
                 reserved: 0,
                 committed: 0,
@@ -736,6 +742,16 @@ impl Switch {
         if kind == ConnectionKind::Vc {
             let delta = i32::from(st.is_some()) - i32::from(old.is_some());
             if delta != 0 {
+                let bits = p
+                    .vc_bits
+                    .entry(id.vpi.0)
+                    .or_insert_with(|| Box::new([0u64; 1024]));
+                let (w, b) = (usize::from(id.vci.0 >> 6), id.vci.0 & 63);
+                if delta > 0 {
+                    bits[w] |= 1 << b;
+                } else {
+                    bits[w] &= !(1 << b);
+                }
                 let n = p.vcs_per_vpi.entry(id.vpi.0).or_insert(0);
                 *n = n.wrapping_add_signed(delta);
                 if *n == 0 {
@@ -818,16 +834,36 @@ impl Switch {
                     why: "held by a VP connection or reservation",
                 });
             }
-            let span = u32::from(hi - lo) + 1;
             let start = p.cursor.get(&r.vpi).copied().unwrap_or(lo).clamp(lo, hi);
-            for k in 0..span {
-                let vci = (u32::from(lo) + (u32::from(start - lo) + k) % span) as u16;
-                let id = VcId::new(r.vpi, vci);
-                if !p.vc_ids.contains_key(&out_key(id)) {
-                    ids.push(id);
-                    if ids.len() == want {
-                        return Ok(ids);
+            let bits = p.vc_bits.get(&r.vpi);
+            let used =
+                |vci: u16| bits.is_some_and(|b| b[usize::from(vci >> 6)] & (1 << (vci & 63)) != 0);
+            // From the cursor to the top of the range, then from the bottom to the
+            // cursor; whole words of used identifiers are skipped at once.
+            for (a, b) in [(start, hi), (lo, start.saturating_sub(1).max(lo))] {
+                if a > b {
+                    continue;
+                }
+                let mut vci = u32::from(a);
+                while vci <= u32::from(b) {
+                    let v = vci as u16;
+                    if v & 63 == 0
+                        && u32::from(v) + 63 <= u32::from(b)
+                        && bits.is_some_and(|x| x[usize::from(v >> 6)] == u64::MAX)
+                    {
+                        vci += 64;
+                        continue;
                     }
+                    if !used(v) {
+                        ids.push(VcId::new(r.vpi, v));
+                        if ids.len() == want {
+                            return Ok(ids);
+                        }
+                    }
+                    vci += 1;
+                }
+                if start == lo {
+                    break;
                 }
             }
         }

@@ -5,12 +5,17 @@
 
 use std::collections::VecDeque;
 
+use rustc_hash::FxHashSet;
+
 use atmlab_core::ids::VcId;
 
 /// The identifiers cached for one (switch, output port).
 #[derive(Debug, Clone, Default)]
 pub struct VciCache {
     ids: VecDeque<VcId>,
+    /// The same identifiers, to refuse a second copy: an identifier cached twice would
+    /// be handed to two calls, and a give-back listing it twice is refused whole.
+    members: FxHashSet<VcId>,
     /// A replenishment (piggybacked or a reserve) is in flight.
     pub filling: bool,
     /// Hits and misses.
@@ -24,6 +29,7 @@ impl VciCache {
     pub fn take(&mut self) -> Option<VcId> {
         match self.ids.pop_front() {
             Some(id) => {
+                self.members.remove(&id);
                 self.hits += 1;
                 Some(id)
             }
@@ -36,7 +42,11 @@ impl VciCache {
 
     /// Adds identifiers (a fill, a replenishment, or a released call's).
     pub fn put(&mut self, ids: impl IntoIterator<Item = VcId>) {
-        self.ids.extend(ids);
+        for id in ids {
+            if self.members.insert(id) {
+                self.ids.push_back(id);
+            }
+        }
     }
 
     /// Identifiers cached now.
@@ -54,6 +64,10 @@ impl VciCache {
         if self.ids.len() <= keep {
             return Vec::new();
         }
-        self.ids.drain(keep..).collect()
+        let out: Vec<VcId> = self.ids.drain(keep..).collect();
+        for id in &out {
+            self.members.remove(id);
+        }
+        out
     }
 }

@@ -88,6 +88,10 @@ pub struct CmConfig {
     pub command_timeout: Duration,
     /// Re-sends before a command counts as failed.
     pub max_retries: u32,
+    /// Calls being set up at once, at most; beyond, new calls are refused at once
+    /// (blocked, "overloaded") instead of queueing until every latency passes the
+    /// command time-out: overload control, as a switch's call processor sheds load.
+    pub max_setups: usize,
 }
 
 impl CmConfig {
@@ -104,6 +108,7 @@ impl CmConfig {
             adaptive: None,
             command_timeout: Duration::from_secs(2),
             max_retries: 3,
+            max_setups: 10_000,
         }
     }
 }
@@ -305,6 +310,8 @@ pub struct CmCore {
     /// Sequential: the call being worked on, and the operations waiting behind it.
     seq_busy: Option<u64>,
     seq_queue: VecDeque<(u64, bool)>,
+    /// Calls between `add` and their establishment or failure.
+    setting_up: usize,
 }
 
 impl CmCore {
@@ -345,6 +352,7 @@ impl CmCore {
             orphans: FxHashMap::default(),
             seq_busy: None,
             seq_queue: VecDeque::new(),
+            setting_up: 0,
         };
         if let Some(r) = core.config.adaptive.clone() {
             core.set_threshold(r.thresholds[0]);
@@ -490,6 +498,21 @@ impl CmCore {
         let id = self.next_call;
         self.next_call += 1;
         self.note_arrival(now);
+        if self.setting_up >= self.config.max_setups {
+            self.stats.blocked += 1;
+            self.events.push_back(CallEvent::Failed {
+                call: id,
+                error: CallError {
+                    kind: ErrorKind::ResourceExhausted,
+                    message: format!(
+                        "the connection manager is overloaded ({} calls being set up)",
+                        self.setting_up
+                    ),
+                },
+            });
+            return id;
+        }
+        self.setting_up += 1;
         if req.hops.is_empty() {
             self.events.push_back(CallEvent::Failed {
                 call: id,
@@ -499,6 +522,7 @@ impl CmCore {
                 },
             });
             self.stats.failed += 1;
+            self.setting_up -= 1;
             return id;
         }
         let hops: Vec<(usize, HopSpec)> = req
@@ -738,6 +762,9 @@ impl CmCore {
         match phase {
             Phase::RollingBack => {
                 let call = self.calls.remove(&id).expect("call");
+                // A rollback always ends a setup (an established call is released, not
+                // rolled back).
+                self.setting_up = self.setting_up.saturating_sub(1);
                 let error = call.error.unwrap_or(CallError {
                     kind: ErrorKind::Aborted,
                     message: "rolled back".into(),
@@ -794,6 +821,7 @@ impl CmCore {
         let latency = call.setup;
         let delete = call.delete_pending;
         self.stats.established += 1;
+        self.setting_up = self.setting_up.saturating_sub(1);
         self.events
             .push_back(CallEvent::Established { call: id, latency });
         if self.config.kind == CmKind::Sequential {
@@ -814,14 +842,8 @@ impl CmCore {
         let Some(out) = self.outstanding.remove(&request) else {
             // A commit given up for lost, answered after all: undo it, keeping the
             // identifier reserved (the rolled-back call returned it to the cache).
-            if let Some((sw, port)) = self.orphans.remove(&request)
-                && let Ok(Reply::Committed { connection, .. }) = result
-            {
-                let cmd = Command::Release(Release {
-                    connection,
-                    keep_reserved: true,
-                });
-                self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+            if let Some((sw, port)) = self.orphans.remove(&request) {
+                self.undo_late(now, sw, port, result);
             }
             return;
         };
@@ -835,11 +857,17 @@ impl CmCore {
                     c.filling = false;
                 }
                 (Purpose::Fill, _) => self.caches.entry((sw, port)).or_default().filling = false,
+                (_, Err(e)) => {
+                    tracing::warn!(switch = %self.switches[sw], port, error = %e, command = ?out.command, "a give-back failed");
+                }
                 _ => {}
             }
             return;
         };
         let Some(call) = self.calls.get_mut(&id) else {
+            // The call is gone (failed and rolled back): whatever this answer created
+            // belongs to nobody now, so undo it.
+            self.undo_late(now, sw, port, result);
             return;
         };
         call.waiting = call.waiting.saturating_sub(1);
@@ -935,7 +963,12 @@ impl CmCore {
             });
         }
         if call.phase == Phase::RollingBack {
-            self.finish_if_idle(now, id);
+            // Another failure of a call already rolling back: when it was the last
+            // answer awaited, the rollback proper (identifiers back, committed hops
+            // released) happens now.
+            if call.waiting == 0 {
+                self.rollback_after_answers(now, id);
+            }
             return;
         }
         match self.config.kind {
@@ -969,6 +1002,49 @@ impl CmCore {
     }
 
     // ----- delete -------------------------------------------------------------------------
+
+    /// Undoes what an answer nobody waits for created, so that nothing leaks: reserved
+    /// identifiers go to the cache (xbind) or back to the switch (sequential); a
+    /// connection is released, its identifier kept reserved where the cache has it.
+    fn undo_late(
+        &mut self,
+        now: Instant,
+        sw: usize,
+        port: u16,
+        result: Result<Reply, FabricError>,
+    ) {
+        match result {
+            Ok(Reply::Reserved(ids)) if !ids.is_empty() => match self.config.kind {
+                CmKind::Xbind => {
+                    for id in ids {
+                        self.return_id(now, sw, port, id);
+                    }
+                }
+                CmKind::Sequential => {
+                    let cmd = Command::Unreserve(Unreserve {
+                        port: PortId(port),
+                        ids,
+                        owner: self.config.owner.clone(),
+                    });
+                    self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+                }
+            },
+            Ok(Reply::Committed {
+                connection,
+                replenished,
+            }) => {
+                for id in replenished {
+                    self.return_id(now, sw, port, id);
+                }
+                let cmd = Command::Release(Release {
+                    connection,
+                    keep_reserved: self.config.kind == CmKind::Xbind,
+                });
+                self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+            }
+            _ => {}
+        }
+    }
 
     /// Releases a call. Returns false if the call is unknown.
     pub fn delete(&mut self, now: Instant, id: u64) -> bool {
@@ -1122,9 +1198,9 @@ impl CmCore {
                 self.ready.push_back(sw);
             } else {
                 let sw = o.switch;
-                if matches!(o.purpose, Purpose::Commit(_)) {
-                    self.orphans.insert(req, (sw, o.port));
-                }
+                // Its outcome is unknown: if the switch answers after all, the answer is
+                // undone (a late reservation returns, a late commit is released).
+                self.orphans.insert(req, (sw, o.port));
                 self.handle_reply(
                     now,
                     req,
@@ -1163,11 +1239,12 @@ impl CmCore {
     pub fn drain_caches(&mut self, now: Instant) {
         let keys: Vec<(usize, u16)> = self.caches.keys().copied().collect();
         for (sw, port) in keys {
-            let ids = self.caches.get_mut(&(sw, port)).expect("key").trim(0);
-            if !ids.is_empty() {
+            // One identifier per command: a give-back is all-or-nothing, and one
+            // identifier the switch no longer holds for us must not keep the rest.
+            for id in self.caches.get_mut(&(sw, port)).expect("key").trim(0) {
                 let cmd = Command::Unreserve(Unreserve {
                     port: PortId(port),
-                    ids,
+                    ids: vec![id],
                     owner: self.config.owner.clone(),
                 });
                 self.send(now, None, Purpose::Unreserve, sw, port, cmd);

@@ -331,12 +331,15 @@ pub fn start(
     Ok(CmHandle { tx })
 }
 
+/// A caller waiting for a setup, with the call's source and destination.
+type AddWaiter = (oneshot::Sender<Result<CallInfo, CallError>>, String, String);
+
 struct Shell {
     core: CmCore,
     router: Box<dyn Router>,
     clock: LiveClock,
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
-    add_waiters: HashMap<u64, (oneshot::Sender<Result<CallInfo, CallError>>, String, String)>,
+    add_waiters: HashMap<u64, AddWaiter>,
     delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
     hosts: HashMap<u64, (String, String)>,
 }

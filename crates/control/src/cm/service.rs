@@ -123,7 +123,7 @@ impl ConnectionManager for CmService {
             }
         };
         let cell = match (&r.cell_qos, &r.qos, &self.mapper) {
-            (Some(c), _, _) => c.clone(),
+            (Some(c), _, _) => *c,
             (None, Some(q), Some(map)) => map(q).map_err(|e| call_status(&e))?,
             (None, Some(_), None) => {
                 return Err(Status::invalid_argument(

@@ -407,3 +407,69 @@ fn ports_of_the_route_are_what_commits_use() {
     let c = &s1.connections()[0];
     assert_eq!((c.in_port, c.in_id), (PortId(0), v.source_vc));
 }
+
+#[test]
+fn a_burst_that_exhausts_identifiers_blocks_calls_and_leaks_nothing() {
+    let mut net = Net::new(None);
+    for s in net.switches.values_mut() {
+        let mut cfg = SwitchConfig::uniform("x", 2, BitRate(155.52e6));
+        cfg.name = s.name().to_string();
+        for p in &mut cfg.ports {
+            p.vci_range = (32, 200);
+        }
+        *s = Switch::new(&cfg).unwrap();
+    }
+    let mut core = CmCore::new(CmConfig {
+        cache_fill: 64,
+        cache_low: 16,
+        cache_max: 100,
+        ..xbind()
+    })
+    .unwrap();
+    // 60 calls at once: each cold slot misses and asks for a fill of 64 out of 169.
+    let ids: Vec<u64> = (0..60).map(|_| core.add(net.now, call(10.0))).collect();
+    net.settle(&mut core);
+    let up: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|&i| established(&net, i))
+        .collect();
+    let blocked = core.stats().blocked;
+    assert!(blocked > 0, "identifiers ran out: some calls are blocked");
+    assert_eq!(up.len() as u64 + blocked + core.stats().failed, 60);
+    for &i in &up {
+        core.delete(net.now, i);
+    }
+    net.settle(&mut core);
+    assert!(net.empty());
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    let left: Vec<_> = net
+        .switches
+        .values()
+        .flat_map(|s| s.reservations())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{} reservations leaked: {:?}",
+        left.len(),
+        &left[..left.len().min(5)]
+    );
+}
+
+#[test]
+fn a_rollback_whose_last_answer_is_another_failure_still_returns_everything() {
+    // s2 and s3 both refuse: the last answer the rolling-back call awaits is an error.
+    let mut net = Net::new(Some(50.0));
+    let mut cfg = SwitchConfig::uniform("s3", 2, BitRate(155.52e6));
+    cfg.ports[1].capacity = CellRate(50.0);
+    net.switches.insert("s3".into(), Switch::new(&cfg).unwrap());
+    let mut core = CmCore::new(xbind()).unwrap();
+    core.add(net.now, call(100.0));
+    net.settle(&mut core);
+    assert_eq!(core.stats().blocked, 1);
+    assert!(net.empty(), "s1's committed hop was released");
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    assert_eq!(net.reservations(), 0);
+}

@@ -1,0 +1,64 @@
+//! `atmlab demo`, the README's main job, end to end (short loads so the debug build
+//! finishes in seconds): the connection carries frames, every manager runs, every audit
+//! is clean, and the reports exist.
+
+use crate::atmlab;
+
+#[test]
+fn the_demo_runs_every_manager_and_writes_its_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let reports = dir.path().join("reports");
+    let o = atmlab(
+        &[
+            "demo",
+            "--loads",
+            "50,500",
+            "--seconds",
+            "0.3",
+            "--data",
+            data.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("received 200 intact"), "{out}");
+    for m in [
+        "sequential",
+        "xbind T=1",
+        "xbind T=4",
+        "xbind T=10",
+        "xbind adaptive",
+    ] {
+        assert!(out.contains(m), "{m} missing:\n{out}");
+    }
+    assert!(out.contains("every switch audited clean"));
+    assert!(data.join("certs/ca.pem").exists(), "mutual TLS by default");
+    let csv = std::fs::read_to_string(reports.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 5 * 2);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("results.json")).unwrap())
+            .unwrap();
+    for row in json.as_array().unwrap() {
+        for key in [
+            "offered_per_s",
+            "setups_per_s",
+            "mean_setup_ms",
+            "p99_setup_ms",
+            "blocked",
+            "failed",
+        ] {
+            assert!(row.get(key).is_some(), "{key} missing in {row}");
+        }
+        assert_eq!(row["failed"], 0);
+    }
+    assert!(reports.join("throughput_delay.png").exists());
+    assert!(reports.join("throughput_delay.svg").exists());
+}
