@@ -226,7 +226,13 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             None => "--insecure".into(),
         };
         println!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
-        let service = CmService::new(handle.clone(), None, Regions::default());
+        let service = CmService::new(
+            handle.clone(),
+            Some(atmlab_control::cm::service::collocated_mapper(
+                atmlab_control::qos::QosMapper::default(),
+            )),
+            Regions::default(),
+        );
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, cm_id.as_ref())?;
         tonic::transport::Server::builder()
             .add_service(service.into_server())
@@ -313,7 +319,16 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         println!("connection manager: {scheme}://{addr}");
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
         tonic::transport::Server::builder()
-            .add_service(CmService::new(handle.clone(), None, Regions::default()).into_server())
+            .add_service(
+                CmService::new(
+                    handle.clone(),
+                    Some(atmlab_control::cm::service::collocated_mapper(
+                        atmlab_control::qos::QosMapper::default(),
+                    )),
+                    Regions::default(),
+                )
+                .into_server(),
+            )
             .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
             .await?;
         handle.shutdown().await;

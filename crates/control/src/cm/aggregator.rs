@@ -47,6 +47,11 @@ impl MessageAggregator {
         self.queue.push_back((request, command));
     }
 
+    /// Whether a full message (T commands) is waiting.
+    pub fn ready(&self) -> bool {
+        self.queue.len() >= self.threshold as usize
+    }
+
     /// Commands waiting.
     pub fn len(&self) -> usize {
         self.queue.len()
@@ -69,10 +74,12 @@ impl MessageAggregator {
         if !due || self.queue.is_empty() {
             return None;
         }
-        // At most T commands per message when the threshold triggered; everything when
-        // the time-out did (a safety valve, paper §II-C4).
+        // Exactly T commands per message when the threshold triggered (so T = 1 is one
+        // command per remote invocation, as in the paper); everything waiting when the
+        // time-out did (a safety valve, paper §II-C4). The caller polls again while
+        // `ready()` holds.
         let n = if self.queue.len() >= self.threshold as usize {
-            self.threshold as usize * (self.queue.len() / self.threshold as usize)
+            self.threshold as usize
         } else {
             self.queue.len()
         };

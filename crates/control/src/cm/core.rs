@@ -1125,6 +1125,10 @@ impl CmCore {
 
     fn take_batch(&mut self, now: Instant, sw: usize) -> Option<Transmit> {
         let batch = self.aggregators[sw].poll(now)?;
+        if self.aggregators[sw].ready() {
+            // More full messages wait for this switch.
+            self.ready.push_back(sw);
+        }
         let deadline = now.checked_add(self.config.command_timeout);
         for (req, _) in &batch {
             if let Some(o) = self.outstanding.get_mut(req) {

@@ -17,6 +17,22 @@ use super::live::{CallInfo, CmHandle, CmStatus};
 pub type QosFn =
     std::sync::Arc<dyn Fn(&pb::UserQos) -> Result<pb::CellQos, CallError> + Send + Sync>;
 
+/// The collocated QoS mapper (xbind §II-C (c): mapping in the manager's own address
+/// space, no remote call per setup).
+pub fn collocated_mapper(mapper: crate::qos::QosMapper) -> QosFn {
+    std::sync::Arc::new(move |q: &pb::UserQos| {
+        let user = crate::qos::user_qos_from_pb(q).map_err(|e| CallError {
+            kind: ErrorKind::InvalidArgument,
+            message: e.to_string(),
+        })?;
+        let cell = mapper.map(&user).map_err(|e| CallError {
+            kind: ErrorKind::InvalidArgument,
+            message: e.to_string(),
+        })?;
+        Ok(crate::qos::pb_cell_qos(&cell))
+    })
+}
+
 /// The service.
 pub struct CmService {
     handle: CmHandle,
