@@ -11,8 +11,9 @@ use atmlab_control::callgen::{self, Load, RemoteCm};
 use atmlab_control::cm::adaptive::Regions;
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live;
+use atmlab_control::cm::routes::CachedRouter;
 use atmlab_control::cm::service::CmService;
-use atmlab_control::demo::{self, DemoOptions, TopologyRouter};
+use atmlab_control::demo::{self, DemoOptions};
 use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind};
 use atmlab_control::net::{NetSecurity, Network, Topology};
 use atmlab_fabric::live::grpc::GrpcSwitch;
@@ -194,11 +195,14 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), cm_id.as_ref()).await?;
             clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
         }
-        let handle = live::start(config, clients, Box::new(TopologyRouter::new(&topo)))
-            .map_err(|e| anyhow!(e.message))?;
+        let scheme = if cm_id.is_some() { "https" } else { "http" };
+        let (route, refresher) =
+            demo::route_object(&format!("{scheme}://{}", net.names_addr), cm_id.as_ref()).await?;
+        let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
+        let handle =
+            live::start(config, clients, Box::new(router)).map_err(|e| anyhow!(e.message))?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
-        let scheme = if cm_id.is_some() { "https" } else { "http" };
         let names =
             NameClient::connect(&format!("{scheme}://{}", net.names_addr), cm_id.as_ref()).await?;
         let reg = names
@@ -240,6 +244,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .await?;
         handle.shutdown().await;
         reg.stop().await;
+        refresher.abort();
         net.down().await;
         Ok(ExitCode::SUCCESS)
     })
@@ -254,15 +259,15 @@ pub struct CmArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum CmCommand {
-    /// Run a connection manager over the switch servers a name service lists, routing by
-    /// a topology file.
+    /// Run a connection manager over the switch servers a name service lists (the route
+    /// object discovers the links from them).
     Serve {
         /// The name service's address.
         #[arg(long)]
         names: String,
-        /// The topology the switches form (for routes).
-        #[arg(long)]
-        topology: PathBuf,
+        /// The switches to manage, by name (default: every switch registered).
+        #[arg(long, value_delimiter = ',')]
+        switches: Vec<String>,
         #[command(flatten)]
         tuning: CmTuning,
         /// Where the manager's gRPC listens.
@@ -281,28 +286,38 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     shell::init_logging();
     let CmCommand::Serve {
         names,
-        topology,
+        switches,
         tuning,
         listen,
         who,
         security,
     } = args.command;
-    let topo = Topology::load(&topology)?;
+
     let config = tuning.config()?;
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
         let mut clients = Vec::new();
-        for s in &topo.switches {
-            let (obj, _) = nc
-                .resolve(&format!("switch/{}", s.name))
+        for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
+            let name = obj.name.trim_start_matches("switch/").to_string();
+            if !switches.is_empty() && !switches.contains(&name) {
+                continue;
+            }
+            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref())
                 .await
-                .with_context(|| format!("resolving switch/{}", s.name))?;
-            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref()).await?;
-            clients.push((s.name.clone(), GrpcSwitch::new(ch)));
+                .with_context(|| format!("connecting to {}", obj.name))?;
+            clients.push((name, GrpcSwitch::new(ch)));
         }
-        let handle = live::start(config, clients, Box::new(TopologyRouter::new(&topo)))
-            .map_err(|e| anyhow!(e.message))?;
+        if clients.is_empty() {
+            bail!("the name service at {names} lists no switch servers");
+        }
+        let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
+        let handle = live::start(
+            config,
+            clients,
+            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+        )
+        .map_err(|e| anyhow!(e.message))?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let scheme = if id.is_some() { "https" } else { "http" };
         let addr = listener.local_addr()?;

@@ -4,15 +4,14 @@
 //! host to host; then the call generator measures throughput and setup latency at a few
 //! loads per manager, and the table, CSV, JSON and plots go to the reports directory.
 
-use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use atmlab_core::ids::PortId;
-use atmlab_core::time::Instant;
+use atmlab_core::time::Duration;
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
-use atmlab_fabric::ErrorKind;
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
@@ -20,9 +19,12 @@ use atmlab_fabric::live::host::HostPort;
 use crate::ControlError;
 use crate::callgen::{self, Load, Report};
 use crate::cm::adaptive::Regions;
-use crate::cm::core::{CallError, CmConfig, CmKind, HopSpec};
-use crate::cm::live::{self, Router};
+use crate::cm::core::{CmConfig, CmKind};
+use crate::cm::live;
+use crate::cm::routes::CachedRouter;
+use crate::names::NameClient;
 use crate::net::{NetSecurity, Network, Topology};
+use crate::route::RouteObject;
 
 /// The demo's network: four switches in a ring, host `a` on s1, host `b` on s3, so a call
 /// a -> b crosses three switches by either of two routes.
@@ -64,120 +66,49 @@ name = "b"
 at = "s3:0"
 "#;
 
-/// Routes by fewest hops over a topology's links (deterministic: ties go to the link
-/// listed first). Bandwidth is left to the switches' admission control.
-#[derive(Debug, Clone)]
-pub struct TopologyRouter {
-    hosts: HashMap<String, (String, u16)>,
-    /// switch -> [(out_port, neighbour, neighbour's in_port)]
-    adjacency: HashMap<String, Vec<(u16, String, u16)>>,
+/// The route object of a running network: discovered from its name service and the
+/// switches' Describe, refreshed every second in the background (the returned task).
+pub async fn route_object(
+    names_addr: &str,
+    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<(Arc<Mutex<RouteObject>>, tokio::task::JoinHandle<()>), ControlError> {
+    let names = NameClient::connect(names_addr, tls).await?;
+    let view = crate::route::discover(&names, tls).await?;
+    let route = Arc::new(Mutex::new(RouteObject::new(view)?));
+    let refresher = crate::route::spawn_refresher(
+        route.clone(),
+        names,
+        tls.cloned(),
+        StdDuration::from_secs(1),
+    );
+    Ok((route, refresher))
 }
 
-impl TopologyRouter {
-    /// The router of a topology.
-    pub fn new(t: &Topology) -> Self {
-        let mut adjacency: HashMap<String, Vec<(u16, String, u16)>> = HashMap::new();
-        for l in &t.links {
-            let (Ok(a), Ok(b)) = (t.port_ref(&l.a), t.port_ref(&l.b)) else {
-                continue;
-            };
-            adjacency
-                .entry(a.switch.clone())
-                .or_default()
-                .push((a.port, b.switch.clone(), b.port));
-            adjacency
-                .entry(b.switch.clone())
-                .or_default()
-                .push((b.port, a.switch, a.port));
-        }
-        let hosts = t
-            .hosts
-            .iter()
-            .filter_map(|h| {
-                t.port_ref(&h.at)
-                    .ok()
-                    .map(|r| (h.name.clone(), (r.switch, r.port)))
-            })
-            .collect();
-        TopologyRouter { hosts, adjacency }
-    }
-
-    /// Every (switch, port) a route between the two hosts uses, for cache warm-up.
-    pub fn ports_of(&mut self, source: &str, destination: &str) -> Vec<(String, u16)> {
-        let Ok(hops) = self.route(Instant::from_picos(0), source, destination, 0.0) else {
-            return Vec::new();
-        };
-        let mut v = vec![(hops[0].switch.clone(), hops[0].in_port)];
-        v.extend(hops.iter().map(|h| (h.switch.clone(), h.out_port)));
-        v
-    }
+/// Every (switch, port) the route between two hosts uses: the caches to warm.
+pub fn route_ports(
+    route: &Mutex<RouteObject>,
+    source: &str,
+    destination: &str,
+) -> Vec<(String, u16)> {
+    let Ok(r) = route
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .route(source, destination, 1.0)
+    else {
+        return Vec::new();
+    };
+    let mut v: Vec<(String, u16)> = r
+        .hops
+        .first()
+        .map(|h| (h.switch.clone(), h.in_port))
+        .into_iter()
+        .collect();
+    v.extend(r.hops.iter().map(|h| (h.switch.clone(), h.out_port)));
+    v
 }
 
-impl Router for TopologyRouter {
-    fn route(
-        &mut self,
-        _: Instant,
-        source: &str,
-        destination: &str,
-        _: f64,
-    ) -> Result<Vec<HopSpec>, CallError> {
-        let unknown = |h: &str| CallError {
-            kind: ErrorKind::InvalidArgument,
-            message: format!("unknown host {h:?}"),
-        };
-        let (s_sw, s_port) = self
-            .hosts
-            .get(source)
-            .cloned()
-            .ok_or_else(|| unknown(source))?;
-        let (d_sw, d_port) = self
-            .hosts
-            .get(destination)
-            .cloned()
-            .ok_or_else(|| unknown(destination))?;
-        // Breadth-first over switches, remembering how each was reached.
-        let mut prev: HashMap<String, (String, u16, u16)> = HashMap::new();
-        let mut queue = VecDeque::from([s_sw.clone()]);
-        let mut seen = std::collections::HashSet::from([s_sw.clone()]);
-        while let Some(sw) = queue.pop_front() {
-            if sw == d_sw {
-                break;
-            }
-            for (out, next, inp) in self.adjacency.get(&sw).into_iter().flatten() {
-                if seen.insert(next.clone()) {
-                    prev.insert(next.clone(), (sw.clone(), *out, *inp));
-                    queue.push_back(next.clone());
-                }
-            }
-        }
-        if !seen.contains(&d_sw) {
-            return Err(CallError {
-                kind: ErrorKind::ResourceExhausted,
-                message: format!("no route from {source} to {destination}"),
-            });
-        }
-        // Walk back from the destination.
-        let mut hops = Vec::new();
-        let mut sw = d_sw.clone();
-        let mut out = d_port;
-        while let Some((p, p_out, in_here)) = prev.get(&sw).cloned() {
-            hops.push(HopSpec {
-                switch: sw.clone(),
-                in_port: in_here,
-                out_port: out,
-            });
-            out = p_out;
-            sw = p;
-        }
-        hops.push(HopSpec {
-            switch: sw,
-            in_port: s_port,
-            out_port: out,
-        });
-        hops.reverse();
-        Ok(hops)
-    }
-}
+/// The route cache's time-out (the paper's 5 s).
+pub const ROUTE_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -306,7 +237,11 @@ pub async fn run(
         let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), admin.as_ref()).await?;
         clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
     }
-    let result = run_on(opts, &net, &topo, &clients, &mut say).await;
+    let scheme = if certs.is_some() { "https" } else { "http" };
+    let (route, refresher) =
+        route_object(&format!("{scheme}://{}", net.names_addr), admin.as_ref()).await?;
+    let result = run_on(opts, &net, &route, &clients, &mut say).await;
+    refresher.abort();
     net.down().await;
     result
 }
@@ -314,16 +249,16 @@ pub async fn run(
 async fn run_on(
     opts: &DemoOptions,
     net: &Network,
-    topo: &Topology,
+    route: &Arc<Mutex<RouteObject>>,
     clients: &[(String, GrpcSwitch)],
     say: &mut impl FnMut(&str),
 ) -> Result<Vec<DemoRow>, ControlError> {
     // 1. One connection a -> b through three switches, carrying AAL5 frames.
-    let router = TopologyRouter::new(topo);
+    let router = CachedRouter::new(route.clone(), ROUTE_CACHE_TTL);
     let cm = live::start(
         CmConfig::new(CmKind::Xbind),
         clients.to_vec(),
-        Box::new(router.clone()),
+        Box::new(router),
     )
     .map_err(|e| err("starting the connection manager", e.message))?;
     let call = cm
@@ -405,8 +340,8 @@ async fn run_on(
         if !opts.managers.is_empty() && !opts.managers.iter().any(|m| name.contains(m.as_str())) {
             continue;
         }
-        let mut router = TopologyRouter::new(topo);
-        let warm = router.ports_of("a", "b");
+        let router = CachedRouter::new(route.clone(), ROUTE_CACHE_TTL);
+        let warm = route_ports(route, "a", "b");
         let cm = live::start(config, clients.to_vec(), Box::new(router))
             .map_err(|e| err("starting a manager", e.message))?;
         cm.prefill(warm)

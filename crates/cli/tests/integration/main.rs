@@ -9,6 +9,7 @@ mod net;
 mod python;
 mod sim;
 mod tshark;
+mod up;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -12,4 +12,5 @@ pub mod aggregator;
 pub mod cache;
 pub mod core;
 pub mod live;
+pub mod routes;
 pub mod service;

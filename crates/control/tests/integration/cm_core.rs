@@ -473,3 +473,49 @@ fn a_rollback_whose_last_answer_is_another_failure_still_returns_everything() {
     net.settle(&mut core);
     assert_eq!(net.reservations(), 0);
 }
+
+#[test]
+fn the_route_cache_serves_a_pair_until_its_time_out() {
+    use atmlab_control::cm::live::Router;
+    use atmlab_control::cm::routes::CachedRouter;
+    use atmlab_control::route::{NetworkView, PortState, RouteObject};
+    use std::sync::{Arc, Mutex};
+    let port = |p: u16, peer: Option<(&str, u16)>| PortState {
+        port: p,
+        capacity: 1e6,
+        allocated: 0.0,
+        peer: peer.map(|(s, q)| (s.to_string(), q)),
+    };
+    let view = NetworkView {
+        switches: vec![
+            ("s1".into(), vec![port(0, None), port(1, Some(("s2", 0)))]),
+            ("s2".into(), vec![port(0, Some(("s1", 1))), port(1, None)]),
+        ],
+        hosts: vec![("a".into(), "s1".into(), 0), ("b".into(), "s2".into(), 1)],
+    };
+    let route = Arc::new(Mutex::new(RouteObject::new(view).unwrap()));
+    let mut r = CachedRouter::new(route, Duration::from_secs(5));
+    let t0 = Instant::from_picos(0);
+    let hops = r.route(t0, "a", "b", 10.0).unwrap();
+    assert_eq!(hops.len(), 2);
+    assert_eq!(
+        (
+            hops[0].in_port,
+            hops[0].out_port,
+            hops[1].in_port,
+            hops[1].out_port
+        ),
+        (0, 1, 0, 1)
+    );
+    assert_eq!(
+        r.route(t0.saturating_add(Duration::from_secs(4)), "a", "b", 10.0)
+            .unwrap(),
+        hops
+    );
+    assert_eq!((r.hits, r.misses), (1, 1));
+    r.route(t0.saturating_add(Duration::from_secs(5)), "a", "b", 10.0)
+        .unwrap();
+    assert_eq!((r.hits, r.misses), (1, 2), "timed out: routed afresh");
+    let e = r.route(t0, "a", "nowhere", 10.0).unwrap_err();
+    assert_eq!(e.kind, atmlab_fabric::ErrorKind::InvalidArgument);
+}
