@@ -379,6 +379,13 @@ pub struct CallgenArgs {
     /// One JSON object per rate.
     #[arg(long)]
     json: bool,
+    /// Also write results.csv, results.json and the throughput-delay plot (SVG, PNG)
+    /// into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The curve's label in the plot and CSV (e.g. "xbind T=4").
+    #[arg(long, default_value = "cm")]
+    label: String,
     /// Our certificate name.
     #[arg(long = "as", default_value = "admin")]
     who: String,
@@ -413,6 +420,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("connecting to the connection manager at {}", args.cm))?;
         let target = RemoteCm::new(ch);
+        let mut rows = Vec::new();
         if !args.json {
             println!(
                 "{:>10} {:>11} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}",
@@ -439,6 +447,10 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 seed: args.seed,
             };
             let r = callgen::run(target.clone(), &load).await;
+            rows.push(demo::DemoRow {
+                manager: args.label.clone(),
+                report: r.clone(),
+            });
             if args.json {
                 println!("{}", r.to_json());
             } else {
@@ -452,6 +464,15 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                     r.p99_setup_ms,
                     r.blocked,
                     r.failed
+                );
+            }
+        }
+        if let Some(dir) = &args.out {
+            demo::write_reports(dir, &rows)?;
+            if !args.json {
+                println!(
+                    "wrote {} (results.csv, results.json, throughput_delay.svg/.png)",
+                    dir.display()
                 );
             }
         }

@@ -32,6 +32,7 @@ fn callgen_against_atmlab_up_reports_json() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    let out_dir = dir.path().join("callgen");
     let o = atmlab(
         &[
             "callgen",
@@ -43,6 +44,10 @@ fn callgen_against_atmlab_up_reports_json() {
             "--seconds",
             "0.5",
             "--json",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--label",
+            "xbind T=1",
         ],
         b"",
     );
@@ -70,4 +75,8 @@ fn callgen_against_atmlab_up_reports_json() {
         assert_eq!(row["failed"], 0);
         assert_eq!(row["blocked"], 0);
     }
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3);
+    assert!(csv.lines().nth(1).unwrap().starts_with("xbind T=1,100,"));
+    assert!(out_dir.join("throughput_delay.png").exists());
 }
