@@ -190,21 +190,15 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "cm").load()?),
             None => None,
         };
-        let mut clients = Vec::new();
-        for s in &net.switches {
-            let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), cm_id.as_ref()).await?;
-            clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-        }
+        let clients = net.switch_clients(cm_id.as_ref()).await?;
         let scheme = if cm_id.is_some() { "https" } else { "http" };
-        let (route, refresher) =
-            demo::route_object(&format!("{scheme}://{}", net.names_addr), cm_id.as_ref()).await?;
+        let (route, refresher) = demo::route_object(&net.names_url(), cm_id.as_ref()).await?;
         let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
         let handle =
             live::start(config, clients, Box::new(router)).map_err(|e| anyhow!(e.message))?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
-        let names =
-            NameClient::connect(&format!("{scheme}://{}", net.names_addr), cm_id.as_ref()).await?;
+        let names = NameClient::connect(&net.names_url(), cm_id.as_ref()).await?;
         let reg = names
             .register_and_renew(
                 ObjectInfo::new(

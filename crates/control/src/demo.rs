@@ -232,14 +232,8 @@ pub async fn run(
         Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "admin").load()?),
         None => None,
     };
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), admin.as_ref()).await?;
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
-    let scheme = if certs.is_some() { "https" } else { "http" };
-    let (route, refresher) =
-        route_object(&format!("{scheme}://{}", net.names_addr), admin.as_ref()).await?;
+    let clients = net.switch_clients(admin.as_ref()).await?;
+    let (route, refresher) = route_object(&net.names_url(), admin.as_ref()).await?;
     let result = run_on(opts, &net, &route, &clients, &mut say).await;
     refresher.abort();
     net.down().await;

@@ -434,6 +434,28 @@ impl Network {
         })
     }
 
+    /// The name service's URL (`https://` with TLS).
+    pub fn names_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.names_addr)
+    }
+
+    /// A gRPC client of every switch server, by switch name, calling as `tls`.
+    pub async fn switch_clients(
+        &self,
+        tls: Option<&TlsIdentity>,
+    ) -> Result<Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>, ControlError> {
+        let mut clients = Vec::with_capacity(self.switches.len());
+        for s in &self.switches {
+            let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), tls).await?;
+            clients.push((
+                s.switch.describe_now().name,
+                atmlab_fabric::live::grpc::GrpcSwitch::new(ch),
+            ));
+        }
+        Ok(clients)
+    }
+
     /// The network as JSON: where everything is (written to `net.json` by `net up`).
     pub fn to_json(&self) -> serde_json::Value {
         let scheme = if self.tls { "https" } else { "http" };

@@ -63,6 +63,17 @@ pub enum ConnectionKind {
     Vp,
 }
 
+impl ConnectionKind {
+    /// The kind an identifier names by the module's convention: VCI 0 is a whole VPI.
+    pub const fn of_id(id: VcId) -> Self {
+        if id.vci.0 == 0 {
+            ConnectionKind::Vp
+        } else {
+            ConnectionKind::Vc
+        }
+    }
+}
+
 /// One output of a connection: a port and the identifier the cells leave with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Branch {
@@ -689,6 +700,28 @@ impl Switch {
         }
     }
 
+    /// Admission control on one port: `bw` cells/s and `buf` cells more must fit. The
+    /// relative slack absorbs float sums of many small rates.
+    fn check_room(p: &Port, bw: f64, buf: u32) -> Result<(), FabricError> {
+        let available = (p.config.capacity.per_sec() - p.allocated).max(0.0);
+        if bw > available * (1.0 + 1e-12) + 1e-9 {
+            return Err(FabricError::InsufficientBandwidth {
+                port: p.config.id,
+                needed: bw,
+                available,
+            });
+        }
+        let free_buf = p.config.buffer_cells - p.buffer_allocated;
+        if buf > free_buf {
+            return Err(FabricError::InsufficientBuffer {
+                port: p.config.id,
+                needed: buf,
+                available: free_buf,
+            });
+        }
+        Ok(())
+    }
+
     fn check_traffic(t: &TrafficDescriptor, clr: f64) -> Result<(), FabricError> {
         let pcr = t.pcr.per_sec();
         if !(pcr.is_finite() && pcr > 0.0) {
@@ -881,11 +914,7 @@ impl Switch {
         let p = &self.ports[pi];
         let mut seen = rustc_hash::FxHashSet::default();
         for &id in &u.ids {
-            let kind = if id.vci.0 == 0 {
-                ConnectionKind::Vp
-            } else {
-                ConnectionKind::Vc
-            };
+            let kind = ConnectionKind::of_id(id);
             let mine = matches!(
                 (Self::out_state(p, kind, id), owner),
                 (Some(IdState::Reserved(o)), Some(w)) if o == w
@@ -895,11 +924,7 @@ impl Switch {
             }
         }
         for &id in &u.ids {
-            let kind = if id.vci.0 == 0 {
-                ConnectionKind::Vp
-            } else {
-                ConnectionKind::Vc
-            };
+            let kind = ConnectionKind::of_id(id);
             self.set_out(pi, kind, id, None);
         }
         Ok(())
@@ -1020,23 +1045,7 @@ impl Switch {
             }
         }
         for &(pi, bw, buf) in &need_bw {
-            let p = &self.ports[pi];
-            let available = (p.config.capacity.per_sec() - p.allocated).max(0.0);
-            if bw > available * (1.0 + 1e-12) + 1e-9 {
-                return Err(FabricError::InsufficientBandwidth {
-                    port: p.config.id,
-                    needed: bw,
-                    available,
-                });
-            }
-            let free_buf = p.config.buffer_cells - p.buffer_allocated;
-            if buf > free_buf {
-                return Err(FabricError::InsufficientBuffer {
-                    port: p.config.id,
-                    needed: buf,
-                    available: free_buf,
-                });
-            }
+            Self::check_room(&self.ports[pi], bw, buf)?;
         }
         // Everything checked: install.
         let id = self.next_id;
@@ -1209,22 +1218,7 @@ impl Switch {
         let p = &self.ports[pi];
         Self::check_id(p, kind, ch.branch.id)?;
         Self::check_output(p, kind, ch.branch.id, Some(owner))?;
-        let available = (p.config.capacity.per_sec() - p.allocated).max(0.0);
-        if admitted > available * (1.0 + 1e-12) + 1e-9 {
-            return Err(FabricError::InsufficientBandwidth {
-                port: p.config.id,
-                needed: admitted,
-                available,
-            });
-        }
-        let free_buf = p.config.buffer_cells - p.buffer_allocated;
-        if buf > free_buf {
-            return Err(FabricError::InsufficientBuffer {
-                port: p.config.id,
-                needed: buf,
-                available: free_buf,
-            });
-        }
+        Self::check_room(p, admitted, buf)?;
         let prior = Self::out_state(p, kind, ch.branch.id);
         self.attach_branch(slot, ch.branch, None);
         Ok(prior)
@@ -1270,18 +1264,26 @@ impl Switch {
                 "cannot drop the last branch; release the connection",
             ));
         }
-        e.branches.remove(at);
+        self.detach_branch(slot, at, None);
+        Ok(at)
+    }
+
+    /// Removes branch `at` of the connection in `slot`, returns its bandwidth and buffer,
+    /// and leaves its output identifier in state `after` (free, or back to a reservation
+    /// when an all-or-nothing batch undoes an AddBranch).
+    fn detach_branch(&mut self, slot: u32, at: usize, after: Option<IdState>) {
+        let e = self.slots[slot as usize].as_mut().expect("live");
+        let b = e.branches.remove(at);
         let rw = self.hot[slot as usize].rewrites.remove(at);
         let (kind, admitted, buf) = (e.kind, e.admitted, e.buffer_cells);
         let pi = usize::from(rw.port);
-        self.set_out(pi, kind, ch.branch.id, None);
+        self.set_out(pi, kind, b.id, after);
         let p = &mut self.ports[pi];
         p.allocated = (p.allocated - admitted).max(0.0);
         p.buffer_allocated -= buf;
         if p.committed == 0 {
             p.allocated = 0.0;
         }
-        Ok(at)
     }
 
     // ----- batches ----------------------------------------------------------------------
@@ -1362,21 +1364,13 @@ impl Switch {
         match u {
             Undo::Unreserve(pi, ids) => {
                 for id in ids {
-                    let kind = if id.vci.0 == 0 {
-                        ConnectionKind::Vp
-                    } else {
-                        ConnectionKind::Vc
-                    };
+                    let kind = ConnectionKind::of_id(id);
                     self.set_out(pi, kind, id, None);
                 }
             }
             Undo::Rereserve(pi, ids, owner) => {
                 for id in ids {
-                    let kind = if id.vci.0 == 0 {
-                        ConnectionKind::Vp
-                    } else {
-                        ConnectionKind::Vc
-                    };
+                    let kind = ConnectionKind::of_id(id);
                     self.set_out(pi, kind, id, Some(IdState::Reserved(owner)));
                 }
             }
@@ -1396,33 +1390,20 @@ impl Switch {
                 self.install(*e);
             }
             Undo::UnaddBranch(conn, b, prior) => {
-                let at = self.drop_branch_for_undo(conn, b);
-                debug_assert!(at.is_some());
-                let pi = self.index(b.port).expect("installed");
-                let kind = self.slots[self.by_id[&conn] as usize]
-                    .as_ref()
-                    .expect("live")
-                    .kind;
-                self.set_out(pi, kind, b.id, prior);
+                let slot = self.by_id[&conn];
+                let e = self.slots[slot as usize].as_ref().expect("live");
+                let at = e
+                    .branches
+                    .iter()
+                    .position(|x| *x == b)
+                    .expect("the branch this batch added");
+                self.detach_branch(slot, at, prior);
             }
             Undo::UndropBranch(conn, b, at) => {
                 let slot = self.by_id[&conn];
                 self.attach_branch(slot, b, Some(at));
             }
         }
-    }
-
-    fn drop_branch_for_undo(&mut self, conn: u64, b: Branch) -> Option<usize> {
-        let slot = *self.by_id.get(&conn)?;
-        let e = self.slots[slot as usize].as_mut()?;
-        let at = e.branches.iter().position(|x| *x == b)?;
-        e.branches.remove(at);
-        let rw = self.hot[slot as usize].rewrites.remove(at);
-        let (admitted, buf) = (e.admitted, e.buffer_cells);
-        let p = &mut self.ports[usize::from(rw.port)];
-        p.allocated = (p.allocated - admitted).max(0.0);
-        p.buffer_allocated -= buf;
-        Some(at)
     }
 
     /// Runs a batch (xbind's message aggregation; P4Runtime's Write). With

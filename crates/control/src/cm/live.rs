@@ -7,7 +7,6 @@
 //! (DESIGN.md §2), so the same core runs in the simulator.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_core::traffic::TrafficDescriptor;
@@ -622,20 +621,5 @@ impl Router for StaticRouter {
                 kind: ErrorKind::InvalidArgument,
                 message: format!("no route from {source:?} to {destination:?}"),
             })
-    }
-}
-
-/// A shared router (for a refresher to update while the manager routes).
-impl<R: Router + Sync> Router for Arc<std::sync::Mutex<R>> {
-    fn route(
-        &mut self,
-        now: Instant,
-        source: &str,
-        destination: &str,
-        bandwidth: f64,
-    ) -> Result<Vec<HopSpec>, CallError> {
-        self.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .route(now, source, destination, bandwidth)
     }
 }

@@ -59,16 +59,7 @@ impl CmService {
 
 /// A call error as a gRPC status.
 pub fn call_status(e: &CallError) -> Status {
-    let code = match e.kind {
-        ErrorKind::NotFound => tonic::Code::NotFound,
-        ErrorKind::OutOfRange => tonic::Code::OutOfRange,
-        ErrorKind::AlreadyExists => tonic::Code::AlreadyExists,
-        ErrorKind::ResourceExhausted => tonic::Code::ResourceExhausted,
-        ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
-        ErrorKind::Aborted => tonic::Code::Aborted,
-        ErrorKind::Unavailable => tonic::Code::Unavailable,
-    };
-    Status::new(code, e.message.clone())
+    Status::new(cv::grpc_code(e.kind), e.message.clone())
 }
 
 fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {

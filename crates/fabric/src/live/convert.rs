@@ -442,9 +442,9 @@ pub fn description(d: &pb::SwitchDescription) -> R<Description> {
     })
 }
 
-/// A core error as a gRPC status.
-pub fn status(e: &FabricError) -> tonic::Status {
-    let code = match e.kind() {
+/// The gRPC status code of an error class (every service of the IDL uses this mapping).
+pub fn grpc_code(kind: ErrorKind) -> tonic::Code {
+    match kind {
         ErrorKind::NotFound => tonic::Code::NotFound,
         ErrorKind::OutOfRange => tonic::Code::OutOfRange,
         ErrorKind::AlreadyExists => tonic::Code::AlreadyExists,
@@ -452,8 +452,12 @@ pub fn status(e: &FabricError) -> tonic::Status {
         ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
         ErrorKind::Aborted => tonic::Code::Aborted,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
-    };
-    tonic::Status::new(code, e.to_string())
+    }
+}
+
+/// A core error as a gRPC status.
+pub fn status(e: &FabricError) -> tonic::Status {
+    tonic::Status::new(grpc_code(e.kind()), e.to_string())
 }
 
 /// A gRPC status as a core error.
