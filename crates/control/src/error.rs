@@ -143,18 +143,4 @@ impl From<ControlError> for tonic::Status {
     }
 }
 
-/// The whole chain of causes, for errors (tonic's transport error) that print only their
-/// kind and keep the useful part in `source()`.
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
-}
+pub(crate) use atmlab_rpc::error_chain as chain;

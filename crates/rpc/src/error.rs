@@ -130,7 +130,7 @@ pub enum RpcError {
 
 /// The whole chain of causes of `e`, joined by ": ", because some errors (tonic's
 /// transport error) print only their kind and keep the useful part in `source()`.
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut next = e.source();
     while let Some(cause) = next {

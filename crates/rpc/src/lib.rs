@@ -27,7 +27,7 @@ mod error;
 pub mod tls;
 
 pub use client::{client_channel, endpoint};
-pub use error::RpcError;
+pub use error::{RpcError, chain as error_chain};
 
 /// The `atmlab.v1` package, generated from `proto/atmlab/v1/*.proto`.
 ///
