@@ -11,6 +11,7 @@ mod host;
 mod live;
 mod names;
 mod net;
+mod reproduce;
 mod sim;
 mod switch;
 mod wire;
@@ -41,8 +42,8 @@ enum Command {
     Wire(wire::WireArgs),
     /// Discrete-event simulation: run, check and list scenarios.
     Sim(sim::SimArgs),
-    /// Regenerate a paper's tables and figures into reports/ (not built yet).
-    Reproduce(NotYet),
+    /// Regenerate a paper's tables and figures into reports/PAPER, beside the paper's numbers.
+    Reproduce(reproduce::ReproduceArgs),
     /// Run a software ATM switch and its SwitchServer, or query one.
     Switch(switch::SwitchArgs),
     /// Run or query the name service.
@@ -101,7 +102,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Reproduce(_) => not_yet("reproduce", "the paper reproduction issues"),
+        Command::Reproduce(args) => report("reproduce", reproduce::run(args)),
         Command::Switch(args) => report("switch", switch::run(args)),
         Command::Names(args) => report("names", names::run(args)),
         Command::Net(args) => report("net", net::run(args)),
