@@ -9,6 +9,8 @@ use rustc_hash::FxHashSet;
 
 use atmlab_core::ids::VcId;
 
+use super::dimension::NvProbe;
+
 /// The identifiers cached for one (switch, output port).
 #[derive(Debug, Clone, Default)]
 pub struct VciCache {
@@ -22,6 +24,8 @@ pub struct VciCache {
     pub hits: u64,
     /// Misses.
     pub misses: u64,
+    /// `N_v`, the identifiers taken and not yet committed, as arrivals see it (§IV-A).
+    pub nv: NvProbe,
 }
 
 impl VciCache {

@@ -45,6 +45,7 @@ use rustc_hash::FxHashMap;
 use super::adaptive::{ArrivalEstimator, Regions};
 use super::aggregator::MessageAggregator;
 use super::cache::VciCache;
+use super::dimension::NvProbe;
 
 /// Which connection manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -258,6 +259,9 @@ struct Call {
     error: Option<CallError>,
     /// A delete arrived while the setup was in flight.
     delete_pending: bool,
+    /// Identifier slots (bit j) taken from a cache whose commit is not yet answered:
+    /// the call's share of `N_v` (§IV-A).
+    in_use: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,6 +389,19 @@ impl CmCore {
             .map(|(&(s, p), c)| (self.switches[s].clone(), p, c.len()))
             .collect();
         v.sort();
+        v
+    }
+
+    /// `N_v` as measured on each (switch, output port) whose cache served a call
+    /// (§IV-A), sorted by switch and port.
+    pub fn nv_probes(&self) -> Vec<(String, u16, NvProbe)> {
+        let mut v: Vec<(String, u16, NvProbe)> = self
+            .caches
+            .iter()
+            .filter(|(_, c)| c.nv.arrivals() > 0)
+            .map(|(&(s, p), c)| (self.switches[s].clone(), p, c.nv.clone()))
+            .collect();
+        v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         v
     }
 
@@ -546,6 +563,7 @@ impl CmCore {
             setup: Duration::ZERO,
             error: None,
             delete_pending: false,
+            in_use: 0,
         };
         self.calls.insert(id, call);
         match self.config.kind {
@@ -615,9 +633,19 @@ impl CmCore {
         let n = self.calls[&id].hops.len();
         for j in 0..=n {
             let (sw, port) = Self::slot_port(&self.calls[&id], j);
-            let got = self.caches.entry((sw, port)).or_default().take();
+            let cache = self.caches.entry((sw, port)).or_default();
+            let got = cache.take();
             match got {
-                Some(vc) => self.calls.get_mut(&id).expect("call").ids[j] = Some(vc),
+                Some(vc) => {
+                    let call = self.calls.get_mut(&id).expect("call");
+                    call.ids[j] = Some(vc);
+                    // Slot 0 (the first switch's input) is never committed on its own
+                    // port, so N_v is kept for the output ports, as in the paper.
+                    if (1..64).contains(&j) {
+                        cache.nv.take();
+                        call.in_use |= 1 << j;
+                    }
+                }
                 None => {
                     // A miss: fall back to two-phase, reserving a whole fill so the
                     // next calls hit.
@@ -761,7 +789,14 @@ impl CmCore {
         let phase = call.phase;
         match phase {
             Phase::RollingBack => {
-                let call = self.calls.remove(&id).expect("call");
+                let mut call = self.calls.remove(&id).expect("call");
+                // Identifiers taken from a cache and never committed end their use here.
+                for j in 1..=call.hops.len().min(63) {
+                    if call.in_use & (1 << j) != 0 {
+                        let key = Self::slot_port(&call, j);
+                        nv_done(&mut self.caches, &mut call, j, key, now);
+                    }
+                }
                 // A rollback always ends a setup (an established call is released, not
                 // rolled back).
                 self.setting_up = self.setting_up.saturating_sub(1);
@@ -871,6 +906,11 @@ impl CmCore {
             return;
         };
         call.waiting = call.waiting.saturating_sub(1);
+        if let Purpose::Commit(hop) = out.purpose {
+            // The commit carrying slot hop+1 is answered, either way: its identifier is
+            // no longer "in use" in the paper's sense (§IV-A).
+            nv_done(&mut self.caches, call, hop + 1, (sw, port), now);
+        }
         match (out.purpose, result) {
             (Purpose::Slot(j), Ok(Reply::Reserved(mut ids))) => {
                 if ids.is_empty() {
@@ -1266,5 +1306,24 @@ impl CmCore {
     /// Commands sent and not yet answered.
     pub fn in_flight(&self) -> usize {
         self.outstanding.len()
+    }
+}
+
+/// Ends slot `j`'s use of its cache's identifier, if it took one (see [`NvProbe`]).
+///
+/// [`NvProbe`]: super::dimension::NvProbe
+fn nv_done(
+    caches: &mut FxHashMap<(usize, u16), VciCache>,
+    call: &mut Call,
+    j: usize,
+    key: (usize, u16),
+    now: Instant,
+) {
+    if j >= 64 || call.in_use & (1 << j) == 0 {
+        return;
+    }
+    call.in_use &= !(1 << j);
+    if let Some(c) = caches.get_mut(&key) {
+        c.nv.done(now.saturating_duration_since(call.started));
     }
 }

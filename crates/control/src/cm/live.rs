@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
 use super::adaptive::Regions;
+use super::dimension::NvProbe;
 use super::core::{
     CallError, CallEvent, CallView, CmConfig, CmCore, CmStats, HopSpec, SetupRequest,
 };
@@ -67,6 +68,8 @@ pub struct CmStatus {
     pub adaptive: bool,
     /// Arrival-rate estimate and region.
     pub load: (f64, usize),
+    /// `N_v` per (switch, output port), as arrivals saw it (paper 000 §IV-A).
+    pub nv: Vec<(String, u16, NvProbe)>,
 }
 
 enum Request {
@@ -365,6 +368,7 @@ impl Shell {
             flush_timeout: c.flush_timeout,
             adaptive: c.adaptive.is_some(),
             load: self.core.load(),
+            nv: self.core.nv_probes(),
         }
     }
 

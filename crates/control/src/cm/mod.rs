@@ -6,11 +6,14 @@
 //! - [`cache`]: [`cache::VciCache`], identifiers reserved ahead per (switch, port).
 //! - [`aggregator`]: [`aggregator::MessageAggregator`], one per target switch server.
 //! - [`adaptive`]: the arrival-rate estimate and load regions that set T (§IV-B).
+//! - [`dimension`]: the M/G/∞ cache dimensioning and invocation counts of §IV (Table I,
+//!   Figs. 9-10), and [`dimension::NvProbe`], which measures `N_v` on a running manager.
 
 pub mod adaptive;
 pub mod aggregator;
 pub mod cache;
 pub mod core;
+pub mod dimension;
 pub mod live;
 pub mod routes;
 pub mod service;

@@ -519,3 +519,53 @@ fn the_route_cache_serves_a_pair_until_its_time_out() {
     let e = r.route(t0, "a", "nowhere", 10.0).unwrap_err();
     assert_eq!(e.kind, atmlab_fabric::ErrorKind::InvalidArgument);
 }
+
+#[test]
+fn nv_counts_identifiers_taken_and_not_yet_committed() {
+    // Paper 000 §IV-A: N_v rises by one when a call takes an identifier from a port's
+    // cache and falls when the commit carrying it is answered.
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig {
+        cache_fill: 16,
+        cache_low: 1,
+        ..xbind()
+    })
+    .unwrap();
+    for (sw, port) in [("s1", 0), ("s1", 1), ("s2", 1), ("s3", 1)] {
+        core.prefill(net.now, sw, port);
+    }
+    net.settle(&mut core);
+    // Three calls arrive before any commit is answered: they see 0, 1 and 2 in use.
+    let ids: Vec<u64> = (0..3).map(|_| core.add(net.now, call(100.0))).collect();
+    net.advance(&mut core, Duration::from_micros(250));
+    net.settle(&mut core);
+    assert!(ids.iter().all(|&id| established(&net, id)));
+    let probes = core.nv_probes();
+    let ports: Vec<(String, u16)> = probes.iter().map(|(s, p, _)| (s.clone(), *p)).collect();
+    assert_eq!(
+        ports,
+        vec![("s1".into(), 1), ("s2".into(), 1), ("s3".into(), 1)],
+        "output ports only"
+    );
+    for (_, _, p) in &probes {
+        assert_eq!(p.at_arrival, vec![1, 1, 1]);
+        assert_eq!(p.in_use, 0, "every commit answered");
+        assert_eq!(p.latencies, 3);
+        assert_eq!(p.mean_latency(), Duration::from_micros(250));
+        assert_eq!(p.hit_ratio(2), 2.0 / 3.0, "a cache of 2 would have missed once");
+    }
+    // A call refused at s2 still ends its use of every identifier it took.
+    let mut net = Net::new(Some(50.0));
+    let mut core = CmCore::new(xbind()).unwrap();
+    for (sw, port) in [("s1", 0), ("s1", 1), ("s2", 1), ("s3", 1)] {
+        core.prefill(net.now, sw, port);
+    }
+    net.settle(&mut core);
+    core.add(net.now, call(100.0));
+    net.settle(&mut core);
+    assert_eq!(core.stats().blocked, 1);
+    for (_, _, p) in core.nv_probes() {
+        assert_eq!(p.in_use, 0);
+        assert_eq!(p.latencies, 1);
+    }
+}
