@@ -273,19 +273,85 @@ enum CmCommand {
         #[command(flatten)]
         security: Security,
     },
+    /// Size the VPI/VCI cache of an output port with the M/G/∞ model of paper 000 §IV-A
+    /// (Table I's method), and show the remote invocations per call for each T (Fig. 10).
+    Dimension {
+        /// Call arrival rate at the port, calls/s.
+        #[arg(long)]
+        rate: f64,
+        /// Mean replacement latency (from taking an identifier to its commit's answer),
+        /// e.g. "0.5 ms".
+        #[arg(long)]
+        latency: String,
+        /// Target hit ratios, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "0.9,0.99,0.999,0.9999")]
+        hit: Vec<f64>,
+        /// Switch servers on a path, for the invocation count.
+        #[arg(long, default_value_t = 3)]
+        hops: u32,
+    },
+}
+
+/// `atmlab cm dimension`: the analysis that picks the cache size instead of a guess.
+fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCode> {
+    use atmlab_control::cm::dimension::{
+        cache_size_for, estimated_hit_ratio, invocations_per_s, offered_identifiers,
+    };
+    if !rate.is_finite() || rate <= 0.0 {
+        bail!("--rate must be a positive number of calls per second, not {rate}");
+    }
+    let latency: atmlab_core::time::Duration = latency
+        .parse()
+        .map_err(|e| anyhow!("--latency {latency:?}: {e}"))?;
+    if let Some(h) = hit
+        .iter()
+        .find(|h| !(h.is_finite() && **h > 0.0 && **h < 1.0))
+    {
+        bail!("--hit {h}: a target hit ratio is between 0 and 1, exclusive");
+    }
+    let mean = offered_identifiers(rate, latency);
+    println!(
+        "N_v, identifiers in use at the port, is Poisson with mean λ x latency = {rate} x {:.6} s = {mean:.3} (M/G/∞)",
+        latency.as_secs_f64()
+    );
+    println!(
+        "{:>12} {:>12} {:>14}",
+        "target hit", "cache size", "estimated hit"
+    );
+    for &h in hit {
+        match cache_size_for(mean, h) {
+            Some(x) => println!("{h:>12} {x:>12} {:>14.6}", estimated_hit_ratio(mean, x)),
+            None => println!("{h:>12} {:>12} {:>14}", "-", "-"),
+        }
+    }
+    println!("\nremote invocations at {rate} calls/s over {hops} switch servers, N = 4λ(1 + k/T):");
+    println!("{:>4} {:>16} {:>10}", "T", "invocations/s", "per call");
+    for t in [1u32, 2, 4, 5, 10, 15, 20] {
+        let n = invocations_per_s(rate, hops, t);
+        println!("{t:>4} {n:>16.0} {:>10.2}", n / rate);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
+    let (names, switches, tuning, listen, who, security) = match args.command {
+        CmCommand::Dimension {
+            rate,
+            latency,
+            hit,
+            hops,
+        } => return dimension(rate, &latency, &hit, hops),
+        CmCommand::Serve {
+            names,
+            switches,
+            tuning,
+            listen,
+            who,
+            security,
+        } => (names, switches, tuning, listen, who, security),
+    };
     shell::init_logging();
-    let CmCommand::Serve {
-        names,
-        switches,
-        tuning,
-        listen,
-        who,
-        security,
-    } = args.command;
 
     let config = tuning.config()?;
     shell::runtime()?.block_on(async move {
@@ -434,6 +500,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 duration: Duration::from_secs_f64(args.seconds),
                 holding: Duration::from_nanos(holding.as_picos() / 1000),
                 fixed_holding: false,
+                precise: false,
                 pairs: pairs.clone(),
                 traffic: atmlab_core::traffic::TrafficDescriptor::cbr(
                     atmlab_core::units::CellRate(args.pcr),

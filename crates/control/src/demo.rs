@@ -187,66 +187,149 @@ fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
     }
 }
 
+/// A running laboratory: the demo's network on loopback, its route object, and a client
+/// of each switch server (the pieces the demo and `atmlab reproduce xbind` share).
+pub struct Lab {
+    /// The switch servers and the name service.
+    pub net: Network,
+    /// The route object, refreshed in the background.
+    pub route: Arc<Mutex<RouteObject>>,
+    /// A gRPC client of each switch server, by name.
+    pub clients: Vec<(String, GrpcSwitch)>,
+    refresher: tokio::task::JoinHandle<()>,
+}
+
+impl Lab {
+    /// Starts [`DEFAULT_TOPOLOGY`] with its certificates under `data_dir/certs` (made
+    /// on first use) or, `insecure`, in plain text.
+    pub async fn up(
+        data_dir: &Path,
+        insecure: bool,
+        say: &mut impl FnMut(&str),
+    ) -> Result<Lab, ControlError> {
+        let topo = Topology::parse(DEFAULT_TOPOLOGY, "the demo topology")?;
+        let certs = if insecure {
+            None
+        } else {
+            let dir = data_dir.join("certs");
+            if !dir.join("ca.pem").exists() {
+                let names = topo.certificate_names();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                atmlab_rpc::tls::init_certs(&dir, &names, false)?;
+            }
+            Some(dir)
+        };
+        std::fs::create_dir_all(data_dir).map_err(|e| err("creating the data directory", e))?;
+        let net = Network::up(
+            topo.clone(),
+            &NetSecurity {
+                certs: certs.clone(),
+            },
+            None,
+        )
+        .await?;
+        std::fs::write(
+            data_dir.join("net.json"),
+            serde_json::to_string_pretty(&net.to_json()).unwrap_or_default(),
+        )
+        .map_err(|e| err("writing net.json", e))?;
+        say(&format!(
+            "network up: {} switch servers (gRPC + raw TCP, {}), name service at {}",
+            net.switches.len(),
+            if certs.is_some() {
+                "mutual TLS"
+            } else {
+                "plain text"
+            },
+            net.names_addr
+        ));
+        let admin = match &certs {
+            Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "admin").load()?),
+            None => None,
+        };
+        let clients = match net.switch_clients(admin.as_ref()).await {
+            Ok(c) => c,
+            Err(e) => {
+                net.down().await;
+                return Err(e);
+            }
+        };
+        let (route, refresher) = match route_object(&net.names_url(), admin.as_ref()).await {
+            Ok(r) => r,
+            Err(e) => {
+                net.down().await;
+                return Err(e);
+            }
+        };
+        Ok(Lab {
+            net,
+            route,
+            clients,
+            refresher,
+        })
+    }
+
+    /// Starts a connection manager over the lab's switches, its caches warmed on the
+    /// route a -> b.
+    pub async fn manager(&self, config: CmConfig) -> Result<live::CmHandle, ControlError> {
+        let router = CachedRouter::new(self.route.clone(), ROUTE_CACHE_TTL);
+        let warm = route_ports(&self.route, "a", "b");
+        let cm = live::start(config, self.clients.clone(), Box::new(router))
+            .map_err(|e| err("starting a manager", e.message))?;
+        cm.prefill(warm)
+            .await
+            .map_err(|e| err("warming the caches", e.message))?;
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+        Ok(cm)
+    }
+
+    /// The audit after a manager shut down: no connection and no reservation is left on
+    /// any switch.
+    pub async fn audit(&self, name: &str) -> Result<(), ControlError> {
+        for (sw, c) in &self.clients {
+            let left = c.connections().await?.len();
+            let held = c.reservations().await?;
+            if left > 0 || !held.is_empty() {
+                let mut per_port: std::collections::BTreeMap<u16, usize> = Default::default();
+                for r in &held {
+                    *per_port.entry(r.port.0).or_default() += 1;
+                }
+                return Err(err(
+                    "audit",
+                    format!(
+                        "{name} left {left} connections and {} reservations on {sw} (by port: {per_port:?})",
+                        held.len()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops everything.
+    pub async fn down(self) {
+        self.refresher.abort();
+        self.net.down().await;
+    }
+}
+
 /// Runs the demo; `say` hears progress lines.
 pub async fn run(
     opts: &DemoOptions,
     mut say: impl FnMut(&str),
 ) -> Result<Vec<DemoRow>, ControlError> {
-    let topo = Topology::parse(DEFAULT_TOPOLOGY, "the demo topology")?;
-    let certs = if opts.insecure {
-        None
-    } else {
-        let dir = opts.data_dir.join("certs");
-        if !dir.join("ca.pem").exists() {
-            let names = topo.certificate_names();
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            atmlab_rpc::tls::init_certs(&dir, &names, false)?;
-        }
-        Some(dir)
-    };
-    std::fs::create_dir_all(&opts.data_dir).map_err(|e| err("creating the data directory", e))?;
-    let net = Network::up(
-        topo.clone(),
-        &NetSecurity {
-            certs: certs.clone(),
-        },
-        None,
-    )
-    .await?;
-    std::fs::write(
-        opts.data_dir.join("net.json"),
-        serde_json::to_string_pretty(&net.to_json()).unwrap_or_default(),
-    )
-    .map_err(|e| err("writing net.json", e))?;
-    say(&format!(
-        "network up: {} switch servers (gRPC + raw TCP, {}), name service at {}",
-        net.switches.len(),
-        if certs.is_some() {
-            "mutual TLS"
-        } else {
-            "plain text"
-        },
-        net.names_addr
-    ));
-    let admin = match &certs {
-        Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "admin").load()?),
-        None => None,
-    };
-    let clients = net.switch_clients(admin.as_ref()).await?;
-    let (route, refresher) = route_object(&net.names_url(), admin.as_ref()).await?;
-    let result = run_on(opts, &net, &route, &clients, &mut say).await;
-    refresher.abort();
-    net.down().await;
+    let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
+    let result = run_on(opts, &lab, &mut say).await;
+    lab.down().await;
     result
 }
 
 async fn run_on(
     opts: &DemoOptions,
-    net: &Network,
-    route: &Arc<Mutex<RouteObject>>,
-    clients: &[(String, GrpcSwitch)],
+    lab: &Lab,
     say: &mut impl FnMut(&str),
 ) -> Result<Vec<DemoRow>, ControlError> {
+    let (net, route, clients) = (&lab.net, &lab.route, &lab.clients);
     // 1. One connection a -> b through three switches, carrying AAL5 frames.
     let router = CachedRouter::new(route.clone(), ROUTE_CACHE_TTL);
     let cm = live::start(
@@ -334,14 +417,7 @@ async fn run_on(
         if !opts.managers.is_empty() && !opts.managers.iter().any(|m| name.contains(m.as_str())) {
             continue;
         }
-        let router = CachedRouter::new(route.clone(), ROUTE_CACHE_TTL);
-        let warm = route_ports(route, "a", "b");
-        let cm = live::start(config, clients.to_vec(), Box::new(router))
-            .map_err(|e| err("starting a manager", e.message))?;
-        cm.prefill(warm)
-            .await
-            .map_err(|e| err("warming the caches", e.message))?;
-        tokio::time::sleep(StdDuration::from_millis(50)).await;
+        let cm = lab.manager(config).await?;
         for &rate in &opts.loads {
             let load = Load {
                 holding: opts.holding,
@@ -375,23 +451,7 @@ async fn run_on(
         }
         cm.shutdown().await;
         // The audit: the manager left nothing on any switch.
-        for (sw, c) in clients {
-            let left = c.connections().await?.len();
-            let held = c.reservations().await?;
-            if left > 0 || !held.is_empty() {
-                let mut per_port: std::collections::BTreeMap<u16, usize> = Default::default();
-                for r in &held {
-                    *per_port.entry(r.port.0).or_default() += 1;
-                }
-                return Err(err(
-                    "audit",
-                    format!(
-                        "{name} left {left} connections and {} reservations on {sw} (by port: {per_port:?})",
-                        held.len()
-                    ),
-                ));
-            }
-        }
+        lab.audit(&name).await?;
     }
     write_reports(&opts.reports_dir, &rows)?;
     Ok(rows)

@@ -38,6 +38,7 @@ mod error;
 pub mod names;
 pub mod net;
 pub mod qos;
+pub mod reproduce;
 pub mod route;
 
 pub use error::ControlError;

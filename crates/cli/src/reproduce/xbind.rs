@@ -1,14 +1,31 @@
-//! `atmlab reproduce xbind`: paper 000's throughput-delay curves, VPI/VCI cache
-//! dimensioning (Fig. 9, Table I) and remote invocations per call (Fig. 10).
+//! `atmlab reproduce xbind`: paper 000's baseline, throughput-delay curves (Figs. 6, 7,
+//! 11), VPI/VCI cache dimensioning (Fig. 9, Table I) and remote invocations per call
+//! (Fig. 10), measured on the live laboratory; the work is in
+//! `atmlab_control::reproduce`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use atmlab_control::reproduce::{self as xbind, XbindOptions};
 
 use super::ReproduceArgs;
+use crate::live as shell;
 
 /// Runs the xbind reproduction.
-pub fn run(_args: &ReproduceArgs, _out: &Path) -> Result<ExitCode> {
-    Ok(crate::not_yet("reproduce xbind", "issue 5, in progress"))
+pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
+    let opts = XbindOptions {
+        out: out.to_path_buf(),
+        data_dir: args.data.clone(),
+        insecure: args.insecure,
+        quick: args.quick,
+    };
+    shell::init_logging_at("warn");
+    let r = shell::runtime()?.block_on(xbind::run(&opts, |line| println!("{line}")))?;
+    println!(
+        "\nreport: {} (README.md, CSVs, PNG and SVG plots, results.json), {:.0} s",
+        out.display(),
+        r.seconds
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -642,7 +642,7 @@ impl CmCore {
                     // Slot 0 (the first switch's input) is never committed on its own
                     // port, so N_v is kept for the output ports, as in the paper.
                     if (1..64).contains(&j) {
-                        cache.nv.take();
+                        cache.nv.take(now);
                         call.in_use |= 1 << j;
                     }
                 }
@@ -1324,6 +1324,6 @@ fn nv_done(
     }
     call.in_use &= !(1 << j);
     if let Some(c) = caches.get_mut(&key) {
-        c.nv.done(now.saturating_duration_since(call.started));
+        c.nv.done(now, now.saturating_duration_since(call.started));
     }
 }

@@ -19,25 +19,57 @@
 //! P{N_v <= X - 1}; [`estimated_hit_ratio`] uses that, and the reproduction shows the
 //! paper's reading beside it.
 
-use atmlab_core::time::Duration;
+use atmlab_core::time::{Duration, Instant};
 
 /// Measurement of `N_v` on one (switch, output port): identifiers taken from its cache
 /// whose commit has not yet been answered.
+///
+/// Two distributions are kept: the one arrivals see (what decides a hit) and the
+/// time-average one (what the M/G/∞ model describes). With Poisson arrivals they are the
+/// same (PASTA); when they differ, the arrivals were not Poisson. The time-average mean
+/// equals λ times the mean latency exactly (Little's law), a check on the measurement.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NvProbe {
     /// Identifiers in use now.
     pub in_use: u32,
     /// `at_arrival[n]`: arrivals (cache hits) that found `n` identifiers already in use.
     pub at_arrival: Vec<u64>,
+    /// `time_at[n]`: picoseconds spent with `n` identifiers in use, from the first take.
+    pub time_at: Vec<u64>,
+    /// When `in_use` last changed (the first take starts the clock).
+    pub since: Option<Instant>,
     /// Sum of the replacement latencies measured (from the take to the commit's answer).
     pub latency_sum: Duration,
     /// Replacement latencies measured.
     pub latencies: u64,
+    /// Gaps between arrivals, for their squared coefficient of variation: the sum of the
+    /// gaps and of their squares, in seconds, and the last arrival.
+    pub gaps: (f64, f64, u64),
+    last_arrival: Option<Instant>,
 }
 
 impl NvProbe {
-    /// An arrival takes an identifier.
-    pub fn take(&mut self) {
+    fn advance(&mut self, now: Instant) {
+        if let Some(t) = self.since {
+            let n = self.in_use as usize;
+            if self.time_at.len() <= n {
+                self.time_at.resize(n + 1, 0);
+            }
+            self.time_at[n] += now.saturating_duration_since(t).as_picos();
+        }
+        self.since = Some(now);
+    }
+
+    /// An arrival takes an identifier at `now`.
+    pub fn take(&mut self, now: Instant) {
+        self.advance(now);
+        if let Some(last) = self.last_arrival {
+            let g = now.saturating_duration_since(last).as_secs_f64();
+            self.gaps.0 += g;
+            self.gaps.1 += g * g;
+            self.gaps.2 += 1;
+        }
+        self.last_arrival = Some(now);
         let n = self.in_use as usize;
         if self.at_arrival.len() <= n {
             self.at_arrival.resize(n + 1, 0);
@@ -46,11 +78,56 @@ impl NvProbe {
         self.in_use += 1;
     }
 
-    /// The commit carrying an identifier was answered, `latency` after the take.
-    pub fn done(&mut self, latency: Duration) {
+    /// The commit carrying an identifier was answered at `now`, `latency` after the take.
+    pub fn done(&mut self, now: Instant, latency: Duration) {
+        self.advance(now);
         self.in_use = self.in_use.saturating_sub(1);
-        self.latency_sum = self.latency_sum + latency;
+        self.latency_sum += latency;
         self.latencies += 1;
+    }
+
+    /// The squared coefficient of variation of the gaps between arrivals as the manager
+    /// handled them: 1 for a Poisson process, more when arrivals come in clumps.
+    pub fn gap_cv2(&self) -> f64 {
+        let (s, sq, n) = self.gaps;
+        if n < 2 || s == 0.0 {
+            return f64::NAN;
+        }
+        let mean = s / n as f64;
+        (sq / n as f64 - mean * mean) / (mean * mean)
+    }
+
+    /// Seconds observed (from the first take to the last change).
+    pub fn observed(&self) -> f64 {
+        self.time_at.iter().map(|&t| t as f64).sum::<f64>() / 1e12
+    }
+
+    /// The time-average mean of `N_v`.
+    pub fn time_mean(&self) -> f64 {
+        let total: f64 = self.time_at.iter().map(|&t| t as f64).sum();
+        if total == 0.0 {
+            return 0.0;
+        }
+        self.time_at
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| k as f64 * t as f64)
+            .sum::<f64>()
+            / total
+    }
+
+    /// The time-average P{N_v <= x}.
+    pub fn time_cdf(&self, x: usize) -> f64 {
+        let total: f64 = self.time_at.iter().map(|&t| t as f64).sum();
+        if total == 0.0 {
+            return 0.0;
+        }
+        self.time_at
+            .iter()
+            .take(x + 1)
+            .map(|&t| t as f64)
+            .sum::<f64>()
+            / total
     }
 
     /// Arrivals sampled.
@@ -106,8 +183,17 @@ impl NvProbe {
         for (a, b) in self.at_arrival.iter_mut().zip(&other.at_arrival) {
             *a += b;
         }
+        if self.time_at.len() < other.time_at.len() {
+            self.time_at.resize(other.time_at.len(), 0);
+        }
+        for (a, b) in self.time_at.iter_mut().zip(&other.time_at) {
+            *a += b;
+        }
         self.in_use += other.in_use;
-        self.latency_sum = self.latency_sum + other.latency_sum;
+        self.gaps.0 += other.gaps.0;
+        self.gaps.1 += other.gaps.1;
+        self.gaps.2 += other.gaps.2;
+        self.latency_sum += other.latency_sum;
         self.latencies += other.latencies;
     }
 }
@@ -115,7 +201,7 @@ impl NvProbe {
 /// P{N <= x} for N Poisson with mean `mean` (summed in log space's safe form: terms by
 /// recurrence, which is exact enough for means up to several hundred).
 pub fn poisson_cdf(mean: f64, x: usize) -> f64 {
-    if !(mean > 0.0) {
+    if mean.is_nan() || mean <= 0.0 {
         return 1.0;
     }
     // Start from the log of the first term to avoid underflow of e^-mean for large means.
@@ -147,7 +233,7 @@ pub fn estimated_hit_ratio(mean: f64, size: usize) -> f64 {
 /// The smallest cache whose estimated hit ratio reaches `target` (in (0, 1)), for `N_v`
 /// Poisson with mean `mean`; `None` if `target` is not below 1.
 pub fn cache_size_for(mean: f64, target: f64) -> Option<usize> {
-    if !(target > 0.0 && target < 1.0) {
+    if target.is_nan() || target <= 0.0 || target >= 1.0 {
         return None;
     }
     // The Poisson tail beyond mean + 40 sqrt(mean) + 40 is far below any useful target.
@@ -207,13 +293,19 @@ mod tests {
 
     #[test]
     fn the_probe_counts_what_arrivals_see() {
+        let t = |us: u64| Instant::from_picos(us * 1_000_000);
         let mut p = NvProbe::default();
-        p.take(); // saw 0
-        p.take(); // saw 1
-        p.done(Duration::from_micros(100));
-        p.take(); // saw 1
-        p.done(Duration::from_micros(300));
-        p.done(Duration::from_micros(200));
+        p.take(t(0)); // saw 0
+        p.take(t(100)); // saw 1
+        p.done(t(200), Duration::from_micros(100));
+        p.take(t(300)); // saw 1
+        p.done(t(400), Duration::from_micros(300));
+        p.done(t(600), Duration::from_micros(200));
+        // 1 in use for 0-100, 2 for 100-200, 1 for 200-300, 2 for 300-400, 1 for 400-600.
+        assert_eq!(p.time_at, vec![0, 400_000_000, 200_000_000]);
+        assert!((p.time_mean() - 4.0 / 3.0).abs() < 1e-12);
+        assert!((p.observed() - 600e-6).abs() < 1e-15);
+        assert_eq!(p.time_cdf(1), 2.0 / 3.0);
         assert_eq!(p.at_arrival, vec![1, 2]);
         assert_eq!(p.in_use, 0);
         assert!((p.mean() - 2.0 / 3.0).abs() < 1e-12);
@@ -221,7 +313,7 @@ mod tests {
         assert_eq!(p.hit_ratio(1), 1.0 / 3.0);
         assert_eq!(p.hit_ratio(2), 1.0);
         let mut q = NvProbe::default();
-        q.take();
+        q.take(t(0));
         q.merge(&p);
         assert_eq!(q.at_arrival, vec![2, 2]);
     }

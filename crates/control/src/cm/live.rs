@@ -19,10 +19,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
 use super::adaptive::Regions;
-use super::dimension::NvProbe;
 use super::core::{
     CallError, CallEvent, CallView, CmConfig, CmCore, CmStats, HopSpec, SetupRequest,
 };
+use super::dimension::NvProbe;
 use crate::clock::LiveClock;
 
 /// Resolves a source-destination pair to a route (the route object with its cache).

@@ -552,7 +552,11 @@ fn nv_counts_identifiers_taken_and_not_yet_committed() {
         assert_eq!(p.in_use, 0, "every commit answered");
         assert_eq!(p.latencies, 3);
         assert_eq!(p.mean_latency(), Duration::from_micros(250));
-        assert_eq!(p.hit_ratio(2), 2.0 / 3.0, "a cache of 2 would have missed once");
+        assert_eq!(
+            p.hit_ratio(2),
+            2.0 / 3.0,
+            "a cache of 2 would have missed once"
+        );
     }
     // A call refused at s2 still ends its use of every identifier it took.
     let mut net = Net::new(Some(50.0));

@@ -1,0 +1,111 @@
+//! `atmlab reproduce xbind --quick` end to end on the live laboratory, and the cache
+//! dimensioning command it is built on.
+
+use crate::atmlab;
+
+#[test]
+fn reproduce_xbind_quick_writes_every_table_and_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("xbind");
+    let o = atmlab(
+        &[
+            "reproduce",
+            "xbind",
+            "--quick",
+            "--data",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for f in [
+        "README.md",
+        "results.json",
+        "baseline.csv",
+        "throughput_delay.csv",
+        "throughput_delay.png",
+        "nv_summary.csv",
+        "nv_bmediumload_t5.csv",
+        "nv_bmediumload_t5.png",
+        "nv_dhighload_t15.png",
+        "table1.csv",
+        "invocations.csv",
+        "invocations.png",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing; stdout:\n{text}");
+    }
+    let md = std::fs::read_to_string(out.join("README.md")).unwrap();
+    for heading in ["Baseline", "Throughput-delay", "N_v", "Table I", "Fig. 10"] {
+        assert!(md.contains(heading), "{heading} missing:\n{md}");
+    }
+    // The paper's numbers stand beside ours.
+    assert!(md.contains("| paper | 5 | | 0.9529 | 0.9859 |"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    // Little's law holds on the measurement: the time-average N_v is λ x latency.
+    for nv in json["nv"].as_array().unwrap() {
+        let (t, d) = (
+            nv["mean_nv_over_time"].as_f64().unwrap(),
+            nv["direct_mean"].as_f64().unwrap(),
+        );
+        assert!(nv["arrivals"].as_u64().unwrap() > 100, "{nv}");
+        assert!((t - d).abs() <= 1e-6 * d.max(1.0), "{t} vs {d}");
+    }
+    // With T = 1 every command is its own message: 16 invocations per call over 3 hops;
+    // with T = 4 fewer, never fewer than the paper's formula allows.
+    let inv = json["invocations"].as_array().unwrap();
+    let per_call = |t: u64| {
+        inv.iter().find(|i| i["threshold"] == t).unwrap()["measured_per_call"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((per_call(1) - 16.0).abs() < 0.05, "{}", per_call(1));
+    assert!(
+        per_call(4) < per_call(1) && per_call(4) >= 7.0 - 1e-9,
+        "{}",
+        per_call(4)
+    );
+    for b in json["baseline"].as_array().unwrap() {
+        assert!(b["calls"].as_u64().unwrap() > 0 && b["mean_ms"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn cm_dimension_sizes_the_cache_and_checks_its_input() {
+    let o = atmlab(
+        &[
+            "cm",
+            "dimension",
+            "--rate",
+            "50",
+            "--latency",
+            "52 ms",
+            "--hit",
+            "0.99",
+        ],
+        b"",
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    // λ/α = 2.6; P{N <= 6} = 0.9828 < 0.99 <= P{N <= 7} = 0.9950: a cache of 8.
+    assert!(
+        text.contains("mean λ x latency = 50 x 0.052000 s = 2.600"),
+        "{text}"
+    );
+    assert!(text.contains("        0.99            8"), "{text}");
+    assert!(text.contains("   1              800      16.00"), "{text}");
+    let bad = atmlab(
+        &["cm", "dimension", "--rate", "-1", "--latency", "1 ms"],
+        b"",
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--rate"));
+}

@@ -1,0 +1,949 @@
+//! `atmlab reproduce xbind`: paper 000's measurements, repeated on the live laboratory
+//! (the demo's ring of four switch servers on loopback, a 3-hop path a -> b), with the
+//! paper's published numbers beside ours.
+//!
+//! - §III-B, the baseline: one call at a time, setup latency of the sequential manager
+//!   (and of xbind), minimum, mean, maximum, 5% and 95% quantiles.
+//! - Figs. 6, 7 and 11: throughput-delay curves of `sequential` and `xbind` with
+//!   T = 1, 4, 10, 15 and adaptive T, under Poisson calls.
+//! - §IV-A, Fig. 9 and Table I: the distribution of `N_v`, the identifiers of one output
+//!   port in use, measured at each arrival, beside its M/G/∞ (Poisson) estimate, and the
+//!   hit frequency of each cache size, estimated and measured; the cache size the model
+//!   picks for a target hit ratio.
+//! - §IV-B, Fig. 10: remote invocations per call against N = 4λ(1 + k/T).
+//!
+//! Our machine is about a hundred times faster per call than the paper's HP 9000/700s on
+//! Orbix, so the experiments that depend on the load (Fig. 9, Table I, Fig. 10) run at the
+//! paper's rates times [`SCALE`], with its times (holding time, flush time-out) divided by
+//! it: the ratios the paper reasons with (cache size to active calls, batch fill time to
+//! time-out) stay the same. Nothing here is fitted to the paper's numbers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use atmlab_core::time::Duration;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::ControlError;
+use crate::callgen::{self, Load, Report};
+use crate::cm::core::{CmConfig, CmKind};
+use crate::cm::dimension::{
+    NvProbe, cache_size_for, estimated_hit_ratio, invocations_per_s, offered_identifiers,
+    poisson_cdf,
+};
+use crate::cm::live::CmHandle;
+use crate::demo::Lab;
+
+/// Our rates are the paper's times this; our times the paper's divided by it.
+pub const SCALE: f64 = 100.0;
+
+/// Switch servers on the path a -> b (the paper's Fig. 10 uses three as well).
+pub const HOPS: u32 = 3;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct XbindOptions {
+    /// Where the report goes (`reports/xbind`).
+    pub out: PathBuf,
+    /// Certificates and state (`atmlab-data`).
+    pub data_dir: PathBuf,
+    /// Plain text instead of mutual TLS.
+    pub insecure: bool,
+    /// The short form: fewer points, shorter runs.
+    pub quick: bool,
+}
+
+/// One `N_v` experiment of Fig. 9: the paper's (λ, T), run at λ x [`SCALE`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NvCase {
+    /// The paper's panel, e.g. "(b) medium load".
+    pub panel: &'static str,
+    /// The paper's arrival rate, calls/s.
+    pub paper_rate: f64,
+    /// The message threshold.
+    pub threshold: u32,
+}
+
+/// The paper's four panels of Fig. 9 (holding time 5 s, i.e. μ = 0.2).
+pub const NV_CASES: [NvCase; 4] = [
+    NvCase {
+        panel: "(a) low load",
+        paper_rate: 10.0,
+        threshold: 5,
+    },
+    NvCase {
+        panel: "(b) medium load",
+        paper_rate: 50.0,
+        threshold: 5,
+    },
+    NvCase {
+        panel: "(c) high load",
+        paper_rate: 100.0,
+        threshold: 5,
+    },
+    NvCase {
+        panel: "(d) high load",
+        paper_rate: 100.0,
+        threshold: 15,
+    },
+];
+
+/// A row of the paper's Table I: cache size, estimated and measured hit frequency.
+pub type TableIRow = (usize, f64, f64);
+
+/// The paper's Table I, for the medium load (λ = 50, T = 5) and the high load (λ = 100,
+/// T = 15).
+pub const PAPER_TABLE_I: [(&str, [TableIRow; 4]); 2] = [
+    (
+        "(b) medium load",
+        [
+            (5, 0.9529, 0.9859),
+            (7, 0.9950, 0.9996),
+            (9, 0.9997, 0.9999),
+            (10, 0.9999, 0.9999),
+        ],
+    ),
+    (
+        "(d) high load",
+        [
+            (12, 0.9354, 0.9081),
+            (13, 0.9653, 0.9429),
+            (15, 0.9916, 0.9771),
+            (20, 0.9999, 0.9935),
+        ],
+    ),
+];
+
+/// The run lengths and points of the full and quick forms.
+#[derive(Debug, Clone)]
+struct Plan {
+    baseline_calls: usize,
+    loads: Vec<f64>,
+    load_seconds: f64,
+    nv_seconds: f64,
+    nv_cases: Vec<NvCase>,
+    invocation_rates: Vec<f64>,
+    invocation_thresholds: Vec<u32>,
+    invocation_seconds: f64,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                baseline_calls: 50,
+                loads: vec![500.0, 5_000.0],
+                load_seconds: 0.3,
+                nv_seconds: 0.5,
+                nv_cases: vec![NV_CASES[1], NV_CASES[3]],
+                invocation_rates: vec![2_000.0],
+                invocation_thresholds: vec![1, 4],
+                invocation_seconds: 0.3,
+            }
+        } else {
+            Plan {
+                baseline_calls: 1_000,
+                loads: vec![
+                    100.0, 1_000.0, 5_000.0, 10_000.0, 20_000.0, 30_000.0, 40_000.0, 60_000.0,
+                ],
+                load_seconds: 2.0,
+                nv_seconds: 8.0,
+                nv_cases: NV_CASES.to_vec(),
+                invocation_rates: vec![1_000.0, 10_000.0],
+                invocation_thresholds: vec![1, 2, 4, 10, 15],
+                invocation_seconds: 1.5,
+            }
+        }
+    }
+}
+
+/// §III-B: one call at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The manager.
+    pub manager: String,
+    /// Calls measured.
+    pub calls: u64,
+    /// Setup latency, ms: minimum, mean, maximum, 5% and 95% quantiles.
+    pub min_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+    /// 5% quantile.
+    pub p5_ms: f64,
+    /// 95% quantile.
+    pub p95_ms: f64,
+}
+
+/// One point of a throughput-delay curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurvePoint {
+    /// The manager, e.g. "xbind T=4".
+    pub manager: String,
+    /// What the call generator measured.
+    pub report: Report,
+    /// T after the run (adaptive T moves).
+    pub threshold: u32,
+}
+
+/// One `N_v` experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvResult {
+    /// The paper's case.
+    pub case: NvCase,
+    /// Our arrival rate, calls/s.
+    pub rate: f64,
+    /// The call generator's measurements.
+    pub report: Report,
+    /// `N_v` of the first switch's output port on the path.
+    pub probe: NvProbe,
+    /// The port, "switch:port".
+    pub port: String,
+}
+
+impl NvResult {
+    /// λ/α estimated directly: the measured arrival rate times the mean replacement
+    /// latency.
+    pub fn direct_mean(&self) -> f64 {
+        offered_identifiers(self.measured_rate(), self.probe.mean_latency())
+    }
+
+    /// Arrivals per second seen by the port, over the time it was observed.
+    pub fn measured_rate(&self) -> f64 {
+        let t = self.probe.observed();
+        if t > 0.0 {
+            self.probe.arrivals() as f64 / t
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One remote-invocation measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvocationResult {
+    /// Our arrival rate, calls/s.
+    pub rate: f64,
+    /// The message threshold.
+    pub threshold: u32,
+    /// Calls set up (and released).
+    pub calls: u64,
+    /// Messages to switch servers.
+    pub messages: u64,
+    /// Commands those messages carried.
+    pub commands: u64,
+}
+
+impl InvocationResult {
+    /// Switch-server invocations per call: each message and its answer.
+    pub fn switch_invocations_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            return 0.0;
+        }
+        2.0 * self.messages as f64 / self.calls as f64
+    }
+
+    /// Total per call, counting as the paper does the setup and delete requests and
+    /// their answers (4 per call).
+    pub fn invocations_per_call(&self) -> f64 {
+        4.0 + self.switch_invocations_per_call()
+    }
+
+    /// The paper's N/λ = 4(1 + k/T).
+    pub fn formula_per_call(&self) -> f64 {
+        invocations_per_s(1.0, HOPS, self.threshold)
+    }
+}
+
+/// Everything the reproduction measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XbindResults {
+    /// §III-B.
+    pub baseline: Vec<Baseline>,
+    /// Figs. 6, 7, 11.
+    pub curves: Vec<CurvePoint>,
+    /// Fig. 9, Table I.
+    pub nv: Vec<NvResult>,
+    /// Fig. 10.
+    pub invocations: Vec<InvocationResult>,
+    /// Whether this was the quick form.
+    pub quick: bool,
+    /// Wall-clock seconds of the whole run.
+    pub seconds: f64,
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
+    ControlError::Serve {
+        what: "the xbind reproduction",
+        reason: format!("{what}: {e}"),
+    }
+}
+
+/// An xbind manager with a cache large enough that every call hits (as the paper's
+/// Fig. 6 and Fig. 9 runs had, "> 200"), T fixed, and the paper's 1 s flush time-out
+/// scaled.
+fn xbind(threshold: u32, flush: Duration) -> CmConfig {
+    CmConfig {
+        threshold,
+        flush_timeout: flush,
+        cache_fill: 256,
+        cache_low: 64,
+        cache_max: 2048,
+        ..CmConfig::new(CmKind::Xbind)
+    }
+}
+
+/// The managers of the throughput-delay curves.
+fn curve_managers() -> Vec<(String, CmConfig)> {
+    // The demo's tuning (flush 200 us: at our latencies a batch older than that costs
+    // more than it saves) plus T = 15, the paper's largest.
+    let mut v = crate::demo::managers();
+    let flush = CmConfig::new(CmKind::Xbind).flush_timeout;
+    let pos = v
+        .iter()
+        .position(|(n, _)| n == "xbind adaptive")
+        .unwrap_or(v.len());
+    v.insert(pos, ("xbind T=15".into(), xbind(15, flush)));
+    v
+}
+
+/// Runs the reproduction on a fresh lab; `say` hears progress lines.
+pub async fn run(
+    opts: &XbindOptions,
+    mut say: impl FnMut(&str),
+) -> Result<XbindResults, ControlError> {
+    let started = std::time::Instant::now();
+    let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
+    let result = run_on(opts, &lab, &mut say).await;
+    lab.down().await;
+    let mut results = result?;
+    results.seconds = started.elapsed().as_secs_f64();
+    write_report(&opts.out, &results)?;
+    Ok(results)
+}
+
+async fn run_on(
+    opts: &XbindOptions,
+    lab: &Lab,
+    say: &mut impl FnMut(&str),
+) -> Result<XbindResults, ControlError> {
+    let plan = Plan::new(opts.quick);
+    let holding = StdDuration::from_secs_f64(5.0 / SCALE);
+    let flush = Duration::from_secs_f64(1.0 / SCALE);
+
+    // §III-B: one call at a time.
+    let mut baseline = Vec::new();
+    for (name, config) in [
+        ("sequential".to_string(), CmConfig::new(CmKind::Sequential)),
+        ("xbind T=1".to_string(), xbind(1, flush)),
+    ] {
+        let cm = lab.manager(config).await?;
+        let b = one_at_a_time(&cm, &name, plan.baseline_calls).await;
+        cm.shutdown().await;
+        lab.audit(&name).await?;
+        let b = b?;
+        say(&format!(
+            "baseline {name:>12}: {} calls one at a time: min {:.3} ms, mean {:.3} ms, max {:.3} ms (5% {:.3}, 95% {:.3})",
+            b.calls, b.min_ms, b.mean_ms, b.max_ms, b.p5_ms, b.p95_ms
+        ));
+        baseline.push(b);
+    }
+
+    // Figs. 6, 7, 11: throughput-delay.
+    let mut curves = Vec::new();
+    for (name, config) in curve_managers() {
+        let cm = lab.manager(config).await?;
+        for &rate in &plan.loads {
+            let load = Load {
+                holding: StdDuration::from_millis(5),
+                ..Load::poisson(
+                    rate,
+                    StdDuration::from_secs_f64(plan.load_seconds),
+                    "a",
+                    "b",
+                )
+            };
+            let report = callgen::run(cm.clone(), &load).await;
+            let threshold = cm.status().await.map(|s| s.threshold).unwrap_or(0);
+            say(&format!(
+                "curve {name:>15} offered {rate:>7.0}/s: {:>8.0} setups/s, mean {:>8.3} ms (T now {threshold})",
+                report.setups_per_s, report.mean_setup_ms
+            ));
+            let saturated = report.setups_per_s < 0.5 * rate;
+            curves.push(CurvePoint {
+                manager: name.clone(),
+                report,
+                threshold,
+            });
+            // Past saturation every higher load only measures the overload guard.
+            if saturated {
+                break;
+            }
+        }
+        cm.shutdown().await;
+        lab.audit(&name).await?;
+    }
+
+    // Fig. 9 and Table I: N_v at the paper's loads, scaled.
+    let mut nv = Vec::new();
+    for case in &plan.nv_cases {
+        let rate = case.paper_rate * SCALE;
+        let name = format!("xbind T={} at {rate} calls/s", case.threshold);
+        let cm = lab.manager(xbind(case.threshold, flush)).await?;
+        let load = Load {
+            holding,
+            // The model assumes Poisson arrivals: keep each to its instant.
+            precise: true,
+            ..Load::poisson(rate, StdDuration::from_secs_f64(plan.nv_seconds), "a", "b")
+        };
+        let report = callgen::run(cm.clone(), &load).await;
+        let status = cm.status().await.map_err(|e| err("status", e.message))?;
+        cm.shutdown().await;
+        lab.audit(&name).await?;
+        // The first switch's output port on the path (the paper looks at one port);
+        // the route cache keeps one of the ring's two routes for 5 s, so one port of the
+        // first switch carries (nearly) all the calls.
+        let first = crate::demo::route_ports(&lab.route, "a", "b")
+            .first()
+            .map(|p| p.0.clone())
+            .ok_or_else(|| err("the route a -> b", "is empty"))?;
+        let Some((sw, port, probe)) = status
+            .nv
+            .into_iter()
+            .filter(|(s, _, _)| *s == first)
+            .max_by_key(|(_, _, p)| p.arrivals())
+        else {
+            return Err(err("N_v", format!("no arrivals measured at {first}")));
+        };
+        let r = NvResult {
+            case: *case,
+            rate,
+            report,
+            probe,
+            port: format!("{sw}:{port}"),
+        };
+        say(&format!(
+            "N_v {} ({name}): {} arrivals at {} (gap CV² {:.2}), mean N_v {:.3} at arrivals, {:.3} over time, λ/α {:.3} (latency {:.3} ms)",
+            case.panel,
+            r.probe.arrivals(),
+            r.port,
+            r.probe.gap_cv2(),
+            r.probe.mean(),
+            r.probe.time_mean(),
+            r.direct_mean(),
+            r.probe.mean_latency().as_secs_f64() * 1e3
+        ));
+        nv.push(r);
+    }
+
+    // Fig. 10: invocations per call against T.
+    let mut invocations = Vec::new();
+    for &t in &plan.invocation_thresholds {
+        let name = format!("xbind T={t}");
+        let cm = lab.manager(xbind(t, flush)).await?;
+        for &rate in &plan.invocation_rates {
+            let before = cm.status().await.map_err(|e| err("status", e.message))?;
+            let load = Load {
+                holding,
+                ..Load::poisson(
+                    rate,
+                    StdDuration::from_secs_f64(plan.invocation_seconds),
+                    "a",
+                    "b",
+                )
+            };
+            let report = callgen::run(cm.clone(), &load).await;
+            let after = cm.status().await.map_err(|e| err("status", e.message))?;
+            let r = InvocationResult {
+                rate,
+                threshold: t,
+                calls: report.established,
+                messages: after.stats.messages - before.stats.messages,
+                commands: after.stats.commands - before.stats.commands,
+            };
+            say(&format!(
+                "invocations {name:>11} at {rate:>6.0} calls/s: {:.2} per call (formula {:.2})",
+                r.invocations_per_call(),
+                r.formula_per_call()
+            ));
+            invocations.push(r);
+        }
+        cm.shutdown().await;
+        lab.audit(&name).await?;
+    }
+    Ok(XbindResults {
+        baseline,
+        curves,
+        nv,
+        invocations,
+        quick: opts.quick,
+        seconds: 0.0,
+    })
+}
+
+/// Sets up and releases `n` calls, one at a time, and measures the setups.
+async fn one_at_a_time(cm: &CmHandle, name: &str, n: usize) -> Result<Baseline, ControlError> {
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| err("histogram", e))?;
+    let (mut sum, mut calls) = (0u128, 0u64);
+    for _ in 0..n {
+        let t0 = std::time::Instant::now();
+        let call = cm
+            .add(
+                "a",
+                "b",
+                TrafficDescriptor::cbr(CellRate(10.0)),
+                0.0,
+                "baseline",
+            )
+            .await
+            .map_err(|e| err(name, e.message))?;
+        let ns = (t0.elapsed().as_nanos() as u64).max(1);
+        hist.record(ns.min(60_000_000_000))
+            .map_err(|e| err("histogram", e))?;
+        sum += ns as u128;
+        calls += 1;
+        cm.delete(call.view.id)
+            .await
+            .map_err(|e| err(name, e.message))?;
+    }
+    // Let the releases' answers come back before the audit.
+    tokio::time::sleep(StdDuration::from_millis(20)).await;
+    let ms = |v: u64| v as f64 / 1e6;
+    Ok(Baseline {
+        manager: name.to_string(),
+        calls,
+        min_ms: ms(hist.min()),
+        mean_ms: if calls > 0 {
+            sum as f64 / calls as f64 / 1e6
+        } else {
+            0.0
+        },
+        max_ms: ms(hist.max()),
+        p5_ms: ms(hist.value_at_quantile(0.05)),
+        p95_ms: ms(hist.value_at_quantile(0.95)),
+    })
+}
+
+// ----- the report ------------------------------------------------------------------------
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), ControlError> {
+    std::fs::write(dir.join(name), text).map_err(|e| err(name, e))
+}
+
+fn plot(
+    dir: &Path,
+    stem: &str,
+    spec: atmlab_sim::plot::PlotSpec<'_>,
+    series: &[atmlab_sim::plot::Series],
+) -> Result<(), ControlError> {
+    atmlab_sim::plot::plot_metric(&dir.join(stem), &spec, series)
+        .map_err(|e| err(&format!("plotting {stem}"), e))
+}
+
+/// The cache sizes a Table I row shows for a case: from where the estimate or the
+/// measurement first passes 0.9 to where both reach 0.9999, about eight of them.
+fn table_sizes(r: &NvResult) -> Vec<usize> {
+    let m = r.probe.mean();
+    let measured_90 = (1..=r.probe.at_arrival.len() + 1)
+        .find(|&x| r.probe.hit_ratio(x) >= 0.9)
+        .unwrap_or(1);
+    let lo = cache_size_for(m, 0.9).unwrap_or(1).min(measured_90);
+    let hi = (1..=r.probe.at_arrival.len() + 1)
+        .find(|&x| r.probe.hit_ratio(x) >= 0.9999)
+        .unwrap_or(r.probe.at_arrival.len() + 1)
+        .max(cache_size_for(m, 0.9999).unwrap_or(lo));
+    let span = hi.saturating_sub(lo) + 1;
+    let step = span.div_ceil(8).max(1);
+    let mut v: Vec<usize> = (lo..=hi).step_by(step).collect();
+    if v.last() != Some(&hi) {
+        v.push(hi);
+    }
+    v
+}
+
+/// Writes `README.md`, the CSVs, `results.json` and the plots into `dir`.
+pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
+    use atmlab_sim::plot::{PlotSpec, Series};
+    std::fs::create_dir_all(dir).map_err(|e| err("creating the report directory", e))?;
+    let mut md = String::new();
+    md.push_str("# xbind (paper 000), reproduced\n\n");
+    md.push_str(&format!(
+        "Generated by `atmlab reproduce xbind{}` in {:.0} s: the demo's ring of four switch \
+         servers on loopback (mutual TLS unless `--insecure`), a 3-hop path a -> b, the call \
+         generator in the manager's process. Rates of the load-dependent experiments are the \
+         paper's times {SCALE}, times divided by {SCALE} (module doc of \
+         `atmlab_control::reproduce`).\n\n",
+        if r.quick { " --quick" } else { "" },
+        r.seconds
+    ));
+
+    // Baseline.
+    md.push_str("## Baseline: one call at a time (§III-B)\n\n");
+    md.push_str("| manager | calls | min ms | mean ms | max ms | 5% ms | 95% ms |\n");
+    md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    md.push_str(
+        "| paper, sequential (Orbix, HP 9000/700) | >= 1000 | 20.0 | 23.4 | 63.3 | 20.5 | 31.0 |\n",
+    );
+    md.push_str("| paper, threaded | >= 1000 | 22.5 | 24.9 | 213 | 23.1 | 35.1 |\n");
+    let mut csv = String::from("manager,calls,min_ms,mean_ms,max_ms,p5_ms,p95_ms\n");
+    for b in &r.baseline {
+        md.push_str(&format!(
+            "| atmlab, {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            b.manager, b.calls, b.min_ms, b.mean_ms, b.max_ms, b.p5_ms, b.p95_ms
+        ));
+        csv.push_str(&format!(
+            "{},{},{:.4},{:.4},{:.4},{:.4},{:.4}\n",
+            b.manager, b.calls, b.min_ms, b.mean_ms, b.max_ms, b.p5_ms, b.p95_ms
+        ));
+    }
+    write(dir, "baseline.csv", &csv)?;
+
+    // Throughput-delay.
+    md.push_str("\n## Throughput-delay (Figs. 6, 7 and 11)\n\n");
+    md.push_str(
+        "The paper: sequential saturates at about 25 calls/s; xbind with T = 1 has 11.0 ms \
+         at 1 call/s and about 40 ms at 60 calls/s; small T stays under 50 ms but below \
+         100 calls/s; T = 15 reaches 170 calls/s at 85 ms (190 calls/s and 8 ms minimum on a \
+         Sun Ultra2). Ours, each point a Poisson load for a fixed time, 5 ms mean holding; a \
+         curve stops at the first load it could not carry half of:\n\n",
+    );
+    md.push_str("| manager | offered /s | setups /s | mean ms | p99 ms | blocked | T after |\n");
+    md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    let mut csv = String::from(
+        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed,threshold_after\n",
+    );
+    let mut series: Vec<Series> = Vec::new();
+    for c in &r.curves {
+        let p = &c.report;
+        md.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.3} | {:.3} | {} | {} |\n",
+            c.manager,
+            p.offered_per_s,
+            p.setups_per_s,
+            p.mean_setup_ms,
+            p.p99_setup_ms,
+            p.blocked,
+            c.threshold
+        ));
+        csv.push_str(&format!(
+            "{},{},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{},{},{},{}\n",
+            c.manager,
+            p.offered_per_s,
+            p.setups_per_s,
+            p.operations_per_s,
+            p.mean_setup_ms,
+            p.p50_setup_ms,
+            p.p99_setup_ms,
+            p.max_setup_ms,
+            p.established,
+            p.blocked,
+            p.failed,
+            c.threshold
+        ));
+        let pt = (p.setups_per_s, p.mean_setup_ms, f64::NAN);
+        match series.iter_mut().find(|s| s.label == c.manager) {
+            Some(s) => s.points.push(pt),
+            None => series.push(Series {
+                label: c.manager.clone(),
+                points: vec![pt],
+            }),
+        }
+    }
+    write(dir, "throughput_delay.csv", &csv)?;
+    plot(
+        dir,
+        "throughput_delay",
+        PlotSpec {
+            title: "Figs. 6, 7, 11: mean setup latency against throughput (3 hops)",
+            x_label: "call setups per second",
+            y_label: "mean setup latency (ms)",
+            log_y: true,
+        },
+        &series,
+    )?;
+    md.push_str("\n![throughput-delay](throughput_delay.png)\n");
+
+    // N_v.
+    md.push_str("\n## The VPI/VCI cache: N_v against its M/G/∞ estimate (§IV-A, Fig. 9)\n\n");
+    md.push_str(
+        "N_v is the number of identifiers of one output port taken from the cache and not yet \
+         committed, seen by each arriving call. The M/G/∞ model says it is Poisson with mean \
+         λ/α; the paper estimates that mean from the measured mean of N_v, or directly as λ \
+         times the mean replacement latency. Holding time 5 s / SCALE, flush time-out \
+         1 s / SCALE.\n\n",
+    );
+    md.push_str("| panel | paper λ, T | our λ /s | arrivals | port | gap CV² (Poisson: 1) | mean N_v at arrivals | mean N_v over time | λ/α = λ x latency | replacement latency ms | size for 99% (model) | size for 99% (measured) |\n");
+    md.push_str(
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let mut summary = String::from(
+        "panel,paper_rate,threshold,rate,measured_rate,arrivals,port,gap_cv2,mean_nv_arrivals,mean_nv_time,direct_mean,latency_ms,size99_model,size99_measured\n",
+    );
+    for n in &r.nv {
+        let m = n.probe.mean();
+        let model99 = cache_size_for(m, 0.99).unwrap_or(0);
+        let measured99 = (1..=n.probe.at_arrival.len() + 1)
+            .find(|&x| n.probe.hit_ratio(x) >= 0.99)
+            .unwrap_or(0);
+        md.push_str(&format!(
+            "| {} | {}, {} | {:.0} | {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |\n",
+            n.case.panel,
+            n.case.paper_rate,
+            n.case.threshold,
+            n.rate,
+            n.probe.arrivals(),
+            n.port,
+            n.probe.gap_cv2(),
+            m,
+            n.probe.time_mean(),
+            n.direct_mean(),
+            n.probe.mean_latency().as_secs_f64() * 1e3,
+            model99,
+            measured99
+        ));
+        summary.push_str(&format!(
+            "{},{},{},{},{:.1},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{},{}\n",
+            n.case.panel,
+            n.case.paper_rate,
+            n.case.threshold,
+            n.rate,
+            n.measured_rate(),
+            n.probe.arrivals(),
+            n.port,
+            n.probe.gap_cv2(),
+            m,
+            n.probe.time_mean(),
+            n.direct_mean(),
+            n.probe.mean_latency().as_secs_f64() * 1e3,
+            model99,
+            measured99
+        ));
+        // The distribution, as Fig. 9 plots it.
+        let stem = format!(
+            "nv_{}",
+            n.case
+                .panel
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .collect::<String>()
+                + &format!("_t{}", n.case.threshold)
+        );
+        let top = n
+            .probe
+            .at_arrival
+            .len()
+            .max(cache_size_for(m, 0.9999).unwrap_or(1))
+            + 1;
+        let mut csv = String::from(
+            "x,measured_at_arrivals,measured_over_time,poisson_mean_nv,poisson_direct\n",
+        );
+        let (mut meas, mut over_time, mut est, mut dir_est) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for x in 0..=top {
+            let (a, t, b, c) = (
+                n.probe.cdf(x),
+                n.probe.time_cdf(x),
+                poisson_cdf(m, x),
+                poisson_cdf(n.direct_mean(), x),
+            );
+            csv.push_str(&format!("{x},{a:.6},{t:.6},{b:.6},{c:.6}\n"));
+            meas.push((x as f64, a, f64::NAN));
+            over_time.push((x as f64, t, f64::NAN));
+            est.push((x as f64, b, f64::NAN));
+            dir_est.push((x as f64, c, f64::NAN));
+        }
+        write(dir, &format!("{stem}.csv"), &csv)?;
+        let title = format!(
+            "Fig. 9 {}: P{{N_v <= x}}, λ = {:.0}/s, T = {}",
+            n.case.panel, n.rate, n.case.threshold
+        );
+        plot(
+            dir,
+            &stem,
+            PlotSpec {
+                title: &title,
+                x_label: "x (identifiers in use)",
+                y_label: "P{N_v <= x}",
+                log_y: false,
+            },
+            &[
+                Series {
+                    label: "measured, at arrivals".into(),
+                    points: meas,
+                },
+                Series {
+                    label: "measured, over time".into(),
+                    points: over_time,
+                },
+                Series {
+                    label: "Poisson, mean of N_v".into(),
+                    points: est,
+                },
+                Series {
+                    label: "Poisson, λ x latency".into(),
+                    points: dir_est,
+                },
+            ],
+        )?;
+        figures.push_str(&format!("\n![Fig. 9 {}]({stem}.png)\n", n.case.panel));
+    }
+    write(dir, "nv_summary.csv", &summary)?;
+    md.push_str(&figures);
+
+    // Table I.
+    md.push_str("\n## Cache hit frequency by cache size (Table I)\n\n");
+    md.push_str(
+        "Estimated: an arrival finds an identifier when fewer than X are in use, \
+         P{N_v <= X-1} for N_v Poisson with the measured mean; the paper's column is \
+         P{N_v <= X} (one identifier more; see `atmlab_control::cm::dimension`), shown as \
+         \"paper's reading\". Measured: the fraction of arrivals that found fewer than X in \
+         use.\n\n",
+    );
+    let mut csv = String::from("panel,source,cache_size,estimated,papers_reading,measured\n");
+    for (panel, rows) in PAPER_TABLE_I {
+        md.push_str(&format!("### {panel}\n\n| source | cache size X | estimated | paper's reading P{{N_v <= X}} | measured |\n| --- | ---: | ---: | ---: | ---: |\n"));
+        for (x, e, m) in rows {
+            md.push_str(&format!("| paper | {x} | | {e:.4} | {m:.4} |\n"));
+            csv.push_str(&format!("{panel},paper,{x},,{e},{m}\n"));
+        }
+        if let Some(n) = r.nv.iter().find(|n| n.case.panel == panel) {
+            let mean = n.probe.mean();
+            for x in table_sizes(n) {
+                let (e, p, m) = (
+                    estimated_hit_ratio(mean, x),
+                    poisson_cdf(mean, x),
+                    n.probe.hit_ratio(x),
+                );
+                md.push_str(&format!(
+                    "| atmlab (λ = {:.0}/s) | {x} | {e:.4} | {p:.4} | {m:.4} |\n",
+                    n.rate
+                ));
+                csv.push_str(&format!("{panel},atmlab,{x},{e:.6},{p:.6},{m:.6}\n"));
+            }
+        }
+        md.push('\n');
+    }
+    write(dir, "table1.csv", &csv)?;
+
+    // Fig. 10.
+    md.push_str("## Remote invocations per call (Fig. 10)\n\n");
+    md.push_str(
+        "The paper's N = 4λ(1 + k/T) with k = 3: per call, the setup and delete requests \
+         and their answers (4), and per switch server an add and a delete, T to a message, \
+         each message and its answer one invocation. Measured: 2 x messages to switch \
+         servers per call (a gRPC call is a request and its answer), plus the same 4.\n\n",
+    );
+    md.push_str("| T | λ /s | calls | messages | commands per message | measured per call | formula 4(1+3/T) |\n");
+    md.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    let mut csv =
+        String::from("threshold,rate,calls,messages,commands,measured_per_call,formula_per_call\n");
+    let mut by_rate: Vec<Series> = Vec::new();
+    for i in &r.invocations {
+        let per_msg = if i.messages > 0 {
+            i.commands as f64 / i.messages as f64
+        } else {
+            0.0
+        };
+        md.push_str(&format!(
+            "| {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} |\n",
+            i.threshold,
+            i.rate,
+            i.calls,
+            i.messages,
+            per_msg,
+            i.invocations_per_call(),
+            i.formula_per_call()
+        ));
+        csv.push_str(&format!(
+            "{},{},{},{},{},{:.4},{:.4}\n",
+            i.threshold,
+            i.rate,
+            i.calls,
+            i.messages,
+            i.commands,
+            i.invocations_per_call(),
+            i.formula_per_call()
+        ));
+        let label = format!("measured, λ = {:.0}/s", i.rate);
+        let pt = (i.threshold as f64, i.invocations_per_call(), f64::NAN);
+        match by_rate.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push(pt),
+            None => by_rate.push(Series {
+                label,
+                points: vec![pt],
+            }),
+        }
+    }
+    write(dir, "invocations.csv", &csv)?;
+    let mut ts: Vec<u32> = r.invocations.iter().map(|i| i.threshold).collect();
+    ts.sort_unstable();
+    ts.dedup();
+    by_rate.push(Series {
+        label: "4(1 + 3/T)".into(),
+        points: ts
+            .iter()
+            .map(|&t| (t as f64, invocations_per_s(1.0, HOPS, t), f64::NAN))
+            .collect(),
+    });
+    by_rate.push(Series {
+        label: "T = infinity: 4".into(),
+        points: ts.iter().map(|&t| (t as f64, 4.0, f64::NAN)).collect(),
+    });
+    plot(
+        dir,
+        "invocations",
+        PlotSpec {
+            title: "Fig. 10: remote invocations per call against T (k = 3)",
+            x_label: "message threshold T",
+            y_label: "invocations per call (N / λ)",
+            log_y: false,
+        },
+        &by_rate,
+    )?;
+    md.push_str("\n![invocations](invocations.png)\n");
+    write(dir, "README.md", &md)?;
+
+    let json = json!({
+        "paper": "xbind",
+        "quick": r.quick,
+        "seconds": r.seconds,
+        "scale": SCALE,
+        "baseline": r.baseline.iter().map(|b| json!({
+            "manager": b.manager, "calls": b.calls, "min_ms": b.min_ms, "mean_ms": b.mean_ms,
+            "max_ms": b.max_ms, "p5_ms": b.p5_ms, "p95_ms": b.p95_ms,
+        })).collect::<Vec<_>>(),
+        "curves": r.curves.iter().map(|c| {
+            let mut v = c.report.to_json();
+            v["manager"] = json!(c.manager);
+            v["threshold_after"] = json!(c.threshold);
+            v
+        }).collect::<Vec<_>>(),
+        "nv": r.nv.iter().map(|n| json!({
+            "panel": n.case.panel, "paper_rate": n.case.paper_rate, "threshold": n.case.threshold,
+            "rate": n.rate, "port": n.port, "arrivals": n.probe.arrivals(),
+            "mean_nv": n.probe.mean(), "mean_nv_over_time": n.probe.time_mean(),
+            "measured_rate": n.measured_rate(), "direct_mean": n.direct_mean(),
+            "gap_cv2": n.probe.gap_cv2(),
+            "latency_ms": n.probe.mean_latency().as_secs_f64() * 1e3,
+            "at_arrival": n.probe.at_arrival,
+            "time_at_ps": n.probe.time_at,
+        })).collect::<Vec<_>>(),
+        "invocations": r.invocations.iter().map(|i| json!({
+            "threshold": i.threshold, "rate": i.rate, "calls": i.calls,
+            "messages": i.messages, "commands": i.commands,
+            "measured_per_call": i.invocations_per_call(),
+            "formula_per_call": i.formula_per_call(),
+        })).collect::<Vec<_>>(),
+    });
+    write(
+        dir,
+        "results.json",
+        &(serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"),
+    )?;
+    Ok(())
+}
