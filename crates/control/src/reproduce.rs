@@ -681,6 +681,7 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
     md.push_str(
         "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
+    let mut figures = String::new();
     let mut summary = String::from(
         "panel,paper_rate,threshold,rate,measured_rate,arrivals,port,gap_cv2,mean_nv_arrivals,mean_nv_time,direct_mean,latency_ms,size99_model,size99_measured\n",
     );
