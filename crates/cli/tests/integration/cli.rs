@@ -48,6 +48,16 @@ fn version_and_help_show_the_whole_tree() {
 }
 
 #[test]
+fn papers_not_reproduced_yet_say_so_and_fail() {
+    let o = atmlab(&["reproduce", "retina"], b"");
+    assert_eq!(o.status.code(), Some(69));
+    assert!(stderr(&o).contains("not built yet"), "{}", stderr(&o));
+    let bad = atmlab(&["reproduce", "nosuchpaper"], b"");
+    assert_eq!(bad.status.code(), Some(2), "clap refuses an unknown paper");
+    assert!(stderr(&bad).contains("xbind"), "the known papers are listed");
+}
+
+#[test]
 fn unbuilt_subcommands_say_so_and_fail() {
     for sub in UNBUILT {
         let o = atmlab(&[sub, "--anything", "x"], b"");
