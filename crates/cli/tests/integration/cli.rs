@@ -54,7 +54,10 @@ fn papers_not_reproduced_yet_say_so_and_fail() {
     assert!(stderr(&o).contains("not built yet"), "{}", stderr(&o));
     let bad = atmlab(&["reproduce", "nosuchpaper"], b"");
     assert_eq!(bad.status.code(), Some(2), "clap refuses an unknown paper");
-    assert!(stderr(&bad).contains("xbind"), "the known papers are listed");
+    assert!(
+        stderr(&bad).contains("xbind"),
+        "the known papers are listed"
+    );
 }
 
 #[test]

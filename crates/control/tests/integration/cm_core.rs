@@ -573,3 +573,110 @@ fn nv_counts_identifiers_taken_and_not_yet_committed() {
         assert_eq!(p.latencies, 1);
     }
 }
+
+/// Erlang's loss formula B(N, A), by the stable recurrence B(0) = 1,
+/// B(n) = A B(n-1) / (n + A B(n-1)).
+fn erlang_b(n: u32, a: f64) -> f64 {
+    (1..=n).fold(1.0, |b, k| a * b / (k as f64 + a * b))
+}
+
+/// One replication of a loss system: Poisson calls at `rate`, exponential holding of
+/// mean 1 s, through a bottleneck that admits `n` calls, set up and released by the
+/// xbind manager against real switch cores (answers in zero time). Returns the fraction
+/// of calls blocked after a warm-up of `warm` calls.
+fn loss_run(n: u32, rate: f64, calls: usize, warm: usize, seed: u64) -> f64 {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Exp};
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    let pcr = 1_000.0;
+    // s2's output admits n calls of `pcr` cells/s (CBR: effective bandwidth = PCR).
+    let mut net = Net::new(Some(n as f64 * pcr + pcr / 2.0));
+    let mut core = CmCore::new(CmConfig {
+        cache_fill: 64,
+        cache_low: 16,
+        cache_max: 256,
+        ..xbind()
+    })
+    .unwrap();
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let gaps = Exp::new(rate).unwrap();
+    let holds = Exp::new(1.0).unwrap();
+    let mut departures: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let (mut t, mut offered, mut blocked) = (0.0f64, 0usize, 0usize);
+    for i in 0..calls {
+        t += gaps.sample(&mut rng);
+        let at = (t * 1e12) as u64;
+        // Releases due before this arrival go first.
+        while let Some(Reverse((d, id))) = departures.peek().copied() {
+            if d > at {
+                break;
+            }
+            departures.pop();
+            net.now = Instant::from_picos(d);
+            core.delete(net.now, id);
+            net.settle(&mut core);
+        }
+        net.now = Instant::from_picos(at);
+        let before = net.events.len();
+        let id = core.add(net.now, call(pcr));
+        net.settle(&mut core);
+        let outcome = net.events[before..].iter().find_map(|e| match e {
+            CallEvent::Established { call, .. } if *call == id => Some(true),
+            CallEvent::Failed { call, error } if *call == id => {
+                assert!(error.blocked(), "only blocking may refuse: {error:?}");
+                Some(false)
+            }
+            _ => None,
+        });
+        let ok = outcome.expect("zero-time answers decide every call at once");
+        if ok {
+            let hold = holds.sample(&mut rng);
+            departures.push(Reverse((at + (hold * 1e12) as u64, id)));
+        }
+        if i >= warm {
+            offered += 1;
+            if !ok {
+                blocked += 1;
+            }
+        }
+    }
+    // Drain: everything released, nothing leaked.
+    while let Some(Reverse((d, id))) = departures.pop() {
+        net.now = Instant::from_picos(d);
+        core.delete(net.now, id);
+        net.settle(&mut core);
+    }
+    assert!(net.empty(), "a connection or bandwidth leaked");
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    assert_eq!(net.reservations(), 0, "identifiers leaked");
+    blocked as f64 / offered as f64
+}
+
+#[test]
+fn blocking_agrees_with_erlang_b() {
+    // Issue 10's Erlang check: N = 10 circuits, offered 7 and 10 erlangs; 10 independent
+    // replications each; the 95% Student-t interval of the measured blocking must hold
+    // Erlang-B.
+    for (n, a) in [(10u32, 7.0f64), (10, 10.0)] {
+        let reps: Vec<f64> = (0..10)
+            .map(|r| loss_run(n, a, 6_000, 500, 1_000 + r))
+            .collect();
+        let k = reps.len() as f64;
+        let mean = reps.iter().sum::<f64>() / k;
+        let var = reps.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (k - 1.0);
+        let half = 2.262 * (var / k).sqrt(); // t(0.975, 9)
+        let b = erlang_b(n, a);
+        eprintln!("N = {n}, A = {a}: blocking {mean:.4} +- {half:.4}, Erlang-B {b:.4}");
+        assert!(
+            (mean - b).abs() <= half,
+            "N = {n}, A = {a}: measured {mean:.4} +- {half:.4}, Erlang-B {b:.4}"
+        );
+        assert!(
+            half < 0.25 * b,
+            "the interval is tight enough to mean something"
+        );
+    }
+}
