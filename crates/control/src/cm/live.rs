@@ -23,6 +23,7 @@ use super::core::{
     CallError, CallEvent, CallView, CmConfig, CmCore, CmStats, HopSpec, SetupRequest,
 };
 use super::dimension::NvProbe;
+use super::faults::{Fate, FaultInjector, FaultPlan, stream_id};
 use crate::clock::LiveClock;
 
 /// Resolves a source-destination pair to a route (the route object with its cache).
@@ -226,34 +227,89 @@ impl CmHandle {
 
 type Inbox = mpsc::UnboundedSender<(u64, Result<Reply, FabricError>)>;
 
-/// One switch server's link: its command stream, re-opened when it breaks.
-async fn run_link(
+/// One switch server's link: its command stream, re-opened when it breaks, and the
+/// faults injected on it, if any.
+struct Link {
     name: String,
     client: GrpcSwitch,
     client_id: String,
-    mut batches: mpsc::UnboundedReceiver<Vec<(u64, Command)>>,
     inbox: Inbox,
-) {
-    let mut stream_tx: Option<mpsc::Sender<pb::StreamRequest>> = None;
-    while let Some(batch) = batches.recv().await {
-        if stream_tx.as_ref().is_none_or(|t| t.is_closed()) {
-            stream_tx = open_stream(&name, &client, inbox.clone()).await;
+    stream_tx: Option<mpsc::Sender<pb::StreamRequest>>,
+    faults: Option<FaultPlan>,
+}
+
+impl Link {
+    /// The open stream, opening it if needed; `None` if the switch is unreachable.
+    async fn stream(&mut self) -> Option<mpsc::Sender<pb::StreamRequest>> {
+        if self.stream_tx.as_ref().is_none_or(|t| t.is_closed()) {
+            self.stream_tx =
+                open_stream(&self.name, &self.client, self.inbox.clone(), self.faults).await;
         }
-        let Some(tx) = &stream_tx else {
-            // The switch is unreachable: the commands are lost; the core re-sends them
-            // after its command time-out, and we try to reconnect then.
-            continue;
-        };
-        for (req, cmd) in batch {
-            let r = pb::StreamRequest {
-                client_id: client_id.clone(),
+        self.stream_tx.clone()
+    }
+
+    fn requests(&self, batch: Vec<(u64, Command)>) -> Vec<pb::StreamRequest> {
+        batch
+            .into_iter()
+            .map(|(req, cmd)| pb::StreamRequest {
+                client_id: self.client_id.clone(),
                 request_id: req,
                 command: Some(cv::pb_command(&cmd)),
-            };
+            })
+            .collect()
+    }
+
+    async fn send(&mut self, batch: Vec<(u64, Command)>) {
+        let Some(tx) = self.stream().await else {
+            // The switch is unreachable: the commands are lost; the core re-sends them
+            // after its command time-out, and we try to reconnect then.
+            return;
+        };
+        for r in self.requests(batch) {
             if tx.send(r).await.is_err() {
-                stream_tx = None;
+                self.stream_tx = None;
                 break;
             }
+        }
+    }
+}
+
+async fn run_link(mut link: Link, mut batches: mpsc::UnboundedReceiver<Vec<(u64, Command)>>) {
+    let mut faults = link
+        .faults
+        .map(|p| FaultInjector::new(p, stream_id(&link.name, true)));
+    // A batch held back to be reordered: it goes after the next one (a re-send, at the
+    // latest, comes when the manager's time-out expires).
+    let mut held: Option<Vec<(u64, Command)>> = None;
+    while let Some(batch) = batches.recv().await {
+        match faults.as_mut().map_or(Fate::Deliver, FaultInjector::decide) {
+            Fate::Deliver => link.send(batch).await,
+            Fate::Drop => {}
+            Fate::Duplicate => {
+                link.send(batch.clone()).await;
+                link.send(batch).await;
+            }
+            Fate::Delay(d) => {
+                if let Some(tx) = link.stream().await {
+                    let reqs = link.requests(batch);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos())).await;
+                        for r in reqs {
+                            if tx.send(r).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+            Fate::Reorder if held.is_none() => {
+                held = Some(batch);
+                continue;
+            }
+            Fate::Reorder => link.send(batch).await,
+        }
+        if let Some(h) = held.take() {
+            link.send(h).await;
         }
     }
 }
@@ -262,6 +318,7 @@ async fn open_stream(
     name: &str,
     client: &GrpcSwitch,
     inbox: Inbox,
+    faults: Option<FaultPlan>,
 ) -> Option<mpsc::Sender<pb::StreamRequest>> {
     let (tx, rx) = mpsc::channel::<pb::StreamRequest>(4096);
     let replies = client
@@ -275,8 +332,10 @@ async fn open_stream(
             return None;
         }
     };
+    let mut faults = faults.map(|p| FaultInjector::new(p, stream_id(name, false)));
     let name = name.to_string();
     tokio::spawn(async move {
+        let mut held: Option<(u64, Result<Reply, FabricError>)> = None;
         while let Some(r) = replies.next().await {
             match r {
                 Ok(r) => {
@@ -284,15 +343,48 @@ async fn open_stream(
                         Some(x) => cv::result(x),
                         None => Err(FabricError::Invalid("a stream reply without a result")),
                     };
-                    if inbox.send((r.request_id, result)).is_err() {
+                    let answer = (r.request_id, result);
+                    let delivered = match faults
+                        .as_mut()
+                        .map_or(Fate::Deliver, FaultInjector::decide)
+                    {
+                        Fate::Deliver => inbox.send(answer).is_ok(),
+                        Fate::Drop => true,
+                        Fate::Duplicate => {
+                            inbox.send(answer.clone()).is_ok() && inbox.send(answer).is_ok()
+                        }
+                        Fate::Delay(d) => {
+                            let inbox = inbox.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos()))
+                                    .await;
+                                let _ = inbox.send(answer);
+                            });
+                            true
+                        }
+                        Fate::Reorder if held.is_none() => {
+                            held = Some(answer);
+                            continue;
+                        }
+                        Fate::Reorder => inbox.send(answer).is_ok(),
+                    };
+                    if let Some(h) = held.take()
+                        && inbox.send(h).is_err()
+                    {
+                        return;
+                    }
+                    if !delivered {
                         return;
                     }
                 }
                 Err(e) => {
                     tracing::warn!(switch = %name, error = %e, "command stream broke");
-                    return;
+                    break;
                 }
             }
+        }
+        if let Some(h) = held.take() {
+            let _ = inbox.send(h);
         }
     });
     Some(tx)
@@ -306,6 +398,23 @@ pub fn start(
     switches: Vec<(String, GrpcSwitch)>,
     router: Box<dyn Router>,
 ) -> Result<CmHandle, CallError> {
+    start_with_faults(config, switches, router, None)
+}
+
+/// [`start`], with `faults` injected on every switch link in both directions (see
+/// [`super::faults`]).
+pub fn start_with_faults(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    faults: Option<FaultPlan>,
+) -> Result<CmHandle, CallError> {
+    if let Some(f) = &faults {
+        f.validate().map_err(|message| CallError {
+            kind: ErrorKind::InvalidArgument,
+            message,
+        })?;
+    }
     let core = CmCore::new(config).map_err(|e| CallError {
         kind: ErrorKind::InvalidArgument,
         message: e.to_string(),
@@ -321,11 +430,15 @@ pub fn start(
     for (name, client) in switches {
         let (btx, brx) = mpsc::unbounded_channel();
         tokio::spawn(run_link(
-            name.clone(),
-            client,
-            client_id.clone(),
+            Link {
+                name: name.clone(),
+                client,
+                client_id: client_id.clone(),
+                inbox: inbox_tx.clone(),
+                stream_tx: None,
+                faults,
+            },
             brx,
-            inbox_tx.clone(),
         ));
         links.insert(name, btx);
     }

@@ -6,6 +6,8 @@
 //! - [`cache`]: [`cache::VciCache`], identifiers reserved ahead per (switch, port).
 //! - [`aggregator`]: [`aggregator::MessageAggregator`], one per target switch server.
 //! - [`adaptive`]: the arrival-rate estimate and load regions that set T (§IV-B).
+//! - [`faults`]: seeded message faults (drop, duplicate, delay, reorder) on the switch
+//!   links, for tests and `atmlab cm serve --faults`.
 //! - [`dimension`]: the M/G/∞ cache dimensioning and invocation counts of §IV (Table I,
 //!   Figs. 9-10), and [`dimension::NvProbe`], which measures `N_v` on a running manager.
 
@@ -14,6 +16,7 @@ pub mod aggregator;
 pub mod cache;
 pub mod core;
 pub mod dimension;
+pub mod faults;
 pub mod live;
 pub mod routes;
 pub mod service;

@@ -680,3 +680,93 @@ fn blocking_agrees_with_erlang_b() {
         );
     }
 }
+
+fn snapshots(net: &Net) -> Vec<atmlab_control::audit::SwitchSnapshot> {
+    let mut names: Vec<&String> = net.switches.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let s = &net.switches[n];
+            atmlab_control::audit::SwitchSnapshot {
+                name: n.clone(),
+                description: atmlab_fabric::live::backend::Description {
+                    name: n.clone(),
+                    ports: s.ports(),
+                    peers: Vec::new(),
+                    connections: s.connections().len() as u32,
+                },
+                connections: s.connections(),
+                reservations: s.reservations(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_audit_finds_missing_hops_orphans_bad_accounting_and_held_identifiers() {
+    use atmlab_control::audit::{AuditOptions, Finding, audit};
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(xbind()).unwrap();
+    let a = core.add(net.now, call(100.0));
+    net.settle(&mut core);
+    assert!(established(&net, a));
+    let views = core.views();
+    let running = AuditOptions { quiescent: false };
+    let r = audit(&views, &snapshots(&net), running);
+    assert!(r.is_clean(), "{r}");
+    assert_eq!((r.switches, r.connections, r.calls), (3, 3, 1));
+
+    // The manager forgets the call: three orphans.
+    let r = audit(&[], &snapshots(&net), running);
+    assert_eq!(
+        r.findings
+            .iter()
+            .filter(|f| matches!(f, Finding::Orphan { .. }))
+            .count(),
+        3,
+        "{r}"
+    );
+    // The manager holds a hop the switch lost, and one it recorded wrongly.
+    let mut wrong = views.clone();
+    wrong[0].hops[0].1 += 1000;
+    wrong[0].hops[1].3 = atmlab_core::ids::VcId::new(0, 4000);
+    let r = audit(&wrong, &snapshots(&net), running);
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| matches!(f, Finding::Missing { switch, .. } if switch == "s1")),
+        "{r}"
+    );
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| matches!(f, Finding::Mismatch { switch, .. } if switch == "s2")),
+        "{r}"
+    );
+    // A port whose books do not add up.
+    let mut snaps = snapshots(&net);
+    snaps[1].description.ports[1].allocated += 5.0;
+    let r = audit(&views, &snaps, running);
+    assert!(
+        r.findings.iter().any(|f| matches!(f, Finding::Accounting { switch, port: 1, what } if switch == "s2" && what.contains("admitted"))),
+        "{r}"
+    );
+    // Quiescent: the manager's cached identifiers are a leak until given back.
+    core.delete(net.now, a);
+    net.settle(&mut core);
+    let quiet = AuditOptions { quiescent: true };
+    let r = audit(&[], &snapshots(&net), quiet);
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| matches!(f, Finding::Reserved { .. }))
+            && !r.is_clean(),
+        "{r}"
+    );
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    let r = audit(&[], &snapshots(&net), quiet);
+    assert!(r.is_clean(), "{r}");
+    assert!(r.to_string().ends_with("clean"));
+}

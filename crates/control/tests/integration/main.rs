@@ -4,6 +4,7 @@
 
 mod cm_core;
 mod cm_live;
+mod faults;
 mod qos;
 mod route;
 

@@ -243,6 +243,11 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 let mut replies: Vec<Option<pb::StreamReply>> = Vec::with_capacity(batch.len());
                 let mut to_run: Vec<Command> = Vec::new();
                 let mut run_index: Vec<(usize, (Arc<str>, u64))> = Vec::new();
+                // A copy of a request already in this batch (a duplicated message) is
+                // answered with the first copy's result, not run again: the memory of
+                // answers only covers requests of earlier batches.
+                let mut first_in_batch: HashMap<(Arc<str>, u64), usize> = HashMap::new();
+                let mut copies: Vec<(usize, usize)> = Vec::new();
                 {
                     let d = dedup.lock().unwrap_or_else(|e| e.into_inner());
                     for (i, req) in batch.iter().enumerate() {
@@ -255,6 +260,12 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                             }));
                             continue;
                         }
+                        if let Some(&first) = first_in_batch.get(&key) {
+                            copies.push((i, first));
+                            replies.push(None);
+                            continue;
+                        }
+                        first_in_batch.insert(key.clone(), i);
                         match req.command.as_ref().map(cv::command) {
                             Some(Ok(cmd)) => {
                                 to_run.push(cmd);
@@ -291,6 +302,9 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                             result: Some(pr),
                         });
                     }
+                }
+                for (i, first) in copies {
+                    replies[i] = replies[first].clone();
                 }
                 for r in replies.into_iter().flatten() {
                     if tx.send(Ok(r)).await.is_err() {

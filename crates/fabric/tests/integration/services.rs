@@ -136,6 +136,34 @@ async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
 }
 
 #[tokio::test]
+async fn a_duplicated_stream_request_runs_once_even_within_one_batch() {
+    // Both copies are on the wire before the server reads, so they arrive in one batch:
+    // the memory of answers (filled after a batch runs) cannot catch the second copy.
+    let sw = server::start(&file(), None).await.unwrap();
+    let c = client(sw.grpc_addr).await;
+    let req = pb::StreamRequest {
+        client_id: "cm-dup".into(),
+        request_id: 9,
+        command: Some(pb_command(&Command::Commit(Commit {
+            replenish: 0,
+            ..commit(60)
+        }))),
+    };
+    let mut replies = c
+        .raw()
+        .stream(tokio_stream::iter(vec![req.clone(), req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let a = replies.next().await.unwrap().unwrap();
+    let b = replies.next().await.unwrap().unwrap();
+    assert_eq!(a.result.as_ref().unwrap().code, 0, "{a:?}");
+    assert_eq!(a, b, "the copy gets the first copy's answer");
+    assert_eq!(c.connections().await.unwrap().len(), 1, "and runs once");
+    sw.stop().await;
+}
+
+#[tokio::test]
 async fn statistics_count_cells_per_port_and_connection() {
     let sw = server::start(&file(), None).await.unwrap();
     let c = client(sw.grpc_addr).await;

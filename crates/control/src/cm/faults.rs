@@ -1,0 +1,257 @@
+//! Fault injection between a connection manager and its switch servers (issue 10; paper
+//! 000 §II-C: xbind's oneway calls "do not guarantee delivery", so its recovery protocol
+//! must be exercised, not assumed).
+//!
+//! [`FaultPlan`] says what fraction of messages to drop, duplicate, delay or reorder, in
+//! each direction; [`FaultInjector`] is the seeded, sans-IO decision for each message,
+//! and the live shell (`cm::live`) applies it on every switch link: a batch of commands
+//! going out, and every answer coming back. The manager's recovery (time-outs, re-sends
+//! with the same request id, which the switch answers once, rollback) must turn every
+//! call into a clean success or failure whatever the plan.
+
+use std::str::FromStr;
+
+use atmlab_core::time::Duration;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// What happens to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered as sent.
+    Deliver,
+    /// Lost.
+    Drop,
+    /// Delivered twice.
+    Duplicate,
+    /// Delivered after this long (later messages may overtake it).
+    Delay(Duration),
+    /// Held back until the next message has gone (or a short time has passed).
+    Reorder,
+}
+
+/// Fractions of messages (each in [0, 1], together at most 1) and the delay applied.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultPlan {
+    /// Lost.
+    pub drop: f64,
+    /// Delivered twice.
+    pub duplicate: f64,
+    /// Delivered late by up to `delay`.
+    pub delay: f64,
+    /// Swapped with the next message.
+    pub reorder: f64,
+    /// The longest delay (each delayed message waits a uniform time up to it).
+    pub max_delay: Duration,
+    /// Seed of the decisions.
+    pub seed: u64,
+}
+
+impl Default for FaultPlan {
+    fn default() -> Self {
+        FaultPlan {
+            drop: 0.0,
+            duplicate: 0.0,
+            delay: 0.0,
+            reorder: 0.0,
+            max_delay: Duration::from_millis(5),
+            seed: 1,
+        }
+    }
+}
+
+impl FaultPlan {
+    /// The same fraction of each of the four faults.
+    pub fn uniform(fraction: f64, seed: u64) -> Self {
+        FaultPlan {
+            drop: fraction,
+            duplicate: fraction,
+            delay: fraction,
+            reorder: fraction,
+            seed,
+            ..FaultPlan::default()
+        }
+    }
+
+    /// Whether the plan does anything.
+    pub fn is_active(&self) -> bool {
+        self.drop + self.duplicate + self.delay + self.reorder > 0.0
+    }
+
+    /// Checks the fractions.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("drop", self.drop),
+            ("duplicate", self.duplicate),
+            ("delay", self.delay),
+            ("reorder", self.reorder),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("fault fraction {name} = {v} is not within [0, 1]"));
+            }
+        }
+        let sum = self.drop + self.duplicate + self.delay + self.reorder;
+        if sum > 1.0 + 1e-12 {
+            return Err(format!("fault fractions add up to {sum}, more than 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `drop=0.05,duplicate=0.05,delay=0.05,reorder=0.05,max_delay=2 ms,seed=7`, or a
+/// bare fraction (`0.05`) for all four.
+impl FromStr for FaultPlan {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if let Ok(f) = s.parse::<f64>() {
+            let p = FaultPlan::uniform(f, 1);
+            p.validate()?;
+            return Ok(p);
+        }
+        let mut p = FaultPlan::default();
+        for part in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected key=value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let frac = || {
+                v.parse::<f64>()
+                    .map_err(|_| format!("{k}: {v:?} is not a number"))
+            };
+            match k {
+                "drop" => p.drop = frac()?,
+                "duplicate" | "dup" => p.duplicate = frac()?,
+                "delay" => p.delay = frac()?,
+                "reorder" => p.reorder = frac()?,
+                "max_delay" => {
+                    p.max_delay = v
+                        .parse::<Duration>()
+                        .map_err(|e| format!("max_delay: {e}"))?
+                }
+                "seed" => {
+                    p.seed = v
+                        .parse::<u64>()
+                        .map_err(|_| format!("seed: {v:?} is not an integer"))?
+                }
+                other => {
+                    return Err(format!(
+                        "unknown fault {other:?}; known: drop, duplicate, delay, reorder, max_delay, seed"
+                    ));
+                }
+            }
+        }
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// The seeded decision for each message of one link direction.
+#[derive(Debug, Clone)]
+pub struct FaultInjector {
+    plan: FaultPlan,
+    rng: Xoshiro256PlusPlus,
+    /// Decisions so far, by fate: deliver, drop, duplicate, delay, reorder.
+    pub counts: [u64; 5],
+}
+
+impl FaultInjector {
+    /// An injector for one link direction; `stream` separates the links' decisions
+    /// (e.g. a hash of the switch name and the direction).
+    pub fn new(plan: FaultPlan, stream: u64) -> Self {
+        FaultInjector {
+            plan,
+            rng: Xoshiro256PlusPlus::seed_from_u64(
+                plan.seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+            counts: [0; 5],
+        }
+    }
+
+    /// The fate of the next message.
+    pub fn decide(&mut self) -> Fate {
+        let p = &self.plan;
+        let u: f64 = self.rng.random();
+        let (fate, i) = if u < p.drop {
+            (Fate::Drop, 1)
+        } else if u < p.drop + p.duplicate {
+            (Fate::Duplicate, 2)
+        } else if u < p.drop + p.duplicate + p.delay {
+            let f: f64 = self.rng.random();
+            (
+                Fate::Delay(Duration::from_picos(
+                    (p.max_delay.as_picos() as f64 * f) as u64,
+                )),
+                3,
+            )
+        } else if u < p.drop + p.duplicate + p.delay + p.reorder {
+            (Fate::Reorder, 4)
+        } else {
+            (Fate::Deliver, 0)
+        };
+        self.counts[i] += 1;
+        fate
+    }
+}
+
+/// A stable 64-bit stream id for a link direction (FNV-1a of the name and direction).
+pub fn stream_id(switch: &str, outbound: bool) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in switch.bytes().chain([outbound as u8]) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_are_kept_and_decisions_are_seeded() {
+        let plan = FaultPlan::uniform(0.05, 42);
+        let mut a = FaultInjector::new(plan, stream_id("s1", true));
+        let mut b = FaultInjector::new(plan, stream_id("s1", true));
+        let fates: Vec<Fate> = (0..100_000).map(|_| a.decide()).collect();
+        let again: Vec<Fate> = (0..100_000).map(|_| b.decide()).collect();
+        assert_eq!(fates, again, "same seed and stream, same decisions");
+        for (i, c) in a.counts.iter().enumerate().skip(1) {
+            let f = *c as f64 / 100_000.0;
+            assert!((f - 0.05).abs() < 0.005, "fate {i}: {f}");
+        }
+        let mut other = FaultInjector::new(plan, stream_id("s2", true));
+        let theirs: Vec<Fate> = (0..1000).map(|_| other.decide()).collect();
+        assert_ne!(&fates[..1000], &theirs[..], "links decide independently");
+        assert!(fates.iter().all(|f| match f {
+            Fate::Delay(d) => *d <= plan.max_delay,
+            _ => true,
+        }));
+    }
+
+    #[test]
+    fn plans_parse_and_bad_ones_are_named() {
+        let p: FaultPlan = "drop=0.1, dup=0.02, max_delay=2 ms, seed=9"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            (p.drop, p.duplicate, p.delay, p.max_delay, p.seed),
+            (0.1, 0.02, 0.0, Duration::from_millis(2), 9)
+        );
+        let u: FaultPlan = "0.05".parse().unwrap();
+        assert_eq!(u, FaultPlan::uniform(0.05, 1));
+        assert!(!FaultPlan::default().is_active());
+        for (bad, what) in [
+            ("drop=2", "drop = 2"),
+            ("lose=0.1", "unknown fault \"lose\""),
+            ("drop", "key=value"),
+            ("drop=x", "not a number"),
+            ("drop=0.6,delay=0.6", "more than 1"),
+            ("max_delay=soon", "max_delay"),
+        ] {
+            let e = bad.parse::<FaultPlan>().unwrap_err();
+            assert!(e.contains(what), "{bad}: {e}");
+        }
+    }
+}
