@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use atmlab_control::callgen::{self, Load, RemoteCm};
 use atmlab_control::cm::adaptive::Regions;
 use atmlab_control::cm::core::{CmConfig, CmKind};
+use atmlab_control::cm::faults::FaultPlan;
 use atmlab_control::cm::live;
 use atmlab_control::cm::routes::CachedRouter;
 use atmlab_control::cm::service::CmService;
@@ -120,9 +121,20 @@ pub struct CmTuning {
     /// Let T follow the arrival rate (xbind).
     #[arg(long)]
     adaptive: bool,
+    /// Inject faults on the links to the switch servers, e.g. "0.05" (5% each of drop,
+    /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7".
+    #[arg(long)]
+    faults: Option<String>,
 }
 
 impl CmTuning {
+    fn faults(&self) -> Result<Option<FaultPlan>> {
+        self.faults
+            .as_deref()
+            .map(|f| f.parse().map_err(|e| anyhow!("--faults {f:?}: {e}")))
+            .transpose()
+    }
+
     fn config(&self) -> Result<CmConfig> {
         let kind = match self.kind.as_str() {
             "xbind" => CmKind::Xbind,
@@ -176,6 +188,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         Some(dir)
     };
     let config = args.tuning.config()?;
+    let faults = args.tuning.faults()?;
     std::fs::create_dir_all(&args.data)?;
     shell::runtime()?.block_on(async move {
         let net = Network::up(
@@ -194,8 +207,8 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         let scheme = if cm_id.is_some() { "https" } else { "http" };
         let (route, refresher) = demo::route_object(&net.names_url(), cm_id.as_ref()).await?;
         let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
-        let handle =
-            live::start(config, clients, Box::new(router)).map_err(|e| anyhow!(e.message))?;
+        let handle = live::start_with_faults(config, clients, Box::new(router), faults)
+            .map_err(|e| anyhow!(e.message))?;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
         let names = NameClient::connect(&net.names_url(), cm_id.as_ref()).await?;
@@ -354,6 +367,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     shell::init_logging();
 
     let config = tuning.config()?;
+    let faults = tuning.faults()?;
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
@@ -372,10 +386,11 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
-        let handle = live::start(
+        let handle = live::start_with_faults(
             config,
             clients,
             Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+            faults,
         )
         .map_err(|e| anyhow!(e.message))?;
         let listener = tokio::net::TcpListener::bind(listen).await?;

@@ -5,6 +5,7 @@
 //! so the tree a user sees with `--help` is the whole laboratory; one that is not built
 //! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
 
+mod audit;
 mod certs;
 mod cm;
 mod host;
@@ -64,6 +65,8 @@ enum Command {
     Demo(cm::DemoArgs),
     /// Start a network and a connection manager and keep them running until Ctrl-C.
     Up(cm::UpArgs),
+    /// Check a running network: managers' connections against the switches, port books.
+    Audit(audit::AuditArgs),
 }
 
 /// The exit status of a subcommand that does not exist yet (sysexits EX_UNAVAILABLE).
@@ -113,5 +116,6 @@ fn main() -> ExitCode {
         Command::Smds(_) => not_yet("smds", "the SMDS server issue"),
         Command::Demo(args) => report("demo", cm::demo(args)),
         Command::Up(args) => report("up", cm::up(args)),
+        Command::Audit(args) => report("audit", audit::run(args)),
     }
 }

@@ -23,6 +23,7 @@ const BUILT: &[&str] = &[
     "demo",
     "up",
     "reproduce",
+    "audit",
 ];
 const UNBUILT: &[&str] = &["smds"];
 

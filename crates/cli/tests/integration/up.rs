@@ -51,8 +51,56 @@ fn callgen_against_atmlab_up_reports_json() {
         ],
         b"",
     );
+    // The audit of the running network: clean (the manager's caches hold reservations,
+    // which is why it is not --quiescent) ...
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&net).unwrap()).unwrap();
+    let names = v["names"].as_str().unwrap().to_string();
+    let audit = |args: &[&str]| {
+        let mut a = vec!["audit", "--insecure", "--names", &names, "--json"];
+        a.extend_from_slice(args);
+        atmlab(&a, b"")
+    };
+    let clean = audit(&[]);
+    let report: serde_json::Value = serde_json::from_slice(&clean.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&clean.stderr)));
+    assert_eq!(clean.status.code(), Some(0), "{report}");
+    assert_eq!(report["clean"], true);
+    assert_eq!(report["switches"], 4);
+    // ... until a cross-connect appears that no manager made.
+    let s2 = v["switches"][1]["grpc"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://");
+    let made = atmlab(
+        &[
+            "switch",
+            "commit",
+            "--insecure",
+            "--addr",
+            s2,
+            "--in",
+            "0:0/40",
+            "--out",
+            "1:0/41",
+        ],
+        b"",
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let dirty = audit(&[]);
     let _ = up.kill();
     let _ = up.wait();
+    assert_eq!(dirty.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&dirty.stdout).unwrap();
+    let findings = report["findings"].to_string();
+    assert!(
+        findings.contains("orphan") && findings.contains("on s2"),
+        "{findings}"
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     let rows: Vec<serde_json::Value> = out
