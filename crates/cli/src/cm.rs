@@ -125,9 +125,20 @@ pub struct CmTuning {
     /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7".
     #[arg(long)]
     faults: Option<String>,
+    /// Journal established connections in this SQLite file; on start, audit an existing
+    /// journal against the switches and take its connections back.
+    #[arg(long)]
+    journal: Option<PathBuf>,
 }
 
 impl CmTuning {
+    fn options(&self) -> Result<live::LiveOptions> {
+        Ok(live::LiveOptions {
+            faults: self.faults()?,
+            journal: self.journal.clone(),
+        })
+    }
+
     fn faults(&self) -> Result<Option<FaultPlan>> {
         self.faults
             .as_deref()
@@ -188,7 +199,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         Some(dir)
     };
     let config = args.tuning.config()?;
-    let faults = args.tuning.faults()?;
+    let options = args.tuning.options()?;
     std::fs::create_dir_all(&args.data)?;
     shell::runtime()?.block_on(async move {
         let net = Network::up(
@@ -207,8 +218,12 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         let scheme = if cm_id.is_some() { "https" } else { "http" };
         let (route, refresher) = demo::route_object(&net.names_url(), cm_id.as_ref()).await?;
         let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
-        let handle = live::start_with_faults(config, clients, Box::new(router), faults)
+        let (handle, recovery) = live::start_with(config, clients, Box::new(router), options)
+            .await
             .map_err(|e| anyhow!(e.message))?;
+        for line in &recovery {
+            println!("start-up audit: {line}");
+        }
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
         let names = NameClient::connect(&net.names_url(), cm_id.as_ref()).await?;
@@ -367,7 +382,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     shell::init_logging();
 
     let config = tuning.config()?;
-    let faults = tuning.faults()?;
+    let options = tuning.options()?;
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
@@ -386,13 +401,17 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
-        let handle = live::start_with_faults(
+        let (handle, recovery) = live::start_with(
             config,
             clients,
             Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
-            faults,
+            options,
         )
+        .await
         .map_err(|e| anyhow!(e.message))?;
+        for line in &recovery {
+            println!("start-up audit: {line}");
+        }
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let scheme = if id.is_some() { "https" } else { "http" };
         let addr = listener.local_addr()?;

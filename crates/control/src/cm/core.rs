@@ -1144,6 +1144,47 @@ impl CmCore {
         })
     }
 
+    /// Takes back an established call from a journal (a restarted manager): the call is
+    /// held as if this manager had set it up, under the same id, and can be listed and
+    /// deleted. Later calls get larger ids. Refused if the id is taken or the view has
+    /// no hops.
+    pub fn adopt(&mut self, now: Instant, view: &CallView) -> Result<(), &'static str> {
+        if view.hops.is_empty() {
+            return Err("a call needs at least one hop");
+        }
+        if self.calls.contains_key(&view.id) {
+            return Err("the call id is already in use");
+        }
+        let hops: Vec<(usize, HopSpec)> = view
+            .hops
+            .iter()
+            .map(|(h, ..)| (self.switch(&h.switch), h.clone()))
+            .collect();
+        let mut ids = Vec::with_capacity(hops.len() + 1);
+        ids.push(Some(view.hops[0].2));
+        ids.extend(view.hops.iter().map(|h| Some(h.3)));
+        let call = Call {
+            hops,
+            traffic: view.traffic,
+            clr: 0.0,
+            buffer: 0,
+            tag: view.tag.clone(),
+            ids,
+            conns: view.hops.iter().map(|h| Some(h.1)).collect(),
+            waiting: 0,
+            phase: Phase::Established,
+            step: 0,
+            started: now,
+            setup: view.setup,
+            error: None,
+            delete_pending: false,
+            in_use: 0,
+        };
+        self.calls.insert(view.id, call);
+        self.next_call = self.next_call.max(view.id + 1);
+        Ok(())
+    }
+
     /// Every established call.
     pub fn views(&self) -> Vec<CallView> {
         let mut v: Vec<CallView> = self.calls.keys().filter_map(|&id| self.view(id)).collect();

@@ -24,6 +24,7 @@ use super::core::{
 };
 use super::dimension::NvProbe;
 use super::faults::{Fate, FaultInjector, FaultPlan, stream_id};
+use super::journal::{CmJournal, JournaledCall};
 use crate::clock::LiveClock;
 
 /// Resolves a source-destination pair to a route (the route object with its cache).
@@ -71,6 +72,9 @@ pub struct CmStatus {
     pub load: (f64, usize),
     /// `N_v` per (switch, output port), as arrivals saw it (paper 000 §IV-A).
     pub nv: Vec<(String, u16, NvProbe)>,
+    /// What the start-up audit against the journal found and did (empty without a
+    /// journal, or when everything matched).
+    pub recovery: Vec<String>,
 }
 
 enum Request {
@@ -409,16 +413,258 @@ pub fn start_with_faults(
     router: Box<dyn Router>,
     faults: Option<FaultPlan>,
 ) -> Result<CmHandle, CallError> {
+    let core = CmCore::new(config).map_err(|e| CallError {
+        kind: ErrorKind::InvalidArgument,
+        message: e.to_string(),
+    })?;
+    spawn(core, switches, router, faults, None)
+}
+
+/// How a manager runs besides its configuration.
+#[derive(Debug, Clone, Default)]
+pub struct LiveOptions {
+    /// Faults injected on every switch link.
+    pub faults: Option<FaultPlan>,
+    /// The SQLite journal: established connections are written to it before their
+    /// callers hear of them, and a manager started on an existing journal audits it
+    /// against the switches first (see [`recover`]).
+    pub journal: Option<std::path::PathBuf>,
+}
+
+/// Starts a manager with a journal and faults as `opts` says. With a journal, the
+/// start-up audit runs first; its findings are logged, returned, and reported by
+/// `status` (and the gRPC GetStatus).
+pub async fn start_with(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    opts: LiveOptions,
+) -> Result<(CmHandle, Vec<String>), CallError> {
+    let mut core = CmCore::new(config).map_err(|e| CallError {
+        kind: ErrorKind::InvalidArgument,
+        message: e.to_string(),
+    })?;
+    let recovered = match &opts.journal {
+        None => None,
+        Some(path) => {
+            let journal = CmJournal::open(path).map_err(|e| CallError {
+                kind: ErrorKind::Unavailable,
+                message: e.to_string(),
+            })?;
+            Some(recover(&mut core, journal, &switches).await?)
+        }
+    };
+    let findings = recovered
+        .as_ref()
+        .map(|r| r.findings.clone())
+        .unwrap_or_default();
+    let handle = spawn(core, switches, router, opts.faults, recovered)?;
+    Ok((handle, findings))
+}
+
+fn unavailable(what: String) -> CallError {
+    CallError {
+        kind: ErrorKind::Unavailable,
+        message: what,
+    }
+}
+
+/// The start-up audit of a restarted manager: every journaled connection whose hops all
+/// exist on their switches, as recorded, is taken back into `core`; one with a hop
+/// missing is rolled back (its other hops released) and forgotten; cross-connects of
+/// this manager's owner that no journaled connection explains (half-made setups) are
+/// released; identifiers it had reserved (its caches, lost with the process) are given
+/// back, except each taken-back connection's source identifier. Returns what it found
+/// and did, one line each.
+pub async fn recover(
+    core: &mut CmCore,
+    mut journal: CmJournal,
+    switches: &[(String, GrpcSwitch)],
+) -> Result<Recovered, CallError> {
+    use atmlab_fabric::live::backend::SwitchBackend;
+    use atmlab_fabric::switch::{Atomicity, Release, Unreserve};
+    let owner = core.config().owner.clone();
+    let calls = journal.load().map_err(|e| unavailable(e.to_string()))?;
+    let mut held = HashMap::new();
+    for (name, c) in switches {
+        let conns = c
+            .connections()
+            .await
+            .map_err(|e| unavailable(format!("the start-up audit cannot read {name}: {e}")))?;
+        let res = c
+            .reservations()
+            .await
+            .map_err(|e| unavailable(format!("the start-up audit cannot read {name}: {e}")))?;
+        held.insert(name.clone(), (conns, res));
+    }
+    let mut findings = Vec::new();
+    let mut kept: std::collections::HashSet<(String, u64)> = Default::default();
+    let mut sources: std::collections::HashSet<(String, u16, atmlab_core::ids::VcId)> =
+        Default::default();
+    let mut to_release: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut forget = Vec::new();
+    let mut hosts = Vec::new();
+    let now = LiveClock::start().now();
+    for jc in &calls {
+        let v = &jc.view;
+        let present: Vec<bool> = v
+            .hops
+            .iter()
+            .map(|(h, conn, i, o)| {
+                held.get(&h.switch).is_some_and(|(conns, _)| {
+                    conns.iter().any(|x| {
+                        x.id == *conn
+                            && x.in_port.0 == h.in_port
+                            && x.in_id == *i
+                            && x.branches
+                                .iter()
+                                .any(|b| b.port.0 == h.out_port && b.id == *o)
+                    })
+                })
+            })
+            .collect();
+        if present.iter().all(|p| *p) {
+            if let Err(e) = core.adopt(now, v) {
+                findings.push(format!("connection {}: not taken back: {e}", v.id));
+                forget.push(v.id);
+                continue;
+            }
+            for (h, conn, ..) in &v.hops {
+                kept.insert((h.switch.clone(), *conn));
+            }
+            hosts.push((v.id, jc.source.clone(), jc.destination.clone()));
+            sources.insert((v.hops[0].0.switch.clone(), v.hops[0].0.in_port, v.source_vc));
+        } else {
+            let missing: Vec<&str> = v
+                .hops
+                .iter()
+                .zip(&present)
+                .filter(|(_, p)| !**p)
+                .map(|((h, ..), _)| h.switch.as_str())
+                .collect();
+            findings.push(format!(
+                "connection {} ({} -> {}): hops missing on {}; rolled back",
+                v.id,
+                jc.source,
+                jc.destination,
+                missing.join(", ")
+            ));
+            forget.push(v.id);
+            // Its surviving hops are released below, as cross-connects nobody explains.
+        }
+    }
+    for (name, (conns, _)) in &held {
+        for x in conns {
+            if x.owner == owner && !kept.contains(&(name.clone(), x.id)) {
+                to_release.entry(name.clone()).or_default().push(x.id);
+            }
+        }
+    }
+    for (name, c) in switches {
+        let (_, res) = &held[name];
+        let cmds: Vec<Command> = to_release
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|&id| {
+                Command::Release(Release {
+                    connection: id,
+                    keep_reserved: false,
+                })
+            })
+            .collect();
+        let released = cmds.len();
+        let mut give_back: std::collections::BTreeMap<u16, Vec<atmlab_core::ids::VcId>> =
+            Default::default();
+        for r in res {
+            if r.owner == owner && !sources.contains(&(name.clone(), r.port.0, r.id)) {
+                give_back.entry(r.port.0).or_default().push(r.id);
+            }
+        }
+        let mut all = cmds;
+        let returned: usize = give_back.values().map(Vec::len).sum();
+        for (port, ids) in give_back {
+            all.push(Command::Unreserve(Unreserve {
+                port: atmlab_core::ids::PortId(port),
+                ids,
+                owner: owner.clone(),
+            }));
+        }
+        if all.is_empty() {
+            continue;
+        }
+        let results = c
+            .execute(all, Atomicity::ContinueOnError)
+            .await
+            .map_err(|e| unavailable(format!("the start-up audit cannot repair {name}: {e}")))?;
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if released > 0 {
+            findings.push(format!(
+                "{name}: {released} cross-connects of {owner} not in the journal released"
+            ));
+        }
+        if returned > 0 {
+            findings.push(format!(
+                "{name}: {returned} identifiers reserved by {owner} given back"
+            ));
+        }
+        if failed > 0 {
+            findings.push(format!("{name}: {failed} of those repairs failed"));
+        }
+    }
+    journal
+        .apply(&[], &forget)
+        .map_err(|e| unavailable(e.to_string()))?;
+    let taken = calls.len() - forget.len();
+    if findings.is_empty() {
+        tracing::info!(
+            connections = taken,
+            "start-up audit: the journal and the switches agree"
+        );
+    }
+    for f in &findings {
+        tracing::warn!("start-up audit: {f}");
+    }
+    findings.insert(
+        0,
+        format!(
+            "journal: {} connections, {taken} taken back, {} rolled back",
+            calls.len(),
+            forget.len()
+        ),
+    );
+    Ok(Recovered {
+        journal,
+        findings,
+        hosts,
+    })
+}
+
+/// What [`recover`] leaves: the journal, its findings, and the end points of each
+/// connection taken back.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The journal, reconciled.
+    pub journal: CmJournal,
+    /// One line per finding; the first sums up.
+    pub findings: Vec<String>,
+    /// (call id, source, destination) of each connection taken back.
+    pub hosts: Vec<(u64, String, String)>,
+}
+
+fn spawn(
+    core: CmCore,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    faults: Option<FaultPlan>,
+    recovered: Option<Recovered>,
+) -> Result<CmHandle, CallError> {
     if let Some(f) = &faults {
         f.validate().map_err(|message| CallError {
             kind: ErrorKind::InvalidArgument,
             message,
         })?;
     }
-    let core = CmCore::new(config).map_err(|e| CallError {
-        kind: ErrorKind::InvalidArgument,
-        message: e.to_string(),
-    })?;
     let (tx, rx) = mpsc::channel(65_536);
     let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
     let nonce = std::time::SystemTime::now()
@@ -442,7 +688,7 @@ pub fn start_with_faults(
         ));
         links.insert(name, btx);
     }
-    tokio::spawn(run_manager(core, router, rx, inbox_rx, links));
+    tokio::spawn(run_manager(core, router, rx, inbox_rx, links, recovered));
     Ok(CmHandle { tx })
 }
 
@@ -457,6 +703,8 @@ struct Shell {
     add_waiters: HashMap<u64, AddWaiter>,
     delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
     hosts: HashMap<u64, (String, String)>,
+    journal: Option<CmJournal>,
+    recovery: Vec<String>,
 }
 
 impl Shell {
@@ -482,6 +730,7 @@ impl Shell {
             adaptive: c.adaptive.is_some(),
             load: self.core.load(),
             nv: self.core.nv_probes(),
+            recovery: self.recovery.clone(),
         }
     }
 
@@ -569,8 +818,53 @@ impl Shell {
         None
     }
 
-    fn events(&mut self) {
+    fn events(&mut self, now: Instant) {
+        let mut events = Vec::new();
         while let Some(ev) = self.core.poll_event() {
+            events.push(ev);
+        }
+        if events.is_empty() {
+            return;
+        }
+        // The journal first: a caller hears of a connection only once it is written, and
+        // of a release only once it is forgotten; one transaction for the whole turn.
+        if let Some(j) = self.journal.as_mut() {
+            let mut up = Vec::new();
+            let mut gone = Vec::new();
+            for ev in &events {
+                match ev {
+                    CallEvent::Established { call, .. } => {
+                        if let (Some(view), Some((s, d))) =
+                            (self.core.view(*call), self.hosts.get(call))
+                        {
+                            up.push(JournaledCall {
+                                view,
+                                source: s.clone(),
+                                destination: d.clone(),
+                            });
+                        }
+                    }
+                    CallEvent::Released { call } => gone.push(*call),
+                    CallEvent::Failed { .. } => {}
+                }
+            }
+            if let Err(e) = j.apply(&up, &gone) {
+                tracing::error!(error = %e, "the journal could not be written");
+                // Connections the journal does not hold must not be acknowledged: take
+                // them down again and tell their callers why.
+                for c in &up {
+                    let id = c.view.id;
+                    if let Some((w, _, _)) = self.add_waiters.remove(&id) {
+                        let _ = w.send(Err(CallError {
+                            kind: ErrorKind::Unavailable,
+                            message: format!("the journal could not be written: {e}"),
+                        }));
+                    }
+                    self.core.delete(now, id);
+                }
+            }
+        }
+        for ev in events {
             match ev {
                 CallEvent::Established { call, .. } => {
                     if let Some((w, s, d)) = self.add_waiters.remove(&call) {
@@ -603,6 +897,7 @@ impl Shell {
                 }
             }
         }
+        // Deletes made because the journal failed produce more events next turn.
     }
 
     fn transmit(&mut self, now: Instant) {
@@ -636,7 +931,16 @@ async fn run_manager(
     mut api: mpsc::Receiver<Request>,
     mut inbox: mpsc::UnboundedReceiver<(u64, Result<Reply, FabricError>)>,
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
+    recovered: Option<Recovered>,
 ) {
+    let (journal, recovery, hosts) = match recovered {
+        Some(r) => (
+            Some(r.journal),
+            r.findings,
+            r.hosts.into_iter().map(|(id, s, d)| (id, (s, d))).collect(),
+        ),
+        None => (None, Vec::new(), HashMap::new()),
+    };
     let mut sh = Shell {
         core,
         router,
@@ -644,7 +948,9 @@ async fn run_manager(
         links,
         add_waiters: HashMap::new(),
         delete_waiters: HashMap::new(),
-        hosts: HashMap::new(),
+        hosts,
+        journal,
+        recovery,
     };
     let mut stopping: Option<oneshot::Sender<()>> = None;
     loop {
@@ -686,7 +992,9 @@ async fn run_manager(
         }
         let now = sh.clock.now();
         sh.transmit(now);
-        sh.events();
+        sh.events(now);
+        // Deletes of calls the journal could not hold go out now, not next turn.
+        sh.transmit(now);
         if stopping.is_some() && sh.core.in_flight() == 0 {
             if let Some(s) = stopping.take() {
                 let _ = s.send(());

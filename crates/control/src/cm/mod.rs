@@ -6,6 +6,8 @@
 //! - [`cache`]: [`cache::VciCache`], identifiers reserved ahead per (switch, port).
 //! - [`aggregator`]: [`aggregator::MessageAggregator`], one per target switch server.
 //! - [`adaptive`]: the arrival-rate estimate and load regions that set T (§IV-B).
+//! - [`journal`]: the SQLite journal of established connections, written before the
+//!   caller is answered, read back by a restarted manager.
 //! - [`faults`]: seeded message faults (drop, duplicate, delay, reorder) on the switch
 //!   links, for tests and `atmlab cm serve --faults`.
 //! - [`dimension`]: the M/G/∞ cache dimensioning and invocation counts of §IV (Table I,
@@ -17,6 +19,7 @@ pub mod cache;
 pub mod core;
 pub mod dimension;
 pub mod faults;
+pub mod journal;
 pub mod live;
 pub mod routes;
 pub mod service;

@@ -110,6 +110,7 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
         region: s.load.1 as u32,
         retries: s.stats.retries,
         rollbacks: s.stats.rollbacks,
+        recovery: s.recovery.clone(),
     }
 }
 

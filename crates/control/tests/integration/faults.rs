@@ -100,3 +100,129 @@ async fn five_percent_faults_every_call_ends_cleanly_and_nothing_leaks() {
     }
     net.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest() {
+    use atmlab_control::cm::live::LiveOptions;
+    use atmlab_core::ids::{PortId, VcId};
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+    use atmlab_fabric::live::backend::SwitchBackend;
+    use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release};
+
+    let topo = Topology::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
+    )
+    .unwrap();
+    let net = Network::up(topo, &NetSecurity { certs: None }, None)
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for s in &net.switches {
+        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
+            .await
+            .unwrap();
+        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LiveOptions {
+        faults: None,
+        journal: Some(dir.path().join("cm.sqlite")),
+    };
+    let config = CmConfig::new(CmKind::Xbind);
+    let router = || Box::new(StaticRouter::new().with("a", "b", line_route()));
+    let (cm, found) = live::start_with(config.clone(), clients.clone(), router(), opts.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec!["journal: 0 connections, 0 taken back, 0 rolled back"]
+    );
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let c = cm
+            .add("a", "b", TrafficDescriptor::cbr(CellRate(10.0)), 0.0, "j")
+            .await
+            .unwrap();
+        calls.push(c.view);
+    }
+    // The manager stops without releasing its calls (as a crash would leave them).
+    cm.shutdown().await;
+    // Meanwhile s2 loses call 2's hop, and s3 holds a cross-connect of the manager that
+    // no journaled call explains (a setup half made when it died).
+    let s2 = &clients[1].1;
+    s2.execute(
+        vec![Command::Release(Release {
+            connection: calls[1].hops[1].1,
+            keep_reserved: false,
+        })],
+        Atomicity::AllOrNothing,
+    )
+    .await
+    .unwrap();
+    let s3 = &clients[2].1;
+    let half = s3
+        .execute(
+            vec![Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 900),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: VcId::new(0, 901),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: config.owner.clone(),
+                replenish: 0,
+                tag: "half".into(),
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    assert!(half[0].is_ok(), "{half:?}");
+
+    let (cm, found) = live::start_with(config, clients.clone(), router(), opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0], "journal: 3 connections, 2 taken back, 1 rolled back",
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains(&format!("connection {}", calls[1].id)) && f.contains("s2")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with("s3:") && f.contains("2 cross-connects")),
+        "call 2's surviving hop on s3 and the half-made one: {found:?}"
+    );
+    let held: Vec<u64> = cm.list().await.iter().map(|c| c.view.id).collect();
+    assert_eq!(held, vec![calls[0].id, calls[2].id]);
+    assert_eq!(cm.status().await.unwrap().recovery, found);
+    // Everything the manager holds is on the switches, and nothing else is.
+    let views: Vec<_> = cm.list().await.into_iter().map(|c| c.view).collect();
+    let r = audit(
+        &views,
+        &snapshot(&clients).await.unwrap(),
+        AuditOptions::default(),
+    );
+    assert!(r.is_clean(), "{r}");
+    for id in held {
+        cm.delete(id).await.unwrap();
+    }
+    cm.shutdown().await;
+    let r = audit(
+        &[],
+        &snapshot(&clients).await.unwrap(),
+        AuditOptions { quiescent: true },
+    );
+    assert!(r.is_clean(), "{r}");
+    net.down().await;
+}

@@ -1,0 +1,308 @@
+//! The connection manager's journal (issue 10): every established connection is written
+//! to SQLite before its caller hears that it is up, and removed when it is released, so a
+//! manager killed at any moment can be restarted and know every connection it
+//! acknowledged. The start-up audit (`cm::live`) then reconciles the journal with the
+//! switches: connections whose hops all exist are taken back, the others rolled back,
+//! and cross-connects and reservations the journal does not explain are released.
+//!
+//! Writes are grouped: the live shell applies one transaction per turn of its loop
+//! (every call established or released in that turn), in WAL mode with
+//! `synchronous = NORMAL`, which survives the death of the process (what `kill -9`
+//! tests) though not of the machine's power; `synchronous = FULL` would add an fsync to
+//! each turn.
+
+use std::path::Path;
+
+use atmlab_core::ids::VcId;
+use atmlab_core::time::Duration;
+use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
+use atmlab_core::units::CellRate;
+use rusqlite::{Connection, params};
+
+use crate::ControlError;
+use crate::cm::core::{CallView, HopSpec};
+
+/// A journaled connection: the manager's view and its end points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournaledCall {
+    /// The call, as established.
+    pub view: CallView,
+    /// Source host.
+    pub source: String,
+    /// Destination host.
+    pub destination: String,
+}
+
+/// The journal: one SQLite file.
+#[derive(Debug)]
+pub struct CmJournal {
+    db: Connection,
+}
+
+fn jerr(what: &str, e: impl std::fmt::Display) -> ControlError {
+    ControlError::Serve {
+        what: "the journal",
+        reason: format!("{what}: {e}"),
+    }
+}
+
+fn class_code(c: ServiceClass) -> i64 {
+    match c {
+        ServiceClass::Cbr => 1,
+        ServiceClass::RtVbr => 2,
+        ServiceClass::NrtVbr => 3,
+        ServiceClass::Ubr => 4,
+    }
+}
+
+fn class_of(code: i64) -> Option<ServiceClass> {
+    Some(match code {
+        1 => ServiceClass::Cbr,
+        2 => ServiceClass::RtVbr,
+        3 => ServiceClass::NrtVbr,
+        4 => ServiceClass::Ubr,
+        _ => return None,
+    })
+}
+
+fn hops_json(v: &CallView) -> String {
+    let hops: Vec<serde_json::Value> = v
+        .hops
+        .iter()
+        .map(|(h, conn, i, o)| {
+            serde_json::json!([
+                h.switch, h.in_port, h.out_port, conn, i.vpi.0, i.vci.0, o.vpi.0, o.vci.0
+            ])
+        })
+        .collect();
+    serde_json::Value::Array(hops).to_string()
+}
+
+fn hops_of(text: &str) -> Option<Vec<(HopSpec, u64, VcId, VcId)>> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let mut out = Vec::new();
+    for h in v.as_array()? {
+        let a = h.as_array()?;
+        let n = |i: usize| a.get(i).and_then(|x| x.as_u64());
+        let u16_at = |i: usize| n(i).and_then(|x| u16::try_from(x).ok());
+        out.push((
+            HopSpec {
+                switch: a.first()?.as_str()?.to_string(),
+                in_port: u16_at(1)?,
+                out_port: u16_at(2)?,
+            },
+            n(3)?,
+            VcId::new(u16_at(4)?, u16_at(5)?),
+            VcId::new(u16_at(6)?, u16_at(7)?),
+        ));
+    }
+    Some(out)
+}
+
+impl CmJournal {
+    /// Opens (creating if needed) the journal at `path`.
+    pub fn open(path: &Path) -> Result<Self, ControlError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| jerr("creating its directory", e))?;
+        }
+        let db = Connection::open(path).map_err(|e| jerr(&path.display().to_string(), e))?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS calls (
+                 id INTEGER PRIMARY KEY,
+                 source TEXT NOT NULL,
+                 destination TEXT NOT NULL,
+                 hops TEXT NOT NULL,
+                 class INTEGER NOT NULL,
+                 pcr REAL NOT NULL,
+                 scr REAL NOT NULL,
+                 mbs INTEGER NOT NULL,
+                 cdvt_ps INTEGER NOT NULL,
+                 setup_ps INTEGER NOT NULL,
+                 tag TEXT NOT NULL
+             );",
+        )
+        .map_err(|e| jerr("creating its table", e))?;
+        Ok(CmJournal { db })
+    }
+
+    /// Every journaled connection, by id. A row that cannot be read back is an error
+    /// naming it (the journal is ours; a damaged one must not be half-believed).
+    pub fn load(&self) -> Result<Vec<JournaledCall>, ControlError> {
+        let mut st = self
+            .db
+            .prepare(
+                "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag
+                 FROM calls ORDER BY id",
+            )
+            .map_err(|e| jerr("reading", e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, f64>(5)?,
+                    r.get::<_, f64>(6)?,
+                    r.get::<_, i64>(7)?,
+                    r.get::<_, i64>(8)?,
+                    r.get::<_, i64>(9)?,
+                    r.get::<_, String>(10)?,
+                ))
+            })
+            .map_err(|e| jerr("reading", e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, source, destination, hops, class, pcr, scr, mbs, cdvt, setup, tag) =
+                row.map_err(|e| jerr("reading a row", e))?;
+            let bad = |what: &str| jerr(&format!("connection {id}"), what);
+            let hops = hops_of(&hops).ok_or_else(|| bad("its hops do not parse"))?;
+            if hops.is_empty() {
+                return Err(bad("it has no hops"));
+            }
+            let traffic = TrafficDescriptor {
+                class: class_of(class).ok_or_else(|| bad("unknown service class"))?,
+                pcr: CellRate(pcr),
+                scr: CellRate(scr),
+                mbs: u32::try_from(mbs).map_err(|_| bad("bad MBS"))?,
+                cdvt_ps: u64::try_from(cdvt).map_err(|_| bad("bad CDVT"))?,
+            };
+            let view = CallView {
+                id: u64::try_from(id).map_err(|_| bad("negative id"))?,
+                source_vc: hops[0].2,
+                destination_vc: hops[hops.len() - 1].3,
+                hops,
+                setup: Duration::from_picos(u64::try_from(setup).unwrap_or(0)),
+                traffic,
+                tag,
+            };
+            out.push(JournaledCall {
+                view,
+                source,
+                destination,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Records `established` and forgets `released`, in one transaction.
+    pub fn apply(
+        &mut self,
+        established: &[JournaledCall],
+        released: &[u64],
+    ) -> Result<(), ControlError> {
+        if established.is_empty() && released.is_empty() {
+            return Ok(());
+        }
+        let tx = self
+            .db
+            .transaction()
+            .map_err(|e| jerr("a transaction", e))?;
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO calls
+                     (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .map_err(|e| jerr("writing", e))?;
+            for c in established {
+                let v = &c.view;
+                ins.execute(params![
+                    v.id as i64,
+                    c.source,
+                    c.destination,
+                    hops_json(v),
+                    class_code(v.traffic.class),
+                    v.traffic.pcr.per_sec(),
+                    v.traffic.scr.per_sec(),
+                    v.traffic.mbs as i64,
+                    v.traffic.cdvt_ps.min(i64::MAX as u64) as i64,
+                    v.setup.as_picos().min(i64::MAX as u64) as i64,
+                    v.tag,
+                ])
+                .map_err(|e| jerr("writing a connection", e))?;
+            }
+            let mut del = tx
+                .prepare_cached("DELETE FROM calls WHERE id = ?1")
+                .map_err(|e| jerr("writing", e))?;
+            for id in released {
+                del.execute(params![*id as i64])
+                    .map_err(|e| jerr("forgetting a connection", e))?;
+            }
+        }
+        tx.commit().map_err(|e| jerr("committing", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: u64) -> JournaledCall {
+        let hops = vec![
+            (
+                HopSpec {
+                    switch: "s1".into(),
+                    in_port: 0,
+                    out_port: 1,
+                },
+                11,
+                VcId::new(0, 40),
+                VcId::new(0, 41),
+            ),
+            (
+                HopSpec {
+                    switch: "s2".into(),
+                    in_port: 1,
+                    out_port: 2,
+                },
+                12,
+                VcId::new(0, 41),
+                VcId::new(1, 42),
+            ),
+        ];
+        JournaledCall {
+            view: CallView {
+                id,
+                source_vc: VcId::new(0, 40),
+                destination_vc: VcId::new(1, 42),
+                hops,
+                setup: Duration::from_micros(250),
+                traffic: TrafficDescriptor::cbr(CellRate(1000.0)),
+                tag: format!("t{id}"),
+            },
+            source: "a".into(),
+            destination: "b".into(),
+        }
+    }
+
+    #[test]
+    fn what_is_written_is_read_back_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j/cm.sqlite");
+        {
+            let mut j = CmJournal::open(&path).unwrap();
+            j.apply(&[call(1), call(2), call(3)], &[]).unwrap();
+            j.apply(&[], &[2]).unwrap();
+        }
+        let j = CmJournal::open(&path).unwrap();
+        let back = j.load().unwrap();
+        assert_eq!(back, vec![call(1), call(3)]);
+    }
+
+    #[test]
+    fn a_damaged_row_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cm.sqlite");
+        let mut j = CmJournal::open(&path).unwrap();
+        j.apply(&[call(5)], &[]).unwrap();
+        j.db.execute("UPDATE calls SET hops = '[[\"s1\", 0]]' WHERE id = 5", [])
+            .unwrap();
+        let e = j.load().unwrap_err().to_string();
+        assert!(e.contains("connection 5") && e.contains("hops"), "{e}");
+    }
+}
