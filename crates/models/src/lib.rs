@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod access_link;
+pub mod backbone;
 pub mod queue;
 pub mod source;
 
@@ -20,7 +21,11 @@ use atmlab_sim::model::ModelKind;
 
 /// Every model kind `atmlab sim run` knows, by name.
 pub fn registry() -> Vec<&'static dyn ModelKind> {
-    vec![&queue::QueueKind, &access_link::AccessKind]
+    vec![
+        &queue::QueueKind,
+        &access_link::AccessKind,
+        &backbone::BackboneKind,
+    ]
 }
 
 /// The model kind called `name`.
