@@ -574,7 +574,10 @@ fn parse_mechanism(p: &Params<'_>, cell_time: Duration) -> Result<MechanismSpec,
             let mode = match m.raw("mode") {
                 None => RdmaMode::CarryOver,
                 Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim()).ok_or_else(|| {
-                    m.error("mode", format!("expected \"-\", \"+\" or \"++\", got {s:?}"))
+                    m.error(
+                        "mode",
+                        format!("expected \"-\", \"+\" or \"++\", got {s:?}"),
+                    )
                 })?,
                 Some(v) => {
                     return Err(m.error(

@@ -96,13 +96,19 @@ impl MmppFit {
             reason,
         };
         if !(n.is_finite() && n > 0.0) {
-            return Err(bad("sources", format!("need a positive number of sources, got {n}")));
+            return Err(bad(
+                "sources",
+                format!("need a positive number of sources, got {n}"),
+            ));
         }
         if !(peak.is_finite() && mean.is_finite() && mean > 0.0 && mean < peak) {
             return Err(bad("mean", format!("need 0 < mean {mean} < peak {peak}")));
         }
         if !(burst.is_finite() && burst >= 1.0) {
-            return Err(bad("burst", format!("need a mean burst of at least one cell, got {burst}")));
+            return Err(bad(
+                "burst",
+                format!("need a mean burst of at least one cell, got {burst}"),
+            ));
         }
         let p = mean / peak;
         let beta = peak / burst; // ON -> OFF: mean ON time burst/peak
@@ -252,7 +258,11 @@ pub struct Backbone {
 }
 
 impl Backbone {
-    fn new(cfg: &BackboneConfig, rngs: &RngFactory, lanes: [LaneId; 4]) -> Result<Self, ModelsError> {
+    fn new(
+        cfg: &BackboneConfig,
+        rngs: &RngFactory,
+        lanes: [LaneId; 4],
+    ) -> Result<Self, ModelsError> {
         let half = |lan: u8| -> Result<Band, ModelsError> {
             let trees = match cfg.mechanism {
                 BackboneMechanism::Rdma { trees, .. } => trees,
@@ -264,7 +274,8 @@ impl Backbone {
             // two trees' bands, which tile the cycle, would collide at C3.
             let share = (cfg.cycle.as_picos() as f64) * cfg.dimension_share;
             let cells = (share / cfg.cell_time.as_picos() as f64).floor().max(1.0) as u64;
-            let len = Duration::from_picos((cells * cfg.cell_time.as_picos()).min(cfg.cycle.as_picos()));
+            let len =
+                Duration::from_picos((cells * cfg.cell_time.as_picos()).min(cfg.cycle.as_picos()));
             // Two trees: LAN2's band follows LAN1's, so they do not overlap.
             let (tree, start) = if trees == 2 && lan == 1 {
                 (1, len)
@@ -280,16 +291,16 @@ impl Backbone {
         };
         let mk = |lan: u8| -> Result<Periphery, ModelsError> {
             let mech = match cfg.mechanism {
-                BackboneMechanism::LeakyBucket { c, pool } => PeriMech::Lb(
-                    LeakyBucket::with_overdimensioning(
+                BackboneMechanism::LeakyBucket { c, pool } => {
+                    PeriMech::Lb(LeakyBucket::with_overdimensioning(
                         cfg.dimension_rate,
                         c,
                         pool,
                         LeakyBucketMode::Shaper {
                             buffer: Some(cfg.buffer),
                         },
-                    )?,
-                ),
+                    )?)
+                }
                 BackboneMechanism::VirtualClock {
                     c,
                     interval,
@@ -372,7 +383,13 @@ impl Backbone {
     }
 
     /// A cell generated at `generated` starts on the periphery link at `start`.
-    fn periphery_sent(&mut self, ctx: &mut Ctx<'_, BackboneMsg>, lan: u8, generated: Instant, start: Instant) {
+    fn periphery_sent(
+        &mut self,
+        ctx: &mut Ctx<'_, BackboneMsg>,
+        lan: u8,
+        generated: Instant,
+        start: Instant,
+    ) {
         if generated >= self.observe_from {
             let w = start.saturating_duration_since(generated).as_secs_f64();
             self.peri_stats.delay.record(w);
@@ -382,7 +399,12 @@ impl Backbone {
         let me = ctx.me().port(PORT.0);
         // Synchronized bands: the next node sees the cell at the same cycle phase.
         let at = start.saturating_add(self.cycle).max(ctx.now());
-        let _ = ctx.send_in_lane(p.to_c3, at, me, BackboneMsg::AtC3(lan, generated.as_picos()));
+        let _ = ctx.send_in_lane(
+            p.to_c3,
+            at,
+            me,
+            BackboneMsg::AtC3(lan, generated.as_picos()),
+        );
     }
 
     /// Cells the mechanism released: onto the link (LB, VC) or already on it (RDMA).
@@ -420,7 +442,11 @@ impl Backbone {
                 ctx.cancel(id);
             }
             if let Some(t) = want
-                && let Ok(id) = ctx.send_at(t.max(ctx.now()), ctx.me().port(PORT.0), BackboneMsg::Wake(lan))
+                && let Ok(id) = ctx.send_at(
+                    t.max(ctx.now()),
+                    ctx.me().port(PORT.0),
+                    BackboneMsg::Wake(lan),
+                )
             {
                 p.wake = Some((t, id));
             }
@@ -434,8 +460,8 @@ impl Backbone {
             let p = &mut self.peri[usize::from(lan)];
             // The node's buffer holds the mechanism's waiting cells and, for LB and VC,
             // the cells queued for the link.
-            let link_backlog = p.link_free.saturating_duration_since(now).as_picos()
-                / self.cell_time.as_picos();
+            let link_backlog =
+                p.link_free.saturating_duration_since(now).as_picos() / self.cell_time.as_picos();
             let held = match &p.mech {
                 PeriMech::Lb(m) => m.occupancy(),
                 PeriMech::Vc(m) => m.occupancy(),
@@ -533,7 +559,8 @@ impl Backbone {
             while let Some((arrived, start)) = r.poll_transmit() {
                 let arrived = Instant::from_picos(arrived);
                 if arrived >= self.observe_from {
-                    self.c3_stats.waiting_secs += start.saturating_duration_since(arrived).as_secs_f64();
+                    self.c3_stats.waiting_secs +=
+                        start.saturating_duration_since(arrived).as_secs_f64();
                     self.c3_sent += 1;
                 }
             }
@@ -559,11 +586,23 @@ impl Backbone {
         let per_s = |x: f64| if secs > 0.0 { x / secs } else { f64::NAN };
         let link_cells = 1.0 / self.cell_time.as_secs_f64();
         vec![
-            ("periphery_loss", ratio(self.peri_stats.lost, self.peri_stats.offered)),
-            ("periphery_lost_per_s", per_s(self.peri_stats.lost as f64 / 2.0)),
-            ("periphery_occupancy", per_s(self.peri_stats.waiting_secs / 2.0)),
+            (
+                "periphery_loss",
+                ratio(self.peri_stats.lost, self.peri_stats.offered),
+            ),
+            (
+                "periphery_lost_per_s",
+                per_s(self.peri_stats.lost as f64 / 2.0),
+            ),
+            (
+                "periphery_occupancy",
+                per_s(self.peri_stats.waiting_secs / 2.0),
+            ),
             ("periphery_delay", self.peri_stats.delay.mean()),
-            ("internal_loss", ratio(self.c3_stats.lost, self.c3_stats.offered)),
+            (
+                "internal_loss",
+                ratio(self.c3_stats.lost, self.c3_stats.offered),
+            ),
             ("internal_lost_per_s", per_s(self.c3_stats.lost as f64)),
             ("internal_occupancy", per_s(self.c3_stats.waiting_secs)),
             ("carried_load", per_s(self.c3_sent as f64) / link_cells),
@@ -631,7 +670,12 @@ impl Prepared for BackboneConfig {
         };
         let rngs = RngFactory::new(rep.seed, rep.replication);
         let mut sim = Simulation::new();
-        let lanes = [sim.new_lane(), sim.new_lane(), sim.new_lane(), sim.new_lane()];
+        let lanes = [
+            sim.new_lane(),
+            sim.new_lane(),
+            sim.new_lane(),
+            sim.new_lane(),
+        ];
         let id = sim.add(Backbone::new(self, &rngs, lanes).map_err(model_err)?);
         let RunLength::Duration(d) = rep.length else {
             return Err(SimError::Model {
@@ -724,7 +768,10 @@ const METRICS: &[&str] = &[
 fn share(p: &Params<'_>, key: &str, default: f64) -> Result<f64, SimError> {
     let x = p.number_or(key, default)?;
     if !(x.is_finite() && x > 0.0 && x <= 1.0) {
-        return Err(p.error(key, format!("expected a share of the link in (0, 1], got {x}")));
+        return Err(p.error(
+            key,
+            format!("expected a share of the link in (0, 1], got {x}"),
+        ));
     }
     Ok(x)
 }
@@ -734,7 +781,10 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
     let kind = m.string("kind")?;
     let c = m.number_or("c", if kind == "leaky_bucket" { 1.4 } else { 1.0 })?;
     if !(c.is_finite() && c >= 1.0) {
-        return Err(m.error("c", format!("the overdimensioning factor must be at least 1, got {c}")));
+        return Err(m.error(
+            "c",
+            format!("the overdimensioning factor must be at least 1, got {c}"),
+        ));
     }
     let mech = match kind {
         "rdma" => {
@@ -743,13 +793,25 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
             }
             let trees = m.number_or("trees", 1.0)?;
             if trees != 1.0 && trees != 2.0 {
-                return Err(m.error("trees", format!("expected 1 or 2 routing trees, got {trees}")));
+                return Err(m.error(
+                    "trees",
+                    format!("expected 1 or 2 routing trees, got {trees}"),
+                ));
             }
             let mode = match m.raw("mode") {
                 None => RdmaMode::CarryOver,
-                Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim())
-                    .ok_or_else(|| m.error("mode", format!("expected \"-\", \"+\" or \"++\", got {s:?}")))?,
-                Some(v) => return Err(m.error("mode", format!("expected \"-\", \"+\" or \"++\", got {}", show(v)))),
+                Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim()).ok_or_else(|| {
+                    m.error(
+                        "mode",
+                        format!("expected \"-\", \"+\" or \"++\", got {s:?}"),
+                    )
+                })?,
+                Some(v) => {
+                    return Err(m.error(
+                        "mode",
+                        format!("expected \"-\", \"+\" or \"++\", got {}", show(v)),
+                    ));
+                }
             };
             BackboneMechanism::Rdma {
                 trees: trees as u8,
@@ -759,7 +821,10 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
         "leaky_bucket" => {
             let pool = m.number_or("pool", 100.0)?;
             if !(pool >= 1.0 && pool <= f64::from(u32::MAX) && pool.fract() == 0.0) {
-                return Err(m.error("pool", format!("expected a whole number of credits, at least 1, got {pool}")));
+                return Err(m.error(
+                    "pool",
+                    format!("expected a whole number of credits, at least 1, got {pool}"),
+                ));
             }
             BackboneMechanism::LeakyBucket {
                 c,
@@ -783,7 +848,9 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
         other => {
             return Err(m.error(
                 "kind",
-                format!("unknown mechanism {other:?}; expected rdma, leaky_bucket or virtual_clock"),
+                format!(
+                    "unknown mechanism {other:?}; expected rdma, leaky_bucket or virtual_clock"
+                ),
             ));
         }
     };
@@ -806,10 +873,16 @@ impl ModelKind for BackboneKind {
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         if let RunLength::Count(_) = run.length {
-            return Err(params.error_at("run.count", "the backbone model runs by time: set [run] duration"));
+            return Err(params.error_at(
+                "run.count",
+                "the backbone model runs by time: set [run] duration",
+            ));
         }
         if run.warmup == Warmup::Auto {
-            return Err(params.error_at("run.warmup", "the backbone model takes a warm-up time, not \"auto\""));
+            return Err(params.error_at(
+                "run.warmup",
+                "the backbone model takes a warm-up time, not \"auto\"",
+            ));
         }
         let link = match params.raw("link") {
             None => 150e6,
@@ -820,15 +893,26 @@ impl ModelKind for BackboneKind {
         }
         let load = params.number("load")?;
         if !(load.is_finite() && load > 0.0 && load <= 2.0) {
-            return Err(params.error("load", format!("expected a share of the link in (0, 2], got {load}")));
+            return Err(params.error(
+                "load",
+                format!("expected a share of the link in (0, 2], got {load}"),
+            ));
         }
         let dim = share(params, "dimension_load", 0.5)?;
         let (peak, mean, burst) = match params.raw("source") {
             None => (10e6, 1e6, 100.0),
             Some(_) => {
                 let s = params.table("source")?;
-                let peak = if s.has("peak") { s.bit_rate("peak")? } else { 10e6 };
-                let mean = if s.has("mean") { s.bit_rate("mean")? } else { 1e6 };
+                let peak = if s.has("peak") {
+                    s.bit_rate("peak")?
+                } else {
+                    10e6
+                };
+                let mean = if s.has("mean") {
+                    s.bit_rate("mean")?
+                } else {
+                    1e6
+                };
                 let burst = s.number_or("burst", 100.0)?;
                 s.finish()?;
                 (peak, mean, burst)
@@ -844,7 +928,10 @@ impl ModelKind for BackboneKind {
         };
         let buffer = params.number_or("buffer", 20_000.0)?;
         if !(buffer >= 1.0 && buffer.fract() == 0.0 && buffer < 1e9) {
-            return Err(params.error("buffer", format!("expected a whole number of cells, got {buffer}")));
+            return Err(params.error(
+                "buffer",
+                format!("expected a whole number of cells, got {buffer}"),
+            ));
         }
         let cfg = BackboneConfig {
             mmpp,

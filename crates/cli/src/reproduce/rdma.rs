@@ -27,10 +27,7 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     )
     .with_context(|| format!("reproducing paper 003 into {}", out.display()))?;
     for e in &report.experiments {
-        println!(
-            "{}: {} events in {:.1} s",
-            e.name, e.events, e.wall_seconds
-        );
+        println!("{}: {} events in {:.1} s", e.name, e.events, e.wall_seconds);
     }
     println!("report: {}", report.report.display());
     println!("{} files in {}", report.files.len(), out.display());

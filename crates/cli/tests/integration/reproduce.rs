@@ -8,7 +8,15 @@ fn reproduce_rdma_quick_writes_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rdma");
     let o = atmlab(
-        &["reproduce", "rdma", "--quick", "--out", out.to_str().unwrap(), "--threads", "2"],
+        &[
+            "reproduce",
+            "rdma",
+            "--quick",
+            "--out",
+            out.to_str().unwrap(),
+            "--threads",
+            "2",
+        ],
         b"",
     );
     let err = String::from_utf8_lossy(&o.stderr);
@@ -31,18 +39,27 @@ fn reproduce_rdma_quick_writes_the_report() {
         "fig08-11-backbone/results.json",
     ] {
         let p = out.join(f);
-        assert!(p.exists() && std::fs::metadata(&p).unwrap().len() > 0, "{f} missing");
+        assert!(
+            p.exists() && std::fs::metadata(&p).unwrap().len() > 0,
+            "{f} missing"
+        );
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Table 1: voice source") && md.contains("## Table 2: video source"));
     // Every table row: the paper's number then ours, mean ± CI, all numeric.
     let rows: Vec<&str> = md
         .lines()
-        .filter(|l| l.starts_with("| RDMA |") || l.starts_with("| L. Bucket") || l.starts_with("| V. Clock"))
+        .filter(|l| {
+            l.starts_with("| RDMA |") || l.starts_with("| L. Bucket") || l.starts_with("| V. Clock")
+        })
         .collect();
     assert_eq!(rows.len(), 11, "{md}");
     for row in rows {
-        let cells: Vec<&str> = row.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
+        let cells: Vec<&str> = row
+            .split('|')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
         for c in &cells[1..] {
             let first = c.split(" ± ").next().unwrap();
             assert!(first.parse::<f64>().is_ok(), "not a number: {c:?} in {row}");

@@ -372,7 +372,13 @@ impl Rdma {
     /// A cell `cell_id` of routing tree `tree`, from `flow`, arrives at `now`.
     ///
     /// A cell for a tree that has no band here can never be sent: it is dropped.
-    pub fn handle_cell(&mut self, now: Instant, cell_id: u64, tree: TreeId, flow: FlowId) -> Decision {
+    pub fn handle_cell(
+        &mut self,
+        now: Instant,
+        cell_id: u64,
+        tree: TreeId,
+        flow: FlowId,
+    ) -> Decision {
         let now = self.clock(now);
         // Everything due strictly before this arrival happens first; at `now` itself the
         // cells already waiting go before the newcomer (FIFO).
@@ -471,7 +477,10 @@ impl Rdma {
     /// If `band` is open at `t`, the instant it closes.
     fn open_until(&self, band: &Band, t: Instant) -> Option<Instant> {
         let phase = t.as_picos() % self.cfg.cycle.as_picos();
-        let (s, e) = (band.start.as_picos(), band.start.as_picos() + band.len.as_picos());
+        let (s, e) = (
+            band.start.as_picos(),
+            band.start.as_picos() + band.len.as_picos(),
+        );
         (s <= phase && phase < e).then(|| t.saturating_add(Duration::from_picos(e - phase)))
     }
 
@@ -479,7 +488,10 @@ impl Rdma {
     fn next_open(&self, band: &Band, t: Instant) -> Instant {
         let cycle = self.cfg.cycle.as_picos();
         let phase = t.as_picos() % cycle;
-        let (s, e) = (band.start.as_picos(), band.start.as_picos() + band.len.as_picos());
+        let (s, e) = (
+            band.start.as_picos(),
+            band.start.as_picos() + band.len.as_picos(),
+        );
         let wait = if phase < s {
             s - phase
         } else if phase < e {
@@ -655,7 +667,10 @@ mod tests {
 
     /// Drives `r` over `arrivals` (time in ps, tree, flow), serving timers on time;
     /// returns each cell's fate (`None`: still waiting at the end) and the decisions.
-    fn drive(r: &mut Rdma, arrivals: &[(u64, TreeId, FlowId)]) -> (Vec<Option<Fate>>, Vec<Decision>) {
+    fn drive(
+        r: &mut Rdma,
+        arrivals: &[(u64, TreeId, FlowId)],
+    ) -> (Vec<Option<Fate>>, Vec<Decision>) {
         let mut fate = vec![None; arrivals.len()];
         let mut decisions = Vec::new();
         let collect = |r: &mut Rdma, fate: &mut Vec<Option<Fate>>| {
@@ -729,12 +744,20 @@ mod tests {
         // RDMA-: one proceeds, the others are discarded.
         assert_eq!(
             run(RdmaMode::Discard),
-            vec![Some(Fate::Sent(us(1))), Some(Fate::Lost(us(1))), Some(Fate::Lost(us(1)))]
+            vec![
+                Some(Fate::Sent(us(1))),
+                Some(Fate::Lost(us(1))),
+                Some(Fate::Lost(us(1)))
+            ]
         );
         // RDMA+: buffered up to the band end: starts at 5 and 9 µs are inside [0, 10).
         assert_eq!(
             run(RdmaMode::BufferToBandEnd),
-            vec![Some(Fate::Sent(us(1))), Some(Fate::Sent(us(5))), Some(Fate::Sent(us(9)))]
+            vec![
+                Some(Fate::Sent(us(1))),
+                Some(Fate::Sent(us(5))),
+                Some(Fate::Sent(us(9)))
+            ]
         );
         // Four cells: the fourth would start at 13 µs, after the band: discarded at 10.
         let mut r = core(vec![band(0, 0, 10)], RdmaMode::BufferToBandEnd, 4, None);
@@ -760,8 +783,16 @@ mod tests {
 
     #[test]
     fn two_trees_use_their_own_bands_only() {
-        let mut r = core(vec![band(0, 0, 10), band(1, 50, 10)], RdmaMode::CarryOver, 4, None);
-        let (fate, _) = drive(&mut r, &[(20_000_000, 0, 0), (20_000_000, 1, 0), (20_000_000, 7, 0)]);
+        let mut r = core(
+            vec![band(0, 0, 10), band(1, 50, 10)],
+            RdmaMode::CarryOver,
+            4,
+            None,
+        );
+        let (fate, _) = drive(
+            &mut r,
+            &[(20_000_000, 0, 0), (20_000_000, 1, 0), (20_000_000, 7, 0)],
+        );
         assert_eq!(fate[0], Some(Fate::Sent(us(100))));
         assert_eq!(fate[1], Some(Fate::Sent(us(50))));
         // Tree 7 has no band here: dropped, not held forever.
@@ -780,22 +811,39 @@ mod tests {
         ];
         // The owner idle: a contention cell at 40 µs borrows the priority band at 50.
         let mut r = core(bands.clone(), RdmaMode::CarryOver, 4, None);
-        assert_eq!(drive(&mut r, &[(40_000_000, 0, 1)]).0[0], Some(Fate::Sent(us(50))));
+        assert_eq!(
+            drive(&mut r, &[(40_000_000, 0, 1)]).0[0],
+            Some(Fate::Sent(us(50)))
+        );
         // Both waiting: the owner goes first though it came later, then the other.
         let mut r = core(bands.clone(), RdmaMode::CarryOver, 4, None);
         let (fate, _) = drive(&mut r, &[(40_000_000, 0, 1), (45_000_000, 0, 9)]);
-        assert_eq!(fate, vec![Some(Fate::Sent(us(54))), Some(Fate::Sent(us(50)))]);
+        assert_eq!(
+            fate,
+            vec![Some(Fate::Sent(us(54))), Some(Fate::Sent(us(50)))]
+        );
         // In a contention band the owner is just one more flow: FIFO.
         let mut r = core(bands, RdmaMode::CarryOver, 4, None);
         let (fate, _) = drive(&mut r, &[(90_000_000, 0, 1), (95_000_000, 0, 9)]);
-        assert_eq!(fate, vec![Some(Fate::Sent(us(100))), Some(Fate::Sent(us(104)))]);
+        assert_eq!(
+            fate,
+            vec![Some(Fate::Sent(us(100))), Some(Fate::Sent(us(104)))]
+        );
     }
 
     #[test]
     fn buffer_limit_drops() {
         let mut r = core(vec![band(0, 0, 10)], RdmaMode::CarryOver, 4, Some(2));
         let d: Vec<_> = (0..4).map(|id| r.handle_cell(us(20), id, 0, 0)).collect();
-        assert_eq!(d, [Decision::Queued, Decision::Queued, Decision::Dropped, Decision::Dropped]);
+        assert_eq!(
+            d,
+            [
+                Decision::Queued,
+                Decision::Queued,
+                Decision::Dropped,
+                Decision::Dropped
+            ]
+        );
         assert_eq!(r.occupancy(), 2);
     }
 
@@ -820,18 +868,42 @@ mod tests {
         };
         assert!(Rdma::new(ok.clone()).is_ok());
         let bad = [
-            RdmaConfig { cycle: Duration::ZERO, ..ok.clone() },
-            RdmaConfig { cell_time: Duration::ZERO, ..ok.clone() },
-            RdmaConfig { bands: vec![], ..ok.clone() },
-            RdmaConfig { bands: vec![band(0, 95, 10)], ..ok.clone() },
-            RdmaConfig { bands: vec![band(0, 5, 0)], ..ok.clone() },
-            RdmaConfig { bands: vec![band(0, 0, 10), band(0, 5, 10)], ..ok.clone() },
+            RdmaConfig {
+                cycle: Duration::ZERO,
+                ..ok.clone()
+            },
+            RdmaConfig {
+                cell_time: Duration::ZERO,
+                ..ok.clone()
+            },
+            RdmaConfig {
+                bands: vec![],
+                ..ok.clone()
+            },
+            RdmaConfig {
+                bands: vec![band(0, 95, 10)],
+                ..ok.clone()
+            },
+            RdmaConfig {
+                bands: vec![band(0, 5, 0)],
+                ..ok.clone()
+            },
+            RdmaConfig {
+                bands: vec![band(0, 0, 10), band(0, 5, 10)],
+                ..ok.clone()
+            },
         ];
         for cfg in bad {
             assert!(Rdma::new(cfg.clone()).is_err(), "{cfg:?}");
         }
         // Overlapping bands of different trees are allowed.
-        assert!(Rdma::new(RdmaConfig { bands: vec![band(0, 0, 10), band(1, 5, 10)], ..ok }).is_ok());
+        assert!(
+            Rdma::new(RdmaConfig {
+                bands: vec![band(0, 0, 10), band(1, 5, 10)],
+                ..ok
+            })
+            .is_ok()
+        );
     }
 
     #[test]
@@ -853,7 +925,9 @@ mod tests {
         let open_at = |x: u64| {
             let p = x % cycle;
             cfg.bands.iter().any(|b| {
-                b.tree == tree && b.start.as_picos() <= p && p < b.start.as_picos() + b.len.as_picos()
+                b.tree == tree
+                    && b.start.as_picos() <= p
+                    && p < b.start.as_picos() + b.len.as_picos()
             })
         };
         if !open_at(t.as_picos()) {
@@ -884,7 +958,11 @@ mod tests {
         (
             proptest::collection::vec(tree_bands, 1..4),
             1u64..8,
-            prop_oneof![Just(RdmaMode::Discard), Just(RdmaMode::BufferToBandEnd), Just(RdmaMode::CarryOver)],
+            prop_oneof![
+                Just(RdmaMode::Discard),
+                Just(RdmaMode::BufferToBandEnd),
+                Just(RdmaMode::CarryOver)
+            ],
         )
             .prop_map(|(trees, cell, mode)| {
                 let mut bands = Vec::new();

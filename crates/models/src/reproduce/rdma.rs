@@ -72,21 +72,54 @@ struct PaperRow {
 
 /// Table 1, voice, as printed.
 const PAPER_TABLE1: [PaperRow; 5] = [
-    PaperRow { label: "RDMA", values: [0.0001, 0.000116, 0.000009, 0.5] },
-    PaperRow { label: "L. Bucket C=1.2", values: [1.0058, 0.0138, 0.00523, 65.57] },
-    PaperRow { label: "L. Bucket C=1.4", values: [0.2930, 0.0119, 0.00242, 22.29] },
-    PaperRow { label: "V. Clock", values: [0.2814, 0.6501, 0.0335, 27.22] },
-    PaperRow { label: "V. Clock C=1.2", values: [0.1930, 0.6501, 0.0144, 19.03] },
+    PaperRow {
+        label: "RDMA",
+        values: [0.0001, 0.000116, 0.000009, 0.5],
+    },
+    PaperRow {
+        label: "L. Bucket C=1.2",
+        values: [1.0058, 0.0138, 0.00523, 65.57],
+    },
+    PaperRow {
+        label: "L. Bucket C=1.4",
+        values: [0.2930, 0.0119, 0.00242, 22.29],
+    },
+    PaperRow {
+        label: "V. Clock",
+        values: [0.2814, 0.6501, 0.0335, 27.22],
+    },
+    PaperRow {
+        label: "V. Clock C=1.2",
+        values: [0.1930, 0.6501, 0.0144, 19.03],
+    },
 ];
 
 /// Table 2, video, as printed.
 const PAPER_TABLE2: [PaperRow; 6] = [
-    PaperRow { label: "RDMA", values: [0.00787, 0.0001217, 0.000041, 125.65] },
-    PaperRow { label: "L. Bucket C=1.15", values: [0.16115, 0.000086, 0.000010, 1282.0] },
-    PaperRow { label: "L. Bucket C=1.15 Credits=918", values: [0.13198, 0.000086, 0.000008, 947.34] },
-    PaperRow { label: "L. Bucket C=1.4", values: [0.0166, 0.00007, 0.000002, 210.79] },
-    PaperRow { label: "V. Clock", values: [0.00904, 0.03300, 0.000102, 88.22] },
-    PaperRow { label: "V. Clock C=1.2", values: [0.00456, 0.03300, 0.000027, 45.19] },
+    PaperRow {
+        label: "RDMA",
+        values: [0.00787, 0.0001217, 0.000041, 125.65],
+    },
+    PaperRow {
+        label: "L. Bucket C=1.15",
+        values: [0.16115, 0.000086, 0.000010, 1282.0],
+    },
+    PaperRow {
+        label: "L. Bucket C=1.15 Credits=918",
+        values: [0.13198, 0.000086, 0.000008, 947.34],
+    },
+    PaperRow {
+        label: "L. Bucket C=1.4",
+        values: [0.0166, 0.00007, 0.000002, 210.79],
+    },
+    PaperRow {
+        label: "V. Clock",
+        values: [0.00904, 0.03300, 0.000102, 88.22],
+    },
+    PaperRow {
+        label: "V. Clock C=1.2",
+        values: [0.00456, 0.03300, 0.000027, 45.19],
+    },
 ];
 
 /// The table columns: the paper's heading and our metric.
@@ -223,7 +256,12 @@ fn run_one(
     .map_err(|e| err(name, e))?;
     let dir = out.join(name);
     write_results(&dir, &report).map_err(|e| err(name, e))?;
-    for f in ["results.json", "results.csv", "replications.csv", "run.json"] {
+    for f in [
+        "results.json",
+        "results.csv",
+        "replications.csv",
+        "run.json",
+    ] {
         files.push(dir.join(f));
     }
     runs.push(ExperimentRun {
@@ -295,7 +333,11 @@ fn table(
                 "{},{m},{},{mean},{}",
                 row.label,
                 row.values[i],
-                if ci.is_finite() { ci.to_string() } else { String::new() }
+                if ci.is_finite() {
+                    ci.to_string()
+                } else {
+                    String::new()
+                }
             );
         }
         let (loss, lci) = metric(point, "loss_probability");
@@ -307,7 +349,10 @@ fn table(
         report.events,
         report.wall_seconds,
         report.threads,
-        report.points.first().map_or(0, |p| p.metrics.first().map_or(0, |m| m.1.n))
+        report
+            .points
+            .first()
+            .map_or(0, |p| p.metrics.first().map_or(0, |m| m.1.n))
     );
     std::fs::write(csv_path, csv).map_err(|e| err(&csv_path.display().to_string(), e))
 }
@@ -381,7 +426,11 @@ fn figures(
         let mut csv = String::from("load,curve,mean,ci95\n");
         for s in &series {
             for (l, m, ci) in &s.points {
-                let ci = if ci.is_finite() { ci.to_string() } else { String::new() };
+                let ci = if ci.is_finite() {
+                    ci.to_string()
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(csv, "{l},{},{m},{ci}", s.label);
             }
         }
@@ -426,7 +475,8 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
             if holds { "holds:" } else { "does not hold:" }
         );
     };
-    let delays = |r: &RunReport, m: &str| -> Vec<f64> { r.points.iter().map(|p| metric(p, m).0).collect() };
+    let delays =
+        |r: &RunReport, m: &str| -> Vec<f64> { r.points.iter().map(|p| metric(p, m).0).collect() };
     let d1 = delays(t1, "mean_delay");
     let argmin = |v: &[f64]| {
         v.iter()
@@ -456,7 +506,11 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
         check(
             &format!("Table 1: RDMA's voice {name} is the smallest"),
             argmin(&v) == 0,
-            format!("smallest {} ({})", PAPER_TABLE1[argmin(&v)].label, fmt(v[argmin(&v)])),
+            format!(
+                "smallest {} ({})",
+                PAPER_TABLE1[argmin(&v)].label,
+                fmt(v[argmin(&v)])
+            ),
         );
     }
     let d2 = delays(t2, "mean_delay");
@@ -473,18 +527,31 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
         format!(
             "below RDMA's {} s: {}",
             fmt(d2[0]),
-            if below_rdma.is_empty() { "none".to_owned() } else { below_rdma.join(", ") }
+            if below_rdma.is_empty() {
+                "none".to_owned()
+            } else {
+                below_rdma.join(", ")
+            }
         ),
     );
     let occ2 = delays(t2, "mean_occupancy");
     check(
         "Table 2: the Leaky Bucket with C=1.15 has the highest occupation",
         argmax(&occ2) == 1 || argmax(&occ2) == 2,
-        format!("highest {} ({} cells)", PAPER_TABLE2[argmax(&occ2)].label, fmt(occ2[argmax(&occ2)])),
+        format!(
+            "highest {} ({} cells)",
+            PAPER_TABLE2[argmax(&occ2)].label,
+            fmt(occ2[argmax(&occ2)])
+        ),
     );
     let onset = |c: usize, m: &str| first_load_above(bb, c, m, 1e-3);
-    let show = |x: Option<f64>| x.map_or("none in the range".to_owned(), |l| format!("from load {l}"));
-    let (r1, lb, vc) = (onset(0, "periphery_loss"), onset(2, "periphery_loss"), onset(3, "periphery_loss"));
+    let show =
+        |x: Option<f64>| x.map_or("none in the range".to_owned(), |l| format!("from load {l}"));
+    let (r1, lb, vc) = (
+        onset(0, "periphery_loss"),
+        onset(2, "periphery_loss"),
+        onset(3, "periphery_loss"),
+    );
     check(
         "Fig. 8: periphery losses start above the 50% dimensioning load for RDMA and the Leaky Bucket",
         r1.is_some_and(|l| l > 0.5) && lb.is_some_and(|l| l > 0.5),
@@ -502,7 +569,10 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
             .fold(f64::NAN, f64::max)
     };
     let two = max_over(1, "internal_occupancy");
-    let others: Vec<f64> = [0, 2, 3].iter().map(|&c| max_over(c, "internal_occupancy")).collect();
+    let others: Vec<f64> = [0, 2, 3]
+        .iter()
+        .map(|&c| max_over(c, "internal_occupancy"))
+        .collect();
     check(
         "Fig. 9: RDMA with two trees keeps C3's occupancy lowest, nearly zero",
         others.iter().all(|o| two <= *o),
@@ -520,8 +590,16 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
         one_tree.is_some_and(|l| l <= 0.35),
         format!("C3 loss > 0.1% with one tree {}", show(one_tree)),
     );
-    let low = |c: usize| curve(bb, c).first().map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0);
-    let high = |c: usize| curve(bb, c).last().map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0);
+    let low = |c: usize| {
+        curve(bb, c)
+            .first()
+            .map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0)
+    };
+    let high = |c: usize| {
+        curve(bb, c)
+            .last()
+            .map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0)
+    };
     check(
         "Fig. 11: at low load RDMA's periphery delay is the largest",
         [2, 3, 4].iter().all(|&c| low(0) > low(c)),
@@ -553,13 +631,24 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, ModelsError
     let mut runs = Vec::new();
     let t1 = run_one("table1-voice", TABLE1, opts, out, &mut files, &mut runs)?;
     let t2 = run_one("table2-video", TABLE2, opts, out, &mut files, &mut runs)?;
-    let bb = run_one("fig08-11-backbone", BACKBONE, opts, out, &mut files, &mut runs)?;
+    let bb = run_one(
+        "fig08-11-backbone",
+        BACKBONE,
+        opts,
+        out,
+        &mut files,
+        &mut runs,
+    )?;
 
     let mut md = String::new();
     let _ = writeln!(
         md,
         "# Paper 003 (RDMA / Isochronets): reproduction{}\n",
-        if opts.quick { " (quick form: short runs, wide intervals)" } else { "" }
+        if opts.quick {
+            " (quick form: short runs, wide intervals)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         md,
@@ -571,15 +660,30 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, ModelsError
         if opts.quick { " --quick" } else { "" }
     );
     let t1_csv = out.join("table1.csv");
-    table(&mut md, &t1_csv, "Table 1: voice source", &PAPER_TABLE1, &t1)?;
+    table(
+        &mut md,
+        &t1_csv,
+        "Table 1: voice source",
+        &PAPER_TABLE1,
+        &t1,
+    )?;
     let t2_csv = out.join("table2.csv");
-    table(&mut md, &t2_csv, "Table 2: video source", &PAPER_TABLE2, &t2)?;
+    table(
+        &mut md,
+        &t2_csv,
+        "Table 2: video source",
+        &PAPER_TABLE2,
+        &t2,
+    )?;
     files.push(t1_csv);
     files.push(t2_csv);
     figures(&mut md, out, &bb, &mut files)?;
     conclusions(&mut md, &t1, &t2, &bb);
     let _ = writeln!(md);
-    let _ = writeln!(md, "## Runs\n\n| experiment | events | wall (s) |\n|---|---:|---:|");
+    let _ = writeln!(
+        md,
+        "## Runs\n\n| experiment | events | wall (s) |\n|---|---:|---:|"
+    );
     for r in &runs {
         let _ = writeln!(md, "| {} | {} | {:.1} |", r.name, r.events, r.wall_seconds);
     }

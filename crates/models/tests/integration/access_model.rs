@@ -116,7 +116,10 @@ fn leaky_bucket_max_jitter_is_bounded_by_the_credit_interval() {
     let j = m(&r, "max_jitter");
     let bound = 1.0 / 72.0 - 1.0 / 167.0;
     assert!(j <= bound + 1e-9 && j > 0.95 * bound, "{j}");
-    assert!(m(&r, "max_abs_jitter") > 0.1, "silences make large decreases");
+    assert!(
+        m(&r, "max_abs_jitter") > 0.1,
+        "silences make large decreases"
+    );
 }
 
 #[test]
