@@ -541,12 +541,11 @@ impl Rdma {
             .own
             .iter()
             .map(|&b| self.next_open(&self.cfg.bands[b], t));
-        let borrowed = queue.borrowed.iter().filter_map(|&(b, oq)| {
-            self.queues[oq]
-                .cells
-                .is_empty()
-                .then(|| self.next_open(&self.cfg.bands[b], t))
-        });
+        let borrowed = queue
+            .borrowed
+            .iter()
+            .filter(|&&(_, oq)| self.queues[oq].cells.is_empty())
+            .map(|&(b, _)| self.next_open(&self.cfg.bands[b], t));
         own.chain(borrowed).min().unwrap_or(Instant::MAX)
     }
 
