@@ -1,23 +1,34 @@
 //! The model kind `access`: one traffic source, one access-control mechanism and one
 //! access link, the model of paper 003's Figure 5 ("Source Model").
 //!
-//! A source generates cells; the mechanism (Leaky Bucket, Virtual Clock, or none) lets
-//! each pass, holds it, or drops it; passed cells queue for the access link (150 Mb/s in
-//! the paper) and enter the network when their transmission starts. The paper's metrics
-//! (§3, "Delay and Jitter at Network Access for Real Time Traffic"):
+//! A source generates cells; the mechanism (Leaky Bucket, Virtual Clock, RDMA, or none)
+//! lets each pass, holds it, or drops it; passed cells queue for the access link
+//! (150 Mb/s in the paper) and enter the network when their transmission starts. With
+//! RDMA the source holds its cells until its green band (RDMA++ by default: "RDMA delay
+//! is exclusively due to waiting time for the band to the destination"), and the core
+//! models the link itself. The paper's metrics (§3, "Delay and Jitter at Network Access
+//! for Real Time Traffic"):
 //!
 //! - `mean_delay`: access delay, "the difference between the time when the cell enters the
 //!   network (source transmits cell) and the time when the cell was generated";
 //! - `max_jitter`, `mean_jitter`: jitter, "the difference between the network access
-//!   delay of two consecutive cells", taken in absolute value over consecutive delivered
-//!   cells;
+//!   delay of two consecutive cells", read as the *increase* d(k) − d(k−1) of the delay
+//!   from one delivered cell to the next, a decrease counting as zero jitter:
+//!   `max_jitter` is the largest increase, `mean_jitter` the mean of max(0, d(k) −
+//!   d(k−1)) over all consecutive pairs. Why this reading: the paper says "the maximal
+//!   jitter for Leaky Bucket corresponds to the inter-credit arrival time" and reports
+//!   0.0138 s and 0.0119 s, which are 1/(1.2·60) and 1/(1.4·60) s; a delay can grow by at
+//!   most one credit interval from one cell to the next, whereas in absolute value the
+//!   first cell of a talkspurt after a long silence differs from the last delayed one by
+//!   up to seconds. Likewise RDMA's largest jitter is "when the second cell arrives right
+//!   when the band closes and is forced to wait until the next active band": an increase;
+//! - `max_abs_jitter`, `mean_abs_jitter`: the same differences in absolute value, for
+//!   comparison;
 //! - `mean_occupancy`: the time-average number of cells waiting in the buffer in front of
 //!   the network (held by the mechanism or queued for the link), computed by Little's law
 //!   as the summed waiting time of the observed cells over the observed period;
 //! - `loss_probability`: cells dropped by the mechanism over cells generated;
 //! - `delay_p99`: the 99th percentile of the access delay.
-//!
-//! RDMA is not built yet; `mechanism.kind = "rdma"` says so.
 //!
 //! The link is a deterministic FIFO server, so it needs no events: a cell released at
 //! time `r` starts at `max(r, link free)` and occupies the link one cell time. The model's
@@ -36,7 +47,10 @@ use atmlab_sim::rng::{RngFactory, SimRng};
 use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate, show};
 use atmlab_sim::stats::{Histogram, Ratio, Tally};
 
-use crate::access::{Decision, LeakyBucket, LeakyBucketMode, VirtualClock, VirtualClockPenalty};
+use crate::access::{
+    Band, BandKind, Decision, LeakyBucket, LeakyBucketMode, Rdma, RdmaConfig, RdmaMode,
+    VirtualClock, VirtualClockPenalty,
+};
 use crate::queue::{ArrivalSpec, STREAM_ARRIVAL, parse_source};
 use crate::source::TrafficSource;
 
@@ -63,16 +77,30 @@ pub enum MechanismSpec {
         /// Penalty.
         penalty: VirtualClockPenalty,
     },
+    /// RDMA: one contention band per cycle for the source's tree.
+    Rdma {
+        /// The cycle length (125 µs in the paper).
+        cycle: Duration,
+        /// The band's opening within the cycle.
+        start: Duration,
+        /// The band length.
+        band: Duration,
+        /// The collision mode.
+        mode: RdmaMode,
+        /// Buffer in cells (`None`: infinite).
+        buffer: Option<usize>,
+    },
 }
 
 enum Mechanism {
     None,
     Lb(LeakyBucket),
     Vc(VirtualClock),
+    Rdma(Box<Rdma>),
 }
 
 impl Mechanism {
-    fn build(spec: &MechanismSpec) -> Result<Self, crate::ModelsError> {
+    fn build(spec: &MechanismSpec, cell_time: Duration) -> Result<Self, crate::ModelsError> {
         Ok(match *spec {
             MechanismSpec::None => Mechanism::None,
             MechanismSpec::LeakyBucket { rate, pool, buffer } => Mechanism::Lb(LeakyBucket::new(
@@ -85,6 +113,24 @@ impl Mechanism {
                 interval,
                 penalty,
             } => Mechanism::Vc(VirtualClock::new(rate, interval, penalty)?),
+            MechanismSpec::Rdma {
+                cycle,
+                start,
+                band,
+                mode,
+                buffer,
+            } => Mechanism::Rdma(Box::new(Rdma::new(RdmaConfig {
+                cycle,
+                bands: vec![Band {
+                    tree: 0,
+                    start,
+                    len: band,
+                    kind: BandKind::Contention,
+                }],
+                mode,
+                cell_time,
+                buffer,
+            })?)),
         })
     }
     fn handle_cell(&mut self, now: Instant, id: u64) -> Decision {
@@ -92,6 +138,7 @@ impl Mechanism {
             Mechanism::None => Decision::PassNow,
             Mechanism::Lb(m) => m.handle_cell(now, id),
             Mechanism::Vc(m) => m.handle_cell(now, id),
+            Mechanism::Rdma(m) => m.handle_cell(now, id, 0, 0),
         }
     }
     fn handle_timeout(&mut self, now: Instant) {
@@ -99,6 +146,7 @@ impl Mechanism {
             Mechanism::None => {}
             Mechanism::Lb(m) => m.handle_timeout(now),
             Mechanism::Vc(m) => m.handle_timeout(now),
+            Mechanism::Rdma(m) => m.handle_timeout(now),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -106,6 +154,7 @@ impl Mechanism {
             Mechanism::None => None,
             Mechanism::Lb(m) => m.poll_timeout(),
             Mechanism::Vc(m) => m.poll_timeout(),
+            Mechanism::Rdma(m) => m.poll_timeout(),
         }
     }
     fn poll_transmit(&mut self) -> Option<(u64, Instant)> {
@@ -113,6 +162,14 @@ impl Mechanism {
             Mechanism::None => None,
             Mechanism::Lb(m) => m.poll_transmit(),
             Mechanism::Vc(m) => m.poll_transmit(),
+            Mechanism::Rdma(m) => m.poll_transmit(),
+        }
+    }
+    /// Held cells the mechanism discarded later (RDMA+ at a band end).
+    fn poll_discard(&mut self) -> Option<(u64, Instant)> {
+        match self {
+            Mechanism::Rdma(m) => m.poll_discard(),
+            _ => None,
         }
     }
 }
@@ -158,6 +215,9 @@ pub struct AccessStation {
     delay: Tally,
     delay_hist: Histogram,
     jitter: Tally,
+    /// The largest delay increase d(k) − d(k−1) (may be negative).
+    max_increase: f64,
+    abs_jitter: Tally,
     last_delay: Option<f64>,
     waiting_secs: f64,
     loss: Ratio,
@@ -173,7 +233,7 @@ impl AccessStation {
             source: cfg.source.build().map_err(model_err)?,
             rng: rngs.stream(STREAM_ARRIVAL),
             lane,
-            mechanism: Mechanism::build(&cfg.mechanism).map_err(model_err)?,
+            mechanism: Mechanism::build(&cfg.mechanism, cfg.cell_time).map_err(model_err)?,
             cell_time: cfg.cell_time,
             held: VecDeque::new(),
             next_id: 0,
@@ -184,6 +244,8 @@ impl AccessStation {
             delay: Tally::new(),
             delay_hist: Histogram::new(),
             jitter: Tally::new(),
+            max_increase: f64::NEG_INFINITY,
+            abs_jitter: Tally::new(),
             last_delay: None,
             waiting_secs: 0.0,
             loss: Ratio::new(),
@@ -216,22 +278,42 @@ impl AccessStation {
         self.delay_hist.record_duration(d);
         self.waiting_secs += secs;
         if let Some(prev) = self.last_delay {
-            self.jitter.record((secs - prev).abs());
+            // The increase of the delay (see the module doc); the jitter tally keeps the
+            // signed difference only for its maximum, so record the two views apart.
+            self.jitter.record((secs - prev).max(0.0));
+            self.max_increase = self.max_increase.max(secs - prev);
+            self.abs_jitter.record((secs - prev).abs());
         }
         self.last_delay = Some(secs);
     }
 
+    /// The generation time of held cell `id` (the mechanisms release and discard in
+    /// FIFO order, so it is the oldest held one), removing it.
+    fn take_held(&mut self, id: u64) -> Option<Instant> {
+        match self.held.front() {
+            Some(&(hid, g)) if hid == id => {
+                self.held.pop_front();
+                Some(g)
+            }
+            _ => {
+                let pos = self.held.iter().position(|h| h.0 == id)?;
+                self.held.remove(pos).map(|h| h.1)
+            }
+        }
+    }
+
     fn drain(&mut self, ctx: &mut Ctx<'_, AccessMsg>) {
         while let Some((id, ready)) = self.mechanism.poll_transmit() {
-            // FIFO release: the cell is the oldest held one.
-            let generated = match self.held.front() {
-                Some(&(hid, g)) if hid == id => {
-                    self.held.pop_front();
-                    g
-                }
-                _ => ready,
-            };
+            let generated = self.take_held(id).unwrap_or(ready);
+            if generated >= self.observe_from {
+                self.loss.record(false);
+            }
             self.send_to_link(generated, ready);
+        }
+        while let Some((id, _)) = self.mechanism.poll_discard() {
+            if self.take_held(id).is_some_and(|g| g >= self.observe_from) {
+                self.loss.record(true);
+            }
         }
         // Re-arm the single wake-up timer where the mechanism wants it.
         let want = self.mechanism.poll_timeout();
@@ -265,10 +347,19 @@ impl AccessStation {
                 if self.jitter.is_empty() {
                     f64::NAN
                 } else {
-                    self.jitter.max()
+                    self.max_increase
                 },
             ),
             ("mean_jitter", self.jitter.mean()),
+            (
+                "max_abs_jitter",
+                if self.abs_jitter.is_empty() {
+                    f64::NAN
+                } else {
+                    self.abs_jitter.max()
+                },
+            ),
+            ("mean_abs_jitter", self.abs_jitter.mean()),
             (
                 "mean_occupancy",
                 if observed > 0.0 {
@@ -304,9 +395,7 @@ impl Component<AccessMsg> for AccessStation {
                             self.send_to_link(now, now);
                         }
                         Decision::Queued => {
-                            if observed {
-                                self.loss.record(false);
-                            }
+                            // Counted when it leaves or is discarded.
                             self.held.push_back((id, now));
                         }
                         Decision::Dropped => {
@@ -332,6 +421,8 @@ impl Component<AccessMsg> for AccessStation {
         self.delay.reset();
         self.delay_hist.reset();
         self.jitter.reset();
+        self.abs_jitter.reset();
+        self.max_increase = f64::NEG_INFINITY;
         self.last_delay = None;
         self.waiting_secs = 0.0;
         self.loss.reset();
@@ -397,7 +488,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "mechanism.kind",
-        doc: "none | leaky_bucket {rate, pool, c = 1, buffer = \"inf\"} | virtual_clock {rate, interval, c = 1, max_delay (or penalty = \"drop\")}; c multiplies the rate (the paper's overdimensioning factor)",
+        doc: "none | leaky_bucket {rate, pool, c = 1, buffer = \"inf\"} | virtual_clock {rate, interval, c = 1, max_delay (or penalty = \"drop\")} | rdma {band, cycle = \"125 us\", start = \"0 s\", mode = \"++\" (or \"+\", \"-\"), buffer = \"inf\"}; c multiplies the rate (the paper's overdimensioning factor; LB and VC only)",
     },
     ParamDoc {
         key: "link",
@@ -409,12 +500,27 @@ const METRICS: &[&str] = &[
     "mean_delay",
     "max_jitter",
     "mean_jitter",
+    "max_abs_jitter",
+    "mean_abs_jitter",
     "mean_occupancy",
     "loss_probability",
     "delay_p99",
 ];
 
-fn parse_mechanism(p: &Params<'_>) -> Result<MechanismSpec, SimError> {
+/// A buffer size: `"inf"` (the default) or a number of cells.
+pub(crate) fn parse_buffer(m: &Params<'_>) -> Result<Option<usize>, SimError> {
+    match m.raw("buffer") {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if s.trim() == "inf" => Ok(None),
+        Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(*n as usize)),
+        Some(v) => Err(m.error(
+            "buffer",
+            format!("expected \"inf\" or a number of cells, got {}", show(v)),
+        )),
+    }
+}
+
+fn parse_mechanism(p: &Params<'_>, cell_time: Duration) -> Result<MechanismSpec, SimError> {
     let m = p.table("mechanism")?;
     let kind = m.string("kind")?;
     let c = m.number_or("c", 1.0)?;
@@ -434,17 +540,7 @@ fn parse_mechanism(p: &Params<'_>) -> Result<MechanismSpec, SimError> {
                     format!("expected a whole number of credits, at least 1, got {pool}"),
                 ));
             }
-            let buffer = match m.raw("buffer") {
-                None => None,
-                Some(toml::Value::String(s)) if s.trim() == "inf" => None,
-                Some(toml::Value::Integer(n)) if *n >= 0 => Some(*n as usize),
-                Some(v) => {
-                    return Err(m.error(
-                        "buffer",
-                        format!("expected \"inf\" or a number of cells, got {}", show(v)),
-                    ));
-                }
-            };
+            let buffer = parse_buffer(&m)?;
             MechanismSpec::LeakyBucket {
                 rate: c * m.positive_rate("rate")?,
                 pool: pool as u32,
@@ -469,22 +565,54 @@ fn parse_mechanism(p: &Params<'_>) -> Result<MechanismSpec, SimError> {
             }
         }
         "rdma" => {
-            return Err(m.error(
-                "kind",
-                "RDMA is not built yet (paper 003's own mechanism; see the access-control issue)",
-            ));
+            if m.has("c") {
+                return Err(m.error(
+                    "c",
+                    "the overdimensioning factor applies to leaky_bucket and virtual_clock; size the RDMA band instead",
+                ));
+            }
+            let mode = match m.raw("mode") {
+                None => RdmaMode::CarryOver,
+                Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim()).ok_or_else(|| {
+                    m.error(
+                        "mode",
+                        format!("expected \"-\", \"+\" or \"++\", got {s:?}"),
+                    )
+                })?,
+                Some(v) => {
+                    return Err(m.error(
+                        "mode",
+                        format!("expected \"-\", \"+\" or \"++\", got {}", show(v)),
+                    ));
+                }
+            };
+            MechanismSpec::Rdma {
+                cycle: if m.has("cycle") {
+                    m.duration("cycle")?
+                } else {
+                    Duration::from_picos(125_000_000)
+                },
+                start: if m.has("start") {
+                    m.duration("start")?
+                } else {
+                    Duration::ZERO
+                },
+                band: m.duration("band")?,
+                mode,
+                buffer: parse_buffer(&m)?,
+            }
         }
         other => {
             return Err(m.error(
                 "kind",
                 format!(
-                    "unknown mechanism {other:?}; expected none, leaky_bucket or virtual_clock"
+                    "unknown mechanism {other:?}; expected none, leaky_bucket, virtual_clock or rdma"
                 ),
             ));
         }
     };
     m.finish()?;
-    Mechanism::build(&spec).map_err(|e| p.error("mechanism", e.to_string()))?;
+    Mechanism::build(&spec, cell_time).map_err(|e| p.error("mechanism", e.to_string()))?;
     Ok(spec)
 }
 
@@ -521,10 +649,11 @@ impl ModelKind for AccessKind {
         if link <= 0.0 {
             return Err(params.error("link", "must be faster than 0 b/s"));
         }
+        let cell_time = Duration::from_secs_f64(424.0 / link);
         let cfg = AccessConfig {
             source: parse_source(params, "source")?,
-            mechanism: parse_mechanism(params)?,
-            cell_time: Duration::from_secs_f64(424.0 / link),
+            mechanism: parse_mechanism(params, cell_time)?,
+            cell_time,
         };
         Ok(Box::new(cfg))
     }

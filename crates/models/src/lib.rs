@@ -1,10 +1,10 @@
 //! # atmlab-models: simulation models built from the sans-IO cores
 //!
 //! Traffic sources ([`source`]), access-control cores ([`access`]: `Gcra`, `LeakyBucket`,
-//! `VirtualClock`), and the model kinds `atmlab sim run` understands ([`registry`]: today
-//! the validation model [`queue`]). Later: `Rdma`, queues and switches, the FDDI
-//! `TimedTokenRing`, the ATM-FDDI gateway (`Spp`, `Mpp`, `Npe`) and the RDMA backbone
-//! (papers 003 and 004).
+//! `VirtualClock`, `Rdma`), the model kinds `atmlab sim run` understands ([`registry`]:
+//! the validation model [`queue`], paper 003's [`access_link`] and [`backbone`]), and the
+//! paper reproductions ([`reproduce`]: `reproduce::rdma`). Later: queues and switches,
+//! the FDDI `TimedTokenRing` and the ATM-FDDI gateway (`Spp`, `Mpp`, `Npe`) of paper 004.
 //!
 //! What it is not: no I/O; the engine is `atmlab-sim`, the byte formats `atmlab-wire`.
 
@@ -13,14 +13,20 @@
 
 pub mod access;
 pub mod access_link;
+pub mod backbone;
 pub mod queue;
+pub mod reproduce;
 pub mod source;
 
 use atmlab_sim::model::ModelKind;
 
 /// Every model kind `atmlab sim run` knows, by name.
 pub fn registry() -> Vec<&'static dyn ModelKind> {
-    vec![&queue::QueueKind, &access_link::AccessKind]
+    vec![
+        &queue::QueueKind,
+        &access_link::AccessKind,
+        &backbone::BackboneKind,
+    ]
 }
 
 /// The model kind called `name`.

@@ -427,6 +427,27 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        /// A CBR source at or below the credit rate, in any phase, is never delayed or
+        /// dropped: each cell finds a credit (the pool starts full and a credit comes at
+        /// least as often as a cell).
+        #[test]
+        fn cbr_below_shaping_rate_is_never_delayed(
+            interval in 5u64..1000,
+            slack in 0u64..1000,
+            phase in 0u64..1_000_000,
+            pool in 1u32..4,
+            n in 1usize..300,
+        ) {
+            let mut lb = LeakyBucket::new(1e12 / interval as f64, pool, LeakyBucketMode::Shaper { buffer: Some(0) }).unwrap();
+            let period = lb.credit_interval().as_picos() + slack;
+            let arrivals: Vec<u64> = (0..n as u64).map(|k| phase + k * period).collect();
+            let (out, decisions) = drive(&mut lb, &arrivals);
+            prop_assert!(decisions.iter().all(|d| *d == Decision::PassNow));
+            for (id, when) in out {
+                prop_assert_eq!(when.as_picos(), arrivals[id as usize]);
+            }
+        }
+
         /// Any window [t, t + w] holds at most B + w·rate + 1 departures, whatever the
         /// arrivals; every cell leaves no earlier than it came, queued cells in FIFO order.
         #[test]

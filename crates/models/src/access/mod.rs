@@ -9,6 +9,8 @@
 //!   policer.
 //! * [`VirtualClock`] — Zhang's Virtual Clock (SIGCOMM '90) used as an access regulator,
 //!   with a bounded penalty delay.
+//! * [`Rdma`] — Isochronets' Route Division Multiple Access: green bands per routing
+//!   tree, contention and priority bands, collision modes RDMA−, RDMA+ and RDMA++.
 //!
 //! Every core is sans-IO in the quinn-proto style: the shell passes the time in
 //! (`handle_*(now, ..)`), reads what the core decided from the return value, drains the
@@ -21,10 +23,12 @@
 
 mod gcra;
 mod leaky_bucket;
+mod rdma;
 mod virtual_clock;
 
 pub use gcra::{Conformance, Gcra};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketMode};
+pub use rdma::{Band, BandKind, FlowId, Rdma, RdmaConfig, RdmaMode, TreeId};
 pub use virtual_clock::{VirtualClock, VirtualClockPenalty};
 
 use atmlab_core::time::Duration;

@@ -86,6 +86,43 @@ fn virtual_clock_drops_an_overrunning_source() {
 }
 
 #[test]
+fn rdma_voice_waits_at_most_one_cycle() {
+    // The paper's voice band (1.9e-2 us of 125 us): every cell waits for the next band
+    // opening, so its delay lies in [0, 125 us) and averages about half a cycle; the
+    // largest delay increase is nearly a whole cycle (a cell just after the band,
+    // following one that went at once).
+    let r = run(
+        "source = { kind = \"onoff\", peak = \"167 /s\", mean = \"60 /s\", burst = 60 }\nmechanism = { kind = \"rdma\", band = \"0.0192 us\" }",
+        RUN,
+    );
+    let d = m(&r, "mean_delay");
+    assert!((50e-6..75e-6).contains(&d), "{d}");
+    assert!(m(&r, "delay_p99") < 125e-6);
+    let j = m(&r, "max_jitter");
+    assert!((100e-6..125e-6).contains(&j), "{j}");
+    assert_eq!(m(&r, "loss_probability"), 0.0);
+}
+
+#[test]
+fn leaky_bucket_max_jitter_is_bounded_by_the_credit_interval() {
+    // The paper: "the maximal jitter for Leaky Bucket corresponds to the inter-credit
+    // arrival time". A delay grows by at most one credit interval less the gap to the
+    // previous cell, and our talkspurts space cells 1/167 s apart: at most
+    // 1/72 - 1/167 s, which the long run reaches.
+    let r = run(
+        "source = { kind = \"onoff\", peak = \"167 /s\", mean = \"60 /s\", burst = 60 }\nmechanism = { kind = \"leaky_bucket\", rate = \"60 /s\", pool = 60, c = 1.2 }",
+        RUN,
+    );
+    let j = m(&r, "max_jitter");
+    let bound = 1.0 / 72.0 - 1.0 / 167.0;
+    assert!(j <= bound + 1e-9 && j > 0.95 * bound, "{j}");
+    assert!(
+        m(&r, "max_abs_jitter") > 0.1,
+        "silences make large decreases"
+    );
+}
+
+#[test]
 fn unbuilt_and_bad_choices_are_refused() {
     let kind = atmlab_models::model_kind("access").unwrap();
     let check = |params: &str, run: &str, want: &str| {
@@ -101,7 +138,22 @@ fn unbuilt_and_bad_choices_are_refused() {
     check(
         &format!("{src}\nmechanism = {{ kind = \"rdma\" }}"),
         RUN,
-        "not built yet",
+        "params.mechanism.band",
+    );
+    check(
+        &format!("{src}\nmechanism = {{ kind = \"rdma\", band = \"1 us\", mode = \"+-\" }}"),
+        RUN,
+        "params.mechanism.mode",
+    );
+    check(
+        &format!("{src}\nmechanism = {{ kind = \"rdma\", band = \"1 us\", c = 1.2 }}"),
+        RUN,
+        "params.mechanism.c",
+    );
+    check(
+        &format!("{src}\nmechanism = {{ kind = \"rdma\", band = \"200 us\" }}"),
+        RUN,
+        "ends after the cycle",
     );
     check(
         &format!("{src}\nmechanism = {{ kind = \"none\" }}"),
