@@ -169,3 +169,109 @@ fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
     );
     assert!(acked.len() >= 300);
 }
+
+/// Issue 10, acceptance (1): a switch server on a connection manager's path is killed
+/// (SIGKILL) in the middle of a burst of setups and restarted from its journal at the
+/// same address. Every call completes or fails cleanly, and once the burst is over and
+/// the manager stopped, the audit of every switch is clean: nothing leaked, neither the
+/// commits the dead server applied without answering nor the releases it never heard.
+#[test]
+fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
+    use atmlab_control::audit::{AuditOptions, audit, snapshot};
+    use atmlab_control::callgen::{self, Load};
+    use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
+    use atmlab_control::cm::live::{self, StaticRouter};
+
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    atmlab_rpc::tls::init_certs(&certs, &["s1", "s2", "s3", "admin"], false).unwrap();
+    let file = |name: &str, grpc: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"{name}\"\ngrpc = \"{grpc}\"\njournal = \"{}\"\n[[ports]]\nid = 0\nvci = [32, 65535]\n[[ports]]\nid = 1\nvci = [32, 65535]\n",
+                dir.path().join(format!("{name}.table")).display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let mut servers = Vec::new();
+    for name in ["s1", "s2", "s3"] {
+        let (child, addr) = serve(&file(name, "127.0.0.1:0"), &certs);
+        servers.push((name, child, addr));
+    }
+    let s2_addr = servers[1].2.clone();
+    let admin = atmlab_rpc::tls::TlsFiles::in_dir(&certs, "admin")
+        .load()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut clients = Vec::new();
+        for (name, _, addr) in &servers {
+            let ch = atmlab_rpc::client_channel(addr, Some(&admin))
+                .await
+                .unwrap();
+            clients.push((name.to_string(), GrpcSwitch::new(ch)));
+        }
+        let route: Vec<HopSpec> = ["s1", "s2", "s3"]
+            .iter()
+            .map(|s| HopSpec {
+                switch: s.to_string(),
+                in_port: 0,
+                out_port: 1,
+            })
+            .collect();
+        let config = CmConfig {
+            command_timeout: atmlab_core::time::Duration::from_millis(100),
+            max_retries: 4,
+            ..CmConfig::new(CmKind::Xbind)
+        };
+        let cm = live::start(
+            config,
+            clients.clone(),
+            Box::new(StaticRouter::new().with("a", "b", route)),
+        )
+        .unwrap();
+        let load = Load {
+            holding: Duration::from_millis(20),
+            ..Load::poisson(400.0, Duration::from_millis(2_000), "a", "b")
+        };
+        let target = cm.clone();
+        let burst = tokio::spawn(async move { callgen::run(target, &load).await });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        servers[1].1.kill().unwrap(); // SIGKILL, mid-burst
+        servers[1].1.wait().unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (child, addr) = serve(&file("s2", &s2_addr), &certs);
+        assert_eq!(addr, s2_addr, "back at the same address");
+        servers[1].1 = child;
+        let report = burst.await.unwrap();
+        assert_eq!(
+            report.established + report.blocked + report.failed,
+            report.offered,
+            "{report:?}"
+        );
+        assert!(report.established > 0 && report.offered > 400, "{report:?}");
+        // Give-backs the dead server never answered are re-sent every half second.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let status = cm.status().await.unwrap();
+        assert_eq!(status.active, 0);
+        cm.shutdown().await;
+        let r = audit(
+            &[],
+            &snapshot(&clients).await.unwrap(),
+            AuditOptions { quiescent: true },
+        );
+        eprintln!(
+            "{} offered, {} set up, {} failed, {} re-sends; audit: {r}",
+            report.offered, report.established, report.failed, status.stats.retries
+        );
+        assert!(r.is_clean(), "{r}");
+    });
+    for (_, mut child, _) in servers {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -316,7 +316,14 @@ pub struct CmCore {
     seq_queue: VecDeque<(u64, bool)>,
     /// Calls between `add` and their establishment or failure.
     setting_up: usize,
+    /// Give-backs (releases, unreserves) no switch answered: re-sent every
+    /// `LINGER_PERIOD` until one does, so a switch that comes back is cleaned up.
+    lingering: Vec<(usize, u16, Command)>,
+    linger_at: Option<Instant>,
 }
+
+/// How often unanswered give-backs are re-sent.
+const LINGER_PERIOD: Duration = Duration::from_millis(500);
 
 impl CmCore {
     /// A manager with no switches known yet.
@@ -357,6 +364,8 @@ impl CmCore {
             seq_busy: None,
             seq_queue: VecDeque::new(),
             setting_up: 0,
+            lingering: Vec::new(),
+            linger_at: None,
         };
         if let Some(r) = core.config.adaptive.clone() {
             core.set_threshold(r.thresholds[0]);
@@ -892,6 +901,14 @@ impl CmCore {
                     c.filling = false;
                 }
                 (Purpose::Fill, _) => self.caches.entry((sw, port)).or_default().filling = false,
+                (_, Err(e)) if e.kind() == ErrorKind::Unavailable => {
+                    // Not answered: the switch may be down. Try again later rather than
+                    // leave the identifiers or the cross-connect behind.
+                    tracing::warn!(switch = %self.switches[sw], port, error = %e, "a give-back went unanswered; it will be re-sent");
+                    self.lingering.push((sw, port, out.command));
+                    self.linger_at
+                        .get_or_insert(now.saturating_add(LINGER_PERIOD));
+                }
                 (_, Err(e)) => {
                     tracing::warn!(switch = %self.switches[sw], port, error = %e, command = ?out.command, "a give-back failed");
                 }
@@ -976,8 +993,25 @@ impl CmCore {
                 self.finish_if_idle(now, id);
             }
             (Purpose::Release(hop), Err(e)) => {
-                // The switch no longer has it (restarted without a journal, or an
-                // audit removed it): nothing to return for this hop.
+                if e.kind() == ErrorKind::Unavailable
+                    && let Some(conn) = call.conns[hop]
+                {
+                    // Unanswered: the switch may be down and come back with the hop
+                    // (from its journal). The call ends for its caller; the release
+                    // lingers until a switch answers it.
+                    self.lingering.push((
+                        sw,
+                        port,
+                        Command::Release(Release {
+                            connection: conn,
+                            keep_reserved: false,
+                        }),
+                    ));
+                    self.linger_at
+                        .get_or_insert(now.saturating_add(LINGER_PERIOD));
+                }
+                // Otherwise the switch no longer has it (restarted without a journal, or
+                // an audit removed it): nothing to return for this hop.
                 tracing::warn!(call = id, hop, error = %e, "release failed; the hop is gone");
                 call.conns[hop] = None;
                 call.ids[hop + 1] = None;
@@ -1144,6 +1178,74 @@ impl CmCore {
         })
     }
 
+    /// Reconciles this manager with what `switch` holds after it came back (a switch
+    /// server that restarted from its journal may hold commits whose answers were lost
+    /// with it, and a re-sent commit then finds its input identifier taken). For each
+    /// connection of this manager's owner that no call holds: if a commit sent to that
+    /// switch is still unanswered and has the same input, the connection is that
+    /// commit's result and completes it; otherwise it is released. Returns (commits
+    /// completed, connections released).
+    pub fn reconcile(
+        &mut self,
+        now: Instant,
+        switch: &str,
+        connections: &[atmlab_fabric::switch::Connection],
+    ) -> (usize, usize) {
+        let Some(&sw) = self.switch_index.get(switch) else {
+            return (0, 0);
+        };
+        let mut known: rustc_hash::FxHashSet<u64> = Default::default();
+        for c in self.calls.values() {
+            for (i, (s, _)) in c.hops.iter().enumerate() {
+                if *s == sw
+                    && let Some(conn) = c.conns[i]
+                {
+                    known.insert(conn);
+                }
+            }
+        }
+        let (mut completed, mut released) = (0, 0);
+        for x in connections {
+            if x.owner != self.config.owner || known.contains(&x.id) {
+                continue;
+            }
+            let pending = self
+                .outstanding
+                .iter()
+                .find_map(|(&req, o)| match &o.command {
+                    Command::Commit(c)
+                        if o.switch == sw && c.in_port == x.in_port && c.in_id == x.in_id =>
+                    {
+                        Some(req)
+                    }
+                    _ => None,
+                });
+            match pending {
+                Some(req) => {
+                    completed += 1;
+                    self.handle_reply(
+                        now,
+                        req,
+                        Ok(Reply::Committed {
+                            connection: x.id,
+                            replenished: Vec::new(),
+                        }),
+                    );
+                }
+                None => {
+                    released += 1;
+                    let port = x.branches.first().map_or(x.in_port.0, |b| b.port.0);
+                    let cmd = Command::Release(Release {
+                        connection: x.id,
+                        keep_reserved: false,
+                    });
+                    self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+                }
+            }
+        }
+        (completed, released)
+    }
+
     /// Takes back an established call from a journal (a restarted manager): the call is
     /// held as if this manager had set it up, under the same id, and can be listed and
     /// deleted. Later calls get larger ids. Refused if the id is taken or the view has
@@ -1240,15 +1342,29 @@ impl CmCore {
             }
         }
         let cmd = self.timeouts.peek().map(|Reverse((d, _))| *d);
-        match (flush, cmd) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let linger = if self.lingering.is_empty() {
+            None
+        } else {
+            self.linger_at
+        };
+        [flush, cmd, linger].into_iter().flatten().min()
     }
 
     /// Flushes aggregators whose time-out expired and re-sends (or fails) commands not
     /// answered in time. Drain [`CmCore::poll_transmit`] afterwards.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if !self.lingering.is_empty() {
+            match self.linger_at {
+                None => self.linger_at = now.checked_add(LINGER_PERIOD),
+                Some(t) if t <= now => {
+                    self.linger_at = now.checked_add(LINGER_PERIOD);
+                    for (sw, port, cmd) in std::mem::take(&mut self.lingering) {
+                        self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
         if self.estimator.as_mut().is_some_and(|e| e.advance(now)) {
             self.adapt();
         }
@@ -1342,6 +1458,11 @@ impl CmCore {
                 self.aggregators[sw].tune(1, self.config.flush_timeout);
             }
         }
+    }
+
+    /// Give-backs waiting to be re-sent because no switch answered them.
+    pub fn lingering(&self) -> usize {
+        self.lingering.len()
     }
 
     /// Commands sent and not yet answered.

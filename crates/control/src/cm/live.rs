@@ -240,6 +240,11 @@ struct Link {
     inbox: Inbox,
     stream_tx: Option<mpsc::Sender<pb::StreamRequest>>,
     faults: Option<FaultPlan>,
+    /// A stream was open once: opening another means the switch came back.
+    was_open: bool,
+    /// Where the switch's connections go after it came back, for the manager to
+    /// reconcile.
+    reconcile: mpsc::UnboundedSender<(String, Vec<atmlab_fabric::switch::Connection>)>,
 }
 
 impl Link {
@@ -248,6 +253,22 @@ impl Link {
         if self.stream_tx.as_ref().is_none_or(|t| t.is_closed()) {
             self.stream_tx =
                 open_stream(&self.name, &self.client, self.inbox.clone(), self.faults).await;
+            if self.stream_tx.is_some() {
+                if self.was_open {
+                    // The switch server came back (perhaps restarted from its journal):
+                    // what it holds now goes to the manager to reconcile.
+                    use atmlab_fabric::live::backend::SwitchBackend;
+                    match self.client.connections().await {
+                        Ok(conns) => {
+                            let _ = self.reconcile.send((self.name.clone(), conns));
+                        }
+                        Err(e) => {
+                            tracing::warn!(switch = %self.name, error = %e, "cannot list connections to reconcile");
+                        }
+                    }
+                }
+                self.was_open = true;
+            }
         }
         self.stream_tx.clone()
     }
@@ -672,6 +693,7 @@ fn spawn(
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let client_id = format!("{}-{}-{nonce}", core.config().owner, std::process::id());
+    let (reconcile_tx, reconcile_rx) = mpsc::unbounded_channel();
     let mut links = HashMap::new();
     for (name, client) in switches {
         let (btx, brx) = mpsc::unbounded_channel();
@@ -683,12 +705,24 @@ fn spawn(
                 inbox: inbox_tx.clone(),
                 stream_tx: None,
                 faults,
+                was_open: false,
+                reconcile: reconcile_tx.clone(),
             },
             brx,
         ));
         links.insert(name, btx);
     }
-    tokio::spawn(run_manager(core, router, rx, inbox_rx, links, recovered));
+    tokio::spawn(run_manager(
+        core,
+        router,
+        Channels {
+            api: rx,
+            inbox: inbox_rx,
+            reconcile: reconcile_rx,
+        },
+        links,
+        recovered,
+    ));
     Ok(CmHandle { tx })
 }
 
@@ -925,14 +959,25 @@ impl Shell {
     }
 }
 
+/// What the manager's task listens to.
+struct Channels {
+    api: mpsc::Receiver<Request>,
+    inbox: mpsc::UnboundedReceiver<(u64, Result<Reply, FabricError>)>,
+    reconcile: mpsc::UnboundedReceiver<(String, Vec<atmlab_fabric::switch::Connection>)>,
+}
+
 async fn run_manager(
     core: CmCore,
     router: Box<dyn Router>,
-    mut api: mpsc::Receiver<Request>,
-    mut inbox: mpsc::UnboundedReceiver<(u64, Result<Reply, FabricError>)>,
+    channels: Channels,
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
     recovered: Option<Recovered>,
 ) {
+    let Channels {
+        mut api,
+        mut inbox,
+        mut reconcile,
+    } = channels;
     let (journal, recovery, hosts) = match recovered {
         Some(r) => (
             Some(r.journal),
@@ -984,6 +1029,12 @@ async fn run_manager(
                         Ok(r) => stopping = sh.request(now, r),
                         Err(_) => break,
                     }
+                }
+            }
+            Some((switch, conns)) = reconcile.recv() => {
+                let (completed, released) = sh.core.reconcile(sh.clock.now(), &switch, &conns);
+                if completed + released > 0 {
+                    tracing::warn!(%switch, completed, released, "reconciled with a switch that came back");
                 }
             }
             _ = sleep_until(wake) => {

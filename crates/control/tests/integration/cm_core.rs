@@ -770,3 +770,111 @@ fn the_audit_finds_missing_hops_orphans_bad_accounting_and_held_identifiers() {
     assert!(r.is_clean(), "{r}");
     assert!(r.to_string().ends_with("clean"));
 }
+
+#[test]
+fn reconcile_completes_a_commit_whose_answer_died_with_the_switch_and_releases_strays() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(xbind()).unwrap();
+    let warm = core.add(net.now, call(100.0));
+    net.settle(&mut core);
+    assert!(established(&net, warm));
+    // The next call's commit at s2 is applied, but s2 dies before answering: its answer
+    // and its memory of answers are gone.
+    let id = core.add(net.now, call(100.0));
+    let mut lost = None;
+    while let Some(t) = core.poll_transmit(net.now) {
+        let sw = net.switches.get_mut(&t.switch).unwrap();
+        for (req, cmd) in t.commands {
+            let r = sw.apply(&cmd);
+            if t.switch == "s2" {
+                lost = Some(req);
+            } else {
+                core.handle_reply(net.now, req, r);
+            }
+        }
+    }
+    assert!(lost.is_some());
+    // And s2 holds a cross-connect of this manager that no call explains.
+    let stray = net
+        .switches
+        .get_mut("s2")
+        .unwrap()
+        .apply(&atmlab_fabric::switch::Command::Commit(
+            atmlab_fabric::switch::Commit {
+                kind: atmlab_fabric::switch::ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: atmlab_core::ids::VcId::new(0, 3000),
+                branches: vec![atmlab_fabric::switch::Branch {
+                    port: PortId(1),
+                    id: atmlab_core::ids::VcId::new(0, 3001),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(1.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: xbind().owner,
+                replenish: 0,
+                tag: "stray".into(),
+            },
+        ));
+    assert!(stray.is_ok());
+    // s2 is back: the manager reconciles with what it lists.
+    let listed = net.switches["s2"].connections();
+    let (completed, released) = core.reconcile(net.now, "s2", &listed);
+    assert_eq!((completed, released), (1, 1));
+    while let Some(e) = core.poll_event() {
+        net.events.push(e);
+    }
+    assert!(
+        established(&net, id),
+        "the commit's result completed the call"
+    );
+    net.settle(&mut core);
+    assert_eq!(
+        net.switches["s2"].connections().len(),
+        2,
+        "the stray is gone"
+    );
+    for c in [warm, id] {
+        core.delete(net.now, c);
+    }
+    net.settle(&mut core);
+    assert!(net.empty());
+    core.drain_caches(net.now);
+    net.settle(&mut core);
+    assert_eq!(net.reservations(), 0);
+}
+
+#[test]
+fn a_release_no_switch_answered_lingers_until_the_switch_is_back() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(xbind()).unwrap();
+    let a = core.add(net.now, call(100.0));
+    net.settle(&mut core);
+    assert!(established(&net, a));
+    net.dead.insert("s2".into());
+    core.delete(net.now, a);
+    net.settle(&mut core);
+    // Every re-send goes unanswered; the call ends for its caller.
+    for _ in 0..10 {
+        net.advance(&mut core, Duration::from_secs(3));
+        net.settle(&mut core);
+    }
+    assert!(
+        net.events
+            .iter()
+            .any(|e| matches!(e, CallEvent::Released { call } if *call == a))
+    );
+    assert!(
+        core.lingering() + core.in_flight() >= 1,
+        "s2's release waits to be re-sent, or is out again"
+    );
+    assert_eq!(net.switches["s2"].connections().len(), 1);
+    // s2 is back (say, restarted from its journal with the hop): the release reaches it.
+    net.dead.clear();
+    for _ in 0..10 {
+        net.advance(&mut core, Duration::from_secs(3));
+        net.settle(&mut core);
+    }
+    assert_eq!(core.lingering() + core.in_flight(), 0);
+    assert!(net.empty(), "the lingering release removed the hop");
+}
