@@ -14,6 +14,7 @@ mod names;
 mod net;
 mod reproduce;
 mod sim;
+mod soak;
 mod switch;
 mod wire;
 
@@ -67,6 +68,8 @@ enum Command {
     Up(cm::UpArgs),
     /// Check a running network: managers' connections against the switches, port books.
     Audit(audit::AuditArgs),
+    /// A long run at a high sustained call rate, ending with the audit: no leaks.
+    Soak(soak::SoakArgs),
 }
 
 /// The exit status of a subcommand that does not exist yet (sysexits EX_UNAVAILABLE).
@@ -117,5 +120,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => report("demo", cm::demo(args)),
         Command::Up(args) => report("up", cm::up(args)),
         Command::Audit(args) => report("audit", audit::run(args)),
+        Command::Soak(args) => report("soak", soak::run(args)),
     }
 }

@@ -41,5 +41,6 @@ pub mod net;
 pub mod qos;
 pub mod reproduce;
 pub mod route;
+pub mod soak;
 
 pub use error::ControlError;

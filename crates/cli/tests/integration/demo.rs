@@ -62,3 +62,40 @@ fn the_demo_runs_every_manager_and_writes_its_reports() {
     assert!(reports.join("throughput_delay.png").exists());
     assert!(reports.join("throughput_delay.svg").exists());
 }
+
+/// Issue 10's soak, short form (the documented long form is in docs/performance.md):
+/// a sustained load with faults on the manager's links, then the audit: no leaks.
+#[test]
+fn a_short_soak_with_faults_ends_with_no_leaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = atmlab(
+        &[
+            "soak",
+            "--rate",
+            "500",
+            "--seconds",
+            "3",
+            "--window",
+            "1",
+            "--faults",
+            "drop=0.01,duplicate=0.01,reorder=0.01,delay=0.01,seed=3",
+            "--insecure",
+            "--journal",
+            dir.path().join("cm.sqlite").to_str().unwrap(),
+            "--data",
+            dir.path().join("data").to_str().unwrap(),
+        ],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("leaks: 0"), "{out}");
+    assert!(
+        out.contains("audit: 4 switches, 0 connections, 0 calls, 0 reservations: clean"),
+        "{out}"
+    );
+}
