@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod access_link;
+pub mod gateway;
 pub mod queue;
 pub mod source;
 

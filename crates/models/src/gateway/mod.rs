@@ -1,0 +1,5 @@
+//! The ATM-FDDI gateway of paper 004 (Buddhikot, Kapoor, Parulkar, WUCS-92-36).
+pub mod fddi;
+pub mod mpp;
+pub mod sar;
+pub mod spp;
