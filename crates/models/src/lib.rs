@@ -21,7 +21,11 @@ use atmlab_sim::model::ModelKind;
 
 /// Every model kind `atmlab sim run` knows, by name.
 pub fn registry() -> Vec<&'static dyn ModelKind> {
-    vec![&queue::QueueKind, &access_link::AccessKind]
+    vec![
+        &queue::QueueKind,
+        &access_link::AccessKind,
+        &gateway::GatewayKind,
+    ]
 }
 
 /// The model kind called `name`.

@@ -3,3 +3,6 @@ pub mod fddi;
 pub mod mpp;
 pub mod sar;
 pub mod spp;
+pub mod model;
+
+pub use model::{GatewayConfig, GatewayKind};
