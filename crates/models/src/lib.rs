@@ -15,6 +15,7 @@ pub mod access;
 pub mod access_link;
 pub mod gateway;
 pub mod queue;
+pub mod reproduce;
 pub mod source;
 
 use atmlab_sim::model::ModelKind;

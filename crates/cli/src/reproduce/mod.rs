@@ -4,6 +4,7 @@
 //! (atmlab-control for xbind, atmlab-models for the simulation studies); this module only
 //! parses the arguments and says where the report went.
 
+mod gateway;
 mod xbind;
 
 use std::path::PathBuf;
@@ -69,6 +70,7 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("reports").join(args.paper.name()));
     match args.paper {
         Paper::Xbind => xbind::run(&args, &out),
+        Paper::Gateway => gateway::run(&args, &out),
         other => Ok(crate::not_yet(
             &format!("reproduce {}", other.name()),
             "its paper's issue",

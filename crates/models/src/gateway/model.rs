@@ -173,8 +173,7 @@ impl GatewayConfig {
                 self.offered_load, self.atm_link
             ));
         }
-        if self.max_fddi_frame < FDDI_OVERHEAD_OCTETS + DATA_OCTETS || self.max_fddi_frame > 4500
-        {
+        if self.max_fddi_frame < FDDI_OVERHEAD_OCTETS + DATA_OCTETS || self.max_fddi_frame > 4500 {
             return Err(format!(
                 "max_fddi_frame must be {}..=4500 octets, got {}",
                 FDDI_OVERHEAD_OCTETS + DATA_OCTETS,
@@ -189,7 +188,8 @@ impl GatewayConfig {
                 self.segment_cells, self.max_fddi_frame
             ));
         }
-        if !(self.transmit_buffer.is_finite() && self.transmit_buffer * f64::from(self.full_frame) >= seg as f64)
+        if !(self.transmit_buffer.is_finite()
+            && self.transmit_buffer * f64::from(self.full_frame) >= seg as f64)
         {
             return Err("transmit_buffer must hold at least one segment's frame".into());
         }
@@ -198,11 +198,14 @@ impl GatewayConfig {
                 return Err("reverse.peak_to_average must exceed 1".into());
             }
             if !(self.receive_buffer.is_finite()
-                && self.receive_buffer * f64::from(self.full_frame) >= f64::from(self.reverse_frame))
+                && self.receive_buffer * f64::from(self.full_frame)
+                    >= f64::from(self.reverse_frame))
             {
                 return Err("receive_buffer must hold at least one reverse frame".into());
             }
-            if self.reverse_frame <= FDDI_OVERHEAD_OCTETS || self.reverse_frame > self.max_fddi_frame {
+            if self.reverse_frame <= FDDI_OVERHEAD_OCTETS
+                || self.reverse_frame > self.max_fddi_frame
+            {
                 return Err(format!(
                     "reverse.frame must be {}..={} octets",
                     FDDI_OVERHEAD_OCTETS + 1,
@@ -210,11 +213,16 @@ impl GatewayConfig {
                 ));
             }
         }
-        if self.background_load > 0.0 && (self.background_frame == 0 || self.background_frame > 4500) {
+        if self.background_load > 0.0
+            && (self.background_frame == 0 || self.background_frame > 4500)
+        {
             return Err("background.frame must be 1..=4500 octets".into());
         }
         if self.priority > 7 {
-            return Err(format!("fddi.priority must be 0..=7, got {}", self.priority));
+            return Err(format!(
+                "fddi.priority must be 0..=7, got {}",
+                self.priority
+            ));
         }
         Ok(())
     }
@@ -284,9 +292,12 @@ impl AtmNetwork {
     fn schedule(&mut self, ctx: &mut Ctx<'_, GwMsg>, i: usize) {
         if let Some(a) = self.sources[i].next_arrival(&mut self.rngs[i]) {
             let me = ctx.me().port(0);
-            if let Err(e) =
-                ctx.send_in_lane(self.lanes[i], a.at.max(ctx.now()), me, GwMsg::SourceArrival(i as u16))
-            {
+            if let Err(e) = ctx.send_in_lane(
+                self.lanes[i],
+                a.at.max(ctx.now()),
+                me,
+                GwMsg::SourceArrival(i as u16),
+            ) {
                 self.fail(ctx, e.to_string());
             }
         }
@@ -546,7 +557,11 @@ impl Ring {
     fn arm(&mut self, ctx: &mut Ctx<'_, GwMsg>) {
         let at = self.ring.poll_timeout();
         let now = ctx.now();
-        ctx.timer(at.saturating_duration_since(now), InPort(1), GwMsg::RingTimer);
+        ctx.timer(
+            at.saturating_duration_since(now),
+            InPort(1),
+            GwMsg::RingTimer,
+        );
     }
 
     fn enqueue(&mut self, ctx: &mut Ctx<'_, GwMsg>, station: usize, frame: RingFrame) {
@@ -721,8 +736,13 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
         let avg = cfg.offered_load / f64::from(n) / f64::from(CELL_OCTETS * 8);
         for i in 0..n {
             sources.push(
-                Bursty::new(cfg.peak_to_average * avg, avg, cfg.burst_factor, Instant::ZERO)
-                    .map_err(e)?,
+                Bursty::new(
+                    cfg.peak_to_average * avg,
+                    avg,
+                    cfg.burst_factor,
+                    Instant::ZERO,
+                )
+                .map_err(e)?,
             );
             src_rngs.push(rngs.stream(STREAM_SOURCE + u64::from(i)));
             lanes.push(sim.new_lane());
@@ -843,9 +863,15 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
     let lost = mpp.frames_dropped_in_error + spp.segments_lost;
     let rs = ring.ring.stats();
     let metrics = vec![
-        ("offered_load_mbps", mbps(atm.cells * u64::from(CELL_OCTETS))),
+        (
+            "offered_load_mbps",
+            mbps(atm.cells * u64::from(CELL_OCTETS)),
+        ),
         ("throughput_mbps", mbps(gw.data_octets_sent)),
-        ("cell_loss_probability", ratio(spp.cells_dropped, spp.cells_in)),
+        (
+            "cell_loss_probability",
+            ratio(spp.cells_dropped, spp.cells_in),
+        ),
         (
             "frame_loss_probability",
             ratio(lost, lost + mpp.frames_written),
@@ -1086,7 +1112,11 @@ impl ModelKind for GatewayKind {
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
     }
-    fn prepare(&self, params: &Params<'_>, _run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
+    fn prepare(
+        &self,
+        params: &Params<'_>,
+        _run: &RunConfig,
+    ) -> Result<Box<dyn Prepared>, SimError> {
         Ok(Box::new(parse_config(params)?))
     }
 }
