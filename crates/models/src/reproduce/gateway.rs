@@ -587,7 +587,8 @@ fn findings(reports: &[RunReport]) -> String {
     let _ = writeln!(
         md,
         "- §6.3, the largest throughput per NPE rate (an NPE serving R segments of 8 cells per \
-         second cannot carry more than R x 8 x 45 x 8 bits/s, 72 Mb/s at R = 25 /ms): {}.",
+         second cannot carry more than R x 8 x 45 x 8 bits/s, 72 Mb/s at R = 25 /ms, or \
+         68.2 Mb/s with the 2.25 us copy of each segment): {}.",
         knees.join("; ")
     );
     // §6.4: the loss-latency trade-off at the highest load.
