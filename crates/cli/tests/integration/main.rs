@@ -7,6 +7,7 @@ mod demo;
 mod kill;
 mod net;
 mod python;
+mod reproduce_gateway;
 mod sim;
 mod tshark;
 mod up;
