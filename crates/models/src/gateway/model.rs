@@ -330,7 +330,7 @@ impl Component<GwMsg> for AtmNetwork {
         let cell = SppCell {
             vci: GatewayConfig::vci(i as u16),
             seq: seq as u16,
-            framing: (seq + 1) % self.segment_cells == 0,
+            framing: seq.wrapping_add(1).is_multiple_of(self.segment_cells),
         };
         if now >= self.observe_from {
             self.cells += 1;
@@ -1133,8 +1133,7 @@ mod tests {
 
     /// Table 2 and 3's point with `extra` overrides, shortened for a debug build.
     fn scenario(extra: &str) -> Scenario {
-        let text = format!(
-            r#"
+        let text = r#"
 model = "gateway"
 [run]
 duration = "0.3 s"
@@ -1155,17 +1154,16 @@ max_fddi_frame = 4096
 full_frame = 3853
 transmit_buffer = 16
 receive_buffer = 16
-fddi = {{ rate = "100 Mb/s", stations = 4, ttrt = "50 ms", hop_latency = "2.5 us", priority = 7, sync_allocation = "0 s" }}
-background = {{ load = "1 Mb/s", frame = 1000 }}
-reverse = {{ load = "0 Mb/s", peak_to_average = 8, burst_factor = 100, frame = 3853 }}
-"#
-        );
+fddi = { rate = "100 Mb/s", stations = 4, ttrt = "50 ms", hop_latency = "2.5 us", priority = 7, sync_allocation = "0 s" }
+background = { load = "1 Mb/s", frame = 1000 }
+reverse = { load = "0 Mb/s", peak_to_average = 8, burst_factor = 100, frame = 3853 }
+"#;
         let overrides: Vec<String> = extra
             .split(';')
             .filter(|s| !s.trim().is_empty())
             .map(|s| s.trim().to_string())
             .collect();
-        Scenario::parse("test.toml", &text, &overrides).unwrap()
+        Scenario::parse("test.toml", text, &overrides).unwrap()
     }
 
     use atmlab_sim::scenario::Scenario;

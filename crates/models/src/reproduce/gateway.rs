@@ -232,6 +232,9 @@ const FIGURES: &[Figure] = &[
     },
 ];
 
+/// A progress callback: (experiment name, jobs done, jobs in all).
+pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
 /// How to run the reproduction.
 #[derive(Default)]
 pub struct Options<'a> {
@@ -240,7 +243,7 @@ pub struct Options<'a> {
     /// Worker threads (0: one per core); the results do not depend on it.
     pub threads: usize,
     /// Called with (experiment name, jobs done, jobs in all).
-    pub progress: Option<&'a (dyn Fn(&str, u64, u64) + Sync)>,
+    pub progress: Option<Progress<'a>>,
 }
 
 /// What a reproduction produced.
