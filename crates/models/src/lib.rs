@@ -1,10 +1,10 @@
 //! # atmlab-models: simulation models built from the sans-IO cores
 //!
 //! Traffic sources ([`source`]), access-control cores ([`access`]: `Gcra`, `LeakyBucket`,
-//! `VirtualClock`), and the model kinds `atmlab sim run` understands ([`registry`]: today
-//! the validation model [`queue`]). Later: `Rdma`, queues and switches, the FDDI
-//! `TimedTokenRing`, the ATM-FDDI gateway (`Spp`, `Mpp`, `Npe`) and the RDMA backbone
-//! (papers 003 and 004).
+//! `VirtualClock`), the ATM-FDDI gateway of paper 004 ([`gateway`]: `Spp`, `Mpp` with the
+//! NPE, `TimedTokenRing`), the model kinds `atmlab sim run` understands ([`registry`]:
+//! `queue`, `access`, `gateway`), and the papers' reproductions ([`reproduce`]). Later:
+//! `Rdma` and the RDMA backbone (paper 003).
 //!
 //! What it is not: no I/O; the engine is `atmlab-sim`, the byte formats `atmlab-wire`.
 
