@@ -28,4 +28,12 @@ pub enum ModelsError {
         /// What went wrong.
         message: String,
     },
+    /// Bytes that do not form a valid unit (a cell of the gateway's SAR format, ...).
+    #[error("malformed {what}: {reason}")]
+    Malformed {
+        /// What was being parsed or built.
+        what: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
 }

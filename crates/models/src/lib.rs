@@ -1,10 +1,11 @@
 //! # atmlab-models: simulation models built from the sans-IO cores
 //!
 //! Traffic sources ([`source`]), access-control cores ([`access`]: `Gcra`, `LeakyBucket`,
-//! `VirtualClock`, `Rdma`), the model kinds `atmlab sim run` understands ([`registry`]:
-//! the validation model [`queue`], paper 003's [`access_link`] and [`backbone`]), and the
-//! paper reproductions ([`reproduce`]: `reproduce::rdma`). Later: queues and switches,
-//! the FDDI `TimedTokenRing` and the ATM-FDDI gateway (`Spp`, `Mpp`, `Npe`) of paper 004.
+//! `VirtualClock`, `Rdma`), the ATM-FDDI gateway of paper 004 ([`gateway`]: `Spp`, `Mpp`
+//! with the NPE, `TimedTokenRing`), the model kinds `atmlab sim run` understands
+//! ([`registry`]: the validation model [`queue`], paper 003's [`access_link`] and
+//! [`backbone`], paper 004's `gateway`), and the papers' reproductions ([`reproduce`]:
+//! `rdma`, `gateway`).
 //!
 //! What it is not: no I/O; the engine is `atmlab-sim`, the byte formats `atmlab-wire`.
 
@@ -14,6 +15,7 @@
 pub mod access;
 pub mod access_link;
 pub mod backbone;
+pub mod gateway;
 pub mod queue;
 pub mod reproduce;
 pub mod source;
@@ -26,6 +28,7 @@ pub fn registry() -> Vec<&'static dyn ModelKind> {
         &queue::QueueKind,
         &access_link::AccessKind,
         &backbone::BackboneKind,
+        &gateway::GatewayKind,
     ]
 }
 

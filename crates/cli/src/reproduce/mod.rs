@@ -4,6 +4,7 @@
 //! (atmlab-control for xbind, atmlab-models for the simulation studies); this module only
 //! parses the arguments and says where the report went.
 
+mod gateway;
 mod rdma;
 mod xbind;
 
@@ -74,6 +75,7 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
     match args.paper {
         Paper::Xbind => xbind::run(&args, &out),
         Paper::Rdma => rdma::run(&args, &out),
+        Paper::Gateway => gateway::run(&args, &out),
         other => Ok(crate::not_yet(
             &format!("reproduce {}", other.name()),
             "its paper's issue",

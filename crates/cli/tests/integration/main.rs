@@ -9,6 +9,7 @@ mod kill;
 mod net;
 mod python;
 mod reproduce;
+mod reproduce_gateway;
 mod reproduce_rdma;
 mod sim;
 mod tshark;
