@@ -98,22 +98,17 @@ impl ArrivalEstimator {
             return false;
         }
         let windows = elapsed / w;
-        let secs = w as f64 * 1e-12;
-        // The first closed window holds the arrivals counted; any further ones were empty.
-        let mut rate = self.count as f64 / secs;
-        for _ in 1..windows.min(16) {
-            rate *= 0.5;
-        }
-        // Smooth: half the new window, half the old estimate, so one odd window does not
-        // flip the region back and forth.
-        self.rate = if self.rate == 0.0 {
+        // The arrivals counted fell anywhere in the windows that closed: a manager too
+        // busy to look every window (overload) must not read its backlog as idle
+        // windows, or the estimate would fall as the load rises and T with it.
+        let rate = self.count as f64 / (windows as f64 * w as f64 * 1e-12);
+        // Smooth: half the new span, half the old estimate, so one odd window does not
+        // flip the region back and forth; a long silence forgets the past.
+        self.rate = if self.rate == 0.0 || (self.count == 0 && windows >= 16) {
             rate
         } else {
             0.5 * rate + 0.5 * self.rate
         };
-        if windows >= 16 {
-            self.rate = 0.0;
-        }
         self.window_start = Some(Instant::from_picos(start.as_picos() + windows * w));
         self.count = 0;
         true
@@ -122,5 +117,50 @@ impl ArrivalEstimator {
     /// The current estimate, calls/s.
     pub fn rate(&self) -> f64 {
         self.rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(us: u64) -> Instant {
+        Instant::from_picos(us * 1_000_000)
+    }
+
+    #[test]
+    fn a_manager_that_looks_rarely_still_sees_the_rate() {
+        // 10,000 arrivals/s, but (overloaded) the manager only handles them in bursts
+        // every 350 ms with a 100 ms window: the estimate must stay near 10,000, not
+        // read the unseen windows as idle.
+        let mut e = ArrivalEstimator::new(Duration::from_millis(100));
+        let mut t = 0;
+        for _burst in 0..10 {
+            for _ in 0..3_500 {
+                e.arrival(at(t));
+            }
+            t += 350_000;
+        }
+        let r = e.rate();
+        assert!((r - 10_000.0).abs() < 1_500.0, "{r}");
+        // A real silence still brings it down to nothing (the first look closes the
+        // span that holds the last burst; the next sees only silence).
+        e.advance(at(t + 5_000_000));
+        assert!(e.rate() < 10_000.0);
+        e.advance(at(t + 10_000_000));
+        assert_eq!(e.rate(), 0.0);
+    }
+
+    #[test]
+    fn a_steady_rate_is_estimated_and_regions_follow() {
+        let mut e = ArrivalEstimator::new(Duration::from_millis(100));
+        for i in 0..20_000u64 {
+            e.arrival(at(i * 100)); // 10,000/s
+        }
+        assert!((e.rate() - 10_000.0).abs() < 200.0, "{}", e.rate());
+        let r = Regions::default();
+        assert_eq!(r.region_of(e.rate()), 1);
+        assert_eq!(r.region_of(100.0), 0);
+        assert_eq!(r.region_of(50_000.0), 2);
     }
 }
