@@ -186,7 +186,7 @@ pub struct CurvePoint {
     pub manager: String,
     /// What the call generator measured.
     pub report: Report,
-    /// T after the run (adaptive T moves).
+    /// T as the manager mostly had it during the run (adaptive T moves).
     pub threshold: u32,
 }
 
@@ -367,10 +367,33 @@ async fn run_on(
                     "b",
                 )
             };
+            // T as the manager had it while the load ran (adaptive T moves; read after
+            // the run, it would show the idle drain's region).
+            let seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<u32, u32>>> =
+                Default::default();
+            let watch = {
+                let (cm, seen) = (cm.clone(), seen.clone());
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(StdDuration::from_millis(50)).await;
+                        let Ok(s) = cm.status().await else { return };
+                        *seen
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(s.threshold)
+                            .or_default() += 1;
+                    }
+                })
+            };
             let report = callgen::run(cm.clone(), &load).await;
-            let threshold = cm.status().await.map(|s| s.threshold).unwrap_or(0);
+            watch.abort();
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let threshold = match seen.iter().max_by_key(|(_, n)| **n) {
+                Some((t, _)) => *t,
+                None => cm.status().await.map(|s| s.threshold).unwrap_or(0),
+            };
             say(&format!(
-                "curve {name:>15} offered {rate:>7.0}/s: {:>8.0} setups/s, mean {:>8.3} ms (T now {threshold})",
+                "curve {name:>15} offered {rate:>7.0}/s: {:>8.0} setups/s, mean {:>8.3} ms (T mostly {threshold})",
                 report.setups_per_s, report.mean_setup_ms
             ));
             let saturated = report.setups_per_s < 0.5 * rate;
@@ -612,10 +635,10 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
          Sun Ultra2). Ours, each point a Poisson load for a fixed time, 5 ms mean holding; a \
          curve stops at the first load it could not carry half of:\n\n",
     );
-    md.push_str("| manager | offered /s | setups /s | mean ms | p99 ms | blocked | T after |\n");
+    md.push_str("| manager | offered /s | setups /s | mean ms | p99 ms | blocked | T during |\n");
     md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     let mut csv = String::from(
-        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed,threshold_after\n",
+        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed,threshold_during\n",
     );
     let mut series: Vec<Series> = Vec::new();
     for c in &r.curves {
@@ -921,7 +944,7 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
         "curves": r.curves.iter().map(|c| {
             let mut v = c.report.to_json();
             v["manager"] = json!(c.manager);
-            v["threshold_after"] = json!(c.threshold);
+            v["threshold_during"] = json!(c.threshold);
             v
         }).collect::<Vec<_>>(),
         "nv": r.nv.iter().map(|n| json!({
