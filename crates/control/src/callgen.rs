@@ -124,12 +124,11 @@ pub struct Load {
     pub traffic: TrafficDescriptor,
     /// Seed of the arrival and holding streams.
     pub seed: u64,
-    /// Keep every arrival to its Poisson instant to within a few microseconds, by
-    /// yielding in a loop for the last millisecond before it (the tokio timer ticks in
-    /// milliseconds). Without it, arrivals less than 500 us ahead go at once, so at
-    /// thousands of calls per second they leave in clumps: fine for throughput, wrong for
-    /// anything that assumes Poisson arrivals (the M/G/∞ cache model). It costs a busy
-    /// worker thread while the load runs.
+    /// Keep every arrival to its Poisson instant, to within the OS timer's slack (tens
+    /// of microseconds), with a pacer thread; the tokio timer ticks in milliseconds, so
+    /// without it arrivals less than 500 us ahead go at once and, at thousands of calls
+    /// per second, leave in clumps: fine for throughput, wrong for anything that assumes
+    /// Poisson arrivals (the M/G/∞ cache model).
     pub precise: bool,
 }
 
@@ -226,6 +225,31 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
     let end = start + load.duration;
     let mut next = start;
     let mut tasks = tokio::task::JoinSet::new();
+    // Precise pacing: an OS thread sleeps to each arrival instant (the kernel's
+    // high-resolution timers, tens of microseconds late at worst) and ticks the loop
+    // below, which follows the same schedule; no core is spent spinning.
+    let mut ticks = load.precise.then(|| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(load.seed);
+        let gaps = Exp::new(load.rate.max(1e-9)).expect("positive rate");
+        std::thread::spawn(move || {
+            let mut next = start;
+            loop {
+                next += Duration::from_secs_f64(gaps.sample(&mut rng));
+                if next >= end {
+                    return;
+                }
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                }
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    });
     let mut offered = 0u64;
     loop {
         next += Duration::from_secs_f64(gaps.sample(&mut rng));
@@ -233,13 +257,10 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
             break;
         }
         let now = Instant::now();
-        if load.precise {
-            let tick = Duration::from_millis(1);
-            if next > now + 2 * tick {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(next - tick)).await;
-            }
-            while Instant::now() < next {
-                tokio::task::yield_now().await;
+        if let Some(ticks) = ticks.as_mut() {
+            // The pacer thread says when each arrival is due.
+            if ticks.recv().await.is_none() {
+                break;
             }
         } else if next > now + Duration::from_micros(500) {
             tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
