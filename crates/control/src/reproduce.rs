@@ -568,24 +568,23 @@ fn plot(
         .map_err(|e| err(&format!("plotting {stem}"), e))
 }
 
-/// The cache sizes a Table I row shows for a case: from where the estimate or the
-/// measurement first passes 0.9 to where both reach 0.9999, about eight of them.
+/// The cache sizes a Table I row shows for a case: every size from where the estimate
+/// or the measurement first passes 0.9 to where the estimate reaches 0.9999, then the
+/// sizes the measurement needs for 0.99, 0.999 and 0.9999.
 fn table_sizes(r: &NvResult) -> Vec<usize> {
     let m = r.probe.mean();
-    let measured_90 = (1..=r.probe.at_arrival.len() + 1)
-        .find(|&x| r.probe.hit_ratio(x) >= 0.9)
-        .unwrap_or(1);
-    let lo = cache_size_for(m, 0.9).unwrap_or(1).min(measured_90);
-    let hi = (1..=r.probe.at_arrival.len() + 1)
-        .find(|&x| r.probe.hit_ratio(x) >= 0.9999)
-        .unwrap_or(r.probe.at_arrival.len() + 1)
-        .max(cache_size_for(m, 0.9999).unwrap_or(lo));
-    let span = hi.saturating_sub(lo) + 1;
-    let step = span.div_ceil(8).max(1);
-    let mut v: Vec<usize> = (lo..=hi).step_by(step).collect();
-    if v.last() != Some(&hi) {
-        v.push(hi);
-    }
+    let top = r.probe.at_arrival.len() + 1;
+    let measured = |target: f64| {
+        (1..=top)
+            .find(|&x| r.probe.hit_ratio(x) >= target)
+            .unwrap_or(top)
+    };
+    let lo = cache_size_for(m, 0.9).unwrap_or(1).min(measured(0.9));
+    let hi = cache_size_for(m, 0.9999).unwrap_or(lo).max(lo);
+    let mut v: Vec<usize> = (lo..=hi.min(lo + 12)).collect();
+    v.extend([measured(0.99), measured(0.999), measured(0.9999)]);
+    v.sort_unstable();
+    v.dedup();
     v
 }
 
