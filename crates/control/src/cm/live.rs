@@ -737,8 +737,72 @@ struct Shell {
     add_waiters: HashMap<u64, AddWaiter>,
     delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
     hosts: HashMap<u64, (String, String)>,
-    journal: Option<CmJournal>,
+    journal: Option<std::sync::mpsc::Sender<JournalJob>>,
     recovery: Vec<String>,
+}
+
+/// A caller's answer, held until the journal has the change.
+enum Ack {
+    Added(oneshot::Sender<Result<CallInfo, CallError>>, CallInfo),
+    Deleted(oneshot::Sender<Result<(), CallError>>),
+}
+
+/// One turn's changes for the journal, and the answers they hold back.
+#[derive(Default)]
+struct JournalJob {
+    up: Vec<JournaledCall>,
+    gone: Vec<u64>,
+    acks: Vec<Ack>,
+}
+
+/// The journal's writer thread: takes every job waiting, writes them in one transaction
+/// (group commit), then answers their callers. Calls it could not write are reported to
+/// `failed`, for the manager to take down; their callers hear UNAVAILABLE.
+fn journal_writer(
+    mut journal: CmJournal,
+    failed: mpsc::UnboundedSender<Vec<u64>>,
+) -> std::sync::mpsc::Sender<JournalJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<JournalJob>();
+    std::thread::spawn(move || {
+        while let Ok(first) = rx.recv() {
+            let mut jobs = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                jobs.push(more);
+            }
+            let mut up = Vec::new();
+            let mut gone = Vec::new();
+            for j in &mut jobs {
+                up.append(&mut j.up);
+                gone.append(&mut j.gone);
+            }
+            let result = journal.apply(&up, &gone);
+            if let Err(e) = &result {
+                tracing::error!(error = %e, "the journal could not be written");
+                let _ = failed.send(up.iter().map(|c| c.view.id).collect());
+            }
+            for j in jobs {
+                for a in j.acks {
+                    match (a, &result) {
+                        (Ack::Added(w, info), Ok(())) => {
+                            let _ = w.send(Ok(info));
+                        }
+                        (Ack::Added(w, _), Err(e)) => {
+                            let _ = w.send(Err(CallError {
+                                kind: ErrorKind::Unavailable,
+                                message: format!("the journal could not be written: {e}"),
+                            }));
+                        }
+                        // A release the journal could not forget is still released; a
+                        // restarted manager finds its hops gone and drops the entry.
+                        (Ack::Deleted(w), _) => {
+                            let _ = w.send(Ok(()));
+                        }
+                    }
+                }
+            }
+        }
+    });
+    tx
 }
 
 impl Shell {
@@ -852,65 +916,36 @@ impl Shell {
         None
     }
 
-    fn events(&mut self, now: Instant) {
-        let mut events = Vec::new();
+    fn events(&mut self) {
+        let mut job = JournalJob::default();
         while let Some(ev) = self.core.poll_event() {
-            events.push(ev);
-        }
-        if events.is_empty() {
-            return;
-        }
-        // The journal first: a caller hears of a connection only once it is written, and
-        // of a release only once it is forgotten; one transaction for the whole turn.
-        if let Some(j) = self.journal.as_mut() {
-            let mut up = Vec::new();
-            let mut gone = Vec::new();
-            for ev in &events {
-                match ev {
-                    CallEvent::Established { call, .. } => {
-                        if let (Some(view), Some((s, d))) =
-                            (self.core.view(*call), self.hosts.get(call))
-                        {
-                            up.push(JournaledCall {
-                                view,
-                                source: s.clone(),
-                                destination: d.clone(),
-                            });
-                        }
-                    }
-                    CallEvent::Released { call } => gone.push(*call),
-                    CallEvent::Failed { .. } => {}
-                }
-            }
-            if let Err(e) = j.apply(&up, &gone) {
-                tracing::error!(error = %e, "the journal could not be written");
-                // Connections the journal does not hold must not be acknowledged: take
-                // them down again and tell their callers why.
-                for c in &up {
-                    let id = c.view.id;
-                    if let Some((w, _, _)) = self.add_waiters.remove(&id) {
-                        let _ = w.send(Err(CallError {
-                            kind: ErrorKind::Unavailable,
-                            message: format!("the journal could not be written: {e}"),
-                        }));
-                    }
-                    self.core.delete(now, id);
-                }
-            }
-        }
-        for ev in events {
             match ev {
                 CallEvent::Established { call, .. } => {
-                    if let Some((w, s, d)) = self.add_waiters.remove(&call) {
-                        let info = self.core.view(call).map(|view| CallInfo {
+                    let view = self.core.view(call);
+                    if self.journal.is_some()
+                        && let (Some(view), Some((s, d))) = (&view, self.hosts.get(&call))
+                    {
+                        job.up.push(JournaledCall {
+                            view: view.clone(),
+                            source: s.clone(),
+                            destination: d.clone(),
+                        });
+                    }
+                    if let Some((w, s, d)) = self.add_waiters.remove(&call)
+                        && let Some(view) = view
+                    {
+                        // A caller that went away leaves the call up; it can be listed
+                        // and deleted.
+                        let info = CallInfo {
                             view,
                             source: s,
                             destination: d,
-                        });
-                        if let Some(info) = info {
-                            // A caller that went away leaves the call up; it can be
-                            // listed and deleted.
-                            let _ = w.send(Ok(info));
+                        };
+                        match self.journal {
+                            Some(_) => job.acks.push(Ack::Added(w, info)),
+                            None => {
+                                let _ = w.send(Ok(info));
+                            }
                         }
                     }
                 }
@@ -925,13 +960,29 @@ impl Shell {
                 }
                 CallEvent::Released { call } => {
                     self.hosts.remove(&call);
+                    if self.journal.is_some() {
+                        job.gone.push(call);
+                    }
                     if let Some(w) = self.delete_waiters.remove(&call) {
-                        let _ = w.send(Ok(()));
+                        match self.journal {
+                            Some(_) => job.acks.push(Ack::Deleted(w)),
+                            None => {
+                                let _ = w.send(Ok(()));
+                            }
+                        }
                     }
                 }
             }
         }
-        // Deletes made because the journal failed produce more events next turn.
+        // The journal first: a caller hears of a connection only once it is written,
+        // and of a release once it is forgotten. The writer thread does the writing (a
+        // checkpoint may take tens of milliseconds) and answers the callers; this task
+        // goes on with other calls meanwhile.
+        if let Some(j) = &self.journal
+            && !(job.up.is_empty() && job.gone.is_empty() && job.acks.is_empty())
+        {
+            let _ = j.send(job);
+        }
     }
 
     fn transmit(&mut self, now: Instant) {
@@ -978,9 +1029,10 @@ async fn run_manager(
         mut inbox,
         mut reconcile,
     } = channels;
+    let (failed_tx, mut failed) = mpsc::unbounded_channel::<Vec<u64>>();
     let (journal, recovery, hosts) = match recovered {
         Some(r) => (
-            Some(r.journal),
+            Some(journal_writer(r.journal, failed_tx)),
             r.findings,
             r.hosts.into_iter().map(|(id, s, d)| (id, (s, d))).collect(),
         ),
@@ -1031,6 +1083,14 @@ async fn run_manager(
                     }
                 }
             }
+            Some(ids) = failed.recv() => {
+                // Calls the journal could not hold were refused to their callers: take
+                // them down.
+                let now = sh.clock.now();
+                for id in ids {
+                    sh.core.delete(now, id);
+                }
+            }
             Some((switch, conns)) = reconcile.recv() => {
                 let (completed, released) = sh.core.reconcile(sh.clock.now(), &switch, &conns);
                 if completed + released > 0 {
@@ -1043,9 +1103,7 @@ async fn run_manager(
         }
         let now = sh.clock.now();
         sh.transmit(now);
-        sh.events(now);
-        // Deletes of calls the journal could not hold go out now, not next turn.
-        sh.transmit(now);
+        sh.events();
         if stopping.is_some() && sh.core.in_flight() == 0 {
             if let Some(s) = stopping.take() {
                 let _ = s.send(());
