@@ -91,7 +91,14 @@ impl Duration {
         } else {
             // Round half up by adding 0.5 and truncating: for non-negative values this is
             // `round()`, without the libm call (it sits on every sampled delay).
-            Duration((ps + 0.5) as u64)
+            let r = ps + 0.5;
+            // Below 2^63 through i64: one conversion instruction instead of the unsigned
+            // sequence, and the same truncated value.
+            if r < I64_LIMIT {
+                Duration(r as i64 as u64)
+            } else {
+                Duration(r as u64)
+            }
         }
     }
     /// The span in picoseconds.
@@ -104,7 +111,7 @@ impl Duration {
     }
     /// The span in seconds.
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / PS_PER_S as f64
+        picos_to_f64(self.0) / PS_PER_S as f64
     }
     /// `self * n`, clamped.
     pub const fn saturating_mul(self, n: u64) -> Duration {
@@ -191,6 +198,21 @@ impl fmt::Display for Instant {
     }
 }
 
+/// 2^63 as an `f64`: the values below it convert to and from `i64` exactly like `u64`.
+const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+
+/// `ps as f64`, through `i64` when it fits: x86-64 converts a signed integer in one
+/// instruction and an unsigned one in six; both round to the nearest `f64`, so the value is
+/// the same.
+#[inline]
+fn picos_to_f64(ps: u64) -> f64 {
+    if ps <= i64::MAX as u64 {
+        ps as i64 as f64
+    } else {
+        ps as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,3 +244,4 @@ mod tests {
         assert_eq!(Instant::MAX.checked_add(Duration::from_picos(1)), None);
     }
 }
+

@@ -32,7 +32,7 @@ use atmlab_sim::rng::{RngFactory, SimRng};
 use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
 use atmlab_sim::stats::{Histogram, Mser5, Ratio, Tally, TimeWeighted};
 use rand::Rng;
-use rand_distr::{Distribution, Exp};
+use rand_distr::{Distribution, Exp, Exp1};
 
 use crate::source::{Ar1Video, Ar1VideoParams, Bursty, Cbr, Mmpp2, OnOff, Poisson, TrafficSource};
 
@@ -235,6 +235,9 @@ const DEPARTURES: InPort = InPort(1);
 pub struct QueueStation {
     source: Box<dyn TrafficSource + Send>,
     service: Service,
+    /// For exponential service, its mean in seconds, converted once: [`Service::sample`]
+    /// converts it on every draw, a division on every customer's path.
+    exp_mean_secs: Option<f64>,
     capacity: Option<u64>,
     rng_arrival: SimRng,
     rng_service: SimRng,
@@ -281,6 +284,10 @@ impl QueueStation {
         Ok(QueueStation {
             source,
             service: cfg.service.clone(),
+            exp_mean_secs: match cfg.service {
+                Service::Exponential(m) => Some(m.as_secs_f64()),
+                _ => None,
+            },
             capacity: cfg.capacity,
             rng_arrival: rngs.stream(STREAM_ARRIVAL),
             rng_service: rngs.stream(STREAM_SERVICE),
@@ -332,7 +339,12 @@ impl QueueStation {
         let now = ctx.now();
         let w = now.saturating_duration_since(arrived);
         self.record_wait(now, arrived, w);
-        let s = self.service.sample(&mut self.rng_service);
+        let s = match self.exp_mean_secs {
+            // The same draw and arithmetic as `Service::sample` (Exp(1) times 1.0 is
+            // Exp(1)), so the same service times.
+            Some(mean) => Duration::from_secs_f64(self.rng_service.sample::<f64, _>(Exp1) * mean),
+            None => self.service.sample(&mut self.rng_service),
+        };
         let me = ctx.me().port(DEPARTURES.0);
         // One FIFO server: departures leave in the order they are scheduled.
         let _ = ctx.send_in_lane(self.departure_lane, now + s, me, QueueMsg::depart(arrived));
