@@ -332,12 +332,14 @@ impl<M: 'static> Simulation<M> {
         self.init()?;
         // A stop ends the call that saw it; the next call resumes the model.
         self.stopped = false;
-        let limit = budget.map(|b| self.processed.saturating_add(b));
+        // No budget is a budget never reached (`processed` would have to reach u64::MAX):
+        // one comparison per message instead of an `Option` test and a comparison.
+        let limit = budget.map_or(u64::MAX, |b| self.processed.saturating_add(b));
         loop {
             if self.stopped {
                 return Ok(RunOutcome::Stopped);
             }
-            if limit.is_some_and(|l| self.processed >= l) {
+            if self.processed >= limit && budget.is_some() {
                 return Ok(RunOutcome::Budget);
             }
             let Some((t, env)) = self.events.pop_until(end) else {
