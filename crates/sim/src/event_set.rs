@@ -68,17 +68,6 @@ impl Key {
 }
 
 impl Key {
-    /// `a` if `cond`, else `b`, computed with masks rather than a branch.
-    #[inline(always)]
-    fn select(cond: bool, a: Key, b: Key) -> Key {
-        let m = 0u64.wrapping_sub(u64::from(cond));
-        Key {
-            time: (a.time & m) | (b.time & !m),
-            seq: (a.seq & m) | (b.seq & !m),
-            tag: (a.tag & m) | (b.tag & !m),
-        }
-    }
-
     /// Whether this key pops before `other`: earlier time, then earlier sequence number
     /// (unique, so two keys are never equal and every correct heap pops the same order).
     #[inline]
@@ -185,16 +174,6 @@ impl KeyHeap {
     #[inline(always)]
     fn sift_down(&mut self, mut i: usize, k: Key) {
         let n = self.keys.len();
-        if n == 2 && i == 0 {
-            // Two pending heads (one queue: its arrival and its departure): which comes
-            // first is random, so a branch here is mispredicted half the time. Select
-            // without one.
-            let other = self.keys[1];
-            let swap = other.before(&k);
-            self.keys[0] = Key::select(swap, other, k);
-            self.keys[1] = Key::select(swap, k, other);
-            return;
-        }
         loop {
             let mut c = 2 * i + 1;
             if c >= n {
