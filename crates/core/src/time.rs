@@ -252,4 +252,3 @@ mod tests {
         assert_eq!(Instant::MAX.checked_add(Duration::from_picos(1)), None);
     }
 }
-

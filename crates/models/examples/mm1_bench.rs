@@ -9,7 +9,10 @@ use atmlab_sim::scenario::{RunLength, Warmup};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let customers: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let customers: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let runs: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let cfg = QueueConfig {
         arrival: ArrivalSpec::Poisson { rate: 0.9 },
