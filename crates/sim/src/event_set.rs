@@ -216,7 +216,10 @@ pub struct EventSet<E> {
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     next_seq: u64,
-    live: usize,
+    // No count of pending events: it is `slots.len() - free.len()` (a slot is either
+    // holding a pending event or on the free list). Kept as a field, its update sat next
+    // to `next_seq`'s and the compiler merged the two into one 16-byte load and store,
+    // which the previous pop's 8-byte decrement made stall (store-to-load forwarding).
 }
 
 impl<E> Default for EventSet<E> {
@@ -228,7 +231,7 @@ impl<E> Default for EventSet<E> {
 impl<E> core::fmt::Debug for EventSet<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("EventSet")
-            .field("pending", &self.live)
+            .field("pending", &self.len())
             .field("heap", &self.heap.len())
             .field("lanes", &self.lanes.len())
             .finish()
@@ -244,18 +247,17 @@ impl<E> EventSet<E> {
             slots: Vec::new(),
             free: Vec::new(),
             next_seq: 0,
-            live: 0,
         }
     }
 
     /// Pending (not cancelled) events.
     pub fn len(&self) -> usize {
-        self.live
+        self.slots.len() - self.free.len()
     }
 
     /// True when no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.len() == 0
     }
 
     /// A new FIFO lane.
@@ -272,7 +274,6 @@ impl<E> EventSet<E> {
     fn store(&mut self, event: E) -> (u32, u64) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.live += 1;
         let slot = match self.free.pop() {
             Some(s) => {
                 let sl = &mut self.slots[s as usize];
@@ -335,7 +336,6 @@ impl<E> EventSet<E> {
             Some(s) if s.seq == id.seq && s.event.is_some() => {
                 s.event = None;
                 self.free.push(id.slot);
-                self.live -= 1;
                 true
             }
             _ => false,
@@ -398,7 +398,6 @@ impl<E> EventSet<E> {
             }
             if let Some(e) = s.event.take() {
                 self.free.push(k.slot());
-                self.live -= 1;
                 return Some((Instant::from_picos(k.time), e));
             }
         }
