@@ -163,7 +163,7 @@ impl<M> Ctx<'_, M> {
 
     /// Delivers `msg` to `to` at `at` through a FIFO lane (see [`crate::event_set`]): the
     /// fast path for streams of messages that are sent in time order.
-    #[inline]
+    #[inline(always)]
     pub fn send_in_lane(
         &mut self,
         lane: LaneId,
