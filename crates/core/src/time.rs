@@ -84,6 +84,11 @@ impl Duration {
     /// Seconds as a float, rounded to the nearest picosecond (saturating, negative → 0).
     pub fn from_secs_f64(s: f64) -> Self {
         let ps = s * PS_PER_S as f64;
+        // The common case first, in one test (false for NaN): rounded through i64, the
+        // same value as the general path below.
+        if ps > 0.0 && ps < FAST_LIMIT {
+            return Duration((ps + 0.5) as i64 as u64);
+        }
         if ps.is_nan() || ps <= 0.0 {
             Duration(0)
         } else if ps >= u64::MAX as f64 {
@@ -91,7 +96,14 @@ impl Duration {
         } else {
             // Round half up by adding 0.5 and truncating: for non-negative values this is
             // `round()`, without the libm call (it sits on every sampled delay).
-            Duration((ps + 0.5) as u64)
+            let r = ps + 0.5;
+            // Below 2^63 through i64: one conversion instruction instead of the unsigned
+            // sequence, and the same truncated value.
+            if r < I64_LIMIT {
+                Duration(r as i64 as u64)
+            } else {
+                Duration(r as u64)
+            }
         }
     }
     /// The span in picoseconds.
@@ -104,7 +116,7 @@ impl Duration {
     }
     /// The span in seconds.
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / PS_PER_S as f64
+        picos_to_f64(self.0) / PS_PER_S as f64
     }
     /// `self * n`, clamped.
     pub const fn saturating_mul(self, n: u64) -> Duration {
@@ -188,6 +200,24 @@ impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("t=")?;
         fmt_picos(self.0, f)
+    }
+}
+
+/// Below this (2^62), `ps + 0.5` stays below 2^63 and converts through `i64`.
+const FAST_LIMIT: f64 = 4_611_686_018_427_387_904.0;
+
+/// 2^63 as an `f64`: the values below it convert to and from `i64` exactly like `u64`.
+const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+
+/// `ps as f64`, through `i64` when it fits: x86-64 converts a signed integer in one
+/// instruction and an unsigned one in six; both round to the nearest `f64`, so the value is
+/// the same.
+#[inline]
+fn picos_to_f64(ps: u64) -> f64 {
+    if ps <= i64::MAX as u64 {
+        ps as i64 as f64
+    } else {
+        ps as f64
     }
 }
 

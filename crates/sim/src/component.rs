@@ -87,9 +87,12 @@ pub trait Component<M>: Any {
 }
 
 /// A message in flight.
+///
+/// The receiver and its port share one `u64` (`to | port << 32`), written and read back as
+/// one word: as a `u32` and a `u16` they were stored separately and loaded as one 8-byte
+/// word when the event was popped, a store-to-load forwarding stall.
 struct Envelope<M> {
-    to: ComponentId,
-    port: InPort,
+    addr: u64,
     msg: M,
 }
 
@@ -98,10 +101,21 @@ impl<M> Envelope<M> {
     #[inline]
     fn to(to: OutPort, msg: M) -> Self {
         Envelope {
-            to: to.to,
-            port: to.port,
+            addr: u64::from(to.to.0) | (u64::from(to.port.0) << 32),
             msg,
         }
+    }
+
+    /// The receiving component.
+    #[inline]
+    fn receiver(&self) -> ComponentId {
+        ComponentId(self.addr as u32)
+    }
+
+    /// The receiver's input port.
+    #[inline]
+    fn port(&self) -> InPort {
+        InPort((self.addr >> 32) as u16)
     }
 }
 
@@ -149,7 +163,7 @@ impl<M> Ctx<'_, M> {
 
     /// Delivers `msg` to `to` at `at` through a FIFO lane (see [`crate::event_set`]): the
     /// fast path for streams of messages that are sent in time order.
-    #[inline]
+    #[inline(always)]
     pub fn send_in_lane(
         &mut self,
         lane: LaneId,
@@ -169,7 +183,7 @@ impl<M> Ctx<'_, M> {
     pub fn timer(&mut self, delay: Duration, port: InPort, msg: M) -> EventId {
         let me = self.me;
         self.events
-            .schedule(self.now + delay, Envelope { to: me, port, msg })
+            .schedule(self.now + delay, Envelope::to(me.port(port.0), msg))
     }
 
     /// Cancels a message or timer not yet delivered; false if it already was.
@@ -332,12 +346,14 @@ impl<M: 'static> Simulation<M> {
         self.init()?;
         // A stop ends the call that saw it; the next call resumes the model.
         self.stopped = false;
-        let limit = budget.map(|b| self.processed.saturating_add(b));
+        // No budget is a budget never reached (`processed` would have to reach u64::MAX):
+        // one comparison per message instead of an `Option` test and a comparison.
+        let limit = budget.map_or(u64::MAX, |b| self.processed.saturating_add(b));
         loop {
             if self.stopped {
                 return Ok(RunOutcome::Stopped);
             }
-            if limit.is_some_and(|l| self.processed >= l) {
+            if self.processed >= limit && budget.is_some() {
                 return Ok(RunOutcome::Budget);
             }
             let Some((t, env)) = self.events.pop_until(end) else {
@@ -350,22 +366,23 @@ impl<M: 'static> Simulation<M> {
             };
             self.now = t;
             self.processed += 1;
-            let Some(Some(c)) = self.components.get_mut(env.to.index()) else {
+            let to = env.receiver();
+            let Some(Some(c)) = self.components.get_mut(to.index()) else {
                 return Err(SimError::Model {
                     model: "simulation".into(),
                     message: format!(
                         "message sent to component id {}, which does not exist",
-                        env.to.0
+                        to.0
                     ),
                 });
             };
             let mut ctx = Ctx {
                 now: t,
-                me: env.to,
+                me: to,
                 events: &mut self.events,
                 stop: &mut self.stopped,
             };
-            c.handle(&mut ctx, env.port, env.msg);
+            c.handle(&mut ctx, env.port(), env.msg);
         }
     }
 

@@ -16,8 +16,7 @@
 //! Cancellation: [`EventSet::cancel`] frees the event's slot at once; its key stays in the
 //! heap or lane and is skipped when it surfaces (lazy deletion), so cancelling is O(1).
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use atmlab_core::time::Instant;
 
@@ -68,15 +67,170 @@ impl Key {
     }
 }
 
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first.
-        (other.time, other.seq).cmp(&(self.time, self.seq))
+impl Key {
+    /// Whether this key pops before `other`: earlier time, then earlier sequence number
+    /// (unique, so two keys are never equal and every correct heap pops the same order).
+    #[inline(always)]
+    fn before(&self, other: &Key) -> bool {
+        // As one 128-bit comparison (compare and subtract-with-borrow): the same order as
+        // the tuple's, without the branch a lexicographic comparison compiles to.
+        (u128::from(self.time) << 64 | u128::from(self.seq))
+            < (u128::from(other.time) << 64 | u128::from(other.seq))
     }
 }
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+/// A binary min-heap of keys whose top can be removed lazily.
+///
+/// A simulation pops the earliest event and, while handling it, usually schedules
+/// another. [`KeyHeap::take_top`] therefore only marks the root vacant; the next
+/// [`KeyHeap::push`] fills the hole and sifts down once (a "replace"), where a pop
+/// followed by a push would sift twice. Any other access first completes the removal.
+/// With two or three pending heads (a single queue) a replace is one comparison.
+#[derive(Debug, Default)]
+struct KeyHeap {
+    keys: Vec<Key>,
+    /// `keys[0]` was taken and is logically absent.
+    vacant: bool,
+}
+
+impl KeyHeap {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.keys.len() - usize::from(self.vacant)
+    }
+
+    /// Completes a lazy removal of the top.
+    #[inline(always)]
+    fn settle(&mut self) {
+        if self.vacant {
+            self.vacant = false;
+            self.remove_top();
+        }
+    }
+
+    fn remove_top(&mut self) {
+        if let Some(last) = self.keys.pop()
+            && !self.keys.is_empty()
+        {
+            self.sift_down(0, last);
+        }
+    }
+
+    /// The earliest key.
+    #[inline(always)]
+    fn peek(&mut self) -> Option<Key> {
+        self.settle();
+        self.keys.first().copied()
+    }
+
+    #[inline(always)]
+    fn push(&mut self, k: Key) {
+        if self.vacant {
+            self.vacant = false;
+            self.sift_down(0, k);
+        } else {
+            let i = self.keys.len();
+            self.keys.push(k);
+            self.sift_up(i, k);
+        }
+    }
+
+    /// Removes the top (just returned by [`KeyHeap::peek`]), lazily.
+    #[inline(always)]
+    fn take_top(&mut self) {
+        debug_assert!(!self.vacant && !self.keys.is_empty());
+        self.vacant = true;
+    }
+
+    /// Replaces the top (just returned by [`KeyHeap::peek`]) with `k`.
+    #[inline(always)]
+    fn replace_top(&mut self, k: Key) {
+        debug_assert!(!self.vacant && !self.keys.is_empty());
+        self.sift_down(0, k);
+    }
+
+    // Everything on the hot path is inlined: a key (24 bytes) passed to a function out of
+    // line goes through memory, and the callee's 16-byte load of the three 8-byte words
+    // the caller stored stalls store-to-load forwarding.
+    //
+    // The sifts take the moving key by value and store it once, at its final place: storing
+    // it first and loading it back would make the CPU read 16 bytes that three 8-byte stores
+    // just wrote, a store-to-load forwarding stall (`perf annotate` put 84% of the sift on
+    // that load).
+
+    /// Places `k` at `i` (a hole) or above it.
+    #[inline(always)]
+    fn sift_up(&mut self, mut i: usize, k: Key) {
+        // On a local slice: its length stays in a register, where the `Vec`'s would be
+        // reloaded after every store into the buffer (the compiler cannot tell them apart).
+        let keys = self.keys.as_mut_slice();
+        while i > 0 {
+            let p = (i - 1) / 2;
+            let pk = keys[p];
+            if !k.before(&pk) {
+                break;
+            }
+            keys[i] = pk;
+            i = p;
+        }
+        keys[i] = k;
+    }
+
+    /// Places `k` at `i` (a hole) or below it.
+    ///
+    /// Bottom-up, as `std`'s `BinaryHeap::pop` does: the hole first sinks to a leaf along
+    /// the smaller children (one comparison per level), then `k` rises from there to its
+    /// place. A key put at the root is usually among the latest (the event just scheduled,
+    /// or the last key of the array), so it rises little, and this costs about half the
+    /// comparisons of a top-down sift (two per level).
+    ///
+    /// With at most three keys (a root and its children: one queue's arrival and departure)
+    /// the plain top-down step is cheaper: one or two comparisons and no moves.
+    #[inline(always)]
+    fn sift_down(&mut self, mut i: usize, k: Key) {
+        let keys = self.keys.as_mut_slice();
+        let n = keys.len();
+        if n <= 3 {
+            let mut c = 2 * i + 1;
+            if c < n {
+                if c + 1 < n && keys[c + 1].before(&keys[c]) {
+                    c += 1;
+                }
+                let ck = keys[c];
+                if ck.before(&k) {
+                    keys[i] = ck;
+                    i = c;
+                }
+            }
+            keys[i] = k;
+            return;
+        }
+        let start = i;
+        // While both children exist.
+        let mut c = 2 * i + 1;
+        while c + 1 < n {
+            // The smaller child without a branch: which one it is, is random, and a
+            // mispredicted branch per level cost a fifth of the hold benchmark at 10^3.
+            c += usize::from(keys[c + 1].before(&keys[c]));
+            keys[i] = keys[c];
+            i = c;
+            c = 2 * i + 1;
+        }
+        if c + 1 == n {
+            // A last, lone child.
+            keys[i] = keys[c];
+            i = c;
+        }
+        while i > start {
+            let p = (i - 1) / 2;
+            let pk = keys[p];
+            if !k.before(&pk) {
+                break;
+            }
+            keys[i] = pk;
+            i = p;
+        }
+        keys[i] = k;
     }
 }
 
@@ -98,12 +252,15 @@ struct Lane {
 
 /// Pending events of one simulation.
 pub struct EventSet<E> {
-    heap: BinaryHeap<Key>,
+    heap: KeyHeap,
     lanes: Vec<Lane>,
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     next_seq: u64,
-    live: usize,
+    // No count of pending events: it is `slots.len() - free.len()` (a slot is either
+    // holding a pending event or on the free list). Kept as a field, its update sat next
+    // to `next_seq`'s and the compiler merged the two into one 16-byte load and store,
+    // which the previous pop's 8-byte decrement made stall (store-to-load forwarding).
 }
 
 impl<E> Default for EventSet<E> {
@@ -115,7 +272,7 @@ impl<E> Default for EventSet<E> {
 impl<E> core::fmt::Debug for EventSet<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("EventSet")
-            .field("pending", &self.live)
+            .field("pending", &self.len())
             .field("heap", &self.heap.len())
             .field("lanes", &self.lanes.len())
             .finish()
@@ -126,23 +283,22 @@ impl<E> EventSet<E> {
     /// An empty event set.
     pub fn new() -> Self {
         EventSet {
-            heap: BinaryHeap::new(),
+            heap: KeyHeap::default(),
             lanes: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             next_seq: 0,
-            live: 0,
         }
     }
 
     /// Pending (not cancelled) events.
     pub fn len(&self) -> usize {
-        self.live
+        self.slots.len() - self.free.len()
     }
 
     /// True when no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.len() == 0
     }
 
     /// A new FIFO lane.
@@ -155,10 +311,10 @@ impl<E> EventSet<E> {
         LaneId(self.lanes.len() as u32 - 1)
     }
 
+    #[inline(always)]
     fn store(&mut self, event: E) -> (u32, u64) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.live += 1;
         let slot = match self.free.pop() {
             Some(s) => {
                 let sl = &mut self.slots[s as usize];
@@ -185,6 +341,10 @@ impl<E> EventSet<E> {
     }
 
     /// Schedules `event` at `at` in `lane`, whose events must come in non-decreasing time.
+    // Always inlined: called out of line, the event travels through memory and its copy
+    // into the slot reads 16 bytes the caller just wrote as two 8-byte stores (a
+    // store-to-load forwarding stall, 40% of this function in `perf annotate`).
+    #[inline(always)]
     pub fn schedule_in_lane(
         &mut self,
         lane: LaneId,
@@ -192,26 +352,20 @@ impl<E> EventSet<E> {
         event: E,
     ) -> Result<EventId, SimError> {
         let t = at.as_picos();
-        let l = self
-            .lanes
-            .get(lane.0 as usize)
-            .ok_or(SimError::NoSuchLane(lane.0))?;
+        let Some(l) = self.lanes.get_mut(lane.0 as usize) else {
+            return Err(no_such_lane(lane));
+        };
         if t < l.last {
-            return Err(SimError::LaneOrder {
-                lane: lane.0,
-                last: Instant::from_picos(l.last),
-                at,
-            });
+            return Err(lane_order(lane, l.last, at));
         }
+        l.last = t;
+        let busy = std::mem::replace(&mut l.busy, true);
         let (slot, seq) = self.store(event);
         let key = Key::new(t, seq, slot, lane.0);
-        let l = &mut self.lanes[lane.0 as usize];
-        l.last = t;
-        if l.busy {
-            l.queue.push_back(key);
+        if busy {
+            self.lanes[lane.0 as usize].queue.push_back(key);
         } else {
             // The lane was idle: its new head joins the heap.
-            l.busy = true;
             self.heap.push(key);
         }
         Ok(EventId { slot, seq })
@@ -223,7 +377,6 @@ impl<E> EventSet<E> {
             Some(s) if s.seq == id.seq && s.event.is_some() => {
                 s.event = None;
                 self.free.push(id.slot);
-                self.live -= 1;
                 true
             }
             _ => false,
@@ -238,7 +391,7 @@ impl<E> EventSet<E> {
 
     /// Drops cancelled keys from the top of the heap.
     fn skip_stale(&mut self) {
-        while let Some(&k) = self.heap.peek() {
+        while let Some(k) = self.heap.peek() {
             let s = &self.slots[k.slot() as usize];
             if s.seq == k.seq && s.event.is_some() {
                 return;
@@ -254,15 +407,13 @@ impl<E> EventSet<E> {
             match l.queue.pop_front() {
                 Some(next) => {
                     // Replace the top in place: one sift-down instead of a pop and a push.
-                    if let Some(mut top) = self.heap.peek_mut() {
-                        *top = next;
-                    }
+                    self.heap.replace_top(next);
                     return;
                 }
                 None => l.busy = false,
             }
         }
-        self.heap.pop();
+        self.heap.take_top();
     }
 
     /// Removes and returns the earliest pending event.
@@ -276,7 +427,7 @@ impl<E> EventSet<E> {
     pub fn pop_until(&mut self, end: Instant) -> Option<(Instant, E)> {
         let end = end.as_picos();
         loop {
-            let k = *self.heap.peek()?;
+            let k = self.heap.peek()?;
             if k.time > end {
                 // A stale key later than `end` may hide nothing earlier: the heap is ordered.
                 return None;
@@ -288,10 +439,27 @@ impl<E> EventSet<E> {
             }
             if let Some(e) = s.event.take() {
                 self.free.push(k.slot());
-                self.live -= 1;
                 return Some((Instant::from_picos(k.time), e));
             }
         }
+    }
+}
+
+/// The error of a lane that does not exist (out of line: the fast path never builds it).
+#[cold]
+#[inline(never)]
+fn no_such_lane(lane: LaneId) -> SimError {
+    SimError::NoSuchLane(lane.0)
+}
+
+/// The error of a lane event earlier than its predecessor (out of line, as above).
+#[cold]
+#[inline(never)]
+fn lane_order(lane: LaneId, last: u64, at: Instant) -> SimError {
+    SimError::LaneOrder {
+        lane: lane.0,
+        last: Instant::from_picos(last),
+        at,
     }
 }
 

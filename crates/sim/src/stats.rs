@@ -12,7 +12,7 @@
 //!   buffer occupancy, number of active connections), the integral `∫ x(t) dt / T`
 //!   accumulated at each change, with [`TimeWeighted::reset`] for warm-up deletion.
 //! - [`Histogram`]: quantiles of non-negative values (waiting times) in bounded memory, on
-//!   Gil Tene's HdrHistogram (the `hdrhistogram` crate): values are kept at integer
+//!   Gil Tene's HdrHistogram layout (its quantiles, counted here): values are kept at integer
 //!   picoseconds with 3 significant decimal digits by default, so a reported quantile is at
 //!   most 0.1 % above the exact sample quantile.
 //! - [`Ratio`]: a numerator over a denominator, e.g. cells lost over cells offered.

