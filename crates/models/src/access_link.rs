@@ -42,7 +42,7 @@ use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
 use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
-use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication, grand_means};
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng};
 use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate, show};
 use atmlab_sim::stats::{Histogram, Ratio, Tally};
@@ -435,45 +435,7 @@ impl Prepared for AccessConfig {
         let mut sim = Simulation::new();
         let lane = sim.new_lane();
         let id = sim.add(AccessStation::new(self, &rngs, lane)?);
-        let RunLength::Duration(d) = rep.length else {
-            return Err(SimError::Model {
-                model: "access".into(),
-                message: "run by duration only: set [run] duration".into(),
-            });
-        };
-        if let Warmup::Time(w) = rep.warmup
-            && w > Duration::ZERO
-        {
-            sim.run_until(Instant::ZERO + w, None)?;
-            sim.reset_stats();
-        }
-        let missing = || SimError::Model {
-            model: "access".into(),
-            message: "station missing".into(),
-        };
-        let end = Instant::ZERO + d;
-        let batches = u64::from(rep.batches.max(1));
-        let mut batch_metrics: Vec<Vec<f64>> = Vec::new();
-        sim.run_in_batches(end, batches, |sim, t, last| {
-            if batches > 1 {
-                let st = sim.component_mut::<AccessStation>(id).ok_or_else(missing)?;
-                batch_metrics.push(st.metrics(t).into_iter().map(|(_, v)| v).collect());
-                if !last {
-                    st.start_batch(t);
-                }
-            }
-            Ok(())
-        })?;
-        let st = sim.component::<AccessStation>(id).ok_or_else(missing)?;
-        let mut metrics = st.metrics(end);
-        grand_means(&mut metrics, &batch_metrics);
-        Ok(RepResult {
-            metrics,
-            events: sim.events_processed(),
-            simulated: d,
-            truncation: None,
-            batch_metrics,
-        })
+        crate::batched::run_by_duration::<_, AccessStation>(&mut sim, id, rep, "access")
     }
 }
 
@@ -656,5 +618,15 @@ impl ModelKind for AccessKind {
             cell_time,
         };
         Ok(Box::new(cfg))
+    }
+}
+
+impl crate::batched::Measured for AccessStation {
+    fn measure(&mut self, now: Instant) -> Vec<(&'static str, f64)> {
+        self.metrics(now)
+    }
+
+    fn new_batch(&mut self, now: Instant) {
+        self.start_batch(now);
     }
 }

@@ -15,6 +15,7 @@
 pub mod access;
 pub mod access_link;
 pub mod backbone;
+mod batched;
 pub mod gateway;
 pub mod queue;
 pub mod reproduce;

@@ -1,0 +1,65 @@
+//! Running a model whose one measuring component reports the metrics: by duration, with
+//! a warm-up by time and, optionally, batch means (the runner's `[run] batches`). Paper
+//! 003's `access` and `backbone` models run this way.
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_sim::SimError;
+use atmlab_sim::component::{Component, ComponentId, Simulation};
+use atmlab_sim::model::{RepResult, Replication, grand_means};
+use atmlab_sim::scenario::{RunLength, Warmup};
+
+/// The component that measures a run.
+pub(crate) trait Measured {
+    /// Its metrics at `now`.
+    fn measure(&mut self, now: Instant) -> Vec<(&'static str, f64)>;
+    /// Starts a new batch at `now` (statistics restart; the state carries on).
+    fn new_batch(&mut self, now: Instant);
+}
+
+/// Runs `sim` for the replication's duration, measuring with component `id`.
+pub(crate) fn run_by_duration<M: 'static, C: Component<M> + Measured>(
+    sim: &mut Simulation<M>,
+    id: ComponentId,
+    rep: &Replication,
+    model: &str,
+) -> Result<RepResult, SimError> {
+    let RunLength::Duration(d) = rep.length else {
+        return Err(SimError::Model {
+            model: model.into(),
+            message: "run by duration only: set [run] duration".into(),
+        });
+    };
+    if let Warmup::Time(w) = rep.warmup
+        && w > Duration::ZERO
+    {
+        sim.run_until(Instant::ZERO + w, None)?;
+        sim.reset_stats();
+    }
+    let missing = || SimError::Model {
+        model: model.into(),
+        message: "its measuring component is missing".into(),
+    };
+    let end = Instant::ZERO + d;
+    let batches = u64::from(rep.batches.max(1));
+    let mut batch_metrics: Vec<Vec<f64>> = Vec::new();
+    sim.run_in_batches(end, batches, |sim, t, last| {
+        if batches > 1 {
+            let c = sim.component_mut::<C>(id).ok_or_else(missing)?;
+            batch_metrics.push(c.measure(t).into_iter().map(|(_, v)| v).collect());
+            if !last {
+                c.new_batch(t);
+            }
+        }
+        Ok(())
+    })?;
+    let c = sim.component_mut::<C>(id).ok_or_else(missing)?;
+    let mut metrics = c.measure(end);
+    grand_means(&mut metrics, &batch_metrics);
+    Ok(RepResult {
+        metrics,
+        events: sim.events_processed(),
+        simulated: d,
+        truncation: None,
+        batch_metrics,
+    })
+}
