@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
 use atmlab_control::cm::live::{self, StaticRouter};
-use atmlab_control::net::{NetSecurity, Network, Topology};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::backend::SwitchBackend;
-use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
 
 fn line_route() -> Vec<HopSpec> {
@@ -37,20 +35,7 @@ async fn until(mut f: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cm_sets_up_a_three_hop_path_that_carries_frames_then_leaves_nothing() {
-    let topo = Topology::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
-    )
-    .unwrap();
-    let net = Network::up(topo, &NetSecurity { certs: None }, None)
-        .await
-        .unwrap();
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
-            .await
-            .unwrap();
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
+    let (net, clients) = crate::line3().await;
     for kind in [CmKind::Xbind, CmKind::Sequential] {
         let router = StaticRouter::new().with("a", "b", line_route());
         let cm = live::start(CmConfig::new(kind), clients.clone(), Box::new(router)).unwrap();
@@ -128,20 +113,7 @@ async fn the_cm_grpc_service_maps_user_qos_and_serves_the_call_generator() {
     use atmlab_control::cm::service::{CmService, collocated_mapper};
     use atmlab_rpc::v1 as pb;
 
-    let topo = Topology::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
-    )
-    .unwrap();
-    let net = Network::up(topo, &NetSecurity { certs: None }, None)
-        .await
-        .unwrap();
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
-            .await
-            .unwrap();
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
+    let (net, clients) = crate::line3().await;
     let router = StaticRouter::new().with("a", "b", line_route());
     let cm = live::start(
         CmConfig::new(CmKind::Xbind),

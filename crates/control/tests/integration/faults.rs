@@ -10,9 +10,7 @@ use atmlab_control::callgen::{self, Load};
 use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
 use atmlab_control::cm::faults::FaultPlan;
 use atmlab_control::cm::live::{self, StaticRouter};
-use atmlab_control::net::{NetSecurity, Network, Topology};
 use atmlab_core::time::Duration;
-use atmlab_fabric::live::grpc::GrpcSwitch;
 
 fn line_route() -> Vec<HopSpec> {
     ["s1", "s2", "s3"]
@@ -27,20 +25,7 @@ fn line_route() -> Vec<HopSpec> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_percent_faults_every_call_ends_cleanly_and_nothing_leaks() {
-    let topo = Topology::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
-    )
-    .unwrap();
-    let net = Network::up(topo, &NetSecurity { certs: None }, None)
-        .await
-        .unwrap();
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
-            .await
-            .unwrap();
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
+    let (net, clients) = crate::line3().await;
     // The sequential manager waits out each lost message one call at a time: a lighter
     // load keeps the test short.
     for (kind, rate) in [(CmKind::Xbind, 400.0), (CmKind::Sequential, 100.0)] {
@@ -110,20 +95,7 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
     use atmlab_fabric::live::backend::SwitchBackend;
     use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release};
 
-    let topo = Topology::load(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"),
-    )
-    .unwrap();
-    let net = Network::up(topo, &NetSecurity { certs: None }, None)
-        .await
-        .unwrap();
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
-            .await
-            .unwrap();
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
+    let (net, clients) = crate::line3().await;
     let dir = tempfile::tempdir().unwrap();
     let opts = LiveOptions {
         faults: None,

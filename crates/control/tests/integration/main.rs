@@ -17,6 +17,32 @@ use atmlab_rpc::tls::{self, TlsFiles, TlsIdentity};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+/// The line of three switches (`topologies/line3.toml`) on loopback in plain text, and
+/// a gRPC client of each switch server, by name.
+pub async fn line3() -> (
+    atmlab_control::net::Network,
+    Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
+) {
+    use atmlab_control::net::{NetSecurity, Network, Topology};
+    let topo =
+        Topology::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"))
+            .unwrap();
+    let net = Network::up(topo, &NetSecurity { certs: None }, None)
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for s in &net.switches {
+        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
+            .await
+            .unwrap();
+        clients.push((
+            s.switch.describe_now().name,
+            atmlab_fabric::live::grpc::GrpcSwitch::new(ch),
+        ));
+    }
+    (net, clients)
+}
+
 /// Only reached when something is broken.
 const DEADLINE: Duration = Duration::from_secs(30);
 
