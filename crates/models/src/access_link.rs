@@ -44,7 +44,7 @@ use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
 use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng};
-use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate, show};
+use atmlab_sim::scenario::{Params, RunConfig, parse_bit_rate, show};
 use atmlab_sim::stats::{Histogram, Ratio, Tally};
 
 use crate::access::{
@@ -592,18 +592,7 @@ impl ModelKind for AccessKind {
         METRICS
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
-        if let RunLength::Count(_) = run.length {
-            return Err(params.error_at(
-                "run.count",
-                "the access model runs by time: set [run] duration, not count",
-            ));
-        }
-        if run.warmup == Warmup::Auto {
-            return Err(params.error_at(
-                "run.warmup",
-                "the access model takes a warm-up time, not \"auto\"",
-            ));
-        }
+        crate::batched::check_run(params, run, "access")?;
         let link = match params.raw("link") {
             None => 150e6,
             Some(v) => parse_bit_rate(v).map_err(|m| params.error("link", m))?,

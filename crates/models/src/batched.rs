@@ -6,7 +6,7 @@ use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
 use atmlab_sim::component::{Component, ComponentId, Simulation};
 use atmlab_sim::model::{RepResult, Replication, grand_means};
-use atmlab_sim::scenario::{RunLength, Warmup};
+use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
 
 /// The component that measures a run.
 pub(crate) trait Measured {
@@ -62,4 +62,22 @@ pub(crate) fn run_by_duration<M: 'static, C: Component<M> + Measured>(
         truncation: None,
         batch_metrics,
     })
+}
+
+/// Refuses the run settings such a model cannot honour: a run length by count, and the
+/// automatic warm-up (MSER-5 needs a pilot run the batch structure does not give).
+pub(crate) fn check_run(params: &Params<'_>, run: &RunConfig, model: &str) -> Result<(), SimError> {
+    if let RunLength::Count(_) = run.length {
+        return Err(params.error_at(
+            "run.count",
+            format!("the {model} model runs by time: set [run] duration, not count"),
+        ));
+    }
+    if run.warmup == Warmup::Auto {
+        return Err(params.error_at(
+            "run.warmup",
+            format!("the {model} model takes a warm-up time, not \"auto\""),
+        ));
+    }
+    Ok(())
 }
