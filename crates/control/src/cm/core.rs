@@ -92,6 +92,9 @@ pub struct CmConfig {
     /// Calls being set up at once, at most; beyond, new calls are refused at once
     /// (blocked, "overloaded") instead of queueing until every latency passes the
     /// command time-out: overload control, as a switch's call processor sheds load.
+    /// The default, 2,000, is about 20 ms of work at the manager's best rate: with
+    /// 10,000, an overloaded manager kept a queue so long that its throughput fell to
+    /// under half of its capacity (docs/performance.md, call setup).
     pub max_setups: usize,
 }
 
@@ -109,7 +112,7 @@ impl CmConfig {
             adaptive: None,
             command_timeout: Duration::from_secs(2),
             max_retries: 3,
-            max_setups: 10_000,
+            max_setups: 2_000,
         }
     }
 }
