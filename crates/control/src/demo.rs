@@ -152,31 +152,34 @@ pub struct DemoRow {
     pub report: Report,
 }
 
+/// An xbind manager with T fixed and a cache large enough that calls at the demo's
+/// loads hit (the paper's Fig. 6 runs had "> 200" cached): 256 reserved at a time,
+/// refilled below 64, trimmed above 2,048.
+pub fn xbind_config(threshold: u32) -> CmConfig {
+    CmConfig {
+        threshold,
+        cache_fill: 256,
+        cache_low: 64,
+        cache_max: 2048,
+        ..CmConfig::new(CmKind::Xbind)
+    }
+}
+
+/// [`xbind_config`] with T following the arrival rate (`Regions::default()`).
+pub fn xbind_adaptive_config() -> CmConfig {
+    CmConfig {
+        adaptive: Some(Regions::default()),
+        ..xbind_config(1)
+    }
+}
+
 /// The managers the demo compares: sequential, xbind with T = 1, 4, 10, and adaptive.
 pub fn managers() -> Vec<(String, CmConfig)> {
     let mut v = vec![("sequential".to_string(), CmConfig::new(CmKind::Sequential))];
     for t in [1, 4, 10] {
-        v.push((
-            format!("xbind T={t}"),
-            CmConfig {
-                threshold: t,
-                cache_fill: 256,
-                cache_low: 64,
-                cache_max: 2048,
-                ..CmConfig::new(CmKind::Xbind)
-            },
-        ));
+        v.push((format!("xbind T={t}"), xbind_config(t)));
     }
-    v.push((
-        "xbind adaptive".to_string(),
-        CmConfig {
-            adaptive: Some(Regions::default()),
-            cache_fill: 256,
-            cache_low: 64,
-            cache_max: 2048,
-            ..CmConfig::new(CmKind::Xbind)
-        },
-    ));
+    v.push(("xbind adaptive".to_string(), xbind_adaptive_config()));
     v
 }
 

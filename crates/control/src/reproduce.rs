@@ -288,12 +288,8 @@ fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
 /// scaled.
 fn xbind(threshold: u32, flush: Duration) -> CmConfig {
     CmConfig {
-        threshold,
         flush_timeout: flush,
-        cache_fill: 256,
-        cache_low: 64,
-        cache_max: 2048,
-        ..CmConfig::new(CmKind::Xbind)
+        ..crate::demo::xbind_config(threshold)
     }
 }
 
@@ -574,11 +570,7 @@ fn plot(
 fn table_sizes(r: &NvResult) -> Vec<usize> {
     let m = r.probe.mean();
     let top = r.probe.at_arrival.len() + 1;
-    let measured = |target: f64| {
-        (1..=top)
-            .find(|&x| r.probe.hit_ratio(x) >= target)
-            .unwrap_or(top)
-    };
+    let measured = |target: f64| r.probe.size_for(target).unwrap_or(top);
     let lo = cache_size_for(m, 0.9).unwrap_or(1).min(measured(0.9));
     let hi = cache_size_for(m, 0.9999).unwrap_or(lo).max(lo);
     let mut v: Vec<usize> = (lo..=hi.min(lo + 12)).collect();
@@ -710,9 +702,7 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
     for n in &r.nv {
         let m = n.probe.mean();
         let model99 = cache_size_for(m, 0.99).unwrap_or(0);
-        let measured99 = (1..=n.probe.at_arrival.len() + 1)
-            .find(|&x| n.probe.hit_ratio(x) >= 0.99)
-            .unwrap_or(0);
+        let measured99 = n.probe.size_for(0.99).unwrap_or(0);
         md.push_str(&format!(
             "| {} | {}, {} | {:.0} | {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |\n",
             n.case.panel,

@@ -10,8 +10,7 @@ use std::time::Duration as StdDuration;
 use crate::ControlError;
 use crate::audit::{AuditOptions, AuditReport, audit, snapshot};
 use crate::callgen::{self, Load};
-use crate::cm::adaptive::Regions;
-use crate::cm::core::{CmConfig, CmKind};
+
 use crate::cm::faults::FaultPlan;
 use crate::cm::live::{self, LiveOptions};
 use crate::cm::routes::CachedRouter;
@@ -144,13 +143,7 @@ async fn run_on(
     lab: &Lab,
     say: &mut impl FnMut(&str),
 ) -> Result<SoakReport, ControlError> {
-    let config = CmConfig {
-        adaptive: Some(Regions::default()),
-        cache_fill: 256,
-        cache_low: 64,
-        cache_max: 2048,
-        ..CmConfig::new(CmKind::Xbind)
-    };
+    let config = crate::demo::xbind_adaptive_config();
     let (cm, recovery) = live::start_with(
         config,
         lab.clients.clone(),

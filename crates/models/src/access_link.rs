@@ -439,6 +439,18 @@ impl Prepared for AccessConfig {
     }
 }
 
+/// The RDMA collision mode of a mechanism table (`mode = "-" | "+" | "++"`, RDMA++ when
+/// absent), shared with the backbone model.
+pub(crate) fn rdma_mode(m: &Params<'_>) -> Result<RdmaMode, SimError> {
+    let expected = "expected \"-\", \"+\" or \"++\"";
+    match m.raw("mode") {
+        None => Ok(RdmaMode::CarryOver),
+        Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim())
+            .ok_or_else(|| m.error("mode", format!("{expected}, got {s:?}"))),
+        Some(v) => Err(m.error("mode", format!("{expected}, got {}", show(v)))),
+    }
+}
+
 /// The `access` model kind.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AccessKind;
@@ -533,21 +545,7 @@ fn parse_mechanism(p: &Params<'_>, cell_time: Duration) -> Result<MechanismSpec,
                     "the overdimensioning factor applies to leaky_bucket and virtual_clock; size the RDMA band instead",
                 ));
             }
-            let mode = match m.raw("mode") {
-                None => RdmaMode::CarryOver,
-                Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim()).ok_or_else(|| {
-                    m.error(
-                        "mode",
-                        format!("expected \"-\", \"+\" or \"++\", got {s:?}"),
-                    )
-                })?,
-                Some(v) => {
-                    return Err(m.error(
-                        "mode",
-                        format!("expected \"-\", \"+\" or \"++\", got {}", show(v)),
-                    ));
-                }
-            };
+            let mode = rdma_mode(&m)?;
             MechanismSpec::Rdma {
                 cycle: if m.has("cycle") {
                     m.duration("cycle")?

@@ -59,7 +59,7 @@ use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
 use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng};
-use atmlab_sim::scenario::{Params, RunConfig, parse_bit_rate, show};
+use atmlab_sim::scenario::{Params, RunConfig, parse_bit_rate};
 use atmlab_sim::stats::Tally;
 
 use crate::ModelsError;
@@ -760,21 +760,7 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
                     format!("expected 1 or 2 routing trees, got {trees}"),
                 ));
             }
-            let mode = match m.raw("mode") {
-                None => RdmaMode::CarryOver,
-                Some(toml::Value::String(s)) => RdmaMode::from_sign(s.trim()).ok_or_else(|| {
-                    m.error(
-                        "mode",
-                        format!("expected \"-\", \"+\" or \"++\", got {s:?}"),
-                    )
-                })?,
-                Some(v) => {
-                    return Err(m.error(
-                        "mode",
-                        format!("expected \"-\", \"+\" or \"++\", got {}", show(v)),
-                    ));
-                }
-            };
+            let mode = crate::access_link::rdma_mode(&m)?;
             BackboneMechanism::Rdma {
                 trees: trees as u8,
                 mode,

@@ -175,6 +175,12 @@ impl NvProbe {
         self.cdf(size - 1)
     }
 
+    /// The smallest cache that would have served a fraction `target` of the arrivals
+    /// measured (`None` before any arrival).
+    pub fn size_for(&self, target: f64) -> Option<usize> {
+        (1..=self.at_arrival.len() + 1).find(|&x| self.hit_ratio(x) >= target)
+    }
+
     /// Adds another port's measurements (the report pools ports with the same load).
     pub fn merge(&mut self, other: &NvProbe) {
         if self.at_arrival.len() < other.at_arrival.len() {
@@ -312,6 +318,8 @@ mod tests {
         assert_eq!(p.mean_latency(), Duration::from_micros(200));
         assert_eq!(p.hit_ratio(1), 1.0 / 3.0);
         assert_eq!(p.hit_ratio(2), 1.0);
+        assert_eq!(p.size_for(0.5), Some(2));
+        assert_eq!(NvProbe::default().size_for(0.5), None);
         let mut q = NvProbe::default();
         q.take(t(0));
         q.merge(&p);
