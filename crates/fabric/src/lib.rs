@@ -32,6 +32,6 @@ pub mod switch;
 pub use config::{Interface, PortConfig, SwitchConfig};
 pub use error::{ErrorKind, FabricError};
 pub use switch::{
-    Atomicity, Branch, BranchChange, CellFate, Command, Commit, Connection, ConnectionKind,
+    Atomicity, Branch, BranchChange, CellFate, Command, Commit, Connection, ConnectionKind, Modify,
     PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Switch, Unreserve,
 };

@@ -43,7 +43,8 @@
 //!   str), 2 Unreserve (port u16, list of vcid, owner str), 3 Commit (kind u8 (0 VC, 1
 //!   VP), in_port u16, in_id vcid, list of branch, traffic, clr f64, buffer_cells u32,
 //!   owner str, replenish u32, tag str), 4 Release (connection u64, keep_reserved bool),
-//!   5 AddBranch and 6 DropBranch (connection u64, branch).
+//!   5 AddBranch and 6 DropBranch (connection u64, branch), 7 Modify (connection u64,
+//!   traffic, clr f64).
 //! - traffic: class u8 (1 CBR, 2 rt-VBR, 3 nrt-VBR, 4 UBR, as in the proto), pcr f64,
 //!   scr f64, mbs u32, cdvt_ps u64.
 //! - result: code u8 (google.rpc.Code, as [`ErrorKind::code`]); code 0 is followed by
@@ -83,8 +84,8 @@ use crate::config::{Interface, PortConfig};
 use crate::error::{ErrorKind, FabricError};
 use crate::live::backend::{BatchResult, Description};
 use crate::switch::{
-    Atomicity, Branch, BranchChange, Command, Commit, Connection, ConnectionKind, PortCounters,
-    PortStatus, Release, Reply, Reservation, Reserve, Unreserve,
+    Atomicity, Branch, BranchChange, Command, Commit, Connection, ConnectionKind, Modify,
+    PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Unreserve,
 };
 
 /// The protocol version this module speaks.
@@ -719,6 +720,12 @@ fn put_command(w: &mut Writer<'_>, c: &Command) {
             w.u64(ch.connection);
             w.branch(&ch.branch);
         }
+        Command::Modify(m) => {
+            w.u8(7);
+            w.u64(m.connection);
+            w.traffic(&m.traffic);
+            w.f64(m.clr);
+        }
     }
 }
 
@@ -740,6 +747,7 @@ fn put_reply(w: &mut Writer<'_>, r: &Reply) {
         Reply::Released => w.u8(4),
         Reply::BranchAdded => w.u8(5),
         Reply::BranchDropped => w.u8(6),
+        Reply::Modified => w.u8(7),
     }
 }
 
@@ -953,6 +961,11 @@ fn get_command(r: &mut Reader<'_>) -> Result<Command, FabricError> {
                 Command::DropBranch(ch)
             }
         }
+        7 => Command::Modify(Modify {
+            connection: r.u64()?,
+            traffic: r.traffic()?,
+            clr: r.f64()?,
+        }),
         _ => return Err(FabricError::Frame("unknown command")),
     })
 }
@@ -968,6 +981,7 @@ fn get_reply(r: &mut Reader<'_>) -> Result<Reply, FabricError> {
         4 => Reply::Released,
         5 => Reply::BranchAdded,
         6 => Reply::BranchDropped,
+        7 => Reply::Modified,
         _ => return Err(FabricError::Frame("unknown reply")),
     })
 }

@@ -154,6 +154,19 @@ pub struct BranchChange {
     pub branch: Branch,
 }
 
+/// Change a connection's traffic contract in place (ReTINA's and UNI 4.0's connection
+/// modification): admission control charges the new bandwidth on every branch's port
+/// before it takes effect; the translation entry does not change, so no cell is lost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Modify {
+    /// The connection.
+    pub connection: u64,
+    /// The new contract.
+    pub traffic: TrafficDescriptor,
+    /// Target loss for admission control (0 means the connection's current one).
+    pub clr: f64,
+}
+
 /// One control command (the unit of [`Switch::execute`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -169,6 +182,8 @@ pub enum Command {
     AddBranch(BranchChange),
     /// Drop a leaf.
     DropBranch(BranchChange),
+    /// Change the traffic contract.
+    Modify(Modify),
 }
 
 /// The answer to a successful command.
@@ -191,6 +206,8 @@ pub enum Reply {
     BranchAdded,
     /// Branch dropped.
     BranchDropped,
+    /// Contract changed.
+    Modified,
 }
 
 /// How [`Switch::execute`] treats a failure.
@@ -387,6 +404,8 @@ enum Undo {
     UnaddBranch(u64, Branch, Option<IdState>),
     /// Restore a branch dropped, at its index.
     UndropBranch(u64, Branch, usize),
+    /// Restore a connection's contract (traffic, clr, admitted) before a Modify.
+    Unmodify(u64, TrafficDescriptor, f64, f64),
 }
 
 /// A software ATM switch, sans I/O.
@@ -1286,6 +1305,70 @@ impl Switch {
         }
     }
 
+    /// Changes a connection's traffic contract. The new bandwidth is admitted on every
+    /// port a branch leaves by (only an increase needs room); nothing changes when one
+    /// refuses. Returns the old (traffic, clr, admitted), for an undo.
+    pub fn modify(&mut self, m: &Modify) -> Result<(), FabricError> {
+        self.modify_inner(m).map(|_| ())
+    }
+
+    fn modify_inner(&mut self, m: &Modify) -> Result<(TrafficDescriptor, f64, f64), FabricError> {
+        let slot = *self
+            .by_id
+            .get(&m.connection)
+            .ok_or(FabricError::UnknownConnection(m.connection))?;
+        let e = self.slots[slot as usize].as_ref().expect("live");
+        let clr = if m.clr > 0.0 { m.clr } else { e.clr };
+        Self::check_traffic(&m.traffic, clr)?;
+        let first = self.index(e.branches[0].port).expect("installed");
+        let admitted = cac::effective_bandwidth(
+            &m.traffic,
+            e.buffer_cells,
+            self.ports[first].config.buffer_cells,
+            clr,
+        );
+        let old = (e.traffic, e.clr, e.admitted);
+        // Each port is charged once per branch leaving by it (as at commit).
+        let mut per_port: SmallVec<[(usize, u32); 4]> = SmallVec::new();
+        for b in &e.branches {
+            let pi = self.index(b.port).expect("installed");
+            match per_port.iter_mut().find(|(q, _)| *q == pi) {
+                Some(n) => n.1 += 1,
+                None => per_port.push((pi, 1)),
+            }
+        }
+        let delta = admitted - e.admitted;
+        if delta > 0.0 {
+            for &(pi, n) in &per_port {
+                Self::check_room(&self.ports[pi], delta * f64::from(n), 0)?;
+            }
+        }
+        for &(pi, n) in &per_port {
+            let p = &mut self.ports[pi];
+            p.allocated = (p.allocated + delta * f64::from(n)).max(0.0);
+        }
+        let e = self.slots[slot as usize].as_mut().expect("live");
+        e.traffic = m.traffic;
+        e.clr = clr;
+        e.admitted = admitted;
+        Ok(old)
+    }
+
+    fn unmodify(&mut self, conn: u64, traffic: TrafficDescriptor, clr: f64, admitted: f64) {
+        let slot = self.by_id[&conn];
+        let e = self.slots[slot as usize].as_mut().expect("live");
+        let delta = admitted - e.admitted;
+        e.traffic = traffic;
+        e.clr = clr;
+        e.admitted = admitted;
+        let ports: SmallVec<[PortId; 4]> = e.branches.iter().map(|b| b.port).collect();
+        for port in ports {
+            let pi = self.index(port).expect("installed");
+            let p = &mut self.ports[pi];
+            p.allocated = (p.allocated + delta).max(0.0);
+        }
+    }
+
     // ----- batches ----------------------------------------------------------------------
 
     /// Runs one command.
@@ -1357,6 +1440,13 @@ impl Switch {
                 }
                 Ok(Reply::BranchDropped)
             }
+            Command::Modify(m) => {
+                let (t, clr, admitted) = self.modify_inner(m)?;
+                if let Some(log) = log {
+                    log.push(Undo::Unmodify(m.connection, t, clr, admitted));
+                }
+                Ok(Reply::Modified)
+            }
         }
     }
 
@@ -1403,6 +1493,7 @@ impl Switch {
                 let slot = self.by_id[&conn];
                 self.attach_branch(slot, b, Some(at));
             }
+            Undo::Unmodify(conn, t, clr, admitted) => self.unmodify(conn, t, clr, admitted),
         }
     }
 

@@ -62,6 +62,23 @@ pub fn call_status(e: &CallError) -> Status {
     Status::new(cv::grpc_code(e.kind), e.message.clone())
 }
 
+/// The cell-level contract of a request: `cell_qos` if given, else `qos` through the
+/// mapper. Shared by every connection manager kind's service.
+pub fn resolve_qos(
+    cell_qos: Option<&pb::CellQos>,
+    qos: Option<&pb::UserQos>,
+    mapper: Option<&QosFn>,
+) -> Result<pb::CellQos, Status> {
+    match (cell_qos, qos, mapper) {
+        (Some(c), _, _) => Ok(*c),
+        (None, Some(q), Some(map)) => map(q).map_err(|e| call_status(&e)),
+        (None, Some(_), None) => Err(Status::invalid_argument(
+            "user-level QoS given but no QoS mapper configured",
+        )),
+        (None, None, _) => Err(Status::invalid_argument("neither qos nor cell_qos given")),
+    }
+}
+
 fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
     pb::ConnectionInfo {
         id: i.view.id,
@@ -80,6 +97,7 @@ fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
                 in_id: Some(cv::pb_vc_id(*in_id)),
                 out_port: u32::from(h.out_port),
                 out_id: Some(cv::pb_vc_id(*out_id)),
+                branches: Vec::new(),
             })
             .collect(),
         cell_qos: Some(pb::CellQos {
@@ -88,6 +106,7 @@ fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
         }),
         setup_us: i.view.setup.as_picos() / 1_000_000,
         tag: i.view.tag.clone(),
+        invocations: 0,
     }
 }
 
@@ -111,6 +130,7 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
         retries: s.stats.retries,
         rollbacks: s.stats.rollbacks,
         recovery: s.recovery.clone(),
+        ..Default::default()
     }
 }
 
@@ -130,18 +150,7 @@ impl ConnectionManager for CmService {
                 ));
             }
         };
-        let cell = match (&r.cell_qos, &r.qos, &self.mapper) {
-            (Some(c), _, _) => *c,
-            (None, Some(q), Some(map)) => map(q).map_err(|e| call_status(&e))?,
-            (None, Some(_), None) => {
-                return Err(Status::invalid_argument(
-                    "user-level QoS given but no QoS mapper configured",
-                ));
-            }
-            (None, None, _) => {
-                return Err(Status::invalid_argument("neither qos nor cell_qos given"));
-            }
-        };
+        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let info = self
@@ -211,5 +220,26 @@ impl ConnectionManager for CmService {
             .await
             .map_err(|e| call_status(&e))?;
         Ok(Response::new(pb_status(&s)))
+    }
+
+    async fn add_leaf(
+        &self,
+        _: Request<pb::AddLeafRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        Err(Status::unimplemented("AddLeaf: in progress"))
+    }
+
+    async fn drop_leaf(
+        &self,
+        _: Request<pb::DropLeafRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        Err(Status::unimplemented("DropLeaf: in progress"))
+    }
+
+    async fn modify_connection(
+        &self,
+        _: Request<pb::ModifyConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        Err(Status::unimplemented("ModifyConnection: in progress"))
     }
 }

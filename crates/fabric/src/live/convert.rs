@@ -206,6 +206,14 @@ pub fn command(c: &pb::Command) -> R<Command> {
             r.connection,
             r.branch.as_ref(),
         )?)),
+        Op::Modify(r) => {
+            let (traffic, clr) = traffic(r.traffic.as_ref())?;
+            Ok(Command::Modify(Modify {
+                connection: r.connection,
+                traffic,
+                clr,
+            }))
+        }
     }
 }
 
@@ -242,6 +250,10 @@ pub fn pb_command(c: &Command) -> pb::Command {
             connection: b.connection,
             branch: Some(pb_branch(&b.branch)),
         }),
+        Command::Modify(m) => Op::Modify(pb::ModifyRequest {
+            connection: m.connection,
+            traffic: Some(pb_traffic(&m.traffic, m.clr)),
+        }),
     };
     pb::Command { op: Some(op) }
 }
@@ -273,6 +285,7 @@ pub fn pb_result(r: &Result<Reply, FabricError>) -> pb::CommandResult {
                 Reply::Released => PR::Release(pb::ReleaseReply {}),
                 Reply::BranchAdded => PR::AddBranch(pb::AddBranchReply {}),
                 Reply::BranchDropped => PR::DropBranch(pb::DropBranchReply {}),
+                Reply::Modified => PR::Modify(pb::ModifyReply {}),
             }),
         },
     }
@@ -302,6 +315,7 @@ pub fn result(r: &pb::CommandResult) -> Result<Reply, FabricError> {
         PR::Release(_) => Ok(Reply::Released),
         PR::AddBranch(_) => Ok(Reply::BranchAdded),
         PR::DropBranch(_) => Ok(Reply::BranchDropped),
+        PR::Modify(_) => Ok(Reply::Modified),
     }
 }
 

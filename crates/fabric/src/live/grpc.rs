@@ -187,6 +187,17 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         Ok(Response::new(pb::DropBranchReply {}))
     }
 
+    async fn modify(
+        &self,
+        r: Request<pb::ModifyRequest>,
+    ) -> Result<Response<pb::ModifyReply>, Status> {
+        let cmd = cv::command(&pb::Command {
+            op: Some(pb::command::Op::Modify(r.into_inner())),
+        });
+        self.one(cmd).await?;
+        Ok(Response::new(pb::ModifyReply {}))
+    }
+
     async fn execute(
         &self,
         r: Request<pb::ExecuteRequest>,

@@ -13,7 +13,9 @@ use tokio::sync::broadcast;
 use crate::error::FabricError;
 use crate::live::backend::{BatchResult, Description, SwitchBackend};
 use crate::live::journal::Journal;
-use crate::switch::{Atomicity, Command, Connection, Reply, Reservation, Switch};
+use crate::switch::{
+    Atomicity, BranchChange, Command, Connection, Modify, Reply, Reservation, Switch,
+};
 use atmlab_core::ids::PortId;
 
 /// Something that happened to the switch's tables, for Watch.
@@ -161,8 +163,10 @@ impl LocalSwitch {
                             events.push(SwitchEvent::Released(r.connection));
                         }
                     }
-                    (Command::AddBranch(ch) | Command::DropBranch(ch), _) => {
-                        let conn = sw.connection(ch.connection).expect("just changed");
+                    (Command::AddBranch(BranchChange { connection, .. }), _)
+                    | (Command::DropBranch(BranchChange { connection, .. }), _)
+                    | (Command::Modify(Modify { connection, .. }), _) => {
+                        let conn = sw.connection(*connection).expect("just changed");
                         if watching {
                             events.push(SwitchEvent::BranchesChanged(conn.clone()));
                         }

@@ -653,3 +653,81 @@ proptest! {
         prop_assert_eq!(fp(&s), before);
     }
 }
+
+/// Modify: the new bandwidth is admitted on every branch's port before it takes effect;
+/// a refusal changes nothing; an all-or-nothing batch undoes it exactly; cells keep
+/// flowing on the same entry throughout.
+#[test]
+fn modify_admits_first_and_undoes_exactly() {
+    let mut s = switch3();
+    let cap = s.port_status(PortId(1)).unwrap().config.capacity.per_sec();
+    let mut c = commit(0, VcId::new(0, 33), 1, VcId::new(0, 34), 1000.0);
+    c.branches.push(Branch {
+        port: PortId(2),
+        id: VcId::new(0, 35),
+    });
+    let (id, _) = s.commit(&c).unwrap();
+    let alloc = |s: &Switch, p: u16| s.port_status(PortId(p)).unwrap().allocated;
+    assert!((alloc(&s, 1) - 1000.0).abs() < 1e-6);
+    // Up: charged on both branch ports.
+    let up = Modify {
+        connection: id,
+        traffic: cbr(5000.0),
+        clr: 0.0,
+    };
+    s.modify(&up).unwrap();
+    assert!((alloc(&s, 1) - 5000.0).abs() < 1e-6);
+    assert!((alloc(&s, 2) - 5000.0).abs() < 1e-6);
+    assert_eq!(s.connection(id).unwrap().traffic.pcr.per_sec(), 5000.0);
+    // Beyond the capacity: refused, nothing changes.
+    let before = fp(&s);
+    let err = s
+        .apply(&Command::Modify(Modify {
+            connection: id,
+            traffic: cbr(cap * 2.0),
+            clr: 0.0,
+        }))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err}");
+    assert_eq!(fp(&s), before);
+    // Unknown connection.
+    let err = s
+        .apply(&Command::Modify(Modify {
+            connection: 999,
+            ..up
+        }))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    // In an all-or-nothing batch that fails later: undone exactly.
+    let out = s.execute(
+        &[
+            Command::Modify(Modify {
+                connection: id,
+                traffic: cbr(200.0),
+                clr: 0.0,
+            }),
+            Command::Release(Release {
+                connection: 999,
+                keep_reserved: false,
+            }),
+        ],
+        Atomicity::AllOrNothing,
+    );
+    assert!(out[1].is_err());
+    assert_eq!(fp(&s), before);
+    // Down, then release: nothing left admitted.
+    s.modify(&Modify {
+        connection: id,
+        traffic: cbr(10.0),
+        clr: 0.0,
+    })
+    .unwrap();
+    assert!((alloc(&s, 2) - 10.0).abs() < 1e-6);
+    s.release(&Release {
+        connection: id,
+        keep_reserved: false,
+    })
+    .unwrap();
+    assert_eq!(alloc(&s, 1), 0.0);
+    assert_eq!(alloc(&s, 2), 0.0);
+}

@@ -147,6 +147,11 @@ fn command() -> impl Strategy<Value = Command> {
         (any::<u64>(), branch()).prop_map(|(connection, branch)| Command::DropBranch(
             BranchChange { connection, branch }
         )),
+        (any::<u64>(), commit()).prop_map(|(connection, c)| Command::Modify(Modify {
+            connection,
+            traffic: c.traffic,
+            clr: c.clr,
+        })),
     ]
 }
 
@@ -154,6 +159,7 @@ fn reply() -> impl Strategy<Value = Reply> {
     prop_oneof![
         prop::collection::vec(vcid(), 0..8).prop_map(Reply::Reserved),
         Just(Reply::Unreserved),
+        Just(Reply::Modified),
         (any::<u64>(), prop::collection::vec(vcid(), 0..4)).prop_map(
             |(connection, replenished)| Reply::Committed {
                 connection,
