@@ -332,6 +332,27 @@ impl Tree {
         Ok(p)
     }
 
+    /// Follows `route` through the tree: for each of its hops, the tree hop and the
+    /// output slot the route takes; `None` if the route leaves the tree.
+    pub fn walk(&self, route: &[HopSpec]) -> Option<Vec<(usize, usize)>> {
+        let mut at = 0;
+        let mut v = Vec::with_capacity(route.len());
+        for spec in route {
+            let h = self.child(at)?;
+            let hop = &self.hops[h];
+            if hop.switch != spec.switch || hop.in_port != spec.in_port {
+                return None;
+            }
+            at = hop
+                .outs
+                .iter()
+                .copied()
+                .find(|&s| self.slots[s].port == spec.out_port)?;
+            v.push((h, at));
+        }
+        Some(v)
+    }
+
     /// The tree as entries, one per (hop, branch), upstream first: (hop spec with this
     /// branch's output port, hop index, input slot, output slot).
     pub fn entries(&self) -> Vec<(HopSpec, usize, usize, usize)> {
