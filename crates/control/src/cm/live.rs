@@ -75,6 +75,8 @@ pub struct CmStatus {
     /// What the start-up audit against the journal found and did (empty without a
     /// journal, or when everything matched).
     pub recovery: Vec<String>,
+    /// The partition of the VCI space this manager reserves from.
+    pub partition: Option<(u16, u16)>,
 }
 
 enum Request {
@@ -908,6 +910,7 @@ impl Shell {
             load: self.core.load(),
             nv: self.core.nv_probes(),
             recovery: self.recovery.clone(),
+            partition: c.partition,
         }
     }
 
