@@ -404,6 +404,7 @@ pub fn call_from_pb(i: &atmlab_rpc::v1::ConnectionInfo) -> Result<CallView, Cont
         // Not needed by the audit: a nominal contract.
         traffic: atmlab_core::traffic::TrafficDescriptor::cbr(atmlab_core::units::CellRate(1.0)),
         tag: i.tag.clone(),
+        invocations: i.invocations,
     })
 }
 

@@ -242,6 +242,8 @@ pub struct CallView {
     pub traffic: TrafficDescriptor,
     /// Label.
     pub tag: String,
+    /// Commands sent to switch servers for the call so far (its remote invocations).
+    pub invocations: u32,
 }
 
 impl CallView {
@@ -366,6 +368,8 @@ struct Call {
     /// Identifier slots (bit j) taken from a cache whose commit is not yet answered:
     /// the call's share of `N_v` (§IV-A).
     in_use: u64,
+    /// Commands sent for this call (re-sends included): its remote invocations.
+    sent: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -617,6 +621,9 @@ impl CmCore {
     ) {
         let req = self.next_request;
         self.next_request += 1;
+        if let Some(c) = call.and_then(|c| self.calls.get_mut(&c)) {
+            c.sent += 1;
+        }
         self.aggregators[switch].push(now, req, command.clone());
         if self.aggregators[switch].len() >= self.aggregators[switch].threshold() as usize {
             self.ready.push_back(switch);
@@ -700,6 +707,7 @@ impl CmCore {
             error: None,
             delete_pending: false,
             in_use: 0,
+            sent: 0,
         };
         self.calls.insert(id, call);
         self.fit(id);
@@ -1722,6 +1730,7 @@ impl CmCore {
             setup: c.setup,
             traffic: c.traffic,
             tag: c.tag.clone(),
+            invocations: c.sent,
         })
     }
 
@@ -1847,6 +1856,7 @@ impl CmCore {
             error: None,
             delete_pending: false,
             in_use: 0,
+            sent: 0,
         };
         self.calls.insert(view.id, call);
         self.fit(view.id);

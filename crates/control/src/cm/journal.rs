@@ -229,6 +229,8 @@ impl CmJournal {
                 setup: Duration::from_picos(u64::try_from(setup).unwrap_or(0)),
                 traffic,
                 tag,
+                // Not journaled: a count of the process that set the call up.
+                invocations: 0,
             };
             out.push(JournaledCall {
                 view,
@@ -327,6 +329,7 @@ mod tests {
                 setup: Duration::from_micros(250),
                 traffic: TrafficDescriptor::cbr(CellRate(1000.0)),
                 tag: format!("t{id}"),
+                invocations: 0,
             },
             source: "a".into(),
             destination: "b".into(),

@@ -129,7 +129,7 @@ pub fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
         }),
         setup_us: v.setup.as_picos() / 1_000_000,
         tag: v.tag.clone(),
-        invocations: 0,
+        invocations: v.invocations,
     }
 }
 
