@@ -243,7 +243,10 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
         tokio::time::sleep(Duration::from_millis(600)).await;
         servers[1].1.kill().unwrap(); // SIGKILL, mid-burst
         servers[1].1.wait().unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Down longer than a command's five tries (5 x 100 ms): calls fail and roll back,
+        // releases go unanswered and linger, commits' answers die with the server; the
+        // audit below proves all of that is cleaned up.
         let (child, addr) = serve(&file("s2", &s2_addr), &certs);
         assert_eq!(addr, s2_addr, "back at the same address");
         servers[1].1 = child;

@@ -1192,6 +1192,29 @@ impl CmCore {
                             keep_reserved: false,
                         }),
                     ));
+                    if self.config.kind == CmKind::Xbind {
+                        // The unanswered release may have been done after all, keeping
+                        // the hop's output identifiers reserved for us (an answer lost,
+                        // or one that comes after we gave up): give those back too,
+                        // after the release (which frees them if it was not done).
+                        for j in 0..call.ids.len() {
+                            if call.tree.slot(j).hop == Some(hop)
+                                && call.on_switch[j]
+                                && let Some(vc) = call.ids[j]
+                            {
+                                let p = call.tree.slot(j).port;
+                                self.lingering.push((
+                                    sw,
+                                    p,
+                                    Command::Unreserve(Unreserve {
+                                        port: PortId(p),
+                                        ids: vec![vc],
+                                        owner: self.config.owner.clone(),
+                                    }),
+                                ));
+                            }
+                        }
+                    }
                     self.linger_at
                         .get_or_insert(now.saturating_add(LINGER_PERIOD));
                 }
@@ -1769,8 +1792,17 @@ impl CmCore {
                 .outstanding
                 .iter()
                 .find_map(|(&req, o)| match &o.command {
+                    // The same input *and* the same branches: a stray that merely
+                    // holds the input (a connection whose release went unanswered,
+                    // restored by the switch's journal, its input identifier since
+                    // reused) is not this commit's result. Taking it for one left the
+                    // commit's real connection, made when its retry got through, to
+                    // nobody.
                     Command::Commit(c)
-                        if o.switch == sw && c.in_port == x.in_port && c.in_id == x.in_id =>
+                        if o.switch == sw
+                            && c.in_port == x.in_port
+                            && c.in_id == x.in_id
+                            && c.branches == x.branches =>
                     {
                         Some(req)
                     }
