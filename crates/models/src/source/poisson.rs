@@ -4,8 +4,8 @@
 //! paper 004's bursty source and of the MMPP states of paper 003.
 
 use atmlab_core::time::Instant;
-use atmlab_sim::rng::SimRng;
-use rand_distr::{Distribution, Exp};
+use atmlab_sim::rng::{SimRng, exp1};
+use rand_distr::Exp;
 
 use super::{Arrival, TrafficSource, after_secs, check_rate};
 use crate::ModelsError;
@@ -17,7 +17,10 @@ use crate::ModelsError;
 #[derive(Debug, Clone)]
 pub struct Poisson {
     rate: f64,
-    gap: Exp<f64>,
+    /// The mean gap `1 / rate`: a gap is `exp1 · mean_gap`, the same product (and so the
+    /// same number) as `Exp::new(rate)` draws, with the draw inlined (see
+    /// [`atmlab_sim::rng::exp1`]).
+    mean_gap: f64,
     /// The previous arrival (the start instant before the first); `None` once ended.
     last: Option<Instant>,
 }
@@ -27,10 +30,10 @@ impl Poisson {
     /// starting at `start`.
     pub fn new(rate: f64, start: Instant) -> Result<Self, ModelsError> {
         let rate = check_rate("Poisson", "rate", rate)?;
-        let gap = Exp::new(rate).map_err(|e| super::invalid("Poisson", "rate", e.to_string()))?;
+        Exp::new(rate).map_err(|e| super::invalid("Poisson", "rate", e.to_string()))?;
         Ok(Poisson {
             rate,
-            gap,
+            mean_gap: 1.0 / rate,
             last: Some(start),
         })
     }
@@ -38,7 +41,7 @@ impl Poisson {
 
 impl TrafficSource for Poisson {
     fn next_arrival(&mut self, rng: &mut SimRng) -> Option<Arrival> {
-        let at = after_secs(self.last?, self.gap.sample(rng));
+        let at = after_secs(self.last?, exp1(rng) * self.mean_gap);
         self.last = at;
         Some(Arrival { at: at?, units: 1 })
     }

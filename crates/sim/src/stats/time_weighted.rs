@@ -44,7 +44,7 @@ impl TimeWeighted {
     #[inline]
     fn advance(&mut self, now: Instant) {
         if now > self.last {
-            let held = now.saturating_duration_since(self.last).as_picos() as f64;
+            let held = super::picos_f64(now.saturating_duration_since(self.last).as_picos());
             // A zero value contributes nothing; skipping it also keeps an infinite or NaN
             // value from turning 0·∞ into NaN when no time passes.
             if self.value != 0.0 {
