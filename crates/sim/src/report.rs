@@ -18,7 +18,7 @@ use serde_json::{Map, Value as Json, json};
 use toml::{Table, Value};
 
 use crate::SimError;
-use crate::runner::RunReport;
+use crate::runner::{PointResult, RunReport};
 use crate::scenario::{RunLength, Warmup};
 
 /// A TOML value as JSON (NaN and infinities become null).
@@ -137,23 +137,55 @@ fn csv_num(x: f64) -> String {
 /// `results.csv`: one row per point, its parameters flattened, then mean, ci95 and n of
 /// every metric.
 pub fn results_csv(r: &RunReport) -> String {
+    points_csv(&r.points)
+}
+
+fn points_csv(points: &[PointResult]) -> String {
     let mut out = String::new();
-    let Some(first) = r.points.first() else {
+    if points.is_empty() {
         return out;
-    };
-    let mut cols = Vec::new();
-    flatten("", &first.params, &mut cols);
-    let mut header: Vec<String> = cols.iter().map(|(k, _)| csv_field(k)).collect();
-    for (m, _) in &first.metrics {
+    }
+    // The columns are the union over every point, in first-seen order: a sweep may
+    // change a parameter's shape (a source's kind brings its own keys) or the metrics a
+    // point has, and a row must never slide under another point's header. A value a
+    // point lacks is an empty field.
+    let mut keys: Vec<String> = Vec::new();
+    let mut metrics: Vec<String> = Vec::new();
+    let mut rows: Vec<(Vec<(String, String)>, &PointResult)> = Vec::new();
+    for p in points {
+        let mut vals = Vec::new();
+        flatten("", &p.params, &mut vals);
+        for (k, _) in &vals {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+        for (m, _) in &p.metrics {
+            if !metrics.contains(m) {
+                metrics.push(m.clone());
+            }
+        }
+        rows.push((vals, p));
+    }
+    let mut header: Vec<String> = keys.iter().map(|k| csv_field(k)).collect();
+    for m in &metrics {
         header.extend([format!("{m}_mean"), format!("{m}_ci95"), format!("{m}_n")]);
     }
     let _ = writeln!(out, "{}", header.join(","));
-    for p in &r.points {
-        let mut vals = Vec::new();
-        flatten("", &p.params, &mut vals);
-        let mut row: Vec<String> = vals.iter().map(|(_, v)| csv_field(v)).collect();
-        for (_, e) in &p.metrics {
-            row.extend([csv_num(e.mean), csv_num(e.ci95), e.n.to_string()]);
+    for (vals, p) in rows {
+        let mut row: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                vals.iter()
+                    .find(|(x, _)| x == k)
+                    .map_or(String::new(), |(_, v)| csv_field(v))
+            })
+            .collect();
+        for m in &metrics {
+            match p.metrics.iter().find(|(x, _)| x == m) {
+                Some((_, e)) => row.extend([csv_num(e.mean), csv_num(e.ci95), e.n.to_string()]),
+                None => row.extend([String::new(), String::new(), String::new()]),
+            }
         }
         let _ = writeln!(out, "{}", row.join(","));
     }
@@ -312,4 +344,50 @@ pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize,
         plotted += 1;
     }
     Ok(plotted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Estimate;
+
+    fn point(params: &str, metrics: &[&str]) -> PointResult {
+        PointResult {
+            swept: Vec::new(),
+            params: params.parse().unwrap(),
+            metrics: metrics
+                .iter()
+                .map(|m| {
+                    (
+                        m.to_string(),
+                        Estimate {
+                            mean: 1.5,
+                            ci95: 0.25,
+                            n: 4,
+                        },
+                    )
+                })
+                .collect(),
+            replications: Vec::new(),
+        }
+    }
+
+    /// A sweep that changes a parameter's shape (a source kind with its own keys) or
+    /// the metrics: every row stays under its own header.
+    #[test]
+    fn heterogeneous_points_keep_their_columns() {
+        let csv = points_csv(&[
+            point("arrival = { kind = \"poisson\", rate = 2.0 }", &["a"]),
+            point("arrival = { kind = \"cbr\", period = 0.5 }", &["a", "b"]),
+        ]);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "arrival.kind,arrival.rate,arrival.period,a_mean,a_ci95,a_n,b_mean,b_ci95,b_n"
+        );
+        let width = |l: &str| l.split(',').count();
+        assert!(lines.iter().all(|l| width(l) == width(lines[0])), "{csv}");
+        assert_eq!(lines[1], "poisson,2.0,,1.5,0.25,4,,,", "{csv}");
+        assert_eq!(lines[2], "cbr,,0.5,1.5,0.25,4,1.5,0.25,4", "{csv}");
+    }
 }
