@@ -29,6 +29,7 @@
 pub mod lnc;
 pub mod partition;
 pub mod performer;
+pub mod reproduce;
 pub mod service;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,7 @@ mod cm_live;
 mod faults;
 mod qos;
 mod route;
+mod tina;
 
 use std::path::Path;
 use std::time::Duration;
