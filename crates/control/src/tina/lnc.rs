@@ -101,11 +101,12 @@ impl Lnc {
         let started = std::time::Instant::now();
         let (traffic, _) = cv::traffic(cell.traffic.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let route = self
-            .router
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .route(self.clock.now(), source, destination, traffic.pcr.per_sec());
+        let route = self.router.lock().unwrap_or_else(|e| e.into_inner()).route(
+            self.clock.now(),
+            source,
+            destination,
+            traffic.pcr.per_sec(),
+        );
         let hops = match route {
             Ok(h) => h,
             Err(e) => {
@@ -120,6 +121,7 @@ impl Lnc {
             }
         };
         self.totals.count(iface::LNC_NML);
+        super::performer::wire(self.config.invocation_delay).await;
         let setup = self
             .root
             .clone()
@@ -193,6 +195,7 @@ impl Lnc {
     pub async fn delete(&self, id: u64) -> Result<(), Status> {
         let snc = self.snc_of(id)?;
         self.totals.count(iface::LNC_NML);
+        super::performer::wire(self.config.invocation_delay).await;
         self.root
             .clone()
             .release_snc(pb::ReleaseSncRequest { snc })
@@ -211,6 +214,7 @@ impl Lnc {
         cv::traffic(cell.traffic.as_ref()).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let snc = self.snc_of(id)?;
         self.totals.count(iface::LNC_NML);
+        super::performer::wire(self.config.invocation_delay).await;
         self.root
             .clone()
             .modify_snc(pb::ModifySncRequest {
@@ -370,6 +374,7 @@ pub async fn start(
                 client.raw(),
                 config.owner.clone(),
                 totals.clone(),
+                config.invocation_delay,
             );
             let (addr, server) = serve(eml, tls).await?;
             servers.push(server);
@@ -384,6 +389,7 @@ pub async fn start(
                     children.push(Child {
                         client: connect(addr_of[&format!("eml/{sw}")], tls).await?,
                         iface: iface::NML_EML,
+                        delay: config.invocation_delay,
                     });
                 }
             } else {
@@ -391,6 +397,7 @@ pub async fn start(
                     children.push(Child {
                         client: connect(addr_of[&c.name], tls).await?,
                         iface: iface::NML_NML,
+                        delay: config.invocation_delay,
                     });
                 }
             }

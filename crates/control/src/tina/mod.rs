@@ -96,6 +96,13 @@ pub struct TinaConfig {
     /// The owner name the EML-CPs reserve and commit under on the switches (audits look
     /// for it).
     pub owner: String,
+    /// An emulated network round trip added to every remote invocation (zero: none).
+    /// In a real network the performers and switches run on different machines, a LAN
+    /// or more apart, and an invocation is mostly waiting; here they share one machine's
+    /// cores, where an invocation is mostly CPU and concurrency cannot overlap it. The
+    /// delay restores the waiting that sequential setup accumulates and parallel setup
+    /// overlaps (`reproduce retina` measures with and without it).
+    pub invocation_delay: std::time::Duration,
 }
 
 impl Default for TinaConfig {
@@ -105,6 +112,7 @@ impl Default for TinaConfig {
             depth: 2,
             fanout: 2,
             owner: "tina".into(),
+            invocation_delay: std::time::Duration::ZERO,
         }
     }
 }

@@ -23,7 +23,12 @@ pub struct Subnetwork {
 impl Subnetwork {
     /// The levels of NML-CPs from here down (1 at the lowest level).
     pub fn depth(&self) -> u32 {
-        1 + self.children.iter().map(Subnetwork::depth).max().unwrap_or(0)
+        1 + self
+            .children
+            .iter()
+            .map(Subnetwork::depth)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every subnetwork, this one first, depth first.

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use atmlab_rpc::v1 as pb;
 use atmlab_rpc::v1::connection_performer_client::ConnectionPerformerClient;
@@ -48,6 +49,13 @@ impl Tally {
     }
 }
 
+/// Waits the emulated network round trip of one remote invocation (none when zero).
+pub(crate) async fn wire(delay: Duration) {
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+}
+
 fn one_vc(v: Option<&pb::VcId>, what: &str) -> Result<pb::VcId, Status> {
     v.copied()
         .ok_or_else(|| Status::internal(format!("{what}: no identifier in the reply")))
@@ -73,23 +81,27 @@ pub struct EmlCp {
     client: SwitchServerClient<Channel>,
     owner: String,
     totals: Invocations,
+    delay: Duration,
     sncs: Mutex<HashMap<u64, EmlSnc>>,
     next: AtomicU64,
 }
 
 impl EmlCp {
-    /// The EML-CP of `switch`, driving it through `client` as `owner`.
+    /// The EML-CP of `switch`, driving it through `client` as `owner`, each call to the
+    /// switch after the emulated round trip `delay`.
     pub fn new(
         switch: String,
         client: SwitchServerClient<Channel>,
         owner: String,
         totals: Invocations,
+        delay: Duration,
     ) -> Self {
         EmlCp {
             switch,
             client,
             owner,
             totals,
+            delay,
             sncs: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
         }
@@ -108,6 +120,7 @@ impl EmlCp {
 
     async fn reserve(&self, t: &mut Tally, port: u32) -> Result<pb::VcId, Status> {
         t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
         let r = self
             .client
             .clone()
@@ -124,6 +137,7 @@ impl EmlCp {
 
     async fn unreserve(&self, t: &mut Tally, port: u32, id: pb::VcId) -> Result<(), Status> {
         t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
         self.client
             .clone()
             .unreserve(pb::UnreserveRequest {
@@ -189,6 +203,7 @@ impl ConnectionPerformer for EmlCp {
             },
         };
         t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
         let committed = self
             .client
             .clone()
@@ -216,17 +231,14 @@ impl ConnectionPerformer for EmlCp {
         };
         let snc = self.next.fetch_add(1, Ordering::Relaxed);
         let source = (r.in_id.is_none()).then_some((hop.in_port, in_id));
-        self.sncs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                snc,
-                EmlSnc {
-                    connection,
-                    source,
-                    traffic,
-                },
-            );
+        self.sncs.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            snc,
+            EmlSnc {
+                connection,
+                source,
+                traffic,
+            },
+        );
         Ok(Response::new(pb::SetupSncReply {
             snc,
             in_id: Some(in_id),
@@ -260,6 +272,7 @@ impl ConnectionPerformer for EmlCp {
             .ok_or_else(|| Status::not_found(format!("{}: no SNC {id}", self.switch)))?;
         let mut t = Tally::default();
         t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
         if let Err(e) = self
             .client
             .clone()
@@ -301,6 +314,7 @@ impl ConnectionPerformer for EmlCp {
             .ok_or_else(|| Status::not_found(format!("{}: no SNC {}", self.switch, r.snc)))?;
         let mut t = Tally::default();
         t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
         self.client
             .clone()
             .modify(pb::ModifyRequest {
@@ -341,7 +355,8 @@ impl ConnectionPerformer for EmlCp {
     ) -> Result<Response<pb::UnreserveLinkReply>, Status> {
         let r = r.into_inner();
         self.check(&r.switch)?;
-        let id = r.id.ok_or_else(|| Status::invalid_argument("no identifier"))?;
+        let id =
+            r.id.ok_or_else(|| Status::invalid_argument("no identifier"))?;
         self.unreserve(&mut Tally::default(), r.port, id).await?;
         Ok(Response::new(pb::UnreserveLinkReply {}))
     }
@@ -357,6 +372,50 @@ pub struct Child {
     pub client: ConnectionPerformerClient<Channel>,
     /// The interface name.
     pub iface: &'static str,
+    /// The emulated network round trip of each invocation ([`super::TinaConfig`]).
+    pub delay: Duration,
+}
+
+impl Child {
+    async fn setup_snc(
+        &self,
+        r: pb::SetupSncRequest,
+    ) -> Result<Response<pb::SetupSncReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().setup_snc(r).await
+    }
+
+    async fn release_snc(
+        &self,
+        r: pb::ReleaseSncRequest,
+    ) -> Result<Response<pb::ReleaseSncReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().release_snc(r).await
+    }
+
+    async fn modify_snc(
+        &self,
+        r: pb::ModifySncRequest,
+    ) -> Result<Response<pb::ModifySncReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().modify_snc(r).await
+    }
+
+    async fn reserve_link(
+        &self,
+        r: pb::ReserveLinkRequest,
+    ) -> Result<Response<pb::ReserveLinkReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().reserve_link(r).await
+    }
+
+    async fn unreserve_link(
+        &self,
+        r: pb::UnreserveLinkRequest,
+    ) -> Result<Response<pb::UnreserveLinkReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().unreserve_link(r).await
+    }
 }
 
 /// What an NML-CP holds for one subnetwork connection: the children's SNCs, in route
@@ -426,7 +485,10 @@ impl NmlCp {
 
     fn child(&self, i: usize) -> Result<&Child, Status> {
         self.children.get(i).ok_or_else(|| {
-            Status::internal(format!("{}: child {i} is not connected", self.subnetwork.name))
+            Status::internal(format!(
+                "{}: child {i} is not connected",
+                self.subnetwork.name
+            ))
         })
     }
 
@@ -446,12 +508,7 @@ impl NmlCp {
                 for &(c, snc) in parts {
                     let child = self.child(c)?;
                     t.own(&self.totals, child.iface);
-                    match child
-                        .client
-                        .clone()
-                        .release_snc(pb::ReleaseSncRequest { snc })
-                        .await
-                    {
+                    match child.release_snc(pb::ReleaseSncRequest { snc }).await {
                         Ok(r) => t.absorb(&r.into_inner().invocations),
                         Err(e) => {
                             first_err.get_or_insert(e);
@@ -471,8 +528,6 @@ impl NmlCp {
                     let (child, snc) = jobs[i].clone();
                     async move {
                         Ok(child
-                            .client
-                            .clone()
                             .release_snc(pb::ReleaseSncRequest { snc })
                             .await?
                             .into_inner())
@@ -497,8 +552,6 @@ impl NmlCp {
             let Ok(child) = self.child(*c) else { continue };
             t.own(&self.totals, child.iface);
             if let Err(e) = child
-                .client
-                .clone()
                 .unreserve_link(pb::UnreserveLinkRequest {
                     switch: switch.clone(),
                     port: *port,
@@ -565,7 +618,7 @@ impl NmlCp {
                 buffer_cells: r.buffer_cells,
                 tag: r.tag.clone(),
             };
-            match child.client.clone().setup_snc(req).await {
+            match child.setup_snc(req).await {
                 Ok(rep) => {
                     let rep = rep.into_inner();
                     in_id = rep.out_id;
@@ -605,14 +658,13 @@ impl NmlCp {
             .iter()
             .map(|(c, _)| self.child(*c).cloned())
             .collect::<Result<_, _>>()?;
-        for k in 0..links.len() {
-            t.own(&self.totals, clients[k].iface);
+        for c in &clients[..links.len()] {
+            t.own(&self.totals, c.iface);
         }
         let reserved = all_at_once((0..links.len()).collect(), |k| {
-            let (client, (_, switch, port)) = (clients[k].client.clone(), links[k].clone());
+            let (client, (_, switch, port)) = (clients[k].clone(), links[k].clone());
             async move {
                 Ok(client
-                    .clone()
                     .reserve_link(pb::ReserveLinkRequest { switch, port })
                     .await?
                     .into_inner())
@@ -639,8 +691,9 @@ impl NmlCp {
                 .filter_map(|(k, id)| id.map(|v| (links[k].0, links[k].1.clone(), links[k].2, v)))
                 .collect();
             self.unreserve_links(&mut t, &held).await;
-            return Err(first_err
-                .unwrap_or_else(|| Status::internal("ReserveLink answered without an identifier")));
+            return Err(first_err.unwrap_or_else(|| {
+                Status::internal("ReserveLink answered without an identifier")
+            }));
         }
         // 2. Every child at once, its end identifiers known.
         let last = runs.len() - 1;
@@ -660,8 +713,8 @@ impl NmlCp {
             t.own(&self.totals, c.iface);
         }
         let results = all_at_once((0..runs.len()).collect(), |k| {
-            let (client, req) = (clients[k].client.clone(), reqs[k].clone());
-            async move { Ok(client.clone().setup_snc(req).await?.into_inner()) }
+            let (client, req) = (clients[k].clone(), reqs[k].clone());
+            async move { Ok(client.setup_snc(req).await?.into_inner()) }
         })
         .await;
         let mut done = Vec::new();
@@ -714,8 +767,6 @@ impl NmlCp {
                 for (child, snc, c) in jobs {
                     t.own(&self.totals, child.iface);
                     match child
-                        .client
-                        .clone()
                         .modify_snc(pb::ModifySncRequest {
                             snc,
                             traffic: Some(traffic),
@@ -741,8 +792,6 @@ impl NmlCp {
                     let (child, snc, _) = jobs[i].clone();
                     async move {
                         Ok(child
-                            .client
-                            .clone()
                             .modify_snc(pb::ModifySncRequest {
                                 snc,
                                 traffic: Some(traffic),
@@ -777,7 +826,9 @@ impl ConnectionPerformer for NmlCp {
     ) -> Result<Response<pb::SetupSncReply>, Status> {
         let r = r.into_inner();
         if r.hops.is_empty() {
-            return Err(Status::invalid_argument("a subnetwork connection of no hops"));
+            return Err(Status::invalid_argument(
+                "a subnetwork connection of no hops",
+            ));
         }
         let traffic = r
             .traffic
@@ -805,9 +856,7 @@ impl ConnectionPerformer for NmlCp {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id)
-            .ok_or_else(|| {
-                Status::not_found(format!("{}: no SNC {id}", self.subnetwork.name))
-            })?;
+            .ok_or_else(|| Status::not_found(format!("{}: no SNC {id}", self.subnetwork.name)))?;
         let mut t = Tally::default();
         self.release_parts(&mut t, &snc.parts).await?;
         Ok(Response::new(pb::ReleaseSncReply {
@@ -863,7 +912,7 @@ impl ConnectionPerformer for NmlCp {
         let child = self.child(self.child_of(&r.switch)?)?;
         let mut t = Tally::default();
         t.own(&self.totals, child.iface);
-        let rep = child.client.clone().reserve_link(r).await?.into_inner();
+        let rep = child.reserve_link(r).await?.into_inner();
         t.absorb(&rep.invocations);
         Ok(Response::new(pb::ReserveLinkReply {
             id: rep.id,
@@ -878,7 +927,7 @@ impl ConnectionPerformer for NmlCp {
         let r = r.into_inner();
         let child = self.child(self.child_of(&r.switch)?)?;
         self.totals.count(child.iface);
-        child.client.clone().unreserve_link(r).await?;
+        child.unreserve_link(r).await?;
         Ok(Response::new(pb::UnreserveLinkReply {}))
     }
 }

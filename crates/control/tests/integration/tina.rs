@@ -93,12 +93,10 @@ async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_mod
         let plain = atmlab_rpc::client_channel(&format!("http://{root}"), None).await;
         let refused = match plain {
             Err(_) => true,
-            Ok(ch) => {
-                pb::connection_performer_client::ConnectionPerformerClient::new(ch)
-                    .release_snc(pb::ReleaseSncRequest { snc: 1 })
-                    .await
-                    .is_err_and(|s| s.code() != tonic::Code::NotFound)
-            }
+            Ok(ch) => pb::connection_performer_client::ConnectionPerformerClient::new(ch)
+                .release_snc(pb::ReleaseSncRequest { snc: 1 })
+                .await
+                .is_err_and(|s| s.code() != tonic::Code::NotFound),
         };
         assert!(refused, "{mode:?}: a plain-text caller reached an NML-CP");
 
@@ -241,7 +239,10 @@ async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
         let m = tina.lnc.modify(info.id, cell(30_000.0)).await.unwrap();
         assert_eq!(m.cell_qos, Some(cell(30_000.0)));
         for ((_, c), hop) in clients.iter().zip(&info.hops) {
-            assert_eq!(pcr_on(&c.connections().await.unwrap(), hop.connection), 30_000.0);
+            assert_eq!(
+                pcr_on(&c.connections().await.unwrap(), hop.connection),
+                30_000.0
+            );
         }
         let e = tina.lnc.modify(info.id, cell(120_000.0)).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{mode:?}: {e}");
@@ -252,7 +253,10 @@ async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
                 "{mode:?}: {name} kept a changed contract"
             );
         }
-        assert_eq!(tina.lnc.get(info.id).unwrap().cell_qos, Some(cell(30_000.0)));
+        assert_eq!(
+            tina.lnc.get(info.id).unwrap().cell_qos,
+            Some(cell(30_000.0))
+        );
         tina.lnc.delete(info.id).await.unwrap();
         audit_clean(&clients, Some((2, blocker))).await;
         tina.shutdown().await;
