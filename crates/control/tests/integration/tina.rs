@@ -274,3 +274,119 @@ async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
         .unwrap();
     net.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tina_service_answers_like_every_connection_manager() {
+    use atmlab_control::cm::service::collocated_mapper;
+    use atmlab_control::tina::service::TinaService;
+    use pb::connection_manager_client::ConnectionManagerClient;
+
+    let (net, clients) = crate::line3().await;
+    let tina = start(&clients, SetupMode::Parallel, None).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = TinaService::new(
+        tina.lnc.clone(),
+        Some(collocated_mapper(Default::default())),
+    );
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
+        .await
+        .unwrap();
+    let mut cm = ConnectionManagerClient::new(ch);
+    // User-level QoS through the collocated mapper.
+    let info = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["b".into()],
+            qos: Some(pb::UserQos {
+                service_class: pb::ServiceClass::Cbr as i32,
+                frame_rate: 100.0,
+                frame_size: 1000,
+                frame_loss: 1e-6,
+                delay_us: 10_000,
+                ..Default::default()
+            }),
+            tag: "svc".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.hops.len(), 3);
+    assert!(info.invocations > 0);
+    assert_eq!(info.destination_vcs.len(), 1);
+    let got = cm
+        .get_connection(pb::GetConnectionRequest { id: info.id })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, info);
+    let st = cm
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (st.kind.as_str(), st.established, st.active),
+        ("tina", 1, 1)
+    );
+    assert_eq!(st.invocations[iface::LNC_NML], 1);
+    assert!(st.invocations[iface::EML_SWITCH] >= 3);
+    // Bad input: clear errors, nothing set up.
+    let e = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec![],
+            cell_qos: Some(cell(10.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    let e = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["nowhere".into()],
+            cell_qos: Some(cell(10.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    let e = cm
+        .delete_connection(pb::DeleteConnectionRequest { id: 999 })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // ModifyConnection through the service, then delete: nothing left.
+    let m = cm
+        .modify_connection(pb::ModifyConnectionRequest {
+            id: info.id,
+            cell_qos: Some(cell(1_000.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(m.cell_qos, Some(cell(1_000.0)));
+    cm.delete_connection(pb::DeleteConnectionRequest { id: info.id })
+        .await
+        .unwrap();
+    assert!(
+        cm.list_connections(pb::ListCmConnectionsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .connections
+            .is_empty()
+    );
+    audit_clean(&clients, None).await;
+    server.abort();
+    tina.shutdown().await;
+    net.down().await;
+}
