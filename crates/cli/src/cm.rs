@@ -135,6 +135,14 @@ pub struct CmTuning {
     /// journal against the switches and take its connections back.
     #[arg(long)]
     journal: Option<PathBuf>,
+    /// Reserve identifiers only from this part of every port's VCI range, "LO-HI"
+    /// (several managers on disjoint partitions, paper 000 §II-C1).
+    #[arg(long)]
+    partition: Option<String>,
+    /// The owner name of the manager's reservations and connections on the switches
+    /// (default "cm-KIND"); several managers need different ones.
+    #[arg(long)]
+    owner: Option<String>,
 }
 
 impl CmTuning {
@@ -159,12 +167,34 @@ impl CmTuning {
             "tina" => bail!("--kind tina runs under `atmlab cm serve` only"),
             k => bail!("--kind {k:?}: expected sequential, xbind or tina"),
         };
+        let partition = match &self.partition {
+            None => None,
+            Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
+        };
+        let base = CmConfig::new(kind);
         Ok(CmConfig {
             threshold: self.threshold.max(1),
             adaptive: self.adaptive.then(Regions::default),
-            ..CmConfig::new(kind)
+            partition,
+            owner: self.owner.clone().unwrap_or(base.owner.clone()),
+            ..base
         })
     }
+}
+
+/// "LO-HI", an inclusive VCI range.
+fn parse_partition(p: &str) -> Result<(u16, u16), String> {
+    let (lo, hi) = p.split_once('-').ok_or("expected LO-HI, e.g. 1000-1999")?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("{x:?} is not a VCI (0-65535)"))
+    };
+    let (lo, hi) = (num(lo)?, num(hi)?);
+    if lo > hi {
+        return Err(format!("the range is empty ({lo} > {hi})"));
+    }
+    Ok((lo, hi))
 }
 
 /// `atmlab up`.
@@ -286,6 +316,8 @@ pub struct CmArgs {
     command: CmCommand,
 }
 
+// Parsed once per process: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 enum CmCommand {
     /// Run a connection manager over the switch servers a name service lists (the route
@@ -556,9 +588,10 @@ fn serve_tina(
 /// `atmlab callgen`.
 #[derive(Debug, Args)]
 pub struct CallgenArgs {
-    /// The connection manager's gRPC address.
-    #[arg(long)]
-    cm: String,
+    /// The connection manager's gRPC address; several, comma-separated, spread the
+    /// calls round robin over them.
+    #[arg(long, value_delimiter = ',', required = true)]
+    cm: Vec<String>,
     /// Offered rates, calls/s (Poisson), comma-separated: one run each.
     #[arg(long, value_delimiter = ',', default_value = "100")]
     rate: Vec<f64>,
@@ -617,10 +650,14 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
-        let ch = atmlab_rpc::client_channel(&args.cm, id.as_ref())
-            .await
-            .with_context(|| format!("connecting to the connection manager at {}", args.cm))?;
-        let target = RemoteCm::new(ch);
+        let mut targets = Vec::new();
+        for cm in &args.cm {
+            let ch = atmlab_rpc::client_channel(cm, id.as_ref())
+                .await
+                .with_context(|| format!("connecting to the connection manager at {cm}"))?;
+            targets.push(RemoteCm::new(ch));
+        }
+        let target = callgen::Spread::new(targets);
         let mut rows = Vec::new();
         if !args.json {
             println!(

@@ -365,19 +365,38 @@ pub fn call_from_pb(i: &atmlab_rpc::v1::ConnectionInfo) -> Result<CallView, Cont
     let port = |p: u32, what: &str| u16::try_from(p).map_err(|_| bad(&format!("{what} {p}")));
     let mut hops = Vec::with_capacity(i.hops.len());
     for h in &i.hops {
-        hops.push((
-            crate::cm::core::HopSpec {
-                switch: h.switch.clone(),
-                in_port: port(h.in_port, "input port")?,
-                out_port: port(h.out_port, "output port")?,
-            },
-            h.connection,
-            vc(h.in_id.as_ref(), "input identifier")?,
-            vc(h.out_id.as_ref(), "output identifier")?,
-        ));
+        // One entry per branch where a point-to-multipoint tree forks.
+        let mut outs = Vec::new();
+        for b in &h.branches {
+            outs.push((
+                port(b.port, "branch port")?,
+                vc(b.id.as_ref(), "branch identifier")?,
+            ));
+        }
+        if outs.is_empty() {
+            outs.push((
+                port(h.out_port, "output port")?,
+                vc(h.out_id.as_ref(), "output identifier")?,
+            ));
+        }
+        for (out_port, out_id) in outs {
+            hops.push((
+                crate::cm::core::HopSpec {
+                    switch: h.switch.clone(),
+                    in_port: port(h.in_port, "input port")?,
+                    out_port,
+                },
+                h.connection,
+                vc(h.in_id.as_ref(), "input identifier")?,
+                out_id,
+            ));
+        }
     }
     Ok(CallView {
         id: i.id,
+        // The audit checks entries one by one; the tree's shape is not needed.
+        parents: vec![None; hops.len()],
+        leaves: Vec::new(),
         hops,
         source_vc: vc(i.source_vc.as_ref(), "source VC")?,
         destination_vc: vc(i.destination_vcs.first(), "destination VC")?,

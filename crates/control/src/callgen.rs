@@ -107,6 +107,56 @@ impl CallTarget for RemoteCm {
     }
 }
 
+/// Calls spread round robin over several managers (xbind §II-C1: managers on disjoint
+/// partitions of the identifier space share the load). A call's id names its manager:
+/// `id * n + k` for the call `id` of manager `k` of `n`.
+#[derive(Debug)]
+pub struct Spread<T> {
+    targets: std::sync::Arc<Vec<T>>,
+    next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<T> Clone for Spread<T> {
+    fn clone(&self) -> Self {
+        Spread {
+            targets: self.targets.clone(),
+            next: self.next.clone(),
+        }
+    }
+}
+
+impl<T: CallTarget> Spread<T> {
+    /// Over these managers (at least one).
+    pub fn new(targets: Vec<T>) -> Self {
+        assert!(!targets.is_empty(), "a spread needs a manager");
+        Spread {
+            targets: std::sync::Arc::new(targets),
+            next: Default::default(),
+        }
+    }
+}
+
+impl<T: CallTarget> CallTarget for Spread<T> {
+    async fn setup(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+    ) -> Result<u64, CallError> {
+        let n = self.targets.len() as u64;
+        let k = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u64 % n;
+        let id = self.targets[k as usize]
+            .setup(source, destination, traffic)
+            .await?;
+        Ok(id * n + k)
+    }
+
+    async fn release(&self, id: u64) -> Result<(), CallError> {
+        let n = self.targets.len() as u64;
+        self.targets[(id % n) as usize].release(id / n).await
+    }
+}
+
 /// How calls are offered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Load {

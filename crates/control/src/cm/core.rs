@@ -21,10 +21,20 @@
 //! `max_retries`; then it counts as failed. A call with a failed hop is rolled back: its
 //! committed hops are released and its identifiers return to the cache, so nothing leaks.
 //!
-//! Identifiers of a call over `n` hops: slot 0 is the source host's VC at the first
-//! switch's input port (reserved in that port's identifier space, as the network assigns
-//! a calling host's VC), and slot `j >= 1` is hop `j-1`'s output identifier, which is
-//! also hop `j`'s input identifier (the same value on both ends of a link).
+//! A call is a [`Tree`] (point-to-point is a tree with one leaf). Its identifier slots:
+//! slot 0 is the source host's VC at the first switch's input port (reserved in that
+//! port's identifier space, as the network assigns a calling host's VC), and every
+//! branch of every hop has its own slot, its output identifier, which is also the input
+//! identifier of the hop downstream (the same value on both ends of a link). Where the
+//! tree forks, one switch connection has several branches.
+//!
+//! Changes to an established call (paper 001 §4, multipoint and QoS changes): AddLeaf
+//! grafts the route to a new leaf onto the tree (identifiers for its new slots as at
+//! setup, then one AddBranch where it leaves the tree and commits for the new hops; a
+//! refusal undoes exactly what was done); DropLeaf prunes the leaf's branch back to the
+//! fork; Modify changes the contract on every hop in place, the switches admitting the
+//! new bandwidth before it takes effect, and changes back the hops already changed if
+//! one refuses. One change at a time per call; each ends in a [`CallEvent::Changed`].
 //!
 //! Method kinds and the order a shell calls them: inputs `add`, `delete`,
 //! `handle_reply`, `handle_timeout`, `tune`; outputs `poll_transmit` (drain after every
@@ -38,7 +48,8 @@ use atmlab_core::time::{Duration, Instant};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_fabric::error::{ErrorKind, FabricError};
 use atmlab_fabric::switch::{
-    Branch, Command, Commit, ConnectionKind, Release, Reply, Reserve, Unreserve,
+    Branch, BranchChange, Command, Commit, ConnectionKind, Modify, Release, Reply, Reserve,
+    Unreserve,
 };
 use rustc_hash::FxHashMap;
 
@@ -46,6 +57,7 @@ use super::adaptive::{ArrivalEstimator, Regions};
 use super::aggregator::MessageAggregator;
 use super::cache::VciCache;
 use super::dimension::NvProbe;
+use super::tree::{Graft, Tree, TreeError};
 
 /// Which connection manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +108,10 @@ pub struct CmConfig {
     /// 10,000, an overloaded manager kept a queue so long that its throughput fell to
     /// under half of its capacity (docs/performance.md, call setup).
     pub max_setups: usize,
+    /// The partition of every port's VCI range this manager reserves from (xbind
+    /// §II-C1: several managers on disjoint partitions of the identifier space, so none
+    /// ever hands out another's identifier); `None` means the whole range.
+    pub partition: Option<(u16, u16)>,
 }
 
 impl CmConfig {
@@ -113,6 +129,7 @@ impl CmConfig {
             command_timeout: Duration::from_secs(2),
             max_retries: 3,
             max_setups: 2_000,
+            partition: None,
         }
     }
 }
@@ -131,8 +148,9 @@ pub struct HopSpec {
 /// A call to set up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetupRequest {
-    /// The route, source switch first.
-    pub hops: Vec<HopSpec>,
+    /// The route to each leaf (a destination host's name and its hops, source switch
+    /// first); one for point-to-point. Every route starts at the source's port.
+    pub routes: Vec<(String, Vec<HopSpec>)>,
     /// The cell-level contract.
     pub traffic: TrafficDescriptor,
     /// Target cell loss ratio (admission control).
@@ -182,6 +200,13 @@ pub enum CallEvent {
         /// The call.
         call: u64,
     },
+    /// A change (AddLeaf, DropLeaf, Modify) ended; on error the call is as it was.
+    Changed {
+        /// The call.
+        call: u64,
+        /// The outcome.
+        result: Result<(), CallError>,
+    },
 }
 
 /// A batch of commands for one switch: one remote invocation.
@@ -193,16 +218,23 @@ pub struct Transmit {
     pub commands: Vec<(u64, Command)>,
 }
 
-/// An established call's path, for GetConnection.
+/// An established call's tree, for GetConnection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallView {
     /// The call.
     pub id: u64,
-    /// Hops with their switch connection ids and identifiers.
+    /// One entry per (hop, branch), upstream first, with the switch connection id and
+    /// the input and output identifiers; a hop where the tree forks has one entry per
+    /// branch, all with the same connection id. A point-to-point call's entries are its
+    /// hops in order.
     pub hops: Vec<(HopSpec, u64, VcId, VcId)>,
+    /// For each entry, the entry whose output feeds its input (`None` at the root).
+    pub parents: Vec<Option<usize>>,
+    /// Each leaf's name and the entry that ends at it, in the order they joined.
+    pub leaves: Vec<(String, usize)>,
     /// The source's VC.
     pub source_vc: VcId,
-    /// The destination's VC.
+    /// The first leaf's VC (every leaf's: `hops[leaves[k].1].3`).
     pub destination_vc: VcId,
     /// Setup latency.
     pub setup: Duration,
@@ -210,6 +242,46 @@ pub struct CallView {
     pub traffic: TrafficDescriptor,
     /// Label.
     pub tag: String,
+}
+
+impl CallView {
+    /// Each leaf's chain of entries from the root down to it; `None` if `parents` or
+    /// `leaves` do not describe a tree over `hops`.
+    pub fn chains(&self) -> Option<Vec<(String, Vec<usize>)>> {
+        if self.parents.len() != self.hops.len() {
+            return None;
+        }
+        self.leaves
+            .iter()
+            .map(|(leaf, e)| {
+                let mut chain = vec![*e];
+                let mut at = *e;
+                while let Some(p) = *self.parents.get(at)? {
+                    if chain.len() > self.hops.len() {
+                        return None; // a cycle
+                    }
+                    chain.push(p);
+                    at = p;
+                }
+                chain.reverse();
+                Some((leaf.clone(), chain))
+            })
+            .collect()
+    }
+
+    /// The leaves' names.
+    pub fn leaf_names(&self) -> Vec<String> {
+        self.leaves.iter().map(|(l, _)| l.clone()).collect()
+    }
+
+    /// A point-to-point view's tree fields, from its hops in order (for callers that
+    /// build views of paths, e.g. an old journal).
+    pub fn path_tree(hops: usize, leaf: &str) -> (Vec<Option<usize>>, Vec<(String, usize)>) {
+        (
+            (0..hops).map(|i| i.checked_sub(1)).collect(),
+            vec![(leaf.to_string(), hops.saturating_sub(1))],
+        )
+    }
 }
 
 /// Counters.
@@ -244,19 +316,48 @@ enum Phase {
     Releasing,
 }
 
+/// A change to an established call in progress.
+#[derive(Debug)]
+enum Change {
+    /// AddLeaf: identifiers for the new slots first, then the switch commands.
+    Grow {
+        leaf: String,
+        graft: Graft,
+        commands_sent: bool,
+    },
+    /// DropLeaf: the fork's DropBranch and the releases below it.
+    Prune,
+    /// Modify: every hop changed to `new`; on a refusal, the changed ones back to the
+    /// call's contract.
+    Modify {
+        new: TrafficDescriptor,
+        clr: f64,
+        changed: Vec<usize>,
+    },
+}
+
 #[derive(Debug)]
 struct Call {
-    hops: Vec<(usize, HopSpec)>,
+    tree: Tree,
+    /// Per hop: its switch's index.
+    hop_sw: Vec<usize>,
+    /// Per slot: its switch's index (the cache key is (switch, port)).
+    slot_sw: Vec<usize>,
     traffic: TrafficDescriptor,
     clr: f64,
     buffer: u32,
     tag: String,
+    /// Per slot.
     ids: Vec<Option<VcId>>,
+    /// Per slot: the identifier is part of a switch connection (committed, or added as
+    /// a branch), so a release, not a give-back, returns it.
+    on_switch: Vec<bool>,
+    /// Per hop.
     conns: Vec<Option<u64>>,
     waiting: u32,
     phase: Phase,
-    /// Sequential: the step reached (2 per hop after slot 0's reserve).
-    step: usize,
+    /// A change in progress (established calls only).
+    change: Option<Change>,
     started: Instant,
     setup: Duration,
     error: Option<CallError>,
@@ -275,6 +376,8 @@ enum Purpose {
     Fill,
     Commit(usize),
     Release(usize),
+    /// A change's command on hop `h` (AddBranch, DropBranch, Modify).
+    Change(usize),
     /// Returning identifiers (a call's slot 0 in sequential, or a trimmed cache).
     Unreserve,
 }
@@ -475,11 +578,32 @@ impl CmCore {
 
     /// The identifier slot's (switch, port).
     fn slot_port(call: &Call, j: usize) -> (usize, u16) {
-        if j == 0 {
-            (call.hops[0].0, call.hops[0].1.in_port)
-        } else {
-            (call.hops[j - 1].0, call.hops[j - 1].1.out_port)
-        }
+        (call.slot_sw[j], call.tree.slot(j).port)
+    }
+
+    /// Sizes a call's per-slot and per-hop state to its tree (after a graft or an
+    /// ungraft), resolving switch names to indices.
+    fn fit(&mut self, id: u64) {
+        let call = self.calls.get_mut(&id).expect("call");
+        let (nh, ns) = (call.tree.hops().len(), call.tree.slots().len());
+        call.ids.resize(ns, None);
+        call.on_switch.resize(ns, false);
+        call.conns.resize(nh, None);
+        call.hop_sw.truncate(nh);
+        call.slot_sw.truncate(ns);
+        let need_h: Vec<String> = call.tree.hops()[call.hop_sw.len()..]
+            .iter()
+            .map(|h| h.switch.clone())
+            .collect();
+        let need_s: Vec<String> = call.tree.slots()[call.slot_sw.len()..]
+            .iter()
+            .map(|s| s.switch.clone())
+            .collect();
+        let hs: Vec<usize> = need_h.iter().map(|n| self.switch(n)).collect();
+        let ss: Vec<usize> = need_s.iter().map(|n| self.switch(n)).collect();
+        let call = self.calls.get_mut(&id).expect("call");
+        call.hop_sw.extend(hs);
+        call.slot_sw.extend(ss);
     }
 
     fn send(
@@ -517,7 +641,7 @@ impl CmCore {
             count,
             vpi,
             vp: false,
-            within: None,
+            within: self.config.partition,
             owner: self.config.owner.clone(),
         })
     }
@@ -542,35 +666,35 @@ impl CmCore {
             return id;
         }
         self.setting_up += 1;
-        if req.hops.is_empty() {
-            self.events.push_back(CallEvent::Failed {
-                call: id,
-                error: CallError {
-                    kind: ErrorKind::InvalidArgument,
-                    message: "a route needs at least one hop".into(),
-                },
-            });
-            self.stats.failed += 1;
-            self.setting_up -= 1;
-            return id;
-        }
-        let hops: Vec<(usize, HopSpec)> = req
-            .hops
-            .into_iter()
-            .map(|h| (self.switch(&h.switch), h))
-            .collect();
-        let n = hops.len();
+        let tree = match Tree::from_routes(&req.routes) {
+            Ok(t) => t,
+            Err(e) => {
+                self.events.push_back(CallEvent::Failed {
+                    call: id,
+                    error: CallError {
+                        kind: ErrorKind::InvalidArgument,
+                        message: e.to_string(),
+                    },
+                });
+                self.stats.failed += 1;
+                self.setting_up -= 1;
+                return id;
+            }
+        };
         let call = Call {
-            hops,
+            tree,
+            hop_sw: Vec::new(),
+            slot_sw: Vec::new(),
             traffic: req.traffic,
             clr: req.clr,
             buffer: req.buffer_cells,
             tag: req.tag,
-            ids: vec![None; n + 1],
-            conns: vec![None; n],
+            ids: Vec::new(),
+            on_switch: Vec::new(),
+            conns: Vec::new(),
             waiting: 0,
             phase: Phase::Setup,
-            step: 0,
+            change: None,
             started: now,
             setup: Duration::ZERO,
             error: None,
@@ -578,6 +702,7 @@ impl CmCore {
             in_use: 0,
         };
         self.calls.insert(id, call);
+        self.fit(id);
         match self.config.kind {
             CmKind::Xbind => self.xbind_start(now, id),
             CmKind::Sequential => self.seq_submit(now, id, false),
@@ -642,8 +767,27 @@ impl CmCore {
     // ----- xbind -----------------------------------------------------------------------
 
     fn xbind_start(&mut self, now: Instant, id: u64) {
-        let n = self.calls[&id].hops.len();
-        for j in 0..=n {
+        let slots: Vec<usize> = self.calls[&id].tree.live_slots().collect();
+        self.take_ids(now, id, &slots, true);
+        if self.calls[&id].waiting == 0 {
+            self.xbind_commit(now, id);
+        }
+    }
+
+    /// Identifiers for `slots` of a call: from the caches (xbind; a miss reserves a
+    /// whole fill) or one reservation each (sequential). `probe`: count the takes in
+    /// `N_v` (a setup's, §IV-A).
+    fn take_ids(&mut self, now: Instant, id: u64, slots: &[usize], probe: bool) {
+        if self.config.kind == CmKind::Sequential {
+            for &j in slots {
+                let (sw, port) = Self::slot_port(&self.calls[&id], j);
+                let cmd = self.reserve_cmd(port, 1, 0);
+                self.send(now, Some(id), Purpose::Slot(j), sw, port, cmd);
+                self.calls.get_mut(&id).expect("call").waiting += 1;
+            }
+            return;
+        }
+        for &j in slots {
             let (sw, port) = Self::slot_port(&self.calls[&id], j);
             let cache = self.caches.entry((sw, port)).or_default();
             let got = cache.take();
@@ -653,7 +797,7 @@ impl CmCore {
                     call.ids[j] = Some(vc);
                     // Slot 0 (the first switch's input) is never committed on its own
                     // port, so N_v is kept for the output ports, as in the paper.
-                    if (1..64).contains(&j) {
+                    if probe && (1..64).contains(&j) {
                         cache.nv.take(now);
                         call.in_use |= 1 << j;
                     }
@@ -668,21 +812,22 @@ impl CmCore {
                 }
             }
         }
-        if self.calls[&id].waiting == 0 {
-            self.xbind_commit(now, id);
-        }
     }
 
     fn commit_cmd(&self, call: &Call, hop: usize, replenish: u32) -> Command {
-        let h = &call.hops[hop].1;
+        let h = call.tree.hop(hop);
         Command::Commit(Commit {
             kind: ConnectionKind::Vc,
             in_port: PortId(h.in_port),
-            in_id: call.ids[hop].expect("identifiers known"),
-            branches: vec![Branch {
-                port: PortId(h.out_port),
-                id: call.ids[hop + 1].expect("identifiers known"),
-            }],
+            in_id: call.ids[h.in_slot].expect("identifiers known"),
+            branches: h
+                .outs
+                .iter()
+                .map(|&s| Branch {
+                    port: PortId(call.tree.slot(s).port),
+                    id: call.ids[s].expect("identifiers known"),
+                })
+                .collect(),
             traffic: call.traffic,
             clr: call.clr,
             buffer_cells: call.buffer,
@@ -695,37 +840,45 @@ impl CmCore {
     fn xbind_commit(&mut self, now: Instant, id: u64) {
         let call = self.calls.get_mut(&id).expect("call");
         call.phase = Phase::Committing;
-        let n = call.hops.len();
-        for hop in 0..n {
-            let (sw, port) = Self::slot_port(&self.calls[&id], hop + 1);
-            // Piggyback the replenishment of a low cache on this commit.
+        let hops: Vec<usize> = call.tree.live_hops().collect();
+        self.commit_hops(now, id, &hops);
+    }
+
+    /// Sends the commits of `hops` at once (xbind's parallel setup; AddLeaf's new hops).
+    fn commit_hops(&mut self, now: Instant, id: u64, hops: &[usize]) {
+        for &hop in hops {
+            let first = self.calls[&id].tree.hop(hop).outs[0];
+            let (sw, port) = Self::slot_port(&self.calls[&id], first);
+            // Piggyback the replenishment of a low cache on this commit (xbind; the
+            // sequential manager keeps no cache).
+            let xbind = self.config.kind == CmKind::Xbind;
             let cache = self.caches.entry((sw, port)).or_default();
-            let replenish = if !cache.filling && (cache.len() as u32) < self.config.cache_low {
-                cache.filling = true;
-                self.config.cache_fill
-            } else {
-                0
-            };
+            let replenish =
+                if xbind && !cache.filling && (cache.len() as u32) < self.config.cache_low {
+                    cache.filling = true;
+                    self.config.cache_fill
+                } else {
+                    0
+                };
             let cmd = self.commit_cmd(&self.calls[&id], hop, replenish);
             self.send(now, Some(id), Purpose::Commit(hop), sw, port, cmd);
             self.calls.get_mut(&id).expect("call").waiting += 1;
         }
     }
 
-    /// Returns a call's identifiers that are merely reserved (not carried by a committed
-    /// hop) to the cache, or, sequential, to the switch.
+    /// Returns a call's identifiers that are merely reserved (not carried by a switch
+    /// connection) to the cache, or, sequential, to the switch.
     fn return_free_ids(&mut self, now: Instant, id: u64) {
         let call = self.calls.get_mut(&id).expect("call");
-        let n = call.hops.len();
-        let mut give_back: Vec<(usize, usize)> = Vec::new();
-        for j in 0..=n {
-            // Slot j >= 1 is carried by hop j-1 once committed; slot 0 never is.
-            let carried = j >= 1 && call.conns[j - 1].is_some();
-            if !carried && call.ids[j].is_some() {
-                give_back.push((j, 0));
-            }
-        }
-        for (j, _) in give_back {
+        let give_back: Vec<usize> = (0..call.ids.len())
+            .filter(|&j| !call.on_switch[j] && call.ids[j].is_some())
+            .collect();
+        self.return_slots(now, id, &give_back);
+    }
+
+    /// Returns these slots' identifiers (reserved, not on a switch connection).
+    fn return_slots(&mut self, now: Instant, id: u64, slots: &[usize]) {
+        for &j in slots {
             let (sw, port) = Self::slot_port(&self.calls[&id], j);
             let vc = self.calls.get_mut(&id).expect("call").ids[j]
                 .take()
@@ -764,12 +917,15 @@ impl CmCore {
     /// Releases a call's committed hops (rollback or delete).
     fn release_hops(&mut self, now: Instant, id: u64) {
         let keep = self.config.kind == CmKind::Xbind;
-        let n = self.calls[&id].hops.len();
+        let n = self.calls[&id].conns.len();
         for hop in 0..n {
             let Some(conn) = self.calls[&id].conns[hop] else {
                 continue;
             };
-            let (sw, port) = Self::slot_port(&self.calls[&id], hop + 1);
+            let (sw, port) = (
+                self.calls[&id].hop_sw[hop],
+                self.calls[&id].tree.hop(hop).in_port,
+            );
             let cmd = Command::Release(Release {
                 connection: conn,
                 keep_reserved: keep,
@@ -803,7 +959,7 @@ impl CmCore {
             Phase::RollingBack => {
                 let mut call = self.calls.remove(&id).expect("call");
                 // Identifiers taken from a cache and never committed end their use here.
-                for j in 1..=call.hops.len().min(63) {
+                for j in 1..call.ids.len().min(64) {
                     if call.in_use & (1 << j) != 0 {
                         let key = Self::slot_port(&call, j);
                         nv_done(&mut self.caches, &mut call, j, key, now);
@@ -837,27 +993,36 @@ impl CmCore {
 
     // ----- sequential ------------------------------------------------------------------
 
-    /// Sequential steps: step 0 reserves slot 0; then per hop h, step 2h+1 reserves slot
-    /// h+1 and step 2h+2 commits hop h.
+    /// Sequential: the next step, one remote invocation at a time (Fig. 2): reserve
+    /// slot 0; then, hop by hop from the root, reserve each of its output identifiers and
+    /// commit it. When nothing is left, the call is established.
     fn seq_step(&mut self, now: Instant, id: u64) {
         let call = &self.calls[&id];
-        let n = call.hops.len();
-        let step = call.step;
-        if step == 2 * n + 1 {
+        let next_slot = |j: usize| call.ids[j].is_none().then_some(j);
+        let mut todo = next_slot(0).map(|j| (Purpose::Slot(j), j));
+        if todo.is_none() {
+            for h in call.tree.live_hops() {
+                let hop = call.tree.hop(h);
+                if let Some(j) = hop.outs.iter().find_map(|&j| next_slot(j)) {
+                    todo = Some((Purpose::Slot(j), j));
+                    break;
+                }
+                if call.conns[h].is_none() {
+                    todo = Some((Purpose::Commit(h), hop.outs[0]));
+                    break;
+                }
+            }
+        }
+        let Some((purpose, j)) = todo else {
             self.establish(now, id);
             return;
-        }
-        if step.is_multiple_of(2) && step > 0 {
-            let hop = (step - 2) / 2;
-            let (sw, port) = Self::slot_port(call, hop + 1);
-            let cmd = self.commit_cmd(call, hop, 0);
-            self.send(now, Some(id), Purpose::Commit(hop), sw, port, cmd);
-        } else {
-            let j = step.div_ceil(2);
-            let (sw, port) = Self::slot_port(call, j);
-            let cmd = self.reserve_cmd(port, 1, 0);
-            self.send(now, Some(id), Purpose::Slot(j), sw, port, cmd);
-        }
+        };
+        let (sw, port) = Self::slot_port(call, j);
+        let cmd = match purpose {
+            Purpose::Commit(h) => self.commit_cmd(call, h, 0),
+            _ => self.reserve_cmd(port, 1, 0),
+        };
+        self.send(now, Some(id), purpose, sw, port, cmd);
         self.calls.get_mut(&id).expect("call").waiting += 1;
     }
 
@@ -927,9 +1092,13 @@ impl CmCore {
         };
         call.waiting = call.waiting.saturating_sub(1);
         if let Purpose::Commit(hop) = out.purpose {
-            // The commit carrying slot hop+1 is answered, either way: its identifier is
-            // no longer "in use" in the paper's sense (§IV-A).
-            nv_done(&mut self.caches, call, hop + 1, (sw, port), now);
+            // The commit carrying the hop's output slots is answered, either way: their
+            // identifiers are no longer "in use" in the paper's sense (§IV-A).
+            let outs = call.tree.hop(hop).outs.clone();
+            for j in outs {
+                let key = (call.slot_sw[j], call.tree.slot(j).port);
+                nv_done(&mut self.caches, call, j, key, now);
+            }
         }
         match (out.purpose, result) {
             (Purpose::Slot(j), Ok(Reply::Reserved(mut ids))) => {
@@ -954,6 +1123,9 @@ impl CmCore {
                 }),
             ) => {
                 call.conns[hop] = Some(connection);
+                for j in call.tree.hop(hop).outs.clone() {
+                    call.on_switch[j] = true;
+                }
                 if self.config.kind == CmKind::Xbind && !replenished.is_empty() {
                     let c = self.caches.entry((sw, port)).or_default();
                     c.put(replenished);
@@ -971,27 +1143,29 @@ impl CmCore {
             }
             (Purpose::Release(hop), Ok(_)) => {
                 call.conns[hop] = None;
-                if self.config.kind == CmKind::Xbind {
-                    // keep_reserved: the output identifier is ours again.
-                    if let Some(vc) = call.ids[hop + 1].take() {
-                        self.return_id(now, sw, port, vc);
+                let xbind = self.config.kind == CmKind::Xbind;
+                // Every output identifier the hop carried: xbind released with
+                // keep_reserved, so they are ours again (back to the cache); sequential
+                // released them to the pool.
+                let mut back = Vec::new();
+                for j in 0..call.ids.len() {
+                    if call.tree.slot(j).hop == Some(hop) && call.on_switch[j] {
+                        call.on_switch[j] = false;
+                        if let Some(vc) = call.ids[j].take()
+                            && xbind
+                        {
+                            back.push((call.slot_sw[j], call.tree.slot(j).port, vc));
+                        }
                     }
-                } else if let Some(vc) = call.ids[hop + 1].take() {
-                    // Released to the pool by the switch; nothing to give back.
-                    let _ = vc;
                 }
-                match self.config.kind {
-                    CmKind::Sequential => {
-                        self.release_hops(now, id);
-                        if self.calls[&id].waiting == 0 {
-                            self.return_free_ids(now, id);
-                        }
-                    }
-                    CmKind::Xbind => {
-                        if self.calls[&id].waiting == 0 {
-                            self.return_free_ids(now, id);
-                        }
-                    }
+                for (s, p, vc) in back {
+                    self.return_id(now, s, p, vc);
+                }
+                if self.config.kind == CmKind::Sequential {
+                    self.release_hops(now, id);
+                }
+                if self.calls[&id].waiting == 0 {
+                    self.return_free_ids(now, id);
                 }
                 self.finish_if_idle(now, id);
             }
@@ -1017,7 +1191,12 @@ impl CmCore {
                 // an audit removed it): nothing to return for this hop.
                 tracing::warn!(call = id, hop, error = %e, "release failed; the hop is gone");
                 call.conns[hop] = None;
-                call.ids[hop + 1] = None;
+                for j in 0..call.ids.len() {
+                    if call.tree.slot(j).hop == Some(hop) && call.on_switch[j] {
+                        call.on_switch[j] = false;
+                        call.ids[j] = None;
+                    }
+                }
                 if self.config.kind == CmKind::Sequential {
                     self.release_hops(now, id);
                 }
@@ -1025,6 +1204,9 @@ impl CmCore {
                     self.return_free_ids(now, id);
                 }
                 self.finish_if_idle(now, id);
+            }
+            (Purpose::Change(hop), result) => {
+                self.change_answer(now, id, hop, &out.command, result);
             }
             (_, Err(e)) => self.fail(now, id, e),
             (_, Ok(_)) => self.fail(now, id, FabricError::Invalid("an unexpected reply")),
@@ -1038,6 +1220,13 @@ impl CmCore {
                 kind: e.kind(),
                 message: e.to_string(),
             });
+        }
+        if call.phase == Phase::Established {
+            // A change's step failed: the change ends (undone) once every answer is in.
+            if call.waiting == 0 {
+                self.change_step(now, id);
+            }
+            return;
         }
         if call.phase == Phase::RollingBack {
             // Another failure of a call already rolling back: when it was the last
@@ -1061,12 +1250,10 @@ impl CmCore {
         match (self.config.kind, call.phase) {
             (_, Phase::RollingBack) if call.waiting == 0 => self.rollback_after_answers(now, id),
             (_, Phase::RollingBack) => {}
+            (_, Phase::Established) if call.waiting == 0 => self.change_step(now, id),
             (CmKind::Xbind, Phase::Setup) if call.waiting == 0 => self.xbind_commit(now, id),
             (CmKind::Xbind, Phase::Committing) if call.waiting == 0 => self.establish(now, id),
-            (CmKind::Sequential, Phase::Setup) => {
-                self.calls.get_mut(&id).expect("call").step += 1;
-                self.seq_step(now, id);
-            }
+            (CmKind::Sequential, Phase::Setup) => self.seq_step(now, id),
             _ => {}
         }
     }
@@ -1129,6 +1316,7 @@ impl CmCore {
             return false;
         };
         match call.phase {
+            Phase::Established if call.change.is_some() => call.delete_pending = true,
             Phase::Established if self.config.kind == CmKind::Sequential => {
                 self.seq_submit(now, id, true)
             }
@@ -1152,29 +1340,385 @@ impl CmCore {
         self.finish_if_idle(now, id);
     }
 
+    // ----- changes: AddLeaf, DropLeaf, Modify ---------------------------------------------
+
+    /// Whether call `id` can take a change now.
+    fn changeable(&self, id: u64) -> Result<(), CallError> {
+        let err = |kind, message: String| Err(CallError { kind, message });
+        match self.calls.get(&id) {
+            None => err(ErrorKind::NotFound, format!("no connection {id}")),
+            Some(c) if c.phase != Phase::Established || c.delete_pending => err(
+                ErrorKind::Aborted,
+                format!("connection {id} is not established (being set up or released)"),
+            ),
+            Some(c) if c.change.is_some() => err(
+                ErrorKind::Aborted,
+                format!("connection {id} is already being changed; try again"),
+            ),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn tree_error(e: TreeError) -> CallError {
+        let kind = match e {
+            TreeError::AlreadyLeaf(_) => ErrorKind::AlreadyExists,
+            TreeError::NotLeaf(_) => ErrorKind::NotFound,
+            _ => ErrorKind::InvalidArgument,
+        };
+        CallError {
+            kind,
+            message: e.to_string(),
+        }
+    }
+
+    /// Adds `leaf`, reached by `route` (from the source's port), to established call
+    /// `id`. The outcome comes as [`CallEvent::Changed`]; refused at once (the call
+    /// unchanged) if the call cannot be changed now or the route does not fit the tree.
+    pub fn add_leaf(
+        &mut self,
+        now: Instant,
+        id: u64,
+        leaf: &str,
+        route: &[HopSpec],
+    ) -> Result<(), CallError> {
+        self.changeable(id)?;
+        let call = self.calls.get_mut(&id).expect("checked");
+        let graft = call.tree.graft(leaf, route).map_err(Self::tree_error)?;
+        call.error = None;
+        let slots = graft.new_slots.clone();
+        call.change = Some(Change::Grow {
+            leaf: leaf.to_string(),
+            graft,
+            commands_sent: false,
+        });
+        self.fit(id);
+        self.take_ids(now, id, &slots, false);
+        if self.calls[&id].waiting == 0 {
+            self.change_step(now, id);
+        }
+        Ok(())
+    }
+
+    /// Drops `leaf` from call `id`: its branch is pruned back to the fork (a DropBranch
+    /// there, releases below). The outcome comes as [`CallEvent::Changed`].
+    pub fn drop_leaf(&mut self, now: Instant, id: u64, leaf: &str) -> Result<(), CallError> {
+        self.changeable(id)?;
+        let call = self.calls.get_mut(&id).expect("checked");
+        let prune = call.tree.prune(leaf).map_err(Self::tree_error)?;
+        call.error = None;
+        call.change = Some(Change::Prune);
+        let mut sends = Vec::new();
+        if let Some((h, s)) = prune.dropped_branch
+            && let (Some(conn), Some(vc)) = (call.conns[h], call.ids[s])
+        {
+            sends.push((
+                h,
+                Command::DropBranch(BranchChange {
+                    connection: conn,
+                    branch: Branch {
+                        port: PortId(call.tree.slot(s).port),
+                        id: vc,
+                    },
+                }),
+            ));
+        }
+        for &h in &prune.released_hops {
+            if let Some(conn) = call.conns[h] {
+                sends.push((
+                    h,
+                    Command::Release(Release {
+                        connection: conn,
+                        keep_reserved: false,
+                    }),
+                ));
+            }
+        }
+        // The pruned slots' identifiers go back to the switches' pools with their
+        // branches and hops; the manager forgets them now.
+        for &s in &prune.gone_slots {
+            call.ids[s] = None;
+            call.on_switch[s] = false;
+        }
+        for &h in &prune.released_hops {
+            call.conns[h] = None;
+        }
+        self.send_change(now, id, sends);
+        Ok(())
+    }
+
+    /// Changes call `id`'s contract to `traffic` (with `clr`, 0 for the switch's
+    /// default) on every hop, in place. The outcome comes as [`CallEvent::Changed`].
+    pub fn modify(
+        &mut self,
+        now: Instant,
+        id: u64,
+        traffic: TrafficDescriptor,
+        clr: f64,
+    ) -> Result<(), CallError> {
+        self.changeable(id)?;
+        let call = self.calls.get_mut(&id).expect("checked");
+        call.error = None;
+        call.change = Some(Change::Modify {
+            new: traffic,
+            clr,
+            changed: Vec::new(),
+        });
+        let sends: Vec<(usize, Command)> = call
+            .tree
+            .live_hops()
+            .filter_map(|h| {
+                Some((
+                    h,
+                    Command::Modify(Modify {
+                        connection: call.conns[h]?,
+                        traffic,
+                        clr,
+                    }),
+                ))
+            })
+            .collect();
+        self.send_change(now, id, sends);
+        Ok(())
+    }
+
+    /// Sends a change's commands, one per hop, all at once.
+    fn send_change(&mut self, now: Instant, id: u64, sends: Vec<(usize, Command)>) {
+        for (h, cmd) in sends {
+            let call = &self.calls[&id];
+            let (sw, port) = (call.hop_sw[h], call.tree.hop(h).in_port);
+            self.send(now, Some(id), Purpose::Change(h), sw, port, cmd);
+            self.calls.get_mut(&id).expect("call").waiting += 1;
+        }
+        if self.calls[&id].waiting == 0 {
+            self.change_step(now, id);
+        }
+    }
+
+    /// The answer to a change's command on hop `h`.
+    fn change_answer(
+        &mut self,
+        now: Instant,
+        id: u64,
+        h: usize,
+        command: &Command,
+        result: Result<Reply, FabricError>,
+    ) {
+        let call = self.calls.get_mut(&id).expect("call");
+        match (command, result) {
+            (Command::AddBranch(ch), Ok(_)) => {
+                if let Some(j) = (0..call.ids.len()).find(|&j| {
+                    call.tree.slot(j).hop == Some(h) && call.ids[j] == Some(ch.branch.id)
+                }) {
+                    call.on_switch[j] = true;
+                }
+            }
+            (Command::Modify(_), Ok(_)) => {
+                if let Some(Change::Modify { changed, .. }) = call.change.as_mut() {
+                    changed.push(h);
+                }
+            }
+            (Command::DropBranch(_) | Command::Release(_), Err(e))
+                if e.kind() == ErrorKind::Unavailable =>
+            {
+                // The switch may come back holding it: the give-back lingers.
+                self.lingering.push((call.hop_sw[h], 0, command.clone()));
+                self.linger_at
+                    .get_or_insert(now.saturating_add(LINGER_PERIOD));
+            }
+            (Command::DropBranch(_) | Command::Release(_), Err(e)) => {
+                tracing::warn!(call = id, hop = h, error = %e, "a prune step failed; the branch is gone");
+            }
+            (_, Err(e)) => {
+                if call.error.is_none() {
+                    call.error = Some(CallError {
+                        kind: e.kind(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            (_, Ok(_)) => {}
+        }
+        if self.calls[&id].waiting == 0 {
+            self.change_step(now, id);
+        }
+    }
+
+    /// Moves a change on once every answer it waits for is in.
+    fn change_step(&mut self, now: Instant, id: u64) {
+        let call = self.calls.get_mut(&id).expect("call");
+        let Some(change) = call.change.take() else {
+            return;
+        };
+        let failed = call.error.take();
+        match change {
+            Change::Grow {
+                leaf,
+                graft,
+                commands_sent: false,
+            } if failed.is_none() => {
+                // Every new slot has its identifier: the branch where the route leaves
+                // the tree, and the new hops, at once.
+                let mut sends = Vec::new();
+                if let Some((h, s)) = graft.new_branch
+                    && let Some(conn) = call.conns[h]
+                {
+                    sends.push((
+                        h,
+                        Command::AddBranch(BranchChange {
+                            connection: conn,
+                            branch: Branch {
+                                port: PortId(call.tree.slot(s).port),
+                                id: call.ids[s].expect("identifiers known"),
+                            },
+                        }),
+                    ));
+                }
+                let hops = graft.new_hops.clone();
+                call.change = Some(Change::Grow {
+                    leaf,
+                    graft,
+                    commands_sent: true,
+                });
+                self.commit_hops(now, id, &hops);
+                self.send_change(now, id, sends);
+            }
+            Change::Grow { graft, .. } => match failed {
+                None => self.end_change(now, id, Ok(())),
+                Some(e) => {
+                    // Undo exactly what was done: the added branch dropped, the new hops
+                    // released, their identifiers back; the tree as it was.
+                    let call = self.calls.get_mut(&id).expect("call");
+                    let mut undo = Vec::new();
+                    if let Some((h, s)) = graft.new_branch
+                        && call.on_switch[s]
+                        && let (Some(conn), Some(vc)) = (call.conns[h], call.ids[s])
+                    {
+                        undo.push((
+                            call.hop_sw[h],
+                            Command::DropBranch(BranchChange {
+                                connection: conn,
+                                branch: Branch {
+                                    port: PortId(call.tree.slot(s).port),
+                                    id: vc,
+                                },
+                            }),
+                        ));
+                        call.ids[s] = None;
+                        call.on_switch[s] = false;
+                    }
+                    for &h in &graft.new_hops {
+                        if let Some(conn) = call.conns[h].take() {
+                            undo.push((
+                                call.hop_sw[h],
+                                Command::Release(Release {
+                                    connection: conn,
+                                    keep_reserved: false,
+                                }),
+                            ));
+                            for j in call.tree.hop(h).outs.clone() {
+                                call.ids[j] = None;
+                                call.on_switch[j] = false;
+                            }
+                        }
+                    }
+                    let back: Vec<usize> = graft
+                        .new_slots
+                        .iter()
+                        .copied()
+                        .filter(|&j| call.ids[j].is_some() && !call.on_switch[j])
+                        .collect();
+                    for (sw, cmd) in undo {
+                        self.send(now, None, Purpose::Unreserve, sw, 0, cmd);
+                    }
+                    self.return_slots(now, id, &back);
+                    let call = self.calls.get_mut(&id).expect("call");
+                    call.tree.ungraft(&graft);
+                    self.fit(id);
+                    self.end_change(now, id, Err(e));
+                }
+            },
+            Change::Prune => self.end_change(now, id, Ok(())),
+            Change::Modify { new, clr, changed } => match failed {
+                None => {
+                    call.traffic = new;
+                    if clr > 0.0 {
+                        call.clr = clr;
+                    }
+                    self.end_change(now, id, Ok(()))
+                }
+                Some(e) => {
+                    // Back to the old contract where it changed. Going back frees
+                    // bandwidth if the change was an increase (the only kind a switch
+                    // refuses), so it cannot be refused in turn.
+                    let (old, old_clr) = (call.traffic, call.clr);
+                    let undo: Vec<(usize, Command)> = changed
+                        .iter()
+                        .filter_map(|&h| {
+                            Some((
+                                call.hop_sw[h],
+                                Command::Modify(Modify {
+                                    connection: call.conns[h]?,
+                                    traffic: old,
+                                    clr: old_clr,
+                                }),
+                            ))
+                        })
+                        .collect();
+                    for (sw, cmd) in undo {
+                        self.send(now, None, Purpose::Unreserve, sw, 0, cmd);
+                    }
+                    self.end_change(now, id, Err(e));
+                }
+            },
+        }
+    }
+
+    fn end_change(&mut self, now: Instant, id: u64, result: Result<(), CallError>) {
+        self.events
+            .push_back(CallEvent::Changed { call: id, result });
+        let call = self.calls.get_mut(&id).expect("call");
+        if call.delete_pending {
+            call.delete_pending = false;
+            self.delete(now, id);
+        }
+    }
+
     /// The path of an established call.
     pub fn view(&self, id: u64) -> Option<CallView> {
         let c = self.calls.get(&id)?;
         if c.phase != Phase::Established {
             return None;
         }
+        let entries = c.tree.entries();
+        let entry_of = |slot: usize| entries.iter().position(|e| e.3 == slot);
+        let leaves: Vec<(String, usize)> = c
+            .tree
+            .leaves()
+            .into_iter()
+            .filter_map(|(l, s)| Some((l.to_string(), entry_of(s)?)))
+            .collect();
+        let hops: Vec<(HopSpec, u64, VcId, VcId)> = entries
+            .iter()
+            .map(|(spec, h, i, o)| {
+                (
+                    spec.clone(),
+                    c.conns[*h].unwrap_or(0),
+                    c.ids[*i].unwrap_or_default(),
+                    c.ids[*o].unwrap_or_default(),
+                )
+            })
+            .collect();
+        let destination_vc = leaves.first().map_or(VcId::default(), |l| hops[l.1].3);
         Some(CallView {
             id,
-            hops: c
-                .hops
+            parents: entries
                 .iter()
-                .enumerate()
-                .map(|(i, (_, h))| {
-                    (
-                        h.clone(),
-                        c.conns[i].unwrap_or(0),
-                        c.ids[i].unwrap_or_default(),
-                        c.ids[i + 1].unwrap_or_default(),
-                    )
-                })
+                .map(|e| if e.2 == 0 { None } else { entry_of(e.2) })
                 .collect(),
+            leaves,
+            hops,
             source_vc: c.ids[0].unwrap_or_default(),
-            destination_vc: c.ids[c.hops.len()].unwrap_or_default(),
+            destination_vc,
             setup: c.setup,
             traffic: c.traffic,
             tag: c.tag.clone(),
@@ -1199,7 +1743,7 @@ impl CmCore {
         };
         let mut known: rustc_hash::FxHashSet<u64> = Default::default();
         for c in self.calls.values() {
-            for (i, (s, _)) in c.hops.iter().enumerate() {
+            for (i, s) in c.hop_sw.iter().enumerate() {
                 if *s == sw
                     && let Some(conn) = c.conns[i]
                 {
@@ -1260,25 +1804,44 @@ impl CmCore {
         if self.calls.contains_key(&view.id) {
             return Err("the call id is already in use");
         }
-        let hops: Vec<(usize, HopSpec)> = view
-            .hops
+        let chains = view.chains().ok_or("the view's tree is malformed")?;
+        let routes: Vec<(String, Vec<HopSpec>)> = chains
             .iter()
-            .map(|(h, ..)| (self.switch(&h.switch), h.clone()))
+            .map(|(l, c)| {
+                (
+                    l.clone(),
+                    c.iter().map(|&e| view.hops[e].0.clone()).collect(),
+                )
+            })
             .collect();
-        let mut ids = Vec::with_capacity(hops.len() + 1);
-        ids.push(Some(view.hops[0].2));
-        ids.extend(view.hops.iter().map(|h| Some(h.3)));
+        let tree =
+            Tree::from_routes(&routes).map_err(|_| "the view's routes do not form a tree")?;
+        let mut ids = vec![None; tree.slots().len()];
+        let mut on_switch = vec![false; tree.slots().len()];
+        let mut conns = vec![None; tree.hops().len()];
+        ids[0] = Some(view.hops[chains[0].1[0]].2);
+        for ((_, chain), (_, route)) in chains.iter().zip(&routes) {
+            let walk = tree.walk(route).ok_or("a route left the tree")?;
+            for (&e, (h, s)) in chain.iter().zip(walk) {
+                conns[h] = Some(view.hops[e].1);
+                ids[s] = Some(view.hops[e].3);
+                on_switch[s] = true;
+            }
+        }
         let call = Call {
-            hops,
+            tree,
+            hop_sw: Vec::new(),
+            slot_sw: Vec::new(),
             traffic: view.traffic,
             clr: 0.0,
             buffer: 0,
             tag: view.tag.clone(),
             ids,
-            conns: view.hops.iter().map(|h| Some(h.1)).collect(),
+            on_switch,
+            conns,
             waiting: 0,
             phase: Phase::Established,
-            step: 0,
+            change: None,
             started: now,
             setup: view.setup,
             error: None,
@@ -1286,6 +1849,7 @@ impl CmCore {
             in_use: 0,
         };
         self.calls.insert(view.id, call);
+        self.fit(view.id);
         self.next_call = self.next_call.max(view.id + 1);
         Ok(())
     }

@@ -65,23 +65,69 @@ fn class_of(code: i64) -> Option<ServiceClass> {
     })
 }
 
+/// A view's tree as JSON: `{"entries": [[switch, in_port, out_port, connection, in
+/// VPI, in VCI, out VPI, out VCI, parent entry or null], ...], "leaves": [[name,
+/// entry], ...]}`. (Journals written before multipoint hold a bare array of 8-element
+/// entries: a path, whose one leaf is the destination column.)
 fn hops_json(v: &CallView) -> String {
-    let hops: Vec<serde_json::Value> = v
+    let entries: Vec<serde_json::Value> = v
         .hops
         .iter()
-        .map(|(h, conn, i, o)| {
+        .zip(&v.parents)
+        .map(|((h, conn, i, o), p)| {
             serde_json::json!([
-                h.switch, h.in_port, h.out_port, conn, i.vpi.0, i.vci.0, o.vpi.0, o.vci.0
+                h.switch, h.in_port, h.out_port, conn, i.vpi.0, i.vci.0, o.vpi.0, o.vci.0, p
             ])
         })
         .collect();
-    serde_json::Value::Array(hops).to_string()
+    serde_json::json!({ "entries": entries, "leaves": v.leaves }).to_string()
 }
 
-fn hops_of(text: &str) -> Option<Vec<(HopSpec, u64, VcId, VcId)>> {
+/// The tree of a journaled view: entries, parents and leaves.
+type JournaledTree = (
+    Vec<(HopSpec, u64, VcId, VcId)>,
+    Vec<Option<usize>>,
+    Vec<(String, usize)>,
+);
+
+fn tree_of(text: &str, destination: &str) -> Option<JournaledTree> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let (entries, leaves) = match &v {
+        serde_json::Value::Array(a) => (a, None),
+        serde_json::Value::Object(o) => (o.get("entries")?.as_array()?, Some(o.get("leaves")?)),
+        _ => return None,
+    };
+    let hops = hops_of(entries)?;
+    let (parents, leaves) = match leaves {
+        None => CallView::path_tree(hops.len(), destination),
+        Some(l) => {
+            let parents = entries
+                .iter()
+                .map(|e| match e.as_array()?.get(8)? {
+                    serde_json::Value::Null => Some(None),
+                    p => Some(Some(usize::try_from(p.as_u64()?).ok()?)),
+                })
+                .collect::<Option<Vec<_>>>()?;
+            let leaves = l
+                .as_array()?
+                .iter()
+                .map(|x| {
+                    let a = x.as_array()?;
+                    Some((
+                        a.first()?.as_str()?.to_string(),
+                        usize::try_from(a.get(1)?.as_u64()?).ok()?,
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            (parents, leaves)
+        }
+    };
+    Some((hops, parents, leaves))
+}
+
+fn hops_of(entries: &[serde_json::Value]) -> Option<Vec<(HopSpec, u64, VcId, VcId)>> {
     let mut out = Vec::new();
-    for h in v.as_array()? {
+    for h in entries {
         let a = h.as_array()?;
         let n = |i: usize| a.get(i).and_then(|x| x.as_u64());
         let u16_at = |i: usize| n(i).and_then(|x| u16::try_from(x).ok());
@@ -159,9 +205,10 @@ impl CmJournal {
             let (id, source, destination, hops, class, pcr, scr, mbs, cdvt, setup, tag) =
                 row.map_err(|e| jerr("reading a row", e))?;
             let bad = |what: &str| jerr(&format!("connection {id}"), what);
-            let hops = hops_of(&hops).ok_or_else(|| bad("its hops do not parse"))?;
-            if hops.is_empty() {
-                return Err(bad("it has no hops"));
+            let (hops, parents, leaves) =
+                tree_of(&hops, &destination).ok_or_else(|| bad("its hops do not parse"))?;
+            if hops.is_empty() || leaves.iter().any(|l| l.1 >= hops.len()) {
+                return Err(bad("it has no hops, or a leaf beyond them"));
             }
             let traffic = TrafficDescriptor {
                 class: class_of(class).ok_or_else(|| bad("unknown service class"))?,
@@ -173,8 +220,12 @@ impl CmJournal {
             let view = CallView {
                 id: u64::try_from(id).map_err(|_| bad("negative id"))?,
                 source_vc: hops[0].2,
-                destination_vc: hops[hops.len() - 1].3,
+                destination_vc: leaves
+                    .first()
+                    .map_or(hops[hops.len() - 1].3, |l| hops[l.1].3),
                 hops,
+                parents,
+                leaves,
                 setup: Duration::from_picos(u64::try_from(setup).unwrap_or(0)),
                 traffic,
                 tag,
@@ -271,6 +322,8 @@ mod tests {
                 source_vc: VcId::new(0, 40),
                 destination_vc: VcId::new(1, 42),
                 hops,
+                parents: vec![None, Some(0)],
+                leaves: vec![("b".into(), 1)],
                 setup: Duration::from_micros(250),
                 traffic: TrafficDescriptor::cbr(CellRate(1000.0)),
                 tag: format!("t{id}"),

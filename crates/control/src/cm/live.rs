@@ -43,11 +43,11 @@ pub trait Router: Send + 'static {
 /// A call as the shell reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallInfo {
-    /// The path and identifiers.
+    /// The tree and identifiers (its leaves are the destination hosts).
     pub view: CallView,
     /// Source host.
     pub source: String,
-    /// Destination host.
+    /// The first destination host (every leaf: `view.leaves`).
     pub destination: String,
 }
 
@@ -75,12 +75,14 @@ pub struct CmStatus {
     /// What the start-up audit against the journal found and did (empty without a
     /// journal, or when everything matched).
     pub recovery: Vec<String>,
+    /// The partition of the VCI space this manager reserves from.
+    pub partition: Option<(u16, u16)>,
 }
 
 enum Request {
     Add {
         source: String,
-        destination: String,
+        destinations: Vec<String>,
         traffic: TrafficDescriptor,
         clr: f64,
         tag: String,
@@ -89,6 +91,22 @@ enum Request {
     Delete {
         id: u64,
         reply: oneshot::Sender<Result<(), CallError>>,
+    },
+    AddLeaf {
+        id: u64,
+        leaf: String,
+        reply: ChangeWaiter,
+    },
+    DropLeaf {
+        id: u64,
+        leaf: String,
+        reply: ChangeWaiter,
+    },
+    Modify {
+        id: u64,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        reply: ChangeWaiter,
     },
     Get {
         id: u64,
@@ -138,11 +156,25 @@ impl CmHandle {
         clr: f64,
         tag: &str,
     ) -> Result<CallInfo, CallError> {
+        self.add_multipoint(source, &[destination.to_string()], traffic, clr, tag)
+            .await
+    }
+
+    /// Sets up a point-to-multipoint call from `source` to every host of
+    /// `destinations` (one: point-to-point).
+    pub async fn add_multipoint(
+        &self,
+        source: &str,
+        destinations: &[String],
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: &str,
+    ) -> Result<CallInfo, CallError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request::Add {
                 source: source.into(),
-                destination: destination.into(),
+                destinations: destinations.to_vec(),
                 traffic,
                 clr,
                 tag: tag.into(),
@@ -160,6 +192,50 @@ impl CmHandle {
             .send(Request::Delete { id, reply })
             .await
             .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Adds host `leaf` to call `id` (AddLeaf); returns the call as changed.
+    pub async fn add_leaf(&self, id: u64, leaf: &str) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        let leaf = leaf.to_string();
+        self.ask(Request::AddLeaf { id, leaf, reply }, rx).await
+    }
+
+    /// Drops host `leaf` from call `id` (DropLeaf); returns the call as changed.
+    pub async fn drop_leaf(&self, id: u64, leaf: &str) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        let leaf = leaf.to_string();
+        self.ask(Request::DropLeaf { id, leaf, reply }, rx).await
+    }
+
+    /// Changes call `id`'s contract in place (ModifyConnection); returns the call as
+    /// changed. On a refusal the call keeps its old contract.
+    pub async fn modify(
+        &self,
+        id: u64,
+        traffic: TrafficDescriptor,
+        clr: f64,
+    ) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.ask(
+            Request::Modify {
+                id,
+                traffic,
+                clr,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    async fn ask(
+        &self,
+        r: Request,
+        rx: oneshot::Receiver<Result<CallInfo, CallError>>,
+    ) -> Result<CallInfo, CallError> {
+        self.tx.send(r).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 
@@ -729,6 +805,9 @@ fn spawn(
 /// A caller waiting for a setup, with the call's source and destination.
 type AddWaiter = (oneshot::Sender<Result<CallInfo, CallError>>, String, String);
 
+/// A caller waiting for a change (AddLeaf, DropLeaf, Modify) to end.
+type ChangeWaiter = oneshot::Sender<Result<CallInfo, CallError>>;
+
 struct Shell {
     core: CmCore,
     router: Box<dyn Router>,
@@ -736,6 +815,7 @@ struct Shell {
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
     add_waiters: HashMap<u64, AddWaiter>,
     delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
+    change_waiters: HashMap<u64, ChangeWaiter>,
     hosts: HashMap<u64, (String, String)>,
     journal: Option<std::sync::mpsc::Sender<JournalJob>>,
     recovery: Vec<String>,
@@ -809,10 +889,11 @@ impl Shell {
     fn info(&self, id: u64) -> Option<CallInfo> {
         let view = self.core.view(id)?;
         let (s, d) = self.hosts.get(&id)?.clone();
+        let destination = view.leaves.first().map_or(d, |l| l.0.clone());
         Some(CallInfo {
             view,
             source: s,
-            destination: d,
+            destination,
         })
     }
 
@@ -829,6 +910,7 @@ impl Shell {
             load: self.core.load(),
             nv: self.core.nv_probes(),
             recovery: self.recovery.clone(),
+            partition: c.partition,
         }
     }
 
@@ -836,27 +918,34 @@ impl Shell {
         match r {
             Request::Add {
                 source,
-                destination,
+                destinations,
                 traffic,
                 clr,
                 tag,
                 reply,
             } => {
-                let hops =
-                    match self
-                        .router
-                        .route(now, &source, &destination, traffic.pcr.per_sec())
-                    {
-                        Ok(h) => h,
+                if destinations.is_empty() {
+                    let _ = reply.send(Err(CallError {
+                        kind: ErrorKind::InvalidArgument,
+                        message: "no destination".into(),
+                    }));
+                    return None;
+                }
+                let mut routes = Vec::with_capacity(destinations.len());
+                for d in &destinations {
+                    match self.router.route(now, &source, d, traffic.pcr.per_sec()) {
+                        Ok(h) => routes.push((d.clone(), h)),
                         Err(e) => {
                             let _ = reply.send(Err(e));
                             return None;
                         }
-                    };
+                    }
+                }
+                let destination = destinations[0].clone();
                 let id = self.core.add(
                     now,
                     SetupRequest {
-                        hops,
+                        routes,
                         traffic,
                         clr,
                         buffer_cells: 0,
@@ -875,6 +964,35 @@ impl Shell {
                         message: format!("no connection {id}"),
                     }));
                 }
+            }
+            Request::AddLeaf { id, leaf, reply } => {
+                let result = match self.hosts.get(&id) {
+                    None => Err(CallError {
+                        kind: ErrorKind::NotFound,
+                        message: format!("no connection {id}"),
+                    }),
+                    Some((source, _)) => {
+                        let bw = self.core.view(id).map_or(0.0, |v| v.traffic.pcr.per_sec());
+                        let source = source.clone();
+                        self.router
+                            .route(now, &source, &leaf, bw)
+                            .and_then(|route| self.core.add_leaf(now, id, &leaf, &route))
+                    }
+                };
+                self.change_started(id, result, reply);
+            }
+            Request::DropLeaf { id, leaf, reply } => {
+                let result = self.core.drop_leaf(now, id, &leaf);
+                self.change_started(id, result, reply);
+            }
+            Request::Modify {
+                id,
+                traffic,
+                clr,
+                reply,
+            } => {
+                let result = self.core.modify(now, id, traffic, clr);
+                self.change_started(id, result, reply);
             }
             Request::Get { id, reply } => {
                 let _ = reply.send(self.info(id));
@@ -916,10 +1034,40 @@ impl Shell {
         None
     }
 
+    /// A change was started (its answer waits for [`CallEvent::Changed`]) or refused.
+    fn change_started(&mut self, id: u64, result: Result<(), CallError>, reply: ChangeWaiter) {
+        match result {
+            Ok(()) => {
+                self.change_waiters.insert(id, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
     fn events(&mut self) {
         let mut job = JournalJob::default();
         while let Some(ev) = self.core.poll_event() {
             match ev {
+                CallEvent::Changed { call, result } => {
+                    let info = self.info(call);
+                    if result.is_ok()
+                        && self.journal.is_some()
+                        && let Some(i) = &info
+                    {
+                        // The journal holds the call as changed (the row is replaced).
+                        job.up.push(JournaledCall {
+                            view: i.view.clone(),
+                            source: i.source.clone(),
+                            destination: i.destination.clone(),
+                        });
+                    }
+                    if let Some(w) = self.change_waiters.remove(&call) {
+                        let answer = result.and_then(|()| info.ok_or_else(gone));
+                        let _ = w.send(answer);
+                    }
+                }
                 CallEvent::Established { call, .. } => {
                     let view = self.core.view(call);
                     if self.journal.is_some()
@@ -1045,6 +1193,7 @@ async fn run_manager(
         links,
         add_waiters: HashMap::new(),
         delete_waiters: HashMap::new(),
+        change_waiters: HashMap::new(),
         hosts,
         journal,
         recovery,

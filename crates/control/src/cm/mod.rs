@@ -12,6 +12,8 @@
 //!   links, for tests and `atmlab cm serve --faults`.
 //! - [`dimension`]: the M/G/∞ cache dimensioning and invocation counts of §IV (Table I,
 //!   Figs. 9-10), and [`dimension::NvProbe`], which measures `N_v` on a running manager.
+//! - [`tree`]: point-to-multipoint connection trees (identifier slots, AddLeaf's graft,
+//!   DropLeaf's prune), shared by every manager kind.
 
 pub mod adaptive;
 pub mod aggregator;
@@ -23,3 +25,4 @@ pub mod journal;
 pub mod live;
 pub mod routes;
 pub mod service;
+pub mod tree;

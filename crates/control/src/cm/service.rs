@@ -79,33 +79,56 @@ pub fn resolve_qos(
     }
 }
 
-fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
-    pb::ConnectionInfo {
-        id: i.view.id,
-        source: i.source.clone(),
-        destinations: vec![i.destination.clone()],
-        source_vc: Some(cv::pb_vc_id(i.view.source_vc)),
-        destination_vcs: vec![cv::pb_vc_id(i.view.destination_vc)],
-        hops: i
-            .view
-            .hops
-            .iter()
-            .map(|(h, conn, in_id, out_id)| pb::HopInfo {
+/// A call as cm.proto's ConnectionInfo: one HopInfo per switch connection, with every
+/// branch where the tree forks; destinations in the order they joined.
+pub fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
+    let v = &i.view;
+    let mut hops: Vec<pb::HopInfo> = Vec::new();
+    for (h, conn, in_id, out_id) in &v.hops {
+        let branch = pb::Branch {
+            port: u32::from(h.out_port),
+            id: Some(cv::pb_vc_id(*out_id)),
+        };
+        match hops
+            .iter_mut()
+            .find(|x| x.switch == h.switch && x.connection == *conn)
+        {
+            Some(x) => x.branches.push(branch),
+            None => hops.push(pb::HopInfo {
                 switch: h.switch.clone(),
                 connection: *conn,
                 in_port: u32::from(h.in_port),
                 in_id: Some(cv::pb_vc_id(*in_id)),
                 out_port: u32::from(h.out_port),
                 out_id: Some(cv::pb_vc_id(*out_id)),
-                branches: Vec::new(),
-            })
-            .collect(),
+                branches: vec![branch],
+            }),
+        }
+    }
+    let (destinations, destination_vcs) = if v.leaves.is_empty() {
+        (
+            vec![i.destination.clone()],
+            vec![cv::pb_vc_id(v.destination_vc)],
+        )
+    } else {
+        v.leaves
+            .iter()
+            .map(|(l, e)| (l.clone(), cv::pb_vc_id(v.hops[*e].3)))
+            .unzip()
+    };
+    pb::ConnectionInfo {
+        id: v.id,
+        source: i.source.clone(),
+        destinations,
+        source_vc: Some(cv::pb_vc_id(v.source_vc)),
+        destination_vcs,
+        hops,
         cell_qos: Some(pb::CellQos {
-            traffic: Some(cv::pb_traffic(&i.view.traffic, 0.0)),
+            traffic: Some(cv::pb_traffic(&v.traffic, 0.0)),
             ..Default::default()
         }),
-        setup_us: i.view.setup.as_picos() / 1_000_000,
-        tag: i.view.tag.clone(),
+        setup_us: v.setup.as_picos() / 1_000_000,
+        tag: v.tag.clone(),
         invocations: 0,
     }
 }
@@ -130,7 +153,11 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
         retries: s.stats.retries,
         rollbacks: s.stats.rollbacks,
         recovery: s.recovery.clone(),
-        ..Default::default()
+        invocations: [("cm->switch".to_string(), s.stats.messages)].into(),
+        partition: s.partition.map(|(lo, hi)| pb::Range {
+            min: u32::from(lo),
+            max: u32::from(hi),
+        }),
     }
 }
 
@@ -141,21 +168,15 @@ impl ConnectionManager for CmService {
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
         let r = r.into_inner();
-        let destination = match r.destinations.as_slice() {
-            [d] => d.clone(),
-            [] => return Err(Status::invalid_argument("no destination")),
-            _ => {
-                return Err(Status::unimplemented(
-                    "point-to-multipoint connections through the CM are not built yet (switches support branches)",
-                ));
-            }
-        };
+        if r.destinations.is_empty() {
+            return Err(Status::invalid_argument("no destination"));
+        }
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let info = self
             .handle
-            .add(&r.source, &destination, traffic, clr, &r.tag)
+            .add_multipoint(&r.source, &r.destinations, traffic, clr, &r.tag)
             .await
             .map_err(|e| call_status(&e))?;
         let mut out = pb_info(&info);
@@ -224,22 +245,45 @@ impl ConnectionManager for CmService {
 
     async fn add_leaf(
         &self,
-        _: Request<pb::AddLeafRequest>,
+        r: Request<pb::AddLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        Err(Status::unimplemented("AddLeaf: in progress"))
+        let r = r.into_inner();
+        let info = self
+            .handle
+            .add_leaf(r.id, &r.destination)
+            .await
+            .map_err(|e| call_status(&e))?;
+        Ok(Response::new(pb_info(&info)))
     }
 
     async fn drop_leaf(
         &self,
-        _: Request<pb::DropLeafRequest>,
+        r: Request<pb::DropLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        Err(Status::unimplemented("DropLeaf: in progress"))
+        let r = r.into_inner();
+        let info = self
+            .handle
+            .drop_leaf(r.id, &r.destination)
+            .await
+            .map_err(|e| call_status(&e))?;
+        Ok(Response::new(pb_info(&info)))
     }
 
     async fn modify_connection(
         &self,
-        _: Request<pb::ModifyConnectionRequest>,
+        r: Request<pb::ModifyConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        Err(Status::unimplemented("ModifyConnection: in progress"))
+        let r = r.into_inner();
+        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
+        let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let info = self
+            .handle
+            .modify(r.id, traffic, clr)
+            .await
+            .map_err(|e| call_status(&e))?;
+        let mut out = pb_info(&info);
+        out.cell_qos = Some(cell);
+        Ok(Response::new(out))
     }
 }

@@ -5,6 +5,7 @@
 mod cm_core;
 mod cm_live;
 mod faults;
+mod multipoint;
 mod qos;
 mod route;
 mod tina;

@@ -1,0 +1,377 @@
+//! Issue 9's acceptance, end to end over live switch servers (gRPC command streams) and
+//! their data planes (cells over UDP on loopback), with the route object choosing the
+//! routes:
+//!
+//! - a point-to-multipoint connection to three leaves carries frames to all of them,
+//!   byte-identical; DropLeaf leaves the others working; AddLeaf adds one under way;
+//! - ModifyConnection while frames flow loses none of them;
+//! - two xbind managers on disjoint VCI partitions, under one call generator's load,
+//!   never hand out the same identifier and stay inside their partitions;
+//!
+//! and after each, the audit finds every switch empty.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use atmlab_control::callgen::{self, Load, Spread};
+use atmlab_control::cm::core::{CmConfig, CmKind};
+use atmlab_control::cm::live::{self, CmHandle};
+use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::demo;
+use atmlab_control::net::{NetSecurity, Network, Topology};
+use atmlab_core::ids::VcId;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::live::host::HostPort;
+
+async fn network(file: &str) -> (Network, Vec<(String, GrpcSwitch)>) {
+    let topo = Topology::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../topologies")
+            .join(file),
+    )
+    .unwrap();
+    let net = Network::up(topo, &NetSecurity { certs: None }, None)
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for s in &net.switches {
+        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
+            .await
+            .unwrap();
+        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
+    }
+    (net, clients)
+}
+
+async fn manager(net: &Network, clients: &[(String, GrpcSwitch)], config: CmConfig) -> CmHandle {
+    let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
+    let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
+    live::start(config, clients.to_vec(), Box::new(router)).unwrap()
+}
+
+async fn until(mut f: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition never held");
+}
+
+/// A host attached to `switch:port` of the network, once the switch has learned it.
+async fn host(net: &Network, switch: usize, port: usize) -> HostPort {
+    let any = "127.0.0.1:0".parse().unwrap();
+    let addr = net.switches[switch].ports[port].1;
+    let h = HostPort::attach(any, addr, BitRate(50e6)).await.unwrap();
+    let me = h.local_addr().unwrap();
+    until(|| net.switches[switch].data_plane.peers()[port].1 == Some(me)).await;
+    h
+}
+
+fn frames(n: u32, seed: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            (0..((i * 97 + seed) % 1500 + 1))
+                .map(|k| (k ^ i ^ seed) as u8)
+                .collect()
+        })
+        .collect()
+}
+
+/// Every frame arrives at `h` on `vc`, in order, byte-identical.
+async fn expect(h: &mut HostPort, vc: VcId, sent: &[Vec<u8>], who: &str) {
+    for (i, f) in sent.iter().enumerate() {
+        let got = h
+            .recv_frame(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{who}: frame {i} of {} never came", sent.len()));
+        assert_eq!(got.vc, vc, "{who}");
+        assert_eq!(&got.sdu, f, "{who}: frame {i}");
+    }
+}
+
+fn leaf_vc(info: &live::CallInfo, leaf: &str) -> VcId {
+    let v = &info.view;
+    let e = v.leaves.iter().find(|l| l.0 == leaf).expect("a leaf").1;
+    v.hops[e].3
+}
+
+async fn assert_empty(clients: &[(String, GrpcSwitch)], what: &str) {
+    for (name, c) in clients {
+        assert!(
+            c.connections().await.unwrap().is_empty(),
+            "{what}: {name} still holds a connection"
+        );
+        let d = c.describe().await.unwrap();
+        assert!(
+            d.ports
+                .iter()
+                .all(|p| p.allocated == 0.0 && p.committed == 0),
+            "{what}: {name} has bandwidth or identifiers left"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipoint_reaches_every_leaf_and_drop_leaf_leaves_the_others_working() {
+    let (net, clients) = network("tree4.toml").await;
+    // Switch indices in tree4.toml: s1 0, s2 1, s3 2.
+    for kind in [CmKind::Xbind, CmKind::Sequential] {
+        let cm = manager(&net, &clients, CmConfig::new(kind)).await;
+        let leaves: Vec<String> = ["b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let info = cm
+            .add_multipoint(
+                "a",
+                &leaves,
+                TrafficDescriptor::cbr(CellRate(20_000.0)),
+                0.0,
+                "mp",
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e:?}"));
+        assert_eq!(info.view.leaf_names(), leaves);
+        // One switch connection per switch; s1 and s2 fork.
+        let branches = |c: &Vec<atmlab_fabric::Connection>| {
+            c.iter().map(|x| x.branches.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            branches(&clients[0].1.connections().await.unwrap()),
+            vec![2]
+        );
+        assert_eq!(
+            branches(&clients[1].1.connections().await.unwrap()),
+            vec![2]
+        );
+        assert_eq!(
+            branches(&clients[2].1.connections().await.unwrap()),
+            vec![1]
+        );
+
+        let mut a = host(&net, 0, 0).await;
+        let mut b = host(&net, 1, 1).await;
+        let mut c = host(&net, 1, 2).await;
+        let mut d = host(&net, 2, 1).await;
+        let sent = frames(40, 1);
+        for f in &sent {
+            a.send_frame(info.view.source_vc, f).await.unwrap();
+        }
+        expect(&mut b, leaf_vc(&info, "b"), &sent, "b").await;
+        expect(&mut c, leaf_vc(&info, "c"), &sent, "c").await;
+        expect(&mut d, leaf_vc(&info, "d"), &sent, "d").await;
+
+        // Drop c: b and d keep receiving, c gets nothing; s2 lost one branch only.
+        let after = cm.drop_leaf(info.view.id, "c").await.unwrap();
+        assert_eq!(after.view.leaf_names(), vec!["b", "d"]);
+        assert_eq!(
+            branches(&clients[1].1.connections().await.unwrap()),
+            vec![1]
+        );
+        let sent = frames(20, 2);
+        for f in &sent {
+            a.send_frame(info.view.source_vc, f).await.unwrap();
+        }
+        expect(&mut b, leaf_vc(&after, "b"), &sent, "b after the drop").await;
+        expect(&mut d, leaf_vc(&after, "d"), &sent, "d after the drop").await;
+        assert!(
+            c.recv_frame(Duration::from_millis(300))
+                .await
+                .unwrap()
+                .is_none(),
+            "{kind:?}: the dropped leaf still receives"
+        );
+
+        // Add e (a branch at s3) while the others stay up.
+        let mut e = host(&net, 2, 2).await;
+        let grown = cm.add_leaf(info.view.id, "e").await.unwrap();
+        assert_eq!(grown.view.leaf_names(), vec!["b", "d", "e"]);
+        assert_eq!(
+            branches(&clients[2].1.connections().await.unwrap()),
+            vec![2]
+        );
+        let sent = frames(20, 3);
+        for f in &sent {
+            a.send_frame(info.view.source_vc, f).await.unwrap();
+        }
+        for (h, leaf) in [(&mut b, "b"), (&mut d, "d"), (&mut e, "e")] {
+            expect(h, leaf_vc(&grown, leaf), &sent, leaf).await;
+        }
+        // The last leaf cannot be dropped; an unknown host cannot be added.
+        cm.drop_leaf(info.view.id, "b").await.unwrap();
+        cm.drop_leaf(info.view.id, "d").await.unwrap();
+        assert!(cm.drop_leaf(info.view.id, "e").await.is_err());
+        assert!(cm.add_leaf(info.view.id, "nobody").await.is_err());
+
+        cm.delete(info.view.id).await.unwrap();
+        assert_empty(&clients, &format!("{kind:?}")).await;
+        cm.shutdown().await;
+        for (name, c) in &clients {
+            assert!(
+                c.reservations().await.unwrap().is_empty(),
+                "{kind:?}: {name} has reservations left"
+            );
+        }
+    }
+    net.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modify_connection_under_traffic_loses_nothing() {
+    let (net, clients) = network("tree4.toml").await;
+    let cm = manager(&net, &clients, CmConfig::new(CmKind::Xbind)).await;
+    let leaves = vec!["b".to_string(), "d".to_string()];
+    let info = cm
+        .add_multipoint(
+            "a",
+            &leaves,
+            TrafficDescriptor::cbr(CellRate(10_000.0)),
+            0.0,
+            "modify",
+        )
+        .await
+        .unwrap();
+    let mut a = host(&net, 0, 0).await;
+    let mut b = host(&net, 1, 1).await;
+    let mut d = host(&net, 2, 1).await;
+    let sent = frames(300, 4);
+    let source = info.view.source_vc;
+    let sender = {
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            for f in &sent {
+                a.send_frame(source, f).await.unwrap();
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+        })
+    };
+    // Up, up beyond what a port can admit (refused, nothing changes), then down, while
+    // the frames flow.
+    let capacity = clients[0].1.describe().await.unwrap().ports[1]
+        .config
+        .capacity
+        .per_sec();
+    let mut outcomes = Vec::new();
+    for pcr in [50_000.0, capacity * 2.0, 5_000.0, 80_000.0] {
+        let r = cm
+            .modify(info.view.id, TrafficDescriptor::cbr(CellRate(pcr)), 0.0)
+            .await;
+        outcomes.push(r.map(|i| i.view.traffic.pcr.per_sec()).map_err(|e| e.kind));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        outcomes,
+        vec![
+            Ok(50_000.0),
+            Err(atmlab_fabric::ErrorKind::ResourceExhausted),
+            Ok(5_000.0),
+            Ok(80_000.0)
+        ]
+    );
+    expect(&mut b, leaf_vc(&info, "b"), &sent, "b").await;
+    expect(&mut d, leaf_vc(&info, "d"), &sent, "d").await;
+    sender.await.unwrap();
+    // Every hop holds the last contract, and admission control charged it.
+    for (name, c) in &clients {
+        for x in c.connections().await.unwrap() {
+            assert_eq!(x.traffic.pcr.per_sec(), 80_000.0, "{name}");
+            assert!(
+                (x.admitted - 80_000.0).abs() < 1e-6,
+                "{name}: {}",
+                x.admitted
+            );
+        }
+    }
+    cm.delete(info.view.id).await.unwrap();
+    assert_empty(&clients, "modify").await;
+    cm.shutdown().await;
+    net.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_managers_on_disjoint_partitions_never_collide() {
+    let (net, clients) = network("line3.toml").await;
+    let parts = [(32u16, 1999u16), (2000u16, 4095u16)];
+    let mut cms = Vec::new();
+    for (k, &p) in parts.iter().enumerate() {
+        let config = CmConfig {
+            owner: format!("cm-x{k}"),
+            partition: Some(p),
+            ..demo::xbind_config(4)
+        };
+        cms.push(manager(&net, &clients, config).await);
+    }
+    let load = Load {
+        rate: 2_000.0,
+        duration: Duration::from_millis(1500),
+        holding: Duration::from_millis(20),
+        fixed_holding: false,
+        precise: false,
+        pairs: vec![("a".into(), "b".into()), ("b".into(), "a".into())],
+        traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+        seed: 9,
+    };
+    let spread = Spread::new(cms.clone());
+    let run = tokio::spawn(async move { callgen::run(spread, &load).await });
+    // While the load runs: every identifier a switch holds for a manager, reserved or
+    // committed, is inside that manager's partition, and none is held twice.
+    let mut samples = 0;
+    while !run.is_finished() {
+        for s in &net.switches {
+            // One consistent look at the switch (its table and reservations under one
+            // lock), so an identifier moving between the two is not seen twice.
+            let (name, conns, res) = s
+                .switch
+                .with_switch(|sw| (sw.name().to_string(), sw.connections(), sw.reservations()));
+            let mut seen = HashSet::new();
+            for x in conns {
+                let k: usize = x.owner.trim_start_matches("cm-x").parse().unwrap();
+                for br in &x.branches {
+                    let v = br.id.vci.0;
+                    assert!(
+                        (parts[k].0..=parts[k].1).contains(&v),
+                        "{name}: {} committed VCI {v} outside its partition",
+                        x.owner
+                    );
+                    assert!(seen.insert((br.port.0, br.id)), "{name}: {br:?} twice");
+                }
+            }
+            for r in res {
+                let k: usize = r.owner.trim_start_matches("cm-x").parse().unwrap();
+                assert!(
+                    (parts[k].0..=parts[k].1).contains(&r.id.vci.0),
+                    "{name}: {} reserved {:?} outside its partition",
+                    r.owner,
+                    r.id
+                );
+                assert!(seen.insert((r.port.0, r.id)), "{name}: {r:?} twice");
+            }
+        }
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = run.await.unwrap();
+    assert!(samples >= 3, "the load ended before it was sampled");
+    assert!(report.established > 1000, "{report:?}");
+    assert_eq!(
+        report.failed, 0,
+        "a collision would fail a call: {report:?}"
+    );
+    for cm in &cms {
+        let st = cm.status().await.unwrap();
+        assert!(
+            st.stats.established > 400,
+            "both managers carried calls: {st:?}"
+        );
+        cm.shutdown().await;
+    }
+    assert_empty(&clients, "two managers").await;
+    for (name, c) in &clients {
+        assert!(c.reservations().await.unwrap().is_empty(), "{name}");
+    }
+    net.down().await;
+}
