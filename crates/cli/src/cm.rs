@@ -428,20 +428,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
-        let mut clients = Vec::new();
-        for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
-            let name = obj.name.trim_start_matches("switch/").to_string();
-            if !switches.is_empty() && !switches.contains(&name) {
-                continue;
-            }
-            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref())
-                .await
-                .with_context(|| format!("connecting to {}", obj.name))?;
-            clients.push((name, GrpcSwitch::new(ch)));
-        }
-        if clients.is_empty() {
-            bail!("the name service at {names} lists no switch servers");
-        }
+        let clients = switch_clients(&nc, &names, &switches, id.as_ref()).await?;
         let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
         let (handle, recovery) = live::start_with(
             config,
@@ -488,6 +475,31 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     })
 }
 
+/// A gRPC client of every switch server the name service lists (of those in `only`,
+/// when given), by switch name.
+async fn switch_clients(
+    nc: &NameClient,
+    names: &str,
+    only: &[String],
+    id: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<Vec<(String, GrpcSwitch)>> {
+    let mut clients = Vec::new();
+    for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
+        let name = obj.name.trim_start_matches("switch/").to_string();
+        if !only.is_empty() && !only.contains(&name) {
+            continue;
+        }
+        let ch = atmlab_rpc::client_channel(&obj.address, id)
+            .await
+            .with_context(|| format!("connecting to {}", obj.name))?;
+        clients.push((name, GrpcSwitch::new(ch)));
+    }
+    if clients.is_empty() {
+        bail!("the name service at {names} lists no switch servers");
+    }
+    Ok(clients)
+}
+
 /// `atmlab cm serve --kind tina`: TINA's LNC over NML-CPs over one EML-CP per switch
 /// (paper 001), each performer on its own loopback gRPC endpoint with our certificate,
 /// behind the same ConnectionManager service as the other kinds.
@@ -514,20 +526,7 @@ fn serve_tina(
     shell::runtime()?.block_on(async move {
         let id = security.identity(who)?;
         let nc = NameClient::connect(names, id.as_ref()).await?;
-        let mut clients = Vec::new();
-        for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
-            let name = obj.name.trim_start_matches("switch/").to_string();
-            if !only.is_empty() && !only.contains(&name) {
-                continue;
-            }
-            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref())
-                .await
-                .with_context(|| format!("connecting to {}", obj.name))?;
-            clients.push((name, GrpcSwitch::new(ch)));
-        }
-        if clients.is_empty() {
-            bail!("the name service at {names} lists no switch servers");
-        }
+        let mut clients = switch_clients(&nc, names, only, id.as_ref()).await?;
         // Subnetworks are contiguous runs of this order: s2 before s10.
         clients.sort_by_key(|(n, _)| {
             let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
