@@ -999,7 +999,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), ControlError> {
     atmlab_sim::plot::plot_metric(
         &dir.join("setup_time"),
         &PlotSpec {
-            title: "§4.2: mean setup time against switches crossed (20 ms round trip per invocation)",
+            title: "§4.2: setup time, 20 ms round trip per invocation",
             x_label: "switches on the path",
             y_label: "mean setup time (ms)",
             log_y: false,
@@ -1010,7 +1010,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), ControlError> {
     atmlab_sim::plot::plot_metric(
         &dir.join("setup_time_no_delay"),
         &PlotSpec {
-            title: "§4.2: mean setup time against switches crossed (loopback, no added delay)",
+            title: "§4.2: setup time, no added delay",
             x_label: "switches on the path",
             y_label: "mean setup time (ms)",
             log_y: false,
@@ -1025,7 +1025,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), ControlError> {
     atmlab_sim::plot::plot_metric(
         &dir.join("setup_time_paper"),
         &PlotSpec {
-            title: "§4.2, the paper: setup time against switches crossed",
+            title: "§4.2, the paper (Alcin, Orbix)",
             x_label: "switches on the path",
             y_label: "setup time (ms)",
             log_y: false,
