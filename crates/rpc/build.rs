@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use protox::prost::Message as _;
 
-const PROTOS: [&str; 3] = [
+const PROTOS: [&str; 4] = [
     "proto/atmlab/v1/cm.proto",
+    "proto/atmlab/v1/tina.proto",
     "proto/atmlab/v1/switch.proto",
     "proto/atmlab/v1/names.proto",
 ];

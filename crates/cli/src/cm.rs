@@ -112,9 +112,15 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
 /// Connection manager tuning on the command line.
 #[derive(Debug, Clone, Args)]
 pub struct CmTuning {
-    /// sequential | xbind
+    /// sequential | xbind | tina (tina: `cm serve` only)
     #[arg(long, default_value = "xbind")]
     kind: String,
+    /// tina: sub-connection setup, sequential | parallel.
+    #[arg(long, default_value = "sequential")]
+    tina_mode: String,
+    /// tina: levels of NML-CPs over the EML-CPs (1: one NML-CP over every switch).
+    #[arg(long, default_value_t = 2)]
+    tina_depth: u32,
     /// The aggregation threshold T (xbind).
     #[arg(long, default_value_t = 1)]
     threshold: u32,
@@ -158,7 +164,8 @@ impl CmTuning {
         let kind = match self.kind.as_str() {
             "xbind" => CmKind::Xbind,
             "sequential" => CmKind::Sequential,
-            k => bail!("--kind {k:?}: expected sequential or xbind"),
+            "tina" => bail!("--kind tina runs under `atmlab cm serve` only"),
+            k => bail!("--kind {k:?}: expected sequential, xbind or tina"),
         };
         let partition = match &self.partition {
             None => None,
@@ -412,26 +419,16 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         } => (names, switches, tuning, listen, who, security),
     };
     shell::init_logging();
+    if tuning.kind == "tina" {
+        return serve_tina(&names, &switches, &tuning, listen, &who, &security);
+    }
 
     let config = tuning.config()?;
     let options = tuning.options()?;
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
-        let mut clients = Vec::new();
-        for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
-            let name = obj.name.trim_start_matches("switch/").to_string();
-            if !switches.is_empty() && !switches.contains(&name) {
-                continue;
-            }
-            let ch = atmlab_rpc::client_channel(&obj.address, id.as_ref())
-                .await
-                .with_context(|| format!("connecting to {}", obj.name))?;
-            clients.push((name, GrpcSwitch::new(ch)));
-        }
-        if clients.is_empty() {
-            bail!("the name service at {names} lists no switch servers");
-        }
+        let clients = switch_clients(&nc, &names, &switches, id.as_ref()).await?;
         let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
         let (handle, recovery) = live::start_with(
             config,
@@ -473,6 +470,115 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
             .await?;
         handle.shutdown().await;
+        reg.stop().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// A gRPC client of every switch server the name service lists (of those in `only`,
+/// when given), by switch name.
+async fn switch_clients(
+    nc: &NameClient,
+    names: &str,
+    only: &[String],
+    id: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<Vec<(String, GrpcSwitch)>> {
+    let mut clients = Vec::new();
+    for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
+        let name = obj.name.trim_start_matches("switch/").to_string();
+        if !only.is_empty() && !only.contains(&name) {
+            continue;
+        }
+        let ch = atmlab_rpc::client_channel(&obj.address, id)
+            .await
+            .with_context(|| format!("connecting to {}", obj.name))?;
+        clients.push((name, GrpcSwitch::new(ch)));
+    }
+    if clients.is_empty() {
+        bail!("the name service at {names} lists no switch servers");
+    }
+    Ok(clients)
+}
+
+/// `atmlab cm serve --kind tina`: TINA's LNC over NML-CPs over one EML-CP per switch
+/// (paper 001), each performer on its own loopback gRPC endpoint with our certificate,
+/// behind the same ConnectionManager service as the other kinds.
+fn serve_tina(
+    names: &str,
+    only: &[String],
+    tuning: &CmTuning,
+    listen: SocketAddr,
+    who: &str,
+    security: &Security,
+) -> Result<ExitCode> {
+    use atmlab_control::tina::{self, TinaConfig};
+    if tuning.faults.is_some() || tuning.journal.is_some() {
+        bail!("--faults and --journal are not supported by --kind tina");
+    }
+    let config = TinaConfig {
+        mode: tuning
+            .tina_mode
+            .parse()
+            .map_err(|e| anyhow!("--tina-mode: {e}"))?,
+        depth: tuning.tina_depth,
+        ..TinaConfig::default()
+    };
+    shell::runtime()?.block_on(async move {
+        let id = security.identity(who)?;
+        let nc = NameClient::connect(names, id.as_ref()).await?;
+        let mut clients = switch_clients(&nc, names, only, id.as_ref()).await?;
+        // Subnetworks are contiguous runs of this order: s2 before s10.
+        clients.sort_by_key(|(n, _)| {
+            let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
+            (
+                n.len() - digits.len(),
+                digits.parse::<u64>().ok(),
+                n.clone(),
+            )
+        });
+        let (route, _refresher) = demo::route_object(names, id.as_ref()).await?;
+        let deployment = tina::lnc::start(
+            config,
+            clients,
+            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+            id.as_ref(),
+        )
+        .await?;
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let scheme = if id.is_some() { "https" } else { "http" };
+        let addr = listener.local_addr()?;
+        let reg = nc
+            .register_and_renew(
+                ObjectInfo::new(
+                    format!("cm/{who}"),
+                    ObjectKind::ConnectionManager,
+                    format!("{scheme}://{addr}"),
+                ),
+                Duration::from_secs(10),
+            )
+            .await?;
+        println!(
+            "connection manager (tina, {}, {} NML-CP level(s)): {scheme}://{addr}",
+            deployment.lnc.config().mode.name(),
+            deployment.lnc.config().depth
+        );
+        for (name, at) in &deployment.endpoints {
+            println!("  performer {name}: {scheme}://{at}");
+        }
+        let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
+        tonic::transport::Server::builder()
+            .add_service(
+                tina::service::TinaService::new(
+                    deployment.lnc.clone(),
+                    Some(atmlab_control::cm::service::collocated_mapper(
+                        atmlab_control::qos::QosMapper::default(),
+                    )),
+                )
+                .into_server(),
+            )
+            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
+            .await?;
+        deployment.shutdown().await;
         reg.stop().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -211,14 +211,30 @@ impl Lab {
         say: &mut impl FnMut(&str),
     ) -> Result<Lab, ControlError> {
         let topo = Topology::parse(DEFAULT_TOPOLOGY, "the demo topology")?;
+        Lab::up_with(topo, data_dir, insecure, say).await
+    }
+
+    /// [`Lab::up`] on another topology; certificates missing from `data_dir/certs` (a
+    /// switch the demo's ring does not have) are issued from the same CA.
+    pub async fn up_with(
+        topo: Topology,
+        data_dir: &Path,
+        insecure: bool,
+        say: &mut impl FnMut(&str),
+    ) -> Result<Lab, ControlError> {
         let certs = if insecure {
             None
         } else {
             let dir = data_dir.join("certs");
+            let names = topo.certificate_names();
             if !dir.join("ca.pem").exists() {
-                let names = topo.certificate_names();
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 atmlab_rpc::tls::init_certs(&dir, &names, false)?;
+            }
+            for n in &names {
+                if !dir.join(format!("{n}.pem")).exists() {
+                    atmlab_rpc::tls::issue_cert(&dir, n)?;
+                }
             }
             Some(dir)
         };

@@ -20,9 +20,9 @@
 //!   sans-IO link-state view with QoS-constrained fewest-hop routes and k loop-free
 //!   alternates; [`route::discover`] builds the view from the name service and the switch
 //!   servers, [`route::spawn_refresher`] keeps it fresh.
-//!
-//! Still to come (the connection management issues): the connection managers (sequential, xbind with `VciCache` and `MessageAggregator`,
-//! TINA's LNC / NML-CP / EML-CP hierarchy), the journal, and the call generator.
+//! - [`tina`]: TINA's connection management as ReTINA measured it (paper 001 §1.2.1,
+//!   §4.2): the LNC over a recursive hierarchy of NML-CPs over one EML-CP per switch,
+//!   every invocation a gRPC call, sequential or parallel sub-connection setup.
 //!
 //! Cores here do no I/O and read no clock; shells (tokio, tonic) are the only code that
 //! knows protobuf. Error type: [`ControlError`].
@@ -42,5 +42,6 @@ pub mod qos;
 pub mod reproduce;
 pub mod route;
 pub mod soak;
+pub mod tina;
 
 pub use error::ControlError;

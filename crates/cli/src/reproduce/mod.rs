@@ -6,6 +6,7 @@
 
 mod gateway;
 mod rdma;
+mod retina;
 mod xbind;
 
 use std::path::PathBuf;
@@ -74,6 +75,7 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from("reports").join(args.paper.name()));
     match args.paper {
         Paper::Xbind => xbind::run(&args, &out),
+        Paper::Retina => retina::run(&args, &out),
         Paper::Rdma => rdma::run(&args, &out),
         Paper::Gateway => gateway::run(&args, &out),
         other => Ok(crate::not_yet(

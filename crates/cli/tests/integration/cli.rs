@@ -50,7 +50,7 @@ fn version_and_help_show_the_whole_tree() {
 
 #[test]
 fn papers_not_reproduced_yet_say_so_and_fail() {
-    let o = atmlab(&["reproduce", "retina"], b"");
+    let o = atmlab(&["reproduce", "smds"], b"");
     assert_eq!(o.status.code(), Some(69));
     assert!(stderr(&o).contains("not built yet"), "{}", stderr(&o));
     let bad = atmlab(&["reproduce", "nosuchpaper"], b"");

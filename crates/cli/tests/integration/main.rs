@@ -11,6 +11,7 @@ mod python;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
+mod reproduce_retina;
 mod sim;
 mod tshark;
 mod up;

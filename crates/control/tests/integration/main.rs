@@ -8,6 +8,7 @@ mod faults;
 mod multipoint;
 mod qos;
 mod route;
+mod tina;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,117 @@
+//! The `atmlab.v1.ConnectionManager` service over the LNC: TINA's connection management
+//! behind the same interface as the sequential and xbind managers (cm.proto), so a
+//! client (the call generator, the Python client) cannot tell them apart except by
+//! GetStatus's kind, "tina", and its invocation counts.
+
+use std::sync::Arc;
+
+use atmlab_rpc::v1 as pb;
+use atmlab_rpc::v1::connection_manager_server::{ConnectionManager, ConnectionManagerServer};
+use tonic::{Request, Response, Status};
+
+use super::lnc::Lnc;
+use crate::cm::service::{QosFn, resolve_qos};
+
+/// The service.
+pub struct TinaService {
+    lnc: Arc<Lnc>,
+    mapper: Option<QosFn>,
+}
+
+impl TinaService {
+    /// A service over `lnc`; `mapper` turns `qos` into a contract when a caller gives no
+    /// `cell_qos`.
+    pub fn new(lnc: Arc<Lnc>, mapper: Option<QosFn>) -> Self {
+        TinaService { lnc, mapper }
+    }
+
+    /// The tonic service.
+    pub fn into_server(self) -> ConnectionManagerServer<Self> {
+        ConnectionManagerServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl ConnectionManager for TinaService {
+    async fn add_connection(
+        &self,
+        r: Request<pb::AddConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        let r = r.into_inner();
+        let destination = match r.destinations.as_slice() {
+            [d] => d.clone(),
+            [] => return Err(Status::invalid_argument("no destination")),
+            _ => {
+                return Err(Status::unimplemented(
+                    "point-to-multipoint connections through the TINA manager are not built yet",
+                ));
+            }
+        };
+        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
+        let info = self.lnc.add(&r.source, &destination, cell, &r.tag).await?;
+        Ok(Response::new(info))
+    }
+
+    async fn delete_connection(
+        &self,
+        r: Request<pb::DeleteConnectionRequest>,
+    ) -> Result<Response<pb::DeleteConnectionReply>, Status> {
+        self.lnc.delete(r.into_inner().id).await?;
+        Ok(Response::new(pb::DeleteConnectionReply {}))
+    }
+
+    async fn get_connection(
+        &self,
+        r: Request<pb::GetConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        let id = r.into_inner().id;
+        self.lnc
+            .get(id)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("no connection {id}")))
+    }
+
+    async fn list_connections(
+        &self,
+        _: Request<pb::ListCmConnectionsRequest>,
+    ) -> Result<Response<pb::ListCmConnectionsReply>, Status> {
+        Ok(Response::new(pb::ListCmConnectionsReply {
+            connections: self.lnc.list(),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::CmStatus>, Status> {
+        Ok(Response::new(self.lnc.status()))
+    }
+
+    /// TINA has no aggregation threshold to tune: the status, unchanged.
+    async fn tune(&self, _: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
+        Ok(Response::new(self.lnc.status()))
+    }
+
+    async fn add_leaf(
+        &self,
+        _: Request<pb::AddLeafRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        Err(Status::unimplemented("AddLeaf: not built yet for tina"))
+    }
+
+    async fn drop_leaf(
+        &self,
+        _: Request<pb::DropLeafRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        Err(Status::unimplemented("DropLeaf: not built yet for tina"))
+    }
+
+    async fn modify_connection(
+        &self,
+        r: Request<pb::ModifyConnectionRequest>,
+    ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        let r = r.into_inner();
+        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
+        Ok(Response::new(self.lnc.modify(r.id, cell).await?))
+    }
+}

@@ -1,0 +1,392 @@
+//! Acceptance of the TINA manager (issue 9, part 1): the LNC, NML-CPs and EML-CPs set up
+//! a 3-hop connection through live switch servers, every invocation a gRPC call (mutual
+//! TLS between performers), sequentially or in parallel; frames flow on the identifiers
+//! chosen; invocations are counted per interface; a setup refused at the last hop, and a
+//! refused modification, leave the switches exactly as before (audited); release leaves
+//! nothing.
+
+use std::time::Duration;
+
+use atmlab_control::cm::core::HopSpec;
+use atmlab_control::cm::live::StaticRouter;
+use atmlab_control::tina::{self, SetupMode, TinaConfig, iface};
+use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::convert as cv;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::live::host::HostPort;
+use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release};
+use atmlab_rpc::v1 as pb;
+
+fn line_route() -> Vec<HopSpec> {
+    ["s1", "s2", "s3"]
+        .iter()
+        .map(|s| HopSpec {
+            switch: s.to_string(),
+            in_port: 0,
+            out_port: 1,
+        })
+        .collect()
+}
+
+fn cell(pcr: f64) -> pb::CellQos {
+    pb::CellQos {
+        traffic: Some(cv::pb_traffic(&TrafficDescriptor::cbr(CellRate(pcr)), 0.0)),
+        ..Default::default()
+    }
+}
+
+/// Nothing of the owner "tina" on any switch: no connection, no reservation, no
+/// bandwidth (besides `except`, a connection of someone else's).
+async fn audit_clean(clients: &[(String, GrpcSwitch)], except: Option<(usize, u64)>) {
+    for (i, (name, c)) in clients.iter().enumerate() {
+        let conns: Vec<u64> = c
+            .connections()
+            .await
+            .unwrap()
+            .iter()
+            .map(|x| x.id)
+            .filter(|id| except != Some((i, *id)))
+            .collect();
+        assert!(conns.is_empty(), "{name} still holds {conns:?}");
+        let res = c.reservations().await.unwrap();
+        assert!(res.is_empty(), "{name} has reservations left: {res:?}");
+    }
+}
+
+async fn start(
+    clients: &[(String, GrpcSwitch)],
+    mode: SetupMode,
+    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> tina::lnc::Tina {
+    let router = StaticRouter::new().with("a", "b", line_route());
+    tina::lnc::start(
+        TinaConfig {
+            mode,
+            ..TinaConfig::default()
+        },
+        clients.to_vec(),
+        Box::new(router),
+        tls,
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_modes() {
+    let (net, clients) = crate::line3().await;
+    let certs = tempfile::tempdir().unwrap();
+    atmlab_rpc::tls::init_certs(certs.path(), &["tina", "client"], false).unwrap();
+    let id = atmlab_rpc::tls::TlsFiles::in_dir(certs.path(), "tina")
+        .load()
+        .unwrap();
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let tina = start(&clients, mode, Some(&id)).await;
+        // Every performer is a TLS endpoint: one per switch, and the hierarchy over three
+        // switches at depth 2 (root, {s1, s2}, {s3}).
+        assert_eq!(tina.endpoints.len(), 3 + 3, "{:?}", tina.endpoints);
+        // A caller without a certificate does not get in.
+        let (_, root) = tina.endpoints.iter().find(|(n, _)| n == "nml").unwrap();
+        let plain = atmlab_rpc::client_channel(&format!("http://{root}"), None).await;
+        let refused = match plain {
+            Err(_) => true,
+            Ok(ch) => pb::connection_performer_client::ConnectionPerformerClient::new(ch)
+                .release_snc(pb::ReleaseSncRequest { snc: 1 })
+                .await
+                .is_err_and(|s| s.code() != tonic::Code::NotFound),
+        };
+        assert!(refused, "{mode:?}: a plain-text caller reached an NML-CP");
+
+        let info = tina.lnc.add("a", "b", cell(20_000.0), "e2e").await.unwrap();
+        assert_eq!(info.hops.len(), 3);
+        for ((_, c), hop) in clients.iter().zip(&info.hops) {
+            let conns = c.connections().await.unwrap();
+            assert_eq!(conns.len(), 1, "{mode:?}");
+            assert_eq!(conns[0].id, hop.connection);
+            assert_eq!(conns[0].owner, "tina");
+        }
+        // Consecutive hops agree on the identifier of the link between them.
+        for w in info.hops.windows(2) {
+            assert_eq!(w[0].out_id, w[1].in_id, "{mode:?}");
+        }
+        // Invocations: one LNC -> root, root -> 2 children, 3 EML-CPs; each EML-CP
+        // reserves its output identifier (s1 also the source's) and commits. Parallel
+        // first reserves the identifiers between subnetworks and between EML-CPs.
+        let inv = tina.lnc.invocations();
+        assert_eq!(inv[iface::LNC_NML], 1);
+        match mode {
+            SetupMode::Sequential => {
+                assert_eq!(inv[iface::NML_NML], 2);
+                assert_eq!(inv[iface::NML_EML], 3);
+                assert_eq!(inv[iface::EML_SWITCH], 3 + 3 + 1);
+            }
+            SetupMode::Parallel => {
+                // root: reserve s2->s3 via nml.0, then 2 setups; nml.0: reserve s1->s2,
+                // then 2 setups.
+                assert_eq!(inv[iface::NML_NML], 3);
+                assert_eq!(inv[iface::NML_EML], 1 + 1 + 2 + 1);
+                assert_eq!(inv[iface::EML_SWITCH], 2 + 3 + 2);
+            }
+        }
+        assert_eq!(u64::from(info.invocations), inv.values().sum::<u64>());
+        let status = tina.lnc.status();
+        assert_eq!(status.kind, "tina");
+        assert_eq!(status.invocations[iface::LNC_NML], 1);
+
+        if mode == SetupMode::Sequential {
+            let any = "127.0.0.1:0".parse().unwrap();
+            let mut b = HostPort::attach(any, net.switches[2].ports[1].1, BitRate(50e6))
+                .await
+                .unwrap();
+            let mut a = HostPort::attach(any, net.switches[0].ports[0].1, BitRate(50e6))
+                .await
+                .unwrap();
+            for _ in 0..600 {
+                if net.switches[2].data_plane.peers()[1].1 == Some(b.local_addr().unwrap())
+                    && net.switches[0].data_plane.peers()[0].1 == Some(a.local_addr().unwrap())
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let src = cv::vc_id(info.source_vc.as_ref()).unwrap();
+            let dst = cv::vc_id(info.destination_vcs.first()).unwrap();
+            let frames: Vec<Vec<u8>> = (0..50u32)
+                .map(|i| (0..(i * 37 % 1500 + 1)).map(|k| (k ^ i) as u8).collect())
+                .collect();
+            for f in &frames {
+                a.send_frame(src, f).await.unwrap();
+            }
+            for f in &frames {
+                let got = b
+                    .recv_frame(Duration::from_secs(10))
+                    .await
+                    .unwrap()
+                    .expect("frame arrives");
+                assert_eq!(got.vc, dst);
+                assert_eq!(&got.sdu, f);
+            }
+        }
+        tina.lnc.delete(info.id).await.unwrap();
+        assert!(tina.lnc.list().is_empty());
+        audit_clean(&clients, None).await;
+        let e = tina.lnc.delete(info.id).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        tina.shutdown().await;
+    }
+    net.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
+    let (net, clients) = crate::line3().await;
+    // Someone else takes most of s3's output port: a call that fits s1 and s2 is refused
+    // at the last hop.
+    let cap = clients[2].1.describe().await.unwrap().ports[1]
+        .config
+        .capacity
+        .per_sec();
+    let blocker = clients[2]
+        .1
+        .execute(
+            vec![Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 4_000),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: VcId::new(0, 4_000),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(cap - 50_000.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: "someone".into(),
+                replenish: 0,
+                tag: "blocker".into(),
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    let blocker = match &blocker[0] {
+        Ok(atmlab_fabric::switch::Reply::Committed { connection, .. }) => *connection,
+        other => panic!("{other:?}"),
+    };
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let tina = start(&clients, mode, None).await;
+        let e = tina
+            .lnc
+            .add("a", "b", cell(100_000.0), "refused")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{mode:?}: {e}");
+        audit_clean(&clients, Some((2, blocker))).await;
+        assert_eq!(tina.lnc.stats().blocked, 1);
+
+        // ModifyConnection: up to what fits is admitted on every hop; beyond, s3 refuses
+        // and every hop keeps the old contract.
+        let info = tina.lnc.add("a", "b", cell(10_000.0), "m").await.unwrap();
+        let pcr_on = |conns: &[atmlab_fabric::switch::Connection], id: u64| {
+            conns
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| c.traffic.pcr.per_sec())
+                .unwrap()
+        };
+        let m = tina.lnc.modify(info.id, cell(30_000.0)).await.unwrap();
+        assert_eq!(m.cell_qos, Some(cell(30_000.0)));
+        for ((_, c), hop) in clients.iter().zip(&info.hops) {
+            assert_eq!(
+                pcr_on(&c.connections().await.unwrap(), hop.connection),
+                30_000.0
+            );
+        }
+        let e = tina.lnc.modify(info.id, cell(120_000.0)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{mode:?}: {e}");
+        for ((name, c), hop) in clients.iter().zip(&info.hops) {
+            assert_eq!(
+                pcr_on(&c.connections().await.unwrap(), hop.connection),
+                30_000.0,
+                "{mode:?}: {name} kept a changed contract"
+            );
+        }
+        assert_eq!(
+            tina.lnc.get(info.id).unwrap().cell_qos,
+            Some(cell(30_000.0))
+        );
+        tina.lnc.delete(info.id).await.unwrap();
+        audit_clean(&clients, Some((2, blocker))).await;
+        tina.shutdown().await;
+    }
+    clients[2]
+        .1
+        .execute(
+            vec![Command::Release(Release {
+                connection: blocker,
+                keep_reserved: false,
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    net.down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tina_service_answers_like_every_connection_manager() {
+    use atmlab_control::cm::service::collocated_mapper;
+    use atmlab_control::tina::service::TinaService;
+    use pb::connection_manager_client::ConnectionManagerClient;
+
+    let (net, clients) = crate::line3().await;
+    let tina = start(&clients, SetupMode::Parallel, None).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = TinaService::new(
+        tina.lnc.clone(),
+        Some(collocated_mapper(Default::default())),
+    );
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
+        .await
+        .unwrap();
+    let mut cm = ConnectionManagerClient::new(ch);
+    // User-level QoS through the collocated mapper.
+    let info = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["b".into()],
+            qos: Some(pb::UserQos {
+                service_class: pb::ServiceClass::Cbr as i32,
+                frame_rate: 100.0,
+                frame_size: 1000,
+                frame_loss: 1e-6,
+                delay_us: 10_000,
+                ..Default::default()
+            }),
+            tag: "svc".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.hops.len(), 3);
+    assert!(info.invocations > 0);
+    assert_eq!(info.destination_vcs.len(), 1);
+    let got = cm
+        .get_connection(pb::GetConnectionRequest { id: info.id })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got, info);
+    let st = cm
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (st.kind.as_str(), st.established, st.active),
+        ("tina", 1, 1)
+    );
+    assert_eq!(st.invocations[iface::LNC_NML], 1);
+    assert!(st.invocations[iface::EML_SWITCH] >= 3);
+    // Bad input: clear errors, nothing set up.
+    let e = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec![],
+            cell_qos: Some(cell(10.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    let e = cm
+        .add_connection(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["nowhere".into()],
+            cell_qos: Some(cell(10.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    let e = cm
+        .delete_connection(pb::DeleteConnectionRequest { id: 999 })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // ModifyConnection through the service, then delete: nothing left.
+    let m = cm
+        .modify_connection(pb::ModifyConnectionRequest {
+            id: info.id,
+            cell_qos: Some(cell(1_000.0)),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(m.cell_qos, Some(cell(1_000.0)));
+    cm.delete_connection(pb::DeleteConnectionRequest { id: info.id })
+        .await
+        .unwrap();
+    assert!(
+        cm.list_connections(pb::ListCmConnectionsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .connections
+            .is_empty()
+    );
+    audit_clean(&clients, None).await;
+    server.abort();
+    tina.shutdown().await;
+    net.down().await;
+}
