@@ -823,7 +823,7 @@ struct Shell {
 
 /// A caller's answer, held until the journal has the change.
 enum Ack {
-    Added(oneshot::Sender<Result<CallInfo, CallError>>, CallInfo),
+    Added(oneshot::Sender<Result<CallInfo, CallError>>, Box<CallInfo>),
     Deleted(oneshot::Sender<Result<(), CallError>>),
 }
 
@@ -864,7 +864,7 @@ fn journal_writer(
                 for a in j.acks {
                     match (a, &result) {
                         (Ack::Added(w, info), Ok(())) => {
-                            let _ = w.send(Ok(info));
+                            let _ = w.send(Ok(*info));
                         }
                         (Ack::Added(w, _), Err(e)) => {
                             let _ = w.send(Err(CallError {
@@ -1090,7 +1090,7 @@ impl Shell {
                             destination: d,
                         };
                         match self.journal {
-                            Some(_) => job.acks.push(Ack::Added(w, info)),
+                            Some(_) => job.acks.push(Ack::Added(w, Box::new(info))),
                             None => {
                                 let _ = w.send(Ok(info));
                             }
