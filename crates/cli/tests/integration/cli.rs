@@ -24,8 +24,10 @@ const BUILT: &[&str] = &[
     "up",
     "reproduce",
     "audit",
+    "smds",
 ];
-const UNBUILT: &[&str] = &["smds"];
+/// Every subcommand is built today; the list stays for the next one declared early.
+const UNBUILT: &[&str] = &[];
 
 #[test]
 fn hec_prints_the_known_answers() {

@@ -12,6 +12,7 @@ mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
 mod sim;
+mod smds;
 mod tshark;
 mod up;
 
