@@ -67,8 +67,10 @@ enum Event {
 struct Capacity {
     service: Duration,
     cap: usize,
+    units: usize,
     queue: VecDeque<(IfaceId, Vec<u8>)>,
-    busy: bool,
+    /// Services under way (Served events pending): min(units, queue length).
+    busy: usize,
 }
 
 /// The simulated network (see the module doc).
@@ -270,9 +272,16 @@ impl SimNetwork {
 
     /// Gives server `s` a finite speed: one user PDU per `service`, at most `cap` waiting.
     pub fn set_capacity(&mut self, s: usize, service: Duration, cap: usize) {
+        self.set_parallel_capacity(s, service, cap, 1);
+    }
+
+    /// Gives server `s` `units` workers, each serving one user PDU per `service`, from
+    /// one queue of at most `cap` PDUs (the parallel server of §5, as a model).
+    pub fn set_parallel_capacity(&mut self, s: usize, service: Duration, cap: usize, units: usize) {
         self.capacity[s] = Some(Capacity {
             service,
             cap,
+            units: units.max(1),
             ..Capacity::default()
         });
     }
@@ -343,6 +352,12 @@ impl SimNetwork {
 
     fn handle(&mut self, e: Event) {
         let now = self.now;
+        // Only the server an event is for changes state (what it sends to others waits
+        // in the event list until they handle it), so only its timer needs re-arming.
+        let touched = match &e {
+            Event::Arrive { server, .. } => *server,
+            Event::Wake(s) | Event::Served(s) => *s,
+        };
         match e {
             Event::Arrive {
                 server,
@@ -357,9 +372,9 @@ impl SimNetwork {
                     } else {
                         c.queue.push_back((iface, bytes));
                     }
-                    let (len, cap, busy) = (c.queue.len(), c.cap, c.busy);
-                    if !busy && len > 0 {
-                        c.busy = true;
+                    let (len, cap) = (c.queue.len(), c.cap);
+                    if c.busy < c.units && c.busy < len {
+                        c.busy += 1;
                         let at = now + c.service;
                         self.push(at, Event::Served(server));
                     }
@@ -382,9 +397,10 @@ impl SimNetwork {
                     return;
                 };
                 let item = c.queue.pop_front();
+                c.busy = c.busy.saturating_sub(1);
                 let (len, cap, service) = (c.queue.len(), c.cap, c.service);
-                c.busy = len > 0;
-                if len > 0 {
+                if c.busy < c.units && c.busy < len {
+                    c.busy += 1;
                     self.push(now + service, Event::Served(s));
                 }
                 if let Some((iface, bytes)) = item {
@@ -395,9 +411,7 @@ impl SimNetwork {
                 self.drain(s, &[]);
             }
         }
-        for s in 0..self.servers.len() {
-            self.rearm(s);
-        }
+        self.rearm(touched);
     }
 
     fn rearm(&mut self, s: usize) {

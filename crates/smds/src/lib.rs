@@ -38,6 +38,7 @@ pub mod msg;
 pub mod parallel;
 pub mod reproduce;
 pub mod server;
+pub mod workload;
 
 pub use error::SmdsError;
 pub use ids::{IfaceId, IfaceKind, ServerId};

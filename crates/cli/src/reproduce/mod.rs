@@ -1,11 +1,13 @@
 //! `atmlab reproduce PAPER [--quick]`: regenerate a paper's tables and figures into
 //! `reports/PAPER/` (DESIGN.md §4, Reports), with the paper's published numbers beside
 //! ours. Each paper's reproduction lives in the library crate that implements the paper
-//! (atmlab-control for xbind, atmlab-models for the simulation studies); this module only
+//! (atmlab-control for xbind, atmlab-models for the simulation studies, atmlab-smds for
+//! the SMDS server); this module only
 //! parses the arguments and says where the report went.
 
 mod gateway;
 mod rdma;
+mod smds;
 mod xbind;
 
 use std::path::PathBuf;
@@ -76,6 +78,7 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         Paper::Xbind => xbind::run(&args, &out),
         Paper::Rdma => rdma::run(&args, &out),
         Paper::Gateway => gateway::run(&args, &out),
+        Paper::Smds => smds::run(&args, &out),
         other => Ok(crate::not_yet(
             &format!("reproduce {}", other.name()),
             "its paper's issue",

@@ -11,6 +11,7 @@ mod python;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
+mod reproduce_smds;
 mod sim;
 mod smds;
 mod tshark;
