@@ -1,7 +1,7 @@
 //! The one error type of atmlab-smds.
 //!
 //! The per-PDU path never builds one: a PDU that cannot be switched is counted under its
-//! reason ([`crate::fib::Drop`]) and dropped, as the SMDS service discards what it cannot
+//! reason ([`crate::fib::Discard`]) and dropped, as the SMDS service discards what it cannot
 //! deliver. These errors are for decoding control frames, configuration and the shells.
 
 use atmlab_wire::WireError;

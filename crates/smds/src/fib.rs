@@ -28,8 +28,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use atmlab_wire::E164Address;
 use atmlab_wire::smds::{L3Pdu, L3PduRepr};
-use atmlab_wire::{AddressType, E164Address};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::SmdsError;
@@ -259,6 +259,10 @@ impl Screen {
     }
     #[inline]
     fn passes(&self, k: u64) -> bool {
+        // No list (the common case) costs no hash.
+        if self.set.is_empty() {
+            return !self.allow;
+        }
         self.set.contains(&k) == self.allow
     }
 }
@@ -408,7 +412,7 @@ impl Fib {
 
 /// Why a PDU was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drop {
+pub enum Discard {
     /// It did not decode (length, tags, CRC32, address type, envelope).
     Malformed,
     /// Its Source Address is not one assigned to the SNI it came from.
@@ -469,17 +473,17 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Counts a drop.
-    pub fn drop(&mut self, why: Drop) {
+    /// Counts a discard.
+    pub fn discard(&mut self, why: Discard) {
         *match why {
-            Drop::Malformed => &mut self.malformed,
-            Drop::Spoofed => &mut self.spoofed,
-            Drop::DestinationScreened => &mut self.destination_screened,
-            Drop::SourceScreened => &mut self.source_screened,
-            Drop::NoRoute => &mut self.no_route,
-            Drop::HopLimit => &mut self.hop_limit,
-            Drop::Overload => &mut self.overload,
-            Drop::CmpCut => &mut self.cmp_cut,
+            Discard::Malformed => &mut self.malformed,
+            Discard::Spoofed => &mut self.spoofed,
+            Discard::DestinationScreened => &mut self.destination_screened,
+            Discard::SourceScreened => &mut self.source_screened,
+            Discard::NoRoute => &mut self.no_route,
+            Discard::HopLimit => &mut self.hop_limit,
+            Discard::Overload => &mut self.overload,
+            Discard::CmpCut => &mut self.cmp_cut,
         } += 1;
     }
 
@@ -610,6 +614,13 @@ impl Transmit {
 #[derive(Debug, Clone)]
 pub struct Forwarder {
     fib: Arc<Fib>,
+    st: State,
+}
+
+/// A forwarder's own mutable state, apart from the shared `Fib` so that the per-PDU
+/// path borrows both at once without touching the `Arc`'s count.
+#[derive(Debug, Clone)]
+struct State {
     counters: Counters,
     cut_acc: Vec<u16>,
     out: VecDeque<Transmit>,
@@ -621,15 +632,17 @@ impl Forwarder {
         let n = fib.kinds.len();
         Forwarder {
             fib,
-            counters: Counters::default(),
-            cut_acc: vec![0; n],
-            out: VecDeque::with_capacity(8),
+            st: State {
+                counters: Counters::default(),
+                cut_acc: vec![0; n],
+                out: VecDeque::with_capacity(8),
+            },
         }
     }
 
     /// Replaces the forwarding state (new routes or cuts).
     pub fn set_fib(&mut self, fib: Arc<Fib>) {
-        self.cut_acc.resize(fib.kinds.len(), 0);
+        self.st.cut_acc.resize(fib.kinds.len(), 0);
         self.fib = fib;
     }
 
@@ -640,110 +653,114 @@ impl Forwarder {
 
     /// The counters so far.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.st.counters
     }
 
     /// Counts a datagram the shell had to discard because the server was overwhelmed
     /// (the SMDS policy of §5.2: discard incoming user data when overwhelmed).
     pub fn discard_overload(&mut self) {
-        self.counters.received += 1;
-        self.counters.drop(Drop::Overload);
+        self.st.counters.received += 1;
+        self.st.counters.discard(Discard::Overload);
     }
 
     /// The next datagram to send, if any.
     #[inline]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop_front()
+        self.st.out.pop_front()
     }
 
     /// Drops every queued transmit without sending (a benchmark's sink).
     #[inline]
     pub fn clear_transmits(&mut self) -> usize {
-        let n = self.out.len();
-        self.out.clear();
+        let n = self.st.out.len();
+        self.st.out.clear();
         n
     }
 
     /// Handles a user-data datagram that arrived on `iface`: an L3_PDU on an SNI or ICI,
     /// a Data frame on an ISSI. Queues what must be sent; counts what is dropped.
+    #[inline]
     pub fn handle_datagram(&mut self, iface: IfaceId, data: &[u8]) {
-        self.counters.received += 1;
-        match self.fib.kinds.get(iface.index()) {
-            Some(IfaceKind::Sni) => self.from_sni(iface, data),
-            Some(IfaceKind::Issi) => self.from_issi(iface, data),
-            Some(IfaceKind::Ici) => self.from_ici(data),
-            None => self.counters.drop(Drop::Malformed),
+        let (fib, st) = (&*self.fib, &mut self.st);
+        st.counters.received += 1;
+        match fib.kinds.get(iface.index()) {
+            Some(IfaceKind::Sni) => st.on_sni(fib, iface, data),
+            Some(IfaceKind::Issi) => st.on_issi(fib, data),
+            Some(IfaceKind::Ici) => st.on_ici(fib, data),
+            None => st.counters.discard(Discard::Malformed),
         }
     }
+}
 
-    fn from_sni(&mut self, iface: IfaceId, data: &[u8]) {
+impl State {
+    #[inline]
+    fn on_sni(&mut self, fib: &Fib, iface: IfaceId, data: &[u8]) {
         let Ok(pdu) = parse(data) else {
-            return self.counters.drop(Drop::Malformed);
+            return self.counters.discard(Discard::Malformed);
         };
-        let fib = Arc::clone(&self.fib);
         let Some(sni) = fib.sni[iface.index()].as_ref() else {
-            return self.counters.drop(Drop::Malformed);
+            return self.counters.discard(Discard::Malformed);
         };
         if !sni.addresses.contains(&key(&pdu.source)) {
-            return self.counters.drop(Drop::Spoofed);
+            return self.counters.discard(Discard::Spoofed);
         }
         let dk = key(&pdu.destination);
         if !sni.destination.passes(dk) {
-            return self.counters.drop(Drop::DestinationScreened);
+            return self.counters.discard(Discard::DestinationScreened);
         }
         if pdu.destination.is_group() {
-            return self.expand_group(&fib, Some(iface), dk, &pdu, 0);
+            return self.expand_group(fib, Some(iface), dk, &pdu, 0);
         }
         match fib.lookup(dk, &pdu.destination) {
             Some(Route::Local(out)) => {
-                if self.deliver(&fib, out, &pdu, 0) {
+                if self.deliver(fib, out, &pdu, 0) {
                     self.counters.sni_to_sni += 1;
                 }
             }
             Some(Route::Remote { via, .. }) => {
-                if self.send_issi(&fib, via, envelope(ServerId(0), 1), 0) {
+                if self.send_issi(fib, via, envelope(ServerId(0), 1), 0) {
                     self.counters.sni_to_issi += 1;
                 }
             }
             Some(Route::Ici(out)) => self.send_ici(out, 0),
-            None => self.counters.drop(Drop::NoRoute),
+            None => self.counters.discard(Discard::NoRoute),
         }
     }
 
-    fn from_issi(&mut self, _iface: IfaceId, data: &[u8]) {
+    #[inline]
+    fn on_issi(&mut self, fib: &Fib, data: &[u8]) {
         let Some((target, hops, body)) = open_envelope(data) else {
-            return self.counters.drop(Drop::Malformed);
+            return self.counters.discard(Discard::Malformed);
         };
         let Ok(pdu) = parse(body) else {
-            return self.counters.drop(Drop::Malformed);
+            return self.counters.discard(Discard::Malformed);
         };
         if hops >= MAX_HOPS {
-            return self.counters.drop(Drop::HopLimit);
+            return self.counters.discard(Discard::HopLimit);
         }
-        let fib = Arc::clone(&self.fib);
         if target.0 != 0 {
             if target == fib.me {
                 // A group copy for our members.
                 let dk = key(&pdu.destination);
                 let Some(g) = fib.groups.get(&dk) else {
-                    return self.counters.drop(Drop::NoRoute);
+                    return self.counters.discard(Discard::NoRoute);
                 };
                 let mut any = false;
                 for &out in &g.local {
-                    if self.deliver(&fib, out, &pdu, ENVELOPE_LEN) {
+                    if self.deliver(fib, out, &pdu, ENVELOPE_LEN) {
                         self.counters.issi_to_sni += 1;
                         any = true;
                     }
                 }
                 if !any && g.local.is_empty() {
-                    self.counters.drop(Drop::NoRoute);
+                    self.counters.discard(Discard::NoRoute);
                 }
                 return;
             }
             let Some(&via) = fib.next_hop.get(&target) else {
-                return self.counters.drop(Drop::NoRoute);
+                return self.counters.discard(Discard::NoRoute);
             };
-            if self.send_issi(&fib, via, envelope(target, hops + 1), ENVELOPE_LEN) {
+            if self.send_issi(fib, via, envelope(target, hops + 1), ENVELOPE_LEN) {
                 self.counters.issi_to_issi += 1;
             }
             return;
@@ -751,43 +768,42 @@ impl Forwarder {
         let dk = key(&pdu.destination);
         if pdu.destination.is_group() {
             // Groups travel with a target; one without is not ours to expand again.
-            return self.counters.drop(Drop::NoRoute);
+            return self.counters.discard(Discard::NoRoute);
         }
         match fib.lookup(dk, &pdu.destination) {
             Some(Route::Local(out)) => {
-                if self.deliver(&fib, out, &pdu, ENVELOPE_LEN) {
+                if self.deliver(fib, out, &pdu, ENVELOPE_LEN) {
                     self.counters.issi_to_sni += 1;
                 }
             }
             Some(Route::Remote { via, .. }) => {
-                if self.send_issi(&fib, via, envelope(ServerId(0), hops + 1), ENVELOPE_LEN) {
+                if self.send_issi(fib, via, envelope(ServerId(0), hops + 1), ENVELOPE_LEN) {
                     self.counters.issi_to_issi += 1;
                 }
             }
             Some(Route::Ici(out)) => self.send_ici(out, ENVELOPE_LEN),
-            None => self.counters.drop(Drop::NoRoute),
+            None => self.counters.discard(Discard::NoRoute),
         }
     }
 
-    fn from_ici(&mut self, data: &[u8]) {
+    fn on_ici(&mut self, fib: &Fib, data: &[u8]) {
         let Ok(pdu) = parse(data) else {
-            return self.counters.drop(Drop::Malformed);
+            return self.counters.discard(Discard::Malformed);
         };
         self.counters.from_ici += 1;
-        let fib = Arc::clone(&self.fib);
         let dk = key(&pdu.destination);
         if pdu.destination.is_group() {
-            return self.expand_group(&fib, None, dk, &pdu, 0);
+            return self.expand_group(fib, None, dk, &pdu, 0);
         }
         match fib.lookup(dk, &pdu.destination) {
             Some(Route::Local(out)) => {
-                self.deliver(&fib, out, &pdu, 0);
+                self.deliver(fib, out, &pdu, 0);
             }
             Some(Route::Remote { via, .. }) => {
-                self.send_issi(&fib, via, envelope(ServerId(0), 1), 0);
+                self.send_issi(fib, via, envelope(ServerId(0), 1), 0);
             }
             // Never hand a PDU from one carrier straight to another.
-            Some(Route::Ici(_)) | None => self.counters.drop(Drop::NoRoute),
+            Some(Route::Ici(_)) | None => self.counters.discard(Discard::NoRoute),
         }
     }
 
@@ -800,7 +816,7 @@ impl Forwarder {
         skip: usize,
     ) {
         let Some(g) = fib.groups.get(&dk) else {
-            return self.counters.drop(Drop::NoRoute);
+            return self.counters.discard(Discard::NoRoute);
         };
         let mut copies = 0u64;
         for &out in &g.local {
@@ -816,7 +832,7 @@ impl Forwarder {
             }
         }
         if copies == 0 && g.local.iter().all(|i| Some(*i) == ingress) && g.remote.is_empty() {
-            self.counters.drop(Drop::NoRoute);
+            self.counters.discard(Discard::NoRoute);
         }
         self.counters.group_copies += copies.saturating_sub(1);
     }
@@ -827,7 +843,7 @@ impl Forwarder {
         if let Some(Some(sni)) = fib.sni.get(out.index())
             && !sni.source.passes(key(&pdu.source))
         {
-            self.counters.drop(Drop::SourceScreened);
+            self.counters.discard(Discard::SourceScreened);
             return false;
         }
         self.counters.delivered += 1;
@@ -850,7 +866,7 @@ impl Forwarder {
             *acc += cut;
             if *acc >= 1000 {
                 *acc -= 1000;
-                self.counters.drop(Drop::CmpCut);
+                self.counters.discard(Discard::CmpCut);
                 return false;
             }
         }
@@ -873,15 +889,9 @@ impl Forwarder {
     }
 }
 
+/// The L3_PDU, validated ([`L3PduRepr::parse`]: lengths, tags, CRC32 when present, the
+/// address types).
 #[inline]
 fn parse(data: &[u8]) -> Result<L3PduRepr<'_>, atmlab_wire::WireError> {
-    let v = L3Pdu::new_checked(data)?;
-    let r = L3PduRepr::parse(&v)?;
-    if let AddressType::Unknown(_) = r.destination.address_type() {
-        return Err(atmlab_wire::WireError::Malformed {
-            what: "SMDS L3_PDU",
-            reason: "destination type",
-        });
-    }
-    Ok(r)
+    L3PduRepr::parse(&L3Pdu::new_checked(data)?)
 }

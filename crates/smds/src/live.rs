@@ -190,12 +190,12 @@ impl LiveServer {
         let (ctrl_tx, ctrl_rx) = mpsc::channel::<(IfaceId, Vec<u8>)>(1024);
         let mut queues = Vec::new();
         let mut tasks = Vec::new();
-        for i in 0..n {
+        for (i, &kind_) in kinds.iter().enumerate() {
             let (tx, rx) = mpsc::channel::<Vec<u8>>(queue.max(1));
             queues.push(tx.clone());
             tasks.push(tokio::spawn(reader(
                 IfaceId(i as u16),
-                kinds[i],
+                kind_,
                 Arc::clone(&socks),
                 Arc::clone(&peers),
                 tx,

@@ -343,7 +343,7 @@ pub fn density_point(
     net.take_delivered();
     loop {
         let gap: f64 = -(1.0 - rng.random::<f64>()).ln() / rate;
-        t = t + Duration::from_secs_f64(gap);
+        t += Duration::from_secs_f64(gap);
         if t >= end {
             break;
         }

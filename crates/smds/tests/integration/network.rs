@@ -271,7 +271,7 @@ fn cmp_throttles_the_neighbours_and_recovers() {
     net.set_capacity(1, Duration::from_micros(100), 200);
     let dst = address(2, 0);
     let info = [0u8; 100];
-    let mut offer = |net: &mut SimNetwork, ms_: u64| {
+    let offer = |net: &mut SimNetwork, ms_: u64| {
         for _ in 0..ms_ * 8 {
             send(net, (0, 0), dst, &info);
             send(net, (2, 0), dst, &info);

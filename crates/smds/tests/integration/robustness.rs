@@ -77,3 +77,30 @@ proptest! {
         prop_assert_eq!(sent + c.dropped(), 1);
     }
 }
+
+/// Replays the seed corpus of the `smds_server` fuzz target (and any crash inputs
+/// committed beside it).
+#[test]
+fn fuzz_corpus_replay() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/smds_server");
+    let entries = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("missing seed corpus {}: {e}", dir.display()));
+    let mut n = 0;
+    for e in entries {
+        let data = std::fs::read(e.unwrap().path()).unwrap();
+        crate::fuzz_harness::smds_server(&data);
+        n += 1;
+    }
+    assert!(n > 0, "the seed corpus is empty");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// The fuzz harness on random input, so CI exercises it without nightly.
+    #[test]
+    fn the_fuzz_harness_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+        crate::fuzz_harness::smds_server(&b);
+    }
+}
