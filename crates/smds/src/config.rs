@@ -148,6 +148,14 @@ pub struct ServerFile {
     pub queue: usize,
 }
 
+/// A file's text and its name for messages.
+fn read(path: &Path) -> Result<(String, String), SmdsError> {
+    let name = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SmdsError::io(format!("reading {name}"), e))?;
+    Ok((text, name))
+}
+
 fn cerr(file: &str, what: String) -> SmdsError {
     SmdsError::Config(format!("{file}: {what}"))
 }
@@ -211,9 +219,8 @@ fn timers(hello_ms: Option<u64>, dead_ms: Option<u64>) -> LinkStateConfig {
 impl ServerFile {
     /// Reads a server file.
     pub fn load(path: &Path) -> Result<ServerFile, SmdsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SmdsError::io(format!("reading {}", path.display()), e))?;
-        ServerFile::parse(&text, &path.display().to_string())
+        let (text, name) = read(path)?;
+        ServerFile::parse(&text, &name)
     }
 
     /// Parses the text of a server file called `file` (for messages).
@@ -339,9 +346,8 @@ pub struct TopologyFile {
 impl TopologyFile {
     /// Reads a topology file.
     pub fn load(path: &Path) -> Result<TopologyFile, SmdsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| SmdsError::io(format!("reading {}", path.display()), e))?;
-        TopologyFile::parse(&text, &path.display().to_string())
+        let (text, name) = read(path)?;
+        TopologyFile::parse(&text, &name)
     }
 
     /// Parses the text of a topology file called `file`.

@@ -478,7 +478,7 @@ impl SimNetwork {
                 continue;
             }
             for (end, other) in [(l.a, l.b), (l.b, l.a)] {
-                let peer = ServerId(other.0 as u32 + 1);
+                let peer = self.servers[other.0].id();
                 let ok = self.servers[end.0]
                     .control()
                     .link_state()
@@ -506,11 +506,11 @@ impl SimNetwork {
 
     /// True when every server has a route to every other server.
     pub fn all_reachable(&self) -> bool {
+        let ids: Vec<ServerId> = self.servers.iter().map(Server::id).collect();
         self.servers.iter().all(|s| {
             let routes = s.control().link_state().routes();
-            (0..self.servers.len())
-                .map(|i| ServerId(i as u32 + 1))
-                .all(|id| id == s.id() || routes.next_hop.contains_key(&id))
+            ids.iter()
+                .all(|id| *id == s.id() || routes.next_hop.contains_key(id))
         })
     }
 }

@@ -79,7 +79,7 @@ pub struct Status {
     pub neighbours: Vec<(IfaceId, ServerId, bool)>,
     /// LSAs in the database.
     pub lsas: usize,
-    /// Servers with a route.
+    /// Individual addresses with a route (local and remote).
     pub reachable: usize,
     /// Whether the CMP says we are congested.
     pub congested: bool,

@@ -37,12 +37,26 @@ pub struct ParallelPoint {
     pub octets: u64,
     /// Measured wall time, s.
     pub seconds: f64,
+    /// CPU time the workers got, s, summed (Linux's per-thread schedstat; NaN where it
+    /// cannot be read). Divided by `seconds` it says how many cores they really had.
+    pub cpu_seconds: f64,
 }
 
 impl ParallelPoint {
     /// PDUs switched per second.
     pub fn pdus_per_s(&self) -> f64 {
         self.pdus as f64 / self.seconds.max(1e-9)
+    }
+
+    /// PDUs switched per second of CPU the workers got: flat against N if the work
+    /// scales with the cores given, whatever else competes for them.
+    pub fn pdus_per_cpu_s(&self) -> f64 {
+        self.pdus as f64 / self.cpu_seconds
+    }
+
+    /// Cores the workers had on average over the run.
+    pub fn cores_used(&self) -> f64 {
+        self.cpu_seconds / self.seconds.max(1e-9)
     }
 
     /// User data switched, Mb/s (L3_PDU octets).
@@ -72,6 +86,7 @@ pub fn measure(workers: usize, info: usize, run: Duration) -> ParallelPoint {
                 let mut out = Vec::with_capacity(16_384);
                 let (mut pdus, mut octets) = (0u64, 0u64);
                 start.wait();
+                let cpu0 = thread_cpu_ns();
                 let mut i = w * 7;
                 while !stop.load(Ordering::Relaxed) {
                     // A batch between looks at the flag.
@@ -87,7 +102,11 @@ pub fn measure(workers: usize, info: usize, run: Duration) -> ParallelPoint {
                     }
                     std::hint::black_box(&out);
                 }
-                (pdus, octets)
+                let cpu = match (cpu0, thread_cpu_ns()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+                    _ => f64::NAN,
+                };
+                (pdus, octets, cpu)
             })
         })
         .collect();
@@ -100,14 +119,23 @@ pub fn measure(workers: usize, info: usize, run: Duration) -> ParallelPoint {
         pdus: 0,
         octets: 0,
         seconds: 0.0,
+        cpu_seconds: 0.0,
     };
     for h in handles {
-        let (n, o) = h.join().unwrap_or((0, 0));
+        let (n, o, c) = h.join().unwrap_or((0, 0, f64::NAN));
         p.pdus += n;
         p.octets += o;
+        p.cpu_seconds += c;
     }
     p.seconds = t0.elapsed().as_secs_f64();
     p
+}
+
+/// The calling thread's CPU time, ns: the first field of Linux's
+/// `/proc/thread-self/schedstat` (time spent running). `None` elsewhere.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
 }
 
 /// Least-squares slope of `y` against `x`.

@@ -39,6 +39,17 @@ fn converge(net: &mut SimNetwork) -> Instant {
         .expect("the network converges")
 }
 
+/// The LSA of `origin` as server index `at` holds it.
+fn lsa(net: &SimNetwork, at: usize, origin: ServerId) -> atmlab_smds::msg::Lsa {
+    net.servers()[at]
+        .control()
+        .link_state()
+        .lsas()
+        .find(|l| l.origin == origin)
+        .cloned()
+        .unwrap()
+}
+
 fn send(net: &mut SimNetwork, from: (usize, u32), to: E164Address, info: &[u8]) {
     let pdu = l3_pdu(address(from.0 as u32 + 1, from.1), to, info, 7).unwrap();
     net.inject(from.0, IfaceId(from.1 as u16), pdu);
@@ -184,26 +195,14 @@ fn flooding_converges_after_a_link_fails_and_after_it_recovers() {
     send(&mut net, (1, 0), address(3, 0), b"around the failure");
     net.run_for(ms(20));
     assert_eq!(net.take_delivered().len(), 1);
-    let lsas: Vec<_> = net.servers()[4]
-        .control()
-        .link_state()
-        .lsas()
-        .cloned()
-        .collect();
-    let s2 = lsas.iter().find(|l| l.origin == ServerId(2)).unwrap();
+    let s2 = lsa(&net, 4, ServerId(2));
     assert!(!s2.links.iter().any(|(n, _)| *n == ServerId(3)));
 
     net.set_link_up(1, true);
     let before = net.now();
     let t = converge(&mut net);
     assert!(t - before <= ms(400), "{}", t - before);
-    let lsas: Vec<_> = net.servers()[4]
-        .control()
-        .link_state()
-        .lsas()
-        .cloned()
-        .collect();
-    let s2 = lsas.iter().find(|l| l.origin == ServerId(2)).unwrap();
+    let s2 = lsa(&net, 4, ServerId(2));
     assert!(s2.links.iter().any(|(n, _)| *n == ServerId(3)));
 }
 
