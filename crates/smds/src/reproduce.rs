@@ -745,7 +745,7 @@ fn write_report(
     for (p, q) in fig6.iter().zip(fig6_small) {
         let _ = writeln!(
             md,
-            "| {}{} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {} |",
+            "| {}{} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {} |",
             p.workers,
             if p.workers > cores {
                 " (oversubscribed)"
@@ -757,6 +757,8 @@ fn write_report(
             p.mbps() / base,
             q.pdus_per_s(),
             q.pdus_per_s() / base_small,
+            q.cores_used(),
+            q.pdus_per_cpu_s(),
             paper6(p.workers)
         );
         let _ = writeln!(
