@@ -14,6 +14,7 @@ mod names;
 mod net;
 mod reproduce;
 mod sim;
+mod smds;
 mod soak;
 mod switch;
 mod wire;
@@ -35,14 +36,6 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// Arguments of a subcommand that is not built yet, accepted so that the message below is
-/// what the user sees whatever they typed.
-#[derive(Debug, clap::Args)]
-struct NotYet {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    args: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,8 +60,8 @@ enum Command {
     Cm(cm::CmArgs),
     /// Generate Poisson calls against a connection manager and measure setup latency.
     Callgen(cm::CallgenArgs),
-    /// Run an SMDS connectionless server (not built yet).
-    Smds(NotYet),
+    /// SMDS connectionless servers: serve, send, receive, a whole network on loopback.
+    Smds(smds::SmdsArgs),
     /// Start a whole network, run calls and traffic through it, and report.
     Demo(cm::DemoArgs),
     /// Start a network and a connection manager and keep them running until Ctrl-C.
@@ -77,14 +70,6 @@ enum Command {
     Audit(audit::AuditArgs),
     /// A long run at a high sustained call rate, ending with the audit: no leaks.
     Soak(soak::SoakArgs),
-}
-
-/// The exit status of a subcommand that does not exist yet (sysexits EX_UNAVAILABLE).
-const EX_UNAVAILABLE: u8 = 69;
-
-fn not_yet(name: &str, issue: &str) -> ExitCode {
-    eprintln!("atmlab {name}: not built yet ({issue}); see `atmlab --help` for what is available");
-    ExitCode::from(EX_UNAVAILABLE)
 }
 
 /// Prints a command's error with its context chain and maps it to exit status 2.
@@ -123,7 +108,7 @@ fn main() -> ExitCode {
         Command::Certs(args) => report("certs", certs::run(args)),
         Command::Cm(args) => report("cm", cm::cm(args)),
         Command::Callgen(args) => report("callgen", cm::callgen(args)),
-        Command::Smds(_) => not_yet("smds", "the SMDS server issue"),
+        Command::Smds(args) => report("smds", smds::run(args)),
         Command::Demo(args) => report("demo", cm::demo(args)),
         Command::Up(args) => report("up", cm::up(args)),
         Command::Audit(args) => report("audit", audit::run(args)),

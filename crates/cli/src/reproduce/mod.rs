@@ -1,12 +1,14 @@
 //! `atmlab reproduce PAPER [--quick]`: regenerate a paper's tables and figures into
 //! `reports/PAPER/` (DESIGN.md §4, Reports), with the paper's published numbers beside
 //! ours. Each paper's reproduction lives in the library crate that implements the paper
-//! (atmlab-control for xbind, atmlab-models for the simulation studies); this module only
+//! (atmlab-control for xbind, atmlab-models for the simulation studies, atmlab-smds for
+//! the SMDS server); this module only
 //! parses the arguments and says where the report went.
 
 mod gateway;
 mod rdma;
 mod retina;
+mod smds;
 mod xbind;
 
 use std::path::PathBuf;
@@ -78,9 +80,6 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         Paper::Retina => retina::run(&args, &out),
         Paper::Rdma => rdma::run(&args, &out),
         Paper::Gateway => gateway::run(&args, &out),
-        other => Ok(crate::not_yet(
-            &format!("reproduce {}", other.name()),
-            "its paper's issue",
-        )),
+        Paper::Smds => smds::run(&args, &out),
     }
 }

@@ -12,7 +12,9 @@ mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
 mod reproduce_retina;
+mod reproduce_smds;
 mod sim;
+mod smds;
 mod tshark;
 mod up;
 

@@ -1,0 +1,332 @@
+//! `atmlab smds`: run SMDS servers (paper 002) and be their subscribers. The work is in
+//! `atmlab_smds::live`; this parses arguments and prints.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use atmlab_smds::config::{DEFAULT_QUEUE, ServerFile, TopologyFile};
+use atmlab_smds::live::{LiveNetwork, LiveServer, Subscriber, describe};
+use atmlab_smds::msg::l3_pdu;
+use atmlab_wire::E164Address;
+use atmlab_wire::smds::MAX_INFO;
+use clap::{Args, Subcommand};
+
+use crate::live::{init_logging, runtime, shutdown_signal};
+
+/// Arguments of `atmlab smds`.
+#[derive(Debug, Args)]
+pub struct SmdsArgs {
+    #[command(subcommand)]
+    command: SmdsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SmdsCommand {
+    /// Run one SMDS server from its TOML file (interfaces are UDP sockets) until Ctrl-C.
+    Serve {
+        /// The server file (see `atmlab_smds::config`).
+        #[arg(long)]
+        config: PathBuf,
+        /// Rewrite this file with the server's counters and routing state (JSON) every
+        /// 200 ms.
+        #[arg(long)]
+        status: Option<PathBuf>,
+        /// Worker threads: the interfaces' forwarders share them (the parallel server,
+        /// one server id and routing table). 0: one per core.
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
+    /// Send L3_PDUs from a subscriber: a file or stdin cut into PDUs, or generated ones.
+    Send {
+        /// The SNI's UDP address.
+        #[arg(long)]
+        sni: SocketAddr,
+        /// Our (individual) address, as assigned on that SNI.
+        #[arg(long)]
+        from: E164Address,
+        /// The destination (individual or group).
+        #[arg(long)]
+        to: E164Address,
+        /// Send this many generated PDUs of `--size` octets of Info instead of reading a
+        /// file.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Info octets per PDU (at most 9188).
+        #[arg(long, default_value_t = MAX_INFO)]
+        size: usize,
+        /// PDUs per second (0: as fast as possible).
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// The file to send (default: stdin) when `--count` is not given.
+        file: Option<PathBuf>,
+    },
+    /// Attach to an SNI as a subscriber and receive PDUs: one line each on stderr, their
+    /// Info on stdout (or `--out`).
+    Recv {
+        /// The SNI's UDP address.
+        #[arg(long)]
+        sni: SocketAddr,
+        /// Stop after this many PDUs.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this many seconds without a PDU.
+        #[arg(long, default_value_t = 10.0)]
+        idle: f64,
+        /// Write the Info fields here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Manage a whole SMDS network on loopback.
+    Net {
+        #[command(subcommand)]
+        command: NetCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NetCommand {
+    /// Start every server of a topology file in this process, on 127.0.0.1, until Ctrl-C.
+    Up {
+        /// The topology file.
+        topo: PathBuf,
+        /// Where to write net.json (every interface's UDP address).
+        #[arg(long, default_value = "atmlab-data/smds")]
+        state: PathBuf,
+        /// Print net.json instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `atmlab smds`.
+pub fn run(args: SmdsArgs) -> Result<ExitCode> {
+    match args.command {
+        SmdsCommand::Serve {
+            config,
+            status,
+            workers,
+        } => serve(config, status, workers),
+        SmdsCommand::Send {
+            sni,
+            from,
+            to,
+            count,
+            size,
+            rate,
+            file,
+        } => send(sni, from, to, count, size, rate, file),
+        SmdsCommand::Recv {
+            sni,
+            count,
+            idle,
+            out,
+        } => recv(sni, count, idle, out),
+        SmdsCommand::Net {
+            command: NetCommand::Up { topo, state, json },
+        } => net_up(topo, state, json),
+    }
+}
+
+fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<ExitCode> {
+    init_logging();
+    let file = ServerFile::load(&config)?;
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if workers > 0 {
+        b.worker_threads(workers);
+    }
+    let rt = b
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let server = LiveServer::bind(file.config.clone(), &file.endpoints, file.queue).await?;
+        println!("smds server s{} up", server.id().0);
+        for (i, (a, ifc)) in server
+            .addrs()
+            .iter()
+            .zip(&file.config.local.interfaces)
+            .enumerate()
+        {
+            println!("  interface {} {} udp {a}", i + 1, ifc.kind());
+        }
+        let _ = std::io::stdout().flush();
+        let writer = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Some(p) = &status {
+                    let text = serde_json::to_string_pretty(&server.status().to_json())? + "\n";
+                    let tmp = p.with_extension("tmp");
+                    std::fs::write(&tmp, text)
+                        .with_context(|| format!("writing {}", tmp.display()))?;
+                    std::fs::rename(&tmp, p).with_context(|| format!("writing {}", p.display()))?;
+                }
+            }
+            #[allow(unreachable_code)] // reason: the loop's type for `?` above
+            Ok::<(), anyhow::Error>(())
+        };
+        tokio::select! {
+            r = writer => r?,
+            _ = shutdown_signal() => {}
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&server.status().to_json())?
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn send(
+    sni: SocketAddr,
+    from: E164Address,
+    to: E164Address,
+    count: Option<u64>,
+    size: usize,
+    rate: f64,
+    file: Option<PathBuf>,
+) -> Result<ExitCode> {
+    if size == 0 || size > MAX_INFO {
+        bail!("--size {size}: Info is 1 to {MAX_INFO} octets");
+    }
+    let chunks: Vec<Vec<u8>> = match count {
+        Some(n) => (0..n)
+            .map(|i| (0..size).map(|k| (k as u64 + i) as u8).collect())
+            .collect(),
+        None => {
+            let mut data = Vec::new();
+            match &file {
+                Some(p) => {
+                    data = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?
+                }
+                None => {
+                    std::io::stdin()
+                        .read_to_end(&mut data)
+                        .context("reading stdin")?;
+                }
+            }
+            data.chunks(size).map(<[u8]>::to_vec).collect()
+        }
+    };
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let bind: SocketAddr = if sni.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+        let sub = Subscriber::attach(bind, sni).await?;
+        let gap = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
+        let start = tokio::time::Instant::now();
+        let mut octets = 0usize;
+        for (i, c) in chunks.iter().enumerate() {
+            let pdu = l3_pdu(from, to, c, i as u8)?;
+            octets += c.len();
+            sub.send(&pdu).await?;
+            if let Some(g) = gap {
+                tokio::time::sleep_until(start + g * (i as u32 + 1)).await;
+            }
+        }
+        eprintln!(
+            "sent {} PDUs, {octets} octets of Info, in {:.3} s",
+            chunks.len(),
+            start.elapsed().as_secs_f64()
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn recv(sni: SocketAddr, count: Option<u64>, idle: f64, out: Option<PathBuf>) -> Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let bind: SocketAddr = if sni.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+        let sub = Subscriber::attach(bind, sni).await?;
+        eprintln!("attached to {sni}");
+        let mut sink: Box<dyn Write> = match &out {
+            Some(p) => Box::new(
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            ),
+            None => Box::new(std::io::stdout()),
+        };
+        let mut buf = vec![0u8; 65_536];
+        let mut got = 0u64;
+        let mut bad = 0u64;
+        let idle = Duration::from_secs_f64(idle.max(0.001));
+        let mut last_attach = tokio::time::Instant::now();
+        while count.is_none_or(|c| got < c) {
+            let n = match tokio::time::timeout(idle, sub.recv(&mut buf)).await {
+                Ok(r) => r?,
+                Err(_) => break,
+            };
+            match describe(&buf[..n]) {
+                Ok((src, dst, info)) => {
+                    got += 1;
+                    eprintln!("{src} -> {dst}: {} octets", info.len());
+                    sink.write_all(info)?;
+                }
+                Err(e) => {
+                    bad += 1;
+                    eprintln!("a datagram that is not an L3_PDU: {e}");
+                }
+            }
+            // Keep the server's idea of our address fresh.
+            if last_attach.elapsed() > Duration::from_secs(5) {
+                sub.reattach().await?;
+                last_attach = tokio::time::Instant::now();
+            }
+        }
+        sink.flush()?;
+        eprintln!("received {got} PDUs ({bad} bad)");
+        Ok(if bad == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    })
+}
+
+fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
+    init_logging();
+    let t = TopologyFile::load(&topo)?;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
+        let info = net.to_json(&t);
+        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+        let path = state.join("net.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&info)?);
+        } else {
+            println!(
+                "SMDS network up ({} servers); {}",
+                net.servers.len(),
+                path.display()
+            );
+            for s in info["servers"].as_array().into_iter().flatten() {
+                println!("  {} (id {})", s["name"].as_str().unwrap_or(""), s["id"]);
+                for i in s["interfaces"].as_array().into_iter().flatten() {
+                    let addrs: Vec<&str> = i["addresses"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|a| a.as_str())
+                        .collect();
+                    println!(
+                        "    {} udp {} {}",
+                        i["kind"].as_str().unwrap_or(""),
+                        i["addr"].as_str().unwrap_or(""),
+                        addrs.join(" ")
+                    );
+                }
+            }
+            println!(
+                "send with: atmlab smds send --sni ADDR --from I:... --to I:... FILE; \
+                 receive with: atmlab smds recv --sni ADDR"
+            );
+        }
+        let _ = std::io::stdout().flush();
+        shutdown_signal().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}

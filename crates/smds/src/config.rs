@@ -1,0 +1,493 @@
+//! Server and topology files (TOML) for the live shell: what `atmlab smds serve --config
+//! FILE` and `atmlab smds net up TOPO` read. Only this module and [`crate::live`] know
+//! serde; they convert to the core's plain types ([`ServerConfig`]) by hand, and every
+//! error names the file and the entry that was wrong.
+//!
+//! A server file:
+//!
+//! ```toml
+//! id = 1                      # the server's id in routing (1 or more)
+//! hello_ms = 1000             # optional: routing timers
+//! dead_ms = 4000
+//! queue = 1024                # optional: input queue per interface, in PDUs
+//!
+//! [[interface]]
+//! kind = "sni"                # a subscriber: PDUs are UDP datagrams to and from it
+//! bind = "127.0.0.1:7100"
+//! addresses = ["I:15550001"]  # assigned to the subscriber; the only valid sources
+//! destination_screen = { allow = ["I:15550002"] }  # optional, or { deny = [...] }
+//! source_screen = { deny = ["I:15550666"] }         # optional
+//! # peer = "127.0.0.1:9000"  # optional: else the last sender is the subscriber
+//!
+//! [[interface]]
+//! kind = "issi"               # a link to another server
+//! bind = "127.0.0.1:7201"
+//! peer = "127.0.0.1:7202"
+//! cost = 1
+//!
+//! [[interface]]
+//! kind = "ici"                # another carrier, reached for these prefixes
+//! bind = "127.0.0.1:7300"
+//! peer = "127.0.0.1:7301"
+//! prefixes = ["I:33"]
+//!
+//! [[group]]
+//! address = "G:15559999"
+//! members = ["I:15550001", "I:15550002"]
+//! ```
+//!
+//! A topology file for `net up` (all servers in one process on loopback, ports chosen by
+//! the system):
+//!
+//! ```toml
+//! [[server]]
+//! name = "s1"
+//! subscribers = ["I:15550101", "I:15550102"]   # one SNI each
+//!
+//! [[server]]
+//! name = "s2"
+//! subscribers = ["I:15550201"]
+//!
+//! [[link]]
+//! a = "s1"
+//! b = "s2"
+//! cost = 1                   # optional
+//!
+//! [[group]]                  # optional, given to every server
+//! address = "G:15559999"
+//! members = ["I:15550101", "I:15550201"]
+//! ```
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use atmlab_core::time::Duration;
+use atmlab_wire::E164Address;
+use serde::Deserialize;
+
+use crate::SmdsError;
+use crate::cmp::CmpConfig;
+use crate::fib::{GroupConfig, IciConfig, InterfaceConfig, LocalConfig, ScreenList, SniConfig};
+use crate::ids::ServerId;
+use crate::linkstate::LinkStateConfig;
+use crate::server::ServerConfig;
+
+/// The default input queue per interface, in PDUs.
+pub const DEFAULT_QUEUE: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerFileRaw {
+    id: u32,
+    #[serde(default)]
+    hello_ms: Option<u64>,
+    #[serde(default)]
+    dead_ms: Option<u64>,
+    #[serde(default)]
+    queue: Option<usize>,
+    #[serde(default, rename = "interface")]
+    interfaces: Vec<IfaceRaw>,
+    #[serde(default, rename = "group")]
+    groups: Vec<GroupRaw>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScreenRaw {
+    #[serde(default)]
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IfaceRaw {
+    kind: String,
+    bind: String,
+    #[serde(default)]
+    peer: Option<String>,
+    #[serde(default)]
+    addresses: Vec<String>,
+    #[serde(default)]
+    destination_screen: Option<ScreenRaw>,
+    #[serde(default)]
+    source_screen: Option<ScreenRaw>,
+    #[serde(default)]
+    cost: Option<u32>,
+    #[serde(default)]
+    prefixes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupRaw {
+    address: String,
+    members: Vec<String>,
+}
+
+/// Where one interface's UDP socket binds, and its peer if fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The local address.
+    pub bind: SocketAddr,
+    /// The peer (required on ISSI and ICI; on an SNI, learned from the subscriber if
+    /// absent).
+    pub peer: Option<SocketAddr>,
+}
+
+/// A server file, read and checked.
+#[derive(Debug, Clone)]
+pub struct ServerFile {
+    /// The core configuration.
+    pub config: ServerConfig,
+    /// One endpoint per interface, in interface order.
+    pub endpoints: Vec<Endpoint>,
+    /// Input queue per interface, in PDUs.
+    pub queue: usize,
+}
+
+/// A file's text and its name for messages.
+fn read(path: &Path) -> Result<(String, String), SmdsError> {
+    let name = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SmdsError::io(format!("reading {name}"), e))?;
+    Ok((text, name))
+}
+
+fn cerr(file: &str, what: String) -> SmdsError {
+    SmdsError::Config(format!("{file}: {what}"))
+}
+
+fn addr(file: &str, at: &str, s: &str) -> Result<E164Address, SmdsError> {
+    E164Address::from_str(s).map_err(|e| cerr(file, format!("{at}: address {s:?}: {e}")))
+}
+
+fn addrs(file: &str, at: &str, v: &[String]) -> Result<Vec<E164Address>, SmdsError> {
+    v.iter().map(|s| addr(file, at, s)).collect()
+}
+
+fn sock(file: &str, at: &str, s: &str) -> Result<SocketAddr, SmdsError> {
+    s.parse()
+        .map_err(|e| cerr(file, format!("{at}: socket address {s:?}: {e}")))
+}
+
+fn screen(file: &str, at: &str, s: &Option<ScreenRaw>) -> Result<ScreenList, SmdsError> {
+    match s {
+        None => Ok(ScreenList::Open),
+        Some(ScreenRaw {
+            allow: Some(a),
+            deny: None,
+        }) => Ok(ScreenList::Allow(addrs(file, at, a)?)),
+        Some(ScreenRaw {
+            allow: None,
+            deny: Some(d),
+        }) => Ok(ScreenList::Deny(addrs(file, at, d)?)),
+        Some(_) => Err(cerr(
+            file,
+            format!("{at}: a screen is either {{ allow = [...] }} or {{ deny = [...] }}"),
+        )),
+    }
+}
+
+fn groups(file: &str, raw: &[GroupRaw]) -> Result<Vec<GroupConfig>, SmdsError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let at = format!("group {}", i + 1);
+            Ok(GroupConfig {
+                address: addr(file, &at, &g.address)?,
+                members: addrs(file, &at, &g.members)?,
+            })
+        })
+        .collect()
+}
+
+fn timers(hello_ms: Option<u64>, dead_ms: Option<u64>) -> LinkStateConfig {
+    let mut ls = LinkStateConfig::default();
+    if let Some(h) = hello_ms {
+        ls.hello_interval = Duration::from_millis(h.max(1));
+        ls.dead_interval = Duration::from_millis(h.max(1) * 4);
+    }
+    if let Some(d) = dead_ms {
+        ls.dead_interval = Duration::from_millis(d.max(1));
+    }
+    ls
+}
+
+impl ServerFile {
+    /// Reads a server file.
+    pub fn load(path: &Path) -> Result<ServerFile, SmdsError> {
+        let (text, name) = read(path)?;
+        ServerFile::parse(&text, &name)
+    }
+
+    /// Parses the text of a server file called `file` (for messages).
+    pub fn parse(text: &str, file: &str) -> Result<ServerFile, SmdsError> {
+        let raw: ServerFileRaw = toml::from_str(text).map_err(|e| cerr(file, e.to_string()))?;
+        let mut interfaces = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, f) in raw.interfaces.iter().enumerate() {
+            let at = format!("interface {} ({})", i + 1, f.kind);
+            let bind = sock(file, &at, &f.bind)?;
+            let peer = f.peer.as_deref().map(|p| sock(file, &at, p)).transpose()?;
+            let only = |ok: bool, what: &str| {
+                if ok {
+                    Ok(())
+                } else {
+                    Err(cerr(
+                        file,
+                        format!("{at}: {what} is not for a {} interface", f.kind),
+                    ))
+                }
+            };
+            let ifc = match f.kind.as_str() {
+                "sni" => {
+                    only(f.cost.is_none(), "cost")?;
+                    only(f.prefixes.is_empty(), "prefixes")?;
+                    InterfaceConfig::Sni(SniConfig {
+                        addresses: addrs(file, &at, &f.addresses)?,
+                        destination_screen: screen(file, &at, &f.destination_screen)?,
+                        source_screen: screen(file, &at, &f.source_screen)?,
+                    })
+                }
+                "issi" | "ici" => {
+                    only(f.addresses.is_empty(), "addresses")?;
+                    only(
+                        f.destination_screen.is_none() && f.source_screen.is_none(),
+                        "a screen",
+                    )?;
+                    if peer.is_none() {
+                        return Err(cerr(file, format!("{at}: needs a peer")));
+                    }
+                    if f.kind == "issi" {
+                        only(f.prefixes.is_empty(), "prefixes")?;
+                        InterfaceConfig::Issi {
+                            cost: f.cost.unwrap_or(1),
+                        }
+                    } else {
+                        only(f.cost.is_none(), "cost")?;
+                        InterfaceConfig::Ici(IciConfig {
+                            prefixes: addrs(file, &at, &f.prefixes)?,
+                        })
+                    }
+                }
+                other => {
+                    return Err(cerr(
+                        file,
+                        format!("{at}: kind {other:?} is not one of \"sni\", \"issi\", \"ici\""),
+                    ));
+                }
+            };
+            interfaces.push(ifc);
+            endpoints.push(Endpoint { bind, peer });
+        }
+        let local = LocalConfig {
+            id: ServerId(raw.id),
+            interfaces,
+            groups: groups(file, &raw.groups)?,
+        };
+        local.validate().map_err(|e| cerr(file, e.to_string()))?;
+        Ok(ServerFile {
+            config: ServerConfig {
+                local,
+                link_state: timers(raw.hello_ms, raw.dead_ms),
+                cmp: CmpConfig::default(),
+            },
+            endpoints,
+            queue: raw.queue.unwrap_or(DEFAULT_QUEUE).max(1),
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopoRaw {
+    #[serde(default)]
+    hello_ms: Option<u64>,
+    #[serde(default)]
+    dead_ms: Option<u64>,
+    #[serde(rename = "server")]
+    servers: Vec<TopoServerRaw>,
+    #[serde(default, rename = "link")]
+    links: Vec<TopoLinkRaw>,
+    #[serde(default, rename = "group")]
+    groups: Vec<GroupRaw>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopoServerRaw {
+    name: String,
+    #[serde(default)]
+    subscribers: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopoLinkRaw {
+    a: String,
+    b: String,
+    #[serde(default)]
+    cost: Option<u32>,
+}
+
+/// A network for `net up`: server names, and for each its core configuration (SNIs
+/// first, one per subscriber, then one ISSI per link end in link order).
+#[derive(Debug, Clone)]
+pub struct TopologyFile {
+    /// (name, configuration) per server; ids are 1, 2, ... in file order.
+    pub servers: Vec<(String, ServerConfig)>,
+    /// Links: ((server index, interface), (server index, interface)).
+    pub links: Vec<((usize, u16), (usize, u16))>,
+}
+
+impl TopologyFile {
+    /// Reads a topology file.
+    pub fn load(path: &Path) -> Result<TopologyFile, SmdsError> {
+        let (text, name) = read(path)?;
+        TopologyFile::parse(&text, &name)
+    }
+
+    /// Parses the text of a topology file called `file`.
+    pub fn parse(text: &str, file: &str) -> Result<TopologyFile, SmdsError> {
+        let raw: TopoRaw = toml::from_str(text).map_err(|e| cerr(file, e.to_string()))?;
+        let gs = groups(file, &raw.groups)?;
+        let ls = timers(raw.hello_ms, raw.dead_ms);
+        let mut servers: Vec<(String, ServerConfig)> = Vec::new();
+        for (i, s) in raw.servers.iter().enumerate() {
+            if servers.iter().any(|(n, _)| *n == s.name) {
+                return Err(cerr(file, format!("server {:?} appears twice", s.name)));
+            }
+            let at = format!("server {:?}", s.name);
+            let interfaces = addrs(file, &at, &s.subscribers)?
+                .into_iter()
+                .map(|a| {
+                    InterfaceConfig::Sni(SniConfig {
+                        addresses: vec![a],
+                        ..SniConfig::default()
+                    })
+                })
+                .collect();
+            let local = LocalConfig {
+                id: ServerId(i as u32 + 1),
+                interfaces,
+                groups: gs.clone(),
+            };
+            servers.push((
+                s.name.clone(),
+                ServerConfig {
+                    local,
+                    link_state: ls,
+                    cmp: CmpConfig::default(),
+                },
+            ));
+        }
+        let mut links = Vec::new();
+        for (k, l) in raw.links.iter().enumerate() {
+            let find = |n: &str| {
+                servers
+                    .iter()
+                    .position(|(m, _)| m == n)
+                    .ok_or_else(|| cerr(file, format!("link {}: no server called {n:?}", k + 1)))
+            };
+            let (a, b) = (find(&l.a)?, find(&l.b)?);
+            if a == b {
+                return Err(cerr(
+                    file,
+                    format!("link {}: a server linked to itself", k + 1),
+                ));
+            }
+            let mut end = |s: usize| {
+                let ifs = &mut servers[s].1.local.interfaces;
+                ifs.push(InterfaceConfig::Issi {
+                    cost: l.cost.unwrap_or(1),
+                });
+                (s, (ifs.len() - 1) as u16)
+            };
+            let ea = end(a);
+            let eb = end(b);
+            links.push((ea, eb));
+        }
+        for (n, s) in &servers {
+            s.local
+                .validate()
+                .map_err(|e| cerr(file, format!("server {n:?}: {e}")))?;
+        }
+        Ok(TopologyFile { servers, links })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_file_reads_and_a_wrong_one_is_named() {
+        let f = ServerFile::parse(
+            r#"
+id = 3
+[[interface]]
+kind = "sni"
+bind = "127.0.0.1:0"
+addresses = ["I:15550001"]
+destination_screen = { allow = ["I:15550002"] }
+[[interface]]
+kind = "issi"
+bind = "127.0.0.1:0"
+peer = "127.0.0.1:9"
+"#,
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(f.config.local.id, ServerId(3));
+        assert_eq!(f.endpoints.len(), 2);
+        for (text, want) in [
+            ("id = 1\nbogus = 2", "unknown field"),
+            (
+                "id = 1\n[[interface]]\nkind = \"sni\"\nbind = \"127.0.0.1:0\"\naddresses = [\"x\"]",
+                "interface 1 (sni): address \"x\"",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\nbind = \"127.0.0.1:0\"",
+                "needs a peer",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"atm\"\nbind = \"127.0.0.1:0\"",
+                "is not one of",
+            ),
+            ("id = 0", "reserved"),
+        ] {
+            let e = ServerFile::parse(text, "s.toml").unwrap_err().to_string();
+            assert!(e.contains("s.toml") && e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_topology_reads() {
+        let t = TopologyFile::parse(
+            r#"
+[[server]]
+name = "a"
+subscribers = ["I:1"]
+[[server]]
+name = "b"
+subscribers = ["I:2", "I:3"]
+[[link]]
+a = "a"
+b = "b"
+"#,
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(t.links, vec![((0, 1), (1, 2))]);
+        let e = TopologyFile::parse(
+            "[[server]]\nname = \"a\"\n[[link]]\na = \"a\"\nb = \"z\"",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no server called \"z\""), "{e}");
+    }
+}

@@ -1,0 +1,538 @@
+//! The live shell: SMDS servers on real UDP sockets (tokio), and the subscriber's side.
+//!
+//! Each interface is one UDP socket; on an SNI or ICI a datagram is one L3_PDU, on an
+//! ISSI one frame of [`crate::msg`]. A subscriber attaches to its SNI by sending it any
+//! datagram (an empty one does nothing else); the server then delivers to the address
+//! it last heard from, unless the server file fixes the peer.
+//!
+//! The shell is thin and parallel: per interface, a **reader** task receives datagrams,
+//! hands control frames to the **control** task and user data to that interface's
+//! bounded input queue (a full queue discards the PDU and counts it under `overload`:
+//! the SMDS policy of paper 002 §5.2); a **forwarder** task per interface runs a
+//! [`Forwarder`] over the shared [`Fib`] and sends. The control task owns the
+//! [`Control`] core (routing, CMP), arms its timer, samples the input queues every
+//! 10 ms for the CMP, and publishes each new `Fib` to the forwarders through a watch
+//! channel. On a multi-threaded runtime the forwarders of different interfaces run on
+//! different cores behind one server id and one routing table: the parallel server of
+//! [`crate::parallel`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use atmlab_core::time::Instant;
+use atmlab_wire::E164Address;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::SmdsError;
+use crate::config::Endpoint;
+use crate::fib::{Counters, Fib, Forwarder, Payload};
+use crate::ids::{IfaceId, IfaceKind, ServerId};
+use crate::msg::kind;
+use crate::server::{Control, ServerConfig};
+
+/// The largest datagram read.
+const MAX_DATAGRAM: usize = 65_536;
+
+/// Maps the tokio clock onto the cores' [`Instant`].
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: tokio::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose epoch is now.
+    pub fn start() -> Clock {
+        Clock {
+            origin: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Now, as a core instant.
+    pub fn now(&self) -> Instant {
+        let ns = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX / 1000);
+        Instant::from_picos(ns.saturating_mul(1000))
+    }
+
+    /// A core instant as a tokio instant (at most an hour ahead).
+    pub fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
+        let ns = (t.as_picos() / 1000).min(self.now().as_picos() / 1000 + 3_600_000_000_000);
+        self.origin + std::time::Duration::from_nanos(ns)
+    }
+}
+
+/// What a running server reports.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// The server.
+    pub id: ServerId,
+    /// Forwarding counters, all interfaces together.
+    pub counters: Counters,
+    /// Control frames that did not decode.
+    pub control_malformed: u64,
+    /// Deliveries to an SNI no subscriber had attached to.
+    pub unattached: u64,
+    /// Neighbours: (ISSI, neighbour, adjacency formed).
+    pub neighbours: Vec<(IfaceId, ServerId, bool)>,
+    /// LSAs in the database.
+    pub lsas: usize,
+    /// Individual addresses with a route (local and remote).
+    pub reachable: usize,
+    /// Whether the CMP says we are congested.
+    pub congested: bool,
+    /// Route recomputations.
+    pub spf_runs: u64,
+}
+
+impl Status {
+    /// The status as JSON (for `--status` files and `--json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut c = serde_json::Map::new();
+        for (k, v) in self.counters.fields() {
+            c.insert(k.into(), v.into());
+        }
+        serde_json::json!({
+            "id": self.id.0,
+            "counters": c,
+            "control_malformed": self.control_malformed,
+            "unattached": self.unattached,
+            "neighbours": self.neighbours.iter().map(|(i, n, f)| serde_json::json!({
+                "iface": i.0, "server": n.0, "full": f })).collect::<Vec<_>>(),
+            "lsas": self.lsas,
+            "reachable": self.reachable,
+            "congested": self.congested,
+            "spf_runs": self.spf_runs,
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    per_iface: Vec<Mutex<Counters>>,
+    overload: Vec<AtomicU64>,
+    control: Mutex<Status>,
+    unattached: AtomicU64,
+}
+
+/// A server running on the current tokio runtime; stops when dropped.
+#[derive(Debug)]
+pub struct LiveServer {
+    id: ServerId,
+    addrs: Vec<SocketAddr>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for LiveServer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl LiveServer {
+    /// Binds the endpoints and starts the server.
+    pub async fn bind(
+        cfg: ServerConfig,
+        endpoints: &[Endpoint],
+        queue: usize,
+    ) -> Result<LiveServer, SmdsError> {
+        let mut socks = Vec::new();
+        for (i, e) in endpoints.iter().enumerate() {
+            let s = UdpSocket::bind(e.bind).await.map_err(|err| {
+                SmdsError::io(format!("interface {}: binding {}", i + 1, e.bind), err)
+            })?;
+            socks.push((s, e.peer));
+        }
+        LiveServer::start(cfg, socks, queue)
+    }
+
+    /// Starts the server on sockets already bound (one per interface, with its peer).
+    pub fn start(
+        cfg: ServerConfig,
+        sockets: Vec<(UdpSocket, Option<SocketAddr>)>,
+        queue: usize,
+    ) -> Result<LiveServer, SmdsError> {
+        if sockets.len() != cfg.local.interfaces.len() {
+            return Err(SmdsError::Config(format!(
+                "{} sockets for {} interfaces",
+                sockets.len(),
+                cfg.local.interfaces.len()
+            )));
+        }
+        let clock = Clock::start();
+        let kinds: Vec<IfaceKind> = cfg.local.interfaces.iter().map(|i| i.kind()).collect();
+        let id = cfg.local.id;
+        let control = Control::new(cfg, clock.now())?;
+        let n = sockets.len();
+        let addrs = sockets
+            .iter()
+            .map(|(s, _)| s.local_addr())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| SmdsError::io("reading a socket's address", e))?;
+        let peers: Arc<Vec<Mutex<Option<SocketAddr>>>> =
+            Arc::new(sockets.iter().map(|(_, p)| Mutex::new(*p)).collect());
+        let socks: Arc<Vec<UdpSocket>> = Arc::new(sockets.into_iter().map(|(s, _)| s).collect());
+        let shared = Arc::new(Shared {
+            per_iface: (0..n).map(|_| Mutex::new(Counters::default())).collect(),
+            overload: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            control: Mutex::new(Status {
+                id,
+                ..Status::default()
+            }),
+            unattached: Default::default(),
+        });
+        let (fib_tx, fib_rx) = watch::channel(Arc::clone(control.fib()));
+        let (ctrl_tx, ctrl_rx) = mpsc::channel::<(IfaceId, Vec<u8>)>(1024);
+        let mut queues = Vec::new();
+        let mut tasks = Vec::new();
+        for (i, &kind_) in kinds.iter().enumerate() {
+            let (tx, rx) = mpsc::channel::<Vec<u8>>(queue.max(1));
+            queues.push(tx.clone());
+            tasks.push(tokio::spawn(reader(
+                IfaceId(i as u16),
+                kind_,
+                Arc::clone(&socks),
+                Arc::clone(&peers),
+                tx,
+                ctrl_tx.clone(),
+                Arc::clone(&shared),
+            )));
+            tasks.push(tokio::spawn(forwarder(
+                IfaceId(i as u16),
+                rx,
+                fib_rx.clone(),
+                Arc::clone(&socks),
+                Arc::clone(&peers),
+                Arc::clone(&shared),
+            )));
+        }
+        tasks.push(tokio::spawn(control_task(
+            control,
+            clock,
+            ctrl_rx,
+            queues,
+            fib_tx,
+            Arc::clone(&socks),
+            Arc::clone(&peers),
+            Arc::clone(&shared),
+        )));
+        Ok(LiveServer {
+            id,
+            addrs,
+            shared,
+            tasks,
+        })
+    }
+
+    /// The server.
+    pub fn id(&self) -> ServerId {
+        self.id
+    }
+
+    /// The bound address of each interface.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// A snapshot of the counters and routing state.
+    pub fn status(&self) -> Status {
+        let mut s = lock(&self.shared.control).clone();
+        for c in &self.shared.per_iface {
+            s.counters.add(&lock(c));
+        }
+        for o in &self.shared.overload {
+            let n = o.load(Relaxed);
+            s.counters.received += n;
+            s.counters.overload += n;
+        }
+        s.unattached = self.shared.unattached.load(Relaxed);
+        s
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panicked task cannot leave counters inconsistent enough to matter.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn reader(
+    iface: IfaceId,
+    kind_: IfaceKind,
+    socks: Arc<Vec<UdpSocket>>,
+    peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
+    queue: mpsc::Sender<Vec<u8>>,
+    control: mpsc::Sender<(IfaceId, Vec<u8>)>,
+    shared: Arc<Shared>,
+) {
+    let sock = &socks[iface.index()];
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let Ok((n, from)) = sock.recv_from(&mut buf).await else {
+            // ICMP errors (a peer not yet up) surface here on some systems; keep going.
+            tokio::task::yield_now().await;
+            continue;
+        };
+        if kind_ == IfaceKind::Sni {
+            let mut p = lock(&peers[iface.index()]);
+            if p.is_none_or(|p| p != from) {
+                *p = Some(from);
+            }
+            if n == 0 {
+                continue;
+            }
+        }
+        let data = buf[..n].to_vec();
+        if kind_ == IfaceKind::Issi && data.first() != Some(&kind::DATA) {
+            let _ = control.send((iface, data)).await;
+            continue;
+        }
+        if queue.try_send(data).is_err() {
+            shared.overload[iface.index()].fetch_add(1, Relaxed);
+        }
+    }
+}
+
+async fn forwarder(
+    iface: IfaceId,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut fib: watch::Receiver<Arc<Fib>>,
+    socks: Arc<Vec<UdpSocket>>,
+    peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
+    shared: Arc<Shared>,
+) {
+    let mut fwd = Forwarder::new(Arc::clone(&fib.borrow_and_update()));
+    let mut out = Vec::with_capacity(MAX_DATAGRAM);
+    let mut last = std::time::Instant::now();
+    while let Some(d) = rx.recv().await {
+        if fib.has_changed().unwrap_or(false) {
+            fwd.set_fib(Arc::clone(&fib.borrow_and_update()));
+        }
+        fwd.handle_datagram(iface, &d);
+        while let Some(t) = fwd.poll_transmit() {
+            let peer = *lock(&peers[t.iface.index()]);
+            let Some(peer) = peer else {
+                shared.unattached.fetch_add(1, Relaxed);
+                continue;
+            };
+            t.write_into(&d, &mut out);
+            let _ = socks[t.iface.index()].send_to(&out, peer).await;
+        }
+        if rx.is_empty() || last.elapsed() >= std::time::Duration::from_millis(50) {
+            // This forwarder alone writes this slot.
+            *lock(&shared.per_iface[iface.index()]) = *fwd.counters();
+            last = std::time::Instant::now();
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // reason: the task's whole world, passed once at spawn
+async fn control_task(
+    mut control: Control,
+    clock: Clock,
+    mut rx: mpsc::Receiver<(IfaceId, Vec<u8>)>,
+    queues: Vec<mpsc::Sender<Vec<u8>>>,
+    fib_tx: watch::Sender<Arc<Fib>>,
+    socks: Arc<Vec<UdpSocket>>,
+    peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
+    shared: Arc<Shared>,
+) {
+    let mut version = control.fib_version();
+    let sample = std::time::Duration::from_millis(10);
+    let mut next_sample = tokio::time::Instant::now() + sample;
+    loop {
+        let wake = clock.to_tokio(control.poll_timeout()).min(next_sample);
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some((iface, data)) => control.handle_control(clock.now(), iface, &data),
+                None => return,
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                let now = clock.now();
+                if control.poll_timeout() <= now {
+                    control.handle_timeout(now);
+                }
+                if tokio::time::Instant::now() >= next_sample {
+                    next_sample = tokio::time::Instant::now() + sample;
+                    // The fullest input queue speaks for the server.
+                    let (occ, cap) = queues
+                        .iter()
+                        .map(|q| (q.max_capacity() - q.capacity(), q.max_capacity()))
+                        .max_by(|a, b| {
+                            (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64))
+                        })
+                        .unwrap_or((0, 1));
+                    control.handle_occupancy(now, occ, cap);
+                }
+            }
+        }
+        while let Some(t) = control.poll_transmit() {
+            let peer = *lock(&peers[t.iface.index()]);
+            if let Payload::Owned(bytes) = &t.payload
+                && let Some(peer) = peer
+            {
+                let _ = socks[t.iface.index()].send_to(bytes, peer).await;
+            }
+        }
+        if control.fib_version() != version {
+            version = control.fib_version();
+            let _ = fib_tx.send(Arc::clone(control.fib()));
+        }
+        let mut st = lock(&shared.control);
+        let ls = control.link_state();
+        st.control_malformed = control.malformed();
+        st.neighbours = ls.neighbours();
+        st.lsas = ls.database().len();
+        st.reachable = control.fib().route_count();
+        st.congested = control.cmp().congested();
+        st.spf_runs = control.spf_runs();
+    }
+}
+
+/// A subscriber: a UDP socket attached to one SNI.
+#[derive(Debug)]
+pub struct Subscriber {
+    sock: UdpSocket,
+    sni: SocketAddr,
+}
+
+impl Subscriber {
+    /// Binds a socket on `bind` and attaches to the SNI at `sni`.
+    pub async fn attach(bind: SocketAddr, sni: SocketAddr) -> Result<Subscriber, SmdsError> {
+        let sock = UdpSocket::bind(bind)
+            .await
+            .map_err(|e| SmdsError::io(format!("binding {bind}"), e))?;
+        sock.send_to(&[], sni)
+            .await
+            .map_err(|e| SmdsError::io(format!("attaching to {sni}"), e))?;
+        Ok(Subscriber { sock, sni })
+    }
+
+    /// Attaches again (if the server restarted or the first datagram was lost).
+    pub async fn reattach(&self) -> Result<(), SmdsError> {
+        self.sock
+            .send_to(&[], self.sni)
+            .await
+            .map(|_| ())
+            .map_err(|e| SmdsError::io(format!("attaching to {}", self.sni), e))
+    }
+
+    /// Sends one L3_PDU.
+    pub async fn send(&self, pdu: &[u8]) -> Result<(), SmdsError> {
+        self.sock
+            .send_to(pdu, self.sni)
+            .await
+            .map(|_| ())
+            .map_err(|e| SmdsError::io(format!("sending to {}", self.sni), e))
+    }
+
+    /// Receives one datagram into `buf`; its length.
+    pub async fn recv(&self, buf: &mut [u8]) -> Result<usize, SmdsError> {
+        let (n, _) = self
+            .sock
+            .recv_from(buf)
+            .await
+            .map_err(|e| SmdsError::io("receiving", e))?;
+        Ok(n)
+    }
+}
+
+/// What `smds recv` prints for one PDU: its addresses and Info length, or why it did not
+/// decode.
+pub fn describe(pdu: &[u8]) -> Result<(E164Address, E164Address, &[u8]), SmdsError> {
+    let v = atmlab_wire::L3Pdu::new_checked(pdu)?;
+    let r = atmlab_wire::L3PduRepr::parse(&v)?;
+    Ok((r.source, r.destination, r.info))
+}
+
+/// A network of servers in this process on loopback (`atmlab smds net up`).
+#[derive(Debug)]
+pub struct LiveNetwork {
+    /// The servers, by name, in file order.
+    pub servers: Vec<(String, LiveServer)>,
+}
+
+impl LiveNetwork {
+    /// Binds every interface on 127.0.0.1 (system-chosen ports), joins the links, and
+    /// starts every server.
+    pub async fn up(
+        topo: &crate::config::TopologyFile,
+        queue: usize,
+    ) -> Result<LiveNetwork, SmdsError> {
+        let mut socks: Vec<Vec<(UdpSocket, Option<SocketAddr>)>> = Vec::new();
+        for (name, cfg) in &topo.servers {
+            let mut v = Vec::new();
+            for i in 0..cfg.local.interfaces.len() {
+                let s = UdpSocket::bind("127.0.0.1:0").await.map_err(|e| {
+                    SmdsError::io(format!("server {name}: binding interface {}", i + 1), e)
+                })?;
+                v.push((s, None));
+            }
+            socks.push(v);
+        }
+        for &((sa, ia), (sb, ib)) in &topo.links {
+            let addr_a = socks[sa][usize::from(ia)]
+                .0
+                .local_addr()
+                .map_err(|e| SmdsError::io("reading a socket's address", e))?;
+            let addr_b = socks[sb][usize::from(ib)]
+                .0
+                .local_addr()
+                .map_err(|e| SmdsError::io("reading a socket's address", e))?;
+            socks[sa][usize::from(ia)].1 = Some(addr_b);
+            socks[sb][usize::from(ib)].1 = Some(addr_a);
+        }
+        let mut servers = Vec::new();
+        for ((name, cfg), s) in topo.servers.iter().zip(socks) {
+            servers.push((name.clone(), LiveServer::start(cfg.clone(), s, queue)?));
+        }
+        Ok(LiveNetwork { servers })
+    }
+
+    /// The network as JSON: per server its id, and per interface its kind, address and
+    /// subscriber addresses (what `net up` writes to `net.json`).
+    pub fn to_json(&self, topo: &crate::config::TopologyFile) -> serde_json::Value {
+        let servers: Vec<serde_json::Value> = self
+            .servers
+            .iter()
+            .zip(&topo.servers)
+            .map(|((name, s), (_, cfg))| {
+                let ifs: Vec<serde_json::Value> = cfg
+                    .local
+                    .interfaces
+                    .iter()
+                    .zip(s.addrs())
+                    .map(|(ifc, a)| {
+                        let addresses: Vec<String> = match ifc {
+                            crate::fib::InterfaceConfig::Sni(c) => {
+                                c.addresses.iter().map(|x| x.to_string()).collect()
+                            }
+                            _ => Vec::new(),
+                        };
+                        serde_json::json!({
+                            "kind": ifc.kind().to_string(),
+                            "addr": a.to_string(),
+                            "addresses": addresses,
+                        })
+                    })
+                    .collect();
+                serde_json::json!({ "name": name, "id": s.id().0, "interfaces": ifs })
+            })
+            .collect();
+        serde_json::json!({ "servers": servers })
+    }
+
+    /// True once every server has formed all its adjacencies and holds an LSA of every
+    /// server.
+    pub fn converged(&self) -> bool {
+        let n = self.servers.len();
+        self.servers.iter().all(|(_, s)| {
+            let st = s.status();
+            st.lsas == n && st.neighbours.iter().all(|(_, _, full)| *full)
+        })
+    }
+}

@@ -1,0 +1,7 @@
+//! Tests of the SMDS server cores on the in-memory harness, in simulated time, and of
+//! the live UDP shell on loopback. One test binary for the crate.
+
+mod fuzz_harness;
+mod live;
+mod network;
+mod robustness;
