@@ -182,6 +182,35 @@ impl CmTuning {
     }
 }
 
+/// Binds the manager's gRPC listener and registers it in the name service as
+/// `cm/WHO` (renewed until the handle stops): (listener, scheme, address, handle).
+async fn listen_and_register(
+    nc: &NameClient,
+    who: &str,
+    listen: SocketAddr,
+    tls: bool,
+) -> Result<(
+    tokio::net::TcpListener,
+    &'static str,
+    SocketAddr,
+    atmlab_control::names::RenewalHandle,
+)> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let scheme = if tls { "https" } else { "http" };
+    let addr = listener.local_addr()?;
+    let reg = nc
+        .register_and_renew(
+            ObjectInfo::new(
+                format!("cm/{who}"),
+                ObjectKind::ConnectionManager,
+                format!("{scheme}://{addr}"),
+            ),
+            Duration::from_secs(10),
+        )
+        .await?;
+    Ok((listener, scheme, addr, reg))
+}
+
 /// "LO-HI", an inclusive VCI range.
 fn parse_partition(p: &str) -> Result<(u16, u16), String> {
     let (lo, hi) = p.split_once('-').ok_or("expected LO-HI, e.g. 1000-1999")?;
@@ -441,19 +470,8 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         for line in &recovery {
             println!("start-up audit: {line}");
         }
-        let listener = tokio::net::TcpListener::bind(listen).await?;
-        let scheme = if id.is_some() { "https" } else { "http" };
-        let addr = listener.local_addr()?;
-        let reg = nc
-            .register_and_renew(
-                ObjectInfo::new(
-                    format!("cm/{who}"),
-                    ObjectKind::ConnectionManager,
-                    format!("{scheme}://{addr}"),
-                ),
-                Duration::from_secs(10),
-            )
-            .await?;
+        let (listener, scheme, addr, reg) =
+            listen_and_register(&nc, &who, listen, id.is_some()).await?;
         println!("connection manager: {scheme}://{addr}");
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
         tonic::transport::Server::builder()
@@ -544,19 +562,8 @@ fn serve_tina(
             id.as_ref(),
         )
         .await?;
-        let listener = tokio::net::TcpListener::bind(listen).await?;
-        let scheme = if id.is_some() { "https" } else { "http" };
-        let addr = listener.local_addr()?;
-        let reg = nc
-            .register_and_renew(
-                ObjectInfo::new(
-                    format!("cm/{who}"),
-                    ObjectKind::ConnectionManager,
-                    format!("{scheme}://{addr}"),
-                ),
-                Duration::from_secs(10),
-            )
-            .await?;
+        let (listener, scheme, addr, reg) =
+            listen_and_register(&nc, who, listen, id.is_some()).await?;
         println!(
             "connection manager (tina, {}, {} NML-CP level(s)): {scheme}://{addr}",
             deployment.lnc.config().mode.name(),
