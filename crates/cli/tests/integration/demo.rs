@@ -6,6 +6,7 @@ use crate::atmlab;
 
 #[test]
 fn the_demo_runs_every_manager_and_writes_its_reports() {
+    let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let reports = dir.path().join("reports");
@@ -67,6 +68,7 @@ fn the_demo_runs_every_manager_and_writes_its_reports() {
 /// a sustained load with faults on the manager's links, then the audit: no leaks.
 #[test]
 fn a_short_soak_with_faults_ends_with_no_leaks() {
+    let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let o = atmlab(
         &[

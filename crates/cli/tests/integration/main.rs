@@ -42,6 +42,24 @@ pub fn atmlab(args: &[&str], stdin: &[u8]) -> Output {
     out
 }
 
+/// The CPU, shared between tests that are heavy. A test that measures the live
+/// laboratory and checks the numbers (the xbind, retina and SMDS reproductions, the demo,
+/// the soak) takes it exclusively: on a 2-core machine two of them at once, or one beside
+/// a simulation, starve each other until the measured numbers are the machine's, not the
+/// code's. Heavy simulations (deterministic, no timing in their checks) share it with each
+/// other. Other tests are light and take nothing.
+static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs the caller alone among the heavy tests (see [`CPU`]).
+pub fn measuring_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the caller beside other heavy simulations but not beside a measurement.
+pub fn heavy_simulation() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Deterministic test bytes.
 pub fn bytes(n: usize, seed: u8) -> Vec<u8> {
     (0..n)

@@ -5,6 +5,7 @@ use crate::atmlab;
 
 #[test]
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
+    let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let out = dir.path().join("xbind");

@@ -20,6 +20,7 @@ fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
 
 #[test]
 fn quick_reproduction_writes_every_figure_with_sane_numbers() {
+    let _cpu = crate::heavy_simulation();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("gateway");
     let o = atmlab(

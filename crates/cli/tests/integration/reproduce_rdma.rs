@@ -5,6 +5,7 @@ use crate::atmlab;
 
 #[test]
 fn reproduce_rdma_quick_writes_the_report() {
+    let _cpu = crate::heavy_simulation();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rdma");
     let o = atmlab(

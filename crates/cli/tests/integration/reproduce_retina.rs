@@ -8,6 +8,7 @@ use crate::atmlab;
 
 #[test]
 fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
+    let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let out = dir.path().join("retina");

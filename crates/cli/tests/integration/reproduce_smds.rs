@@ -5,6 +5,7 @@ use crate::atmlab;
 
 #[test]
 fn quick_reproduction_writes_every_table_and_figure() {
+    let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("smds");
     let o = atmlab(
