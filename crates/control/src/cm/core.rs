@@ -372,6 +372,27 @@ struct Call {
     sent: u32,
 }
 
+impl Call {
+    /// The slots switch connection `hop` carries now: its output identifiers.
+    fn hop_slots(&self, hop: usize) -> Vec<usize> {
+        (0..self.ids.len())
+            .filter(|&j| self.tree.slot(j).hop == Some(hop) && self.on_switch[j])
+            .collect()
+    }
+
+    /// Branch `s` of hop `h` as a switch's AddBranch/DropBranch argument, once the hop
+    /// is committed and the slot has its identifier.
+    fn branch_change(&self, h: usize, s: usize) -> Option<BranchChange> {
+        Some(BranchChange {
+            connection: self.conns[h]?,
+            branch: Branch {
+                port: PortId(self.tree.slot(s).port),
+                id: self.ids[s]?,
+            },
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Purpose {
     /// Reserve for a call's identifier slot (a miss, or a sequential phase 1).
@@ -1156,14 +1177,12 @@ impl CmCore {
                 // keep_reserved, so they are ours again (back to the cache); sequential
                 // released them to the pool.
                 let mut back = Vec::new();
-                for j in 0..call.ids.len() {
-                    if call.tree.slot(j).hop == Some(hop) && call.on_switch[j] {
-                        call.on_switch[j] = false;
-                        if let Some(vc) = call.ids[j].take()
-                            && xbind
-                        {
-                            back.push((call.slot_sw[j], call.tree.slot(j).port, vc));
-                        }
+                for j in call.hop_slots(hop) {
+                    call.on_switch[j] = false;
+                    if let Some(vc) = call.ids[j].take()
+                        && xbind
+                    {
+                        back.push((call.slot_sw[j], call.tree.slot(j).port, vc));
                     }
                 }
                 for (s, p, vc) in back {
@@ -1197,11 +1216,8 @@ impl CmCore {
                         // the hop's output identifiers reserved for us (an answer lost,
                         // or one that comes after we gave up): give those back too,
                         // after the release (which frees them if it was not done).
-                        for j in 0..call.ids.len() {
-                            if call.tree.slot(j).hop == Some(hop)
-                                && call.on_switch[j]
-                                && let Some(vc) = call.ids[j]
-                            {
+                        for j in call.hop_slots(hop) {
+                            if let Some(vc) = call.ids[j] {
                                 let p = call.tree.slot(j).port;
                                 self.lingering.push((
                                     sw,
@@ -1222,11 +1238,9 @@ impl CmCore {
                 // an audit removed it): nothing to return for this hop.
                 tracing::warn!(call = id, hop, error = %e, "release failed; the hop is gone");
                 call.conns[hop] = None;
-                for j in 0..call.ids.len() {
-                    if call.tree.slot(j).hop == Some(hop) && call.on_switch[j] {
-                        call.on_switch[j] = false;
-                        call.ids[j] = None;
-                    }
+                for j in call.hop_slots(hop) {
+                    call.on_switch[j] = false;
+                    call.ids[j] = None;
                 }
                 if self.config.kind == CmKind::Sequential {
                     self.release_hops(now, id);
@@ -1440,18 +1454,9 @@ impl CmCore {
         call.change = Some(Change::Prune);
         let mut sends = Vec::new();
         if let Some((h, s)) = prune.dropped_branch
-            && let (Some(conn), Some(vc)) = (call.conns[h], call.ids[s])
+            && let Some(ch) = call.branch_change(h, s)
         {
-            sends.push((
-                h,
-                Command::DropBranch(BranchChange {
-                    connection: conn,
-                    branch: Branch {
-                        port: PortId(call.tree.slot(s).port),
-                        id: vc,
-                    },
-                }),
-            ));
+            sends.push((h, Command::DropBranch(ch)));
         }
         for &h in &prune.released_hops {
             if let Some(conn) = call.conns[h] {
@@ -1591,18 +1596,9 @@ impl CmCore {
                 // the tree, and the new hops, at once.
                 let mut sends = Vec::new();
                 if let Some((h, s)) = graft.new_branch
-                    && let Some(conn) = call.conns[h]
+                    && let Some(ch) = call.branch_change(h, s)
                 {
-                    sends.push((
-                        h,
-                        Command::AddBranch(BranchChange {
-                            connection: conn,
-                            branch: Branch {
-                                port: PortId(call.tree.slot(s).port),
-                                id: call.ids[s].expect("identifiers known"),
-                            },
-                        }),
-                    ));
+                    sends.push((h, Command::AddBranch(ch)));
                 }
                 let hops = graft.new_hops.clone();
                 call.change = Some(Change::Grow {
@@ -1622,18 +1618,9 @@ impl CmCore {
                     let mut undo = Vec::new();
                     if let Some((h, s)) = graft.new_branch
                         && call.on_switch[s]
-                        && let (Some(conn), Some(vc)) = (call.conns[h], call.ids[s])
+                        && let Some(ch) = call.branch_change(h, s)
                     {
-                        undo.push((
-                            call.hop_sw[h],
-                            Command::DropBranch(BranchChange {
-                                connection: conn,
-                                branch: Branch {
-                                    port: PortId(call.tree.slot(s).port),
-                                    id: vc,
-                                },
-                            }),
-                        ));
+                        undo.push((call.hop_sw[h], Command::DropBranch(ch)));
                         call.ids[s] = None;
                         call.on_switch[s] = false;
                     }

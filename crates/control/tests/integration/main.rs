@@ -25,10 +25,24 @@ pub async fn line3() -> (
     atmlab_control::net::Network,
     Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
 ) {
+    network("line3.toml").await
+}
+
+/// A network of `topologies/FILE` on loopback in plain text, and a gRPC client of each
+/// switch server, by name, in the file's order.
+pub async fn network(
+    file: &str,
+) -> (
+    atmlab_control::net::Network,
+    Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
+) {
     use atmlab_control::net::{NetSecurity, Network, Topology};
-    let topo =
-        Topology::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml"))
-            .unwrap();
+    let topo = Topology::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../topologies")
+            .join(file),
+    )
+    .unwrap();
     let net = Network::up(topo, &NetSecurity { certs: None }, None)
         .await
         .unwrap();

@@ -11,7 +11,6 @@
 //! and after each, the audit finds every switch empty.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::Duration;
 
 use atmlab_control::callgen::{self, Load, Spread};
@@ -19,33 +18,13 @@ use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live::{self, CmHandle};
 use atmlab_control::cm::routes::CachedRouter;
 use atmlab_control::demo;
-use atmlab_control::net::{NetSecurity, Network, Topology};
+use atmlab_control::net::Network;
 use atmlab_core::ids::VcId;
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
-
-async fn network(file: &str) -> (Network, Vec<(String, GrpcSwitch)>) {
-    let topo = Topology::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../topologies")
-            .join(file),
-    )
-    .unwrap();
-    let net = Network::up(topo, &NetSecurity { certs: None }, None)
-        .await
-        .unwrap();
-    let mut clients = Vec::new();
-    for s in &net.switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), None)
-            .await
-            .unwrap();
-        clients.push((s.switch.describe_now().name, GrpcSwitch::new(ch)));
-    }
-    (net, clients)
-}
 
 async fn manager(net: &Network, clients: &[(String, GrpcSwitch)], config: CmConfig) -> CmHandle {
     let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
@@ -120,7 +99,7 @@ async fn assert_empty(clients: &[(String, GrpcSwitch)], what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipoint_reaches_every_leaf_and_drop_leaf_leaves_the_others_working() {
-    let (net, clients) = network("tree4.toml").await;
+    let (net, clients) = crate::network("tree4.toml").await;
     // Switch indices in tree4.toml: s1 0, s2 1, s3 2.
     for kind in [CmKind::Xbind, CmKind::Sequential] {
         let cm = manager(&net, &clients, CmConfig::new(kind)).await;
@@ -222,7 +201,7 @@ async fn multipoint_reaches_every_leaf_and_drop_leaf_leaves_the_others_working()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modify_connection_under_traffic_loses_nothing() {
-    let (net, clients) = network("tree4.toml").await;
+    let (net, clients) = crate::network("tree4.toml").await;
     let cm = manager(&net, &clients, CmConfig::new(CmKind::Xbind)).await;
     let leaves = vec!["b".to_string(), "d".to_string()];
     let info = cm
@@ -294,7 +273,7 @@ async fn modify_connection_under_traffic_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_managers_on_disjoint_partitions_never_collide() {
-    let (net, clients) = network("line3.toml").await;
+    let (net, clients) = crate::network("line3.toml").await;
     let parts = [(32u16, 1999u16), (2000u16, 4095u16)];
     let mut cms = Vec::new();
     for (k, &p) in parts.iter().enumerate() {
