@@ -1404,7 +1404,7 @@ impl CmCore {
         }
     }
 
-    fn tree_error(e: TreeError) -> CallError {
+    pub(crate) fn tree_error(e: TreeError) -> CallError {
         let kind = match e {
             TreeError::AlreadyLeaf(_) => ErrorKind::AlreadyExists,
             TreeError::NotLeaf(_) => ErrorKind::NotFound,

@@ -22,7 +22,10 @@
 //!   split of a route into the runs inside each child subnetwork (pure).
 //! - [`performer`]: the EML-CP and NML-CP, both behind the one ConnectionPerformer
 //!   service (TINA: the EML-CP specializes the NML-CP's subnetwork connection interface).
-//! - [`lnc`]: the LNC and [`lnc::start`], which brings the whole hierarchy up.
+//! - [`lnc`]: the LNC and [`lnc::start`], which brings the whole hierarchy up. The LNC
+//!   also builds point-to-multipoint connections (both papers ask for them; paper 001
+//!   §4): a tree of route segments, one subnetwork connection each, grown at a fork
+//!   with AddBranch and cut back with DropBranch and TrimSnc.
 //! - [`service`]: [`service::TinaService`], the `atmlab.v1.ConnectionManager` service
 //!   over the LNC, the same trait every connection manager kind serves.
 

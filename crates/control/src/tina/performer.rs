@@ -66,7 +66,9 @@ fn one_vc(v: Option<&pb::VcId>, what: &str) -> Result<pb::VcId, Status> {
 /// What an EML-CP holds for one subnetwork connection (one hop).
 #[derive(Debug, Clone)]
 struct EmlSnc {
-    connection: u64,
+    /// The switch connection; `None` once released there while the source's VC is
+    /// still to be given back (a retried release does only that).
+    connection: Option<u64>,
     /// The source's VC, reserved on the input port when the caller gave none: held for
     /// the connection's life (no other call can take it) and given back on release.
     source: Option<(u32, pb::VcId)>,
@@ -113,6 +115,19 @@ impl EmlCp {
         } else {
             Err(Status::invalid_argument(format!(
                 "the EML-CP of {} was asked about switch {switch:?}",
+                self.switch
+            )))
+        }
+    }
+
+    /// Branches are added to and dropped from this EML-CP's own connections only.
+    fn owns(&self, connection: u64) -> Result<(), Status> {
+        let sncs = self.sncs.lock().unwrap_or_else(|e| e.into_inner());
+        if sncs.values().any(|s| s.connection == Some(connection)) {
+            Ok(())
+        } else {
+            Err(Status::not_found(format!(
+                "{}: connection {connection} is not one this EML-CP set up",
                 self.switch
             )))
         }
@@ -234,7 +249,7 @@ impl ConnectionPerformer for EmlCp {
         self.sncs.lock().unwrap_or_else(|e| e.into_inner()).insert(
             snc,
             EmlSnc {
-                connection,
+                connection: Some(connection),
                 source,
                 traffic,
             },
@@ -271,26 +286,39 @@ impl ConnectionPerformer for EmlCp {
             .remove(&id)
             .ok_or_else(|| Status::not_found(format!("{}: no SNC {id}", self.switch)))?;
         let mut t = Tally::default();
-        t.own(&self.totals, iface::EML_SWITCH);
-        wire(self.delay).await;
-        if let Err(e) = self
-            .client
-            .clone()
-            .release(pb::ReleaseRequest {
-                connection: snc.connection,
-                keep_reserved: false,
-            })
-            .await
-        {
-            // Still ours: a retry of the release can find it.
-            self.sncs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id, snc);
-            return Err(e);
+        if let Some(connection) = snc.connection {
+            t.own(&self.totals, iface::EML_SWITCH);
+            wire(self.delay).await;
+            if let Err(e) = self
+                .client
+                .clone()
+                .release(pb::ReleaseRequest {
+                    connection,
+                    keep_reserved: false,
+                })
+                .await
+            {
+                // Still ours: a retry of the release can find it.
+                self.sncs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, snc);
+                return Err(e);
+            }
         }
-        if let Some((port, vc)) = snc.source {
-            self.unreserve(&mut t, port, vc).await?;
+        if let Some((port, vc)) = snc.source
+            && let Err(e) = self.unreserve(&mut t, port, vc).await
+        {
+            // The connection is gone; the source's VC is still held: a retry gives
+            // back only that.
+            self.sncs.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                id,
+                EmlSnc {
+                    connection: None,
+                    ..snc
+                },
+            );
+            return Err(e);
         }
         Ok(Response::new(pb::ReleaseSncReply {
             invocations: t.into_map(),
@@ -310,7 +338,7 @@ impl ConnectionPerformer for EmlCp {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&r.snc)
-            .map(|s| s.connection)
+            .and_then(|s| s.connection)
             .ok_or_else(|| Status::not_found(format!("{}: no SNC {}", self.switch, r.snc)))?;
         let mut t = Tally::default();
         t.own(&self.totals, iface::EML_SWITCH);
@@ -359,6 +387,90 @@ impl ConnectionPerformer for EmlCp {
             r.id.ok_or_else(|| Status::invalid_argument("no identifier"))?;
         self.unreserve(&mut Tally::default(), r.port, id).await?;
         Ok(Response::new(pb::UnreserveLinkReply {}))
+    }
+
+    async fn add_branch(
+        &self,
+        r: Request<pb::AddSncBranchRequest>,
+    ) -> Result<Response<pb::AddSncBranchReply>, Status> {
+        let r = r.into_inner();
+        self.check(&r.switch)?;
+        self.owns(r.connection)?;
+        let mut t = Tally::default();
+        let id = self.reserve(&mut t, r.port).await?;
+        t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
+        let added = self
+            .client
+            .clone()
+            .add_branch(pb::AddBranchRequest {
+                connection: r.connection,
+                branch: Some(pb::Branch {
+                    port: r.port,
+                    id: Some(id),
+                }),
+            })
+            .await;
+        if let Err(e) = added {
+            self.give_back(&mut t, &[(r.port, id)]).await;
+            return Err(e);
+        }
+        Ok(Response::new(pb::AddSncBranchReply {
+            id: Some(id),
+            invocations: t.into_map(),
+        }))
+    }
+
+    async fn drop_branch(
+        &self,
+        r: Request<pb::DropSncBranchRequest>,
+    ) -> Result<Response<pb::DropSncBranchReply>, Status> {
+        let r = r.into_inner();
+        self.check(&r.switch)?;
+        self.owns(r.connection)?;
+        let id =
+            r.id.ok_or_else(|| Status::invalid_argument("no identifier"))?;
+        let mut t = Tally::default();
+        t.own(&self.totals, iface::EML_SWITCH);
+        wire(self.delay).await;
+        self.client
+            .clone()
+            .drop_branch(pb::DropBranchRequest {
+                connection: r.connection,
+                branch: Some(pb::Branch {
+                    port: r.port,
+                    id: Some(id),
+                }),
+            })
+            .await?;
+        Ok(Response::new(pb::DropSncBranchReply {
+            invocations: t.into_map(),
+        }))
+    }
+
+    /// An EML-CP's SNC is one hop: keeping at least one hop keeps all of it.
+    async fn trim_snc(
+        &self,
+        r: Request<pb::TrimSncRequest>,
+    ) -> Result<Response<pb::TrimSncReply>, Status> {
+        let r = r.into_inner();
+        if r.keep == 0 {
+            return Err(Status::invalid_argument(
+                "TrimSnc keeps at least one hop (release the SNC instead)",
+            ));
+        }
+        if !self
+            .sncs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&r.snc)
+        {
+            return Err(Status::not_found(format!(
+                "{}: no SNC {}",
+                self.switch, r.snc
+            )));
+        }
+        Ok(Response::new(pb::TrimSncReply::default()))
     }
 }
 
@@ -423,6 +535,8 @@ impl Child {
 #[derive(Debug, Clone)]
 struct NmlSnc {
     parts: Vec<(usize, u64)>,
+    /// Hops in each part (TrimSnc finds the part a cut falls in).
+    lens: Vec<u32>,
     traffic: pb::TrafficDescriptor,
 }
 
@@ -501,31 +615,52 @@ impl NmlCp {
         })
     }
 
-    async fn release_parts(&self, t: &mut Tally, parts: &[(usize, u64)]) -> Result<(), Status> {
+    /// Releases `parts`; returns the ones still held (their release failed) and the
+    /// first error, so the caller can keep them for a retry instead of forgetting them.
+    async fn release_parts_keeping(
+        &self,
+        t: &mut Tally,
+        parts: &[(usize, u64)],
+    ) -> (Vec<(usize, u64)>, Option<Status>) {
         let mut first_err = None;
+        let mut held = Vec::new();
         match self.mode {
             SetupMode::Sequential => {
                 for &(c, snc) in parts {
-                    let child = self.child(c)?;
+                    let child = match self.child(c) {
+                        Ok(ch) => ch,
+                        Err(e) => {
+                            held.push((c, snc));
+                            first_err.get_or_insert(e);
+                            continue;
+                        }
+                    };
                     t.own(&self.totals, child.iface);
                     match child.release_snc(pb::ReleaseSncRequest { snc }).await {
                         Ok(r) => t.absorb(&r.into_inner().invocations),
                         Err(e) => {
+                            held.push((c, snc));
                             first_err.get_or_insert(e);
                         }
                     }
                 }
             }
             SetupMode::Parallel => {
-                let jobs: Vec<(Child, u64)> = parts
-                    .iter()
-                    .map(|&(c, snc)| Ok((self.child(c)?.clone(), snc)))
-                    .collect::<Result<_, Status>>()?;
-                for (child, _) in &jobs {
+                let mut jobs: Vec<(Child, usize, u64)> = Vec::new();
+                for &(c, snc) in parts {
+                    match self.child(c) {
+                        Ok(ch) => jobs.push((ch.clone(), c, snc)),
+                        Err(e) => {
+                            held.push((c, snc));
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                }
+                for (child, _, _) in &jobs {
                     t.own(&self.totals, child.iface);
                 }
                 let results = all_at_once((0..jobs.len()).collect(), |i| {
-                    let (child, snc) = jobs[i].clone();
+                    let (child, _, snc) = jobs[i].clone();
                     async move {
                         Ok(child
                             .release_snc(pb::ReleaseSncRequest { snc })
@@ -534,17 +669,27 @@ impl NmlCp {
                     }
                 })
                 .await;
-                for (_, r) in results {
+                for (i, r) in results {
                     match r {
                         Ok(r) => t.absorb(&r.invocations),
                         Err(e) => {
+                            held.push((jobs[i].1, jobs[i].2));
                             first_err.get_or_insert(e);
                         }
                     }
                 }
             }
         }
-        first_err.map_or(Ok(()), Err)
+        // Route order, whatever order the failures came in.
+        held.sort_by_key(|p| parts.iter().position(|q| q == p));
+        (held, first_err)
+    }
+
+    async fn release_parts(&self, t: &mut Tally, parts: &[(usize, u64)]) -> Result<(), Status> {
+        match self.release_parts_keeping(t, parts).await {
+            (_, Some(e)) => Err(e),
+            (_, None) => Ok(()),
+        }
     }
 
     async fn unreserve_links(&self, t: &mut Tally, links: &[(usize, String, u32, pb::VcId)]) {
@@ -575,8 +720,10 @@ impl NmlCp {
         let out_id = parts.last().and_then(|p| p.1.out_id);
         let mut hops = Vec::new();
         let mut record = Vec::new();
+        let mut lens = Vec::new();
         for (c, r) in parts {
             t.absorb(&r.invocations);
+            lens.push(u32::try_from(r.hops.len()).unwrap_or(u32::MAX));
             hops.extend(r.hops);
             record.push((c, r.snc));
         }
@@ -585,6 +732,7 @@ impl NmlCp {
             snc,
             NmlSnc {
                 parts: record,
+                lens,
                 traffic,
             },
         );
@@ -858,7 +1006,29 @@ impl ConnectionPerformer for NmlCp {
             .remove(&id)
             .ok_or_else(|| Status::not_found(format!("{}: no SNC {id}", self.subnetwork.name)))?;
         let mut t = Tally::default();
-        self.release_parts(&mut t, &snc.parts).await?;
+        let (held, err) = self.release_parts_keeping(&mut t, &snc.parts).await;
+        if let Some(e) = err {
+            // What could not be released stays recorded under the same id, so a retry
+            // of the release finds it (and releases only that).
+            let lens = held
+                .iter()
+                .map(|p| {
+                    snc.parts
+                        .iter()
+                        .position(|q| q == p)
+                        .map_or(0, |i| snc.lens[i])
+                })
+                .collect();
+            self.sncs.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                id,
+                NmlSnc {
+                    parts: held,
+                    lens,
+                    traffic: snc.traffic,
+                },
+            );
+            return Err(e);
+        }
         Ok(Response::new(pb::ReleaseSncReply {
             invocations: t.into_map(),
         }))
@@ -929,5 +1099,124 @@ impl ConnectionPerformer for NmlCp {
         self.totals.count(child.iface);
         child.unreserve_link(r).await?;
         Ok(Response::new(pb::UnreserveLinkReply {}))
+    }
+
+    async fn add_branch(
+        &self,
+        r: Request<pb::AddSncBranchRequest>,
+    ) -> Result<Response<pb::AddSncBranchReply>, Status> {
+        let r = r.into_inner();
+        let child = self.child(self.child_of(&r.switch)?)?;
+        let mut t = Tally::default();
+        t.own(&self.totals, child.iface);
+        wire(child.delay).await;
+        let rep = child.client.clone().add_branch(r).await?.into_inner();
+        t.absorb(&rep.invocations);
+        Ok(Response::new(pb::AddSncBranchReply {
+            id: rep.id,
+            invocations: t.into_map(),
+        }))
+    }
+
+    async fn drop_branch(
+        &self,
+        r: Request<pb::DropSncBranchRequest>,
+    ) -> Result<Response<pb::DropSncBranchReply>, Status> {
+        let r = r.into_inner();
+        let child = self.child(self.child_of(&r.switch)?)?;
+        let mut t = Tally::default();
+        t.own(&self.totals, child.iface);
+        wire(child.delay).await;
+        let rep = child.client.clone().drop_branch(r).await?.into_inner();
+        t.absorb(&rep.invocations);
+        Ok(Response::new(pb::DropSncBranchReply {
+            invocations: t.into_map(),
+        }))
+    }
+
+    async fn trim_snc(
+        &self,
+        r: Request<pb::TrimSncRequest>,
+    ) -> Result<Response<pb::TrimSncReply>, Status> {
+        let r = r.into_inner();
+        if r.keep == 0 {
+            return Err(Status::invalid_argument(
+                "TrimSnc keeps at least one hop (release the SNC instead)",
+            ));
+        }
+        let snc = self
+            .sncs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&r.snc)
+            .cloned()
+            .ok_or_else(|| {
+                Status::not_found(format!("{}: no SNC {}", self.subnetwork.name, r.snc))
+            })?;
+        // The part the cut falls in is trimmed (if the cut is inside it); every part
+        // after it is released whole, downstream first.
+        let mut start = 0u32;
+        let mut cut = snc.parts.len();
+        let mut inner: Option<(usize, u32)> = None;
+        for (i, &len) in snc.lens.iter().enumerate() {
+            if start + len >= r.keep {
+                cut = i + 1;
+                if start + len > r.keep {
+                    inner = Some((i, r.keep - start));
+                }
+                break;
+            }
+            start += len;
+        }
+        let mut t = Tally::default();
+        let tail: Vec<(usize, u64)> = snc.parts[cut..].iter().rev().copied().collect();
+        let (held, err) = self.release_parts_keeping(&mut t, &tail).await;
+        let mut trim_err = None;
+        let mut trimmed_len = None;
+        if let Some((i, keep)) = inner {
+            let (c, part) = snc.parts[i];
+            let child = self.child(c)?;
+            t.own(&self.totals, child.iface);
+            wire(child.delay).await;
+            match child
+                .client
+                .clone()
+                .trim_snc(pb::TrimSncRequest { snc: part, keep })
+                .await
+            {
+                Ok(rep) => {
+                    t.absorb(&rep.into_inner().invocations);
+                    trimmed_len = Some((i, keep));
+                }
+                Err(e) => trim_err = Some(e),
+            }
+        }
+        // The record keeps the head and whatever could not be released, in route order.
+        if let Some(s) = self
+            .sncs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&r.snc)
+        {
+            let mut parts = snc.parts[..cut].to_vec();
+            let mut lens = snc.lens[..cut].to_vec();
+            if let Some((i, keep)) = trimmed_len {
+                lens[i] = keep;
+            }
+            for p in held.iter().rev() {
+                if let Some(k) = snc.parts.iter().position(|q| q == p) {
+                    parts.push(*p);
+                    lens.push(snc.lens[k]);
+                }
+            }
+            s.parts = parts;
+            s.lens = lens;
+        }
+        if let Some(e) = err.or(trim_err) {
+            return Err(e);
+        }
+        Ok(Response::new(pb::TrimSncReply {
+            invocations: t.into_map(),
+        }))
     }
 }

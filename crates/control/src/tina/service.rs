@@ -38,17 +38,11 @@ impl ConnectionManager for TinaService {
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
         let r = r.into_inner();
-        let destination = match r.destinations.as_slice() {
-            [d] => d.clone(),
-            [] => return Err(Status::invalid_argument("no destination")),
-            _ => {
-                return Err(Status::unimplemented(
-                    "point-to-multipoint connections through the TINA manager are not built yet",
-                ));
-            }
-        };
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
-        let info = self.lnc.add(&r.source, &destination, cell, &r.tag).await?;
+        let info = self
+            .lnc
+            .add_multipoint(&r.source, &r.destinations, cell, &r.tag)
+            .await?;
         Ok(Response::new(info))
     }
 
@@ -94,16 +88,22 @@ impl ConnectionManager for TinaService {
 
     async fn add_leaf(
         &self,
-        _: Request<pb::AddLeafRequest>,
+        r: Request<pb::AddLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        Err(Status::unimplemented("AddLeaf: not built yet for tina"))
+        let r = r.into_inner();
+        Ok(Response::new(
+            self.lnc.add_leaf(r.id, &r.destination).await?,
+        ))
     }
 
     async fn drop_leaf(
         &self,
-        _: Request<pb::DropLeafRequest>,
+        r: Request<pb::DropLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        Err(Status::unimplemented("DropLeaf: not built yet for tina"))
+        let r = r.into_inner();
+        Ok(Response::new(
+            self.lnc.drop_leaf(r.id, &r.destination).await?,
+        ))
     }
 
     async fn modify_connection(

@@ -354,3 +354,327 @@ async fn two_managers_on_disjoint_partitions_never_collide() {
     }
     net.down().await;
 }
+
+/// A ConnectionInfo's VC for `leaf` (TINA answers in cm.proto terms).
+fn pb_leaf_vc(info: &atmlab_rpc::v1::ConnectionInfo, leaf: &str) -> VcId {
+    let i = info
+        .destinations
+        .iter()
+        .position(|d| d == leaf)
+        .unwrap_or_else(|| panic!("{leaf} is not a leaf of {:?}", info.destinations));
+    atmlab_fabric::live::convert::vc_id(info.destination_vcs.get(i)).unwrap()
+}
+
+/// Issue 9 item 2 for the TINA manager: the same tree, through the LNC, the NML-CP
+/// hierarchy and the EML-CPs (two levels: {s1, s2} and {s3}), in both setup modes. The
+/// leaves a, b, c, d are as in the test above; dropping b later prunes s2's hop, which
+/// is the tail of the first subnetwork connection (TrimSnc through two levels).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tina_multipoint_reaches_every_leaf_and_prunes_only_the_dropped_branch() {
+    use atmlab_control::tina::{self, SetupMode, TinaConfig};
+    use atmlab_rpc::v1 as pb;
+
+    let (net, clients) = crate::network("tree4.toml").await;
+    let cell = pb::CellQos {
+        traffic: Some(atmlab_fabric::live::convert::pb_traffic(
+            &TrafficDescriptor::cbr(CellRate(20_000.0)),
+            0.0,
+        )),
+        ..Default::default()
+    };
+    let branches =
+        |c: &Vec<atmlab_fabric::Connection>| c.iter().map(|x| x.branches.len()).collect::<Vec<_>>();
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
+        let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
+        let deployment = tina::lnc::start(
+            TinaConfig {
+                mode,
+                ..TinaConfig::default()
+            },
+            clients.to_vec(),
+            Box::new(router),
+            None,
+        )
+        .await
+        .unwrap();
+        let lnc = deployment.lnc.clone();
+        let leaves: Vec<String> = ["b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let info = lnc
+            .add_multipoint("a", &leaves, cell, "mp")
+            .await
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        assert_eq!(info.destinations, leaves);
+        // One switch connection per switch, forking at s1 and s2, as for the others.
+        for (i, want) in [(0, vec![2]), (1, vec![2]), (2, vec![1])] {
+            assert_eq!(
+                branches(&clients[i].1.connections().await.unwrap()),
+                want,
+                "{mode:?}: switch {i}"
+            );
+        }
+        assert_eq!(info.hops.len(), 3);
+        assert!(info.invocations > 0);
+
+        let source_vc = atmlab_fabric::live::convert::vc_id(info.source_vc.as_ref()).unwrap();
+        let mut a = host(&net, 0, 0).await;
+        let mut b = host(&net, 1, 1).await;
+        let mut c = host(&net, 1, 2).await;
+        let mut d = host(&net, 2, 1).await;
+        let sent = frames(40, 11);
+        for f in &sent {
+            a.send_frame(source_vc, f).await.unwrap();
+        }
+        expect(&mut b, pb_leaf_vc(&info, "b"), &sent, "b").await;
+        expect(&mut c, pb_leaf_vc(&info, "c"), &sent, "c").await;
+        expect(&mut d, pb_leaf_vc(&info, "d"), &sent, "d").await;
+
+        // Drop c: s2 loses one branch only; b and d keep receiving, c gets nothing.
+        let after = lnc.drop_leaf(info.id, "c").await.unwrap();
+        assert_eq!(after.destinations, vec!["b", "d"]);
+        assert_eq!(
+            branches(&clients[1].1.connections().await.unwrap()),
+            vec![1]
+        );
+        let sent = frames(20, 12);
+        for f in &sent {
+            a.send_frame(source_vc, f).await.unwrap();
+        }
+        expect(&mut b, pb_leaf_vc(&after, "b"), &sent, "b after the drop").await;
+        expect(&mut d, pb_leaf_vc(&after, "d"), &sent, "d after the drop").await;
+        assert!(
+            c.recv_frame(Duration::from_millis(300))
+                .await
+                .unwrap()
+                .is_none(),
+            "{mode:?}: the dropped leaf still receives"
+        );
+
+        // Add e (a branch at s3) while the others stay up; then drop b, which prunes
+        // s2's whole hop (the tail of the first subnetwork connection) and s1's branch.
+        let mut e = host(&net, 2, 2).await;
+        let grown = lnc.add_leaf(info.id, "e").await.unwrap();
+        assert_eq!(grown.destinations, vec!["b", "d", "e"]);
+        assert_eq!(
+            branches(&clients[2].1.connections().await.unwrap()),
+            vec![2]
+        );
+        let sent = frames(20, 13);
+        for f in &sent {
+            a.send_frame(source_vc, f).await.unwrap();
+        }
+        for (h, leaf) in [(&mut b, "b"), (&mut d, "d"), (&mut e, "e")] {
+            expect(h, pb_leaf_vc(&grown, leaf), &sent, leaf).await;
+        }
+        let pruned = lnc.drop_leaf(info.id, "b").await.unwrap();
+        assert_eq!(pruned.destinations, vec!["d", "e"]);
+        assert!(
+            clients[1].1.connections().await.unwrap().is_empty(),
+            "{mode:?}: s2 still holds the pruned hop"
+        );
+        assert_eq!(
+            branches(&clients[0].1.connections().await.unwrap()),
+            vec![1]
+        );
+        let sent = frames(10, 14);
+        for f in &sent {
+            a.send_frame(source_vc, f).await.unwrap();
+        }
+        for (h, leaf) in [(&mut d, "d"), (&mut e, "e")] {
+            expect(h, pb_leaf_vc(&pruned, leaf), &sent, leaf).await;
+        }
+        assert!(
+            b.recv_frame(Duration::from_millis(300))
+                .await
+                .unwrap()
+                .is_none(),
+            "{mode:?}: b still receives after its drop"
+        );
+        // A leaf can come back over the pruned route; refusals change nothing.
+        let back = lnc.add_leaf(info.id, "b").await.unwrap();
+        assert_eq!(back.destinations, vec!["d", "e", "b"]);
+        let sent = frames(10, 15);
+        for f in &sent {
+            a.send_frame(source_vc, f).await.unwrap();
+        }
+        expect(&mut b, pb_leaf_vc(&back, "b"), &sent, "b back").await;
+        assert_eq!(
+            lnc.add_leaf(info.id, "b").await.unwrap_err().code(),
+            tonic::Code::AlreadyExists
+        );
+        assert_eq!(
+            lnc.drop_leaf(info.id, "c").await.unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert!(lnc.add_leaf(info.id, "nobody").await.is_err());
+        assert_eq!(lnc.get(info.id).unwrap(), back);
+        lnc.drop_leaf(info.id, "d").await.unwrap();
+        lnc.drop_leaf(info.id, "e").await.unwrap();
+        assert_eq!(
+            lnc.drop_leaf(info.id, "b").await.unwrap_err().code(),
+            tonic::Code::FailedPrecondition
+        );
+        // A change of contract covers every segment (here: the first, the regrown b).
+        let mut bigger = cell;
+        bigger.traffic = Some(atmlab_fabric::live::convert::pb_traffic(
+            &TrafficDescriptor::cbr(CellRate(30_000.0)),
+            0.0,
+        ));
+        lnc.modify(info.id, bigger).await.unwrap();
+
+        lnc.delete(info.id).await.unwrap();
+        assert_empty(&clients, &format!("tina {mode:?}")).await;
+        for (name, c) in &clients {
+            assert!(
+                c.reservations().await.unwrap().is_empty(),
+                "tina {mode:?}: {name} has reservations left"
+            );
+        }
+        deployment.shutdown().await;
+    }
+    net.down().await;
+}
+
+/// A refused graft through TINA (admission refused at the new segment's last hop, below
+/// a branch already added at the fork) takes the branch back: the connection and every
+/// switch are as they were. A multipoint setup refused at its second leaf leaves
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tina_refused_add_leaf_and_refused_multipoint_setup_leave_nothing() {
+    use atmlab_control::cm::core::HopSpec;
+    use atmlab_control::cm::live::StaticRouter;
+    use atmlab_control::tina::{self, SetupMode, TinaConfig};
+    use atmlab_core::ids::PortId;
+    use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Reply};
+    use atmlab_rpc::v1 as pb;
+
+    let (net, clients) = crate::network("tree4.toml").await;
+    let cell = |pcr: f64| pb::CellQos {
+        traffic: Some(atmlab_fabric::live::convert::pb_traffic(
+            &TrafficDescriptor::cbr(CellRate(pcr)),
+            0.0,
+        )),
+        ..Default::default()
+    };
+    // Someone else takes most of s3's port to d.
+    let s3 = &clients[2].1;
+    let cap = s3.describe().await.unwrap().ports[1]
+        .config
+        .capacity
+        .per_sec();
+    let blocker = s3
+        .execute(
+            vec![Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 4_000),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: VcId::new(0, 4_000),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(cap - 50_000.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: "someone".into(),
+                replenish: 0,
+                tag: "blocker".into(),
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(blocker[0], Ok(Reply::Committed { .. })));
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        // Fixed routes: the route object would refuse d's route for want of bandwidth
+        // before any switch is asked; the switch's own refusal is what is tested.
+        let hop = |s: &str, i: u16, o: u16| HopSpec {
+            switch: s.into(),
+            in_port: i,
+            out_port: o,
+        };
+        let router = StaticRouter::new()
+            .with("a", "b", vec![hop("s1", 0, 1), hop("s2", 0, 1)])
+            .with("a", "c", vec![hop("s1", 0, 1), hop("s2", 0, 2)])
+            .with("a", "d", vec![hop("s1", 0, 2), hop("s3", 0, 1)]);
+        let deployment = tina::lnc::start(
+            TinaConfig {
+                mode,
+                ..TinaConfig::default()
+            },
+            clients.to_vec(),
+            Box::new(router),
+            None,
+        )
+        .await
+        .unwrap();
+        let lnc = deployment.lnc.clone();
+        let info = lnc
+            .add_multipoint("a", &["b".to_string()], cell(100_000.0), "g")
+            .await
+            .unwrap();
+        let before: Vec<_> = {
+            let mut v = Vec::new();
+            for (_, c) in &clients {
+                v.push((
+                    c.connections().await.unwrap(),
+                    c.reservations().await.unwrap(),
+                ));
+            }
+            v
+        };
+        let lnc_nml = || lnc.invocations().get(tina::iface::LNC_NML).copied();
+        let calls = lnc_nml();
+        let e = lnc.add_leaf(info.id, "d").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{mode:?}: {e}");
+        // Refused by the switch, not by the route object: the branch at s1 was added,
+        // the segment to d refused at s3, and the branch dropped again.
+        assert_eq!(
+            lnc_nml().unwrap() - calls.unwrap(),
+            3,
+            "{mode:?}: AddBranch, SetupSnc, DropBranch"
+        );
+        for (i, (_, c)) in clients.iter().enumerate() {
+            let now = (
+                c.connections().await.unwrap(),
+                c.reservations().await.unwrap(),
+            );
+            assert_eq!(
+                now, before[i],
+                "{mode:?}: switch {i} changed by a refused AddLeaf"
+            );
+        }
+        let same = lnc.get(info.id).unwrap();
+        assert_eq!(same.destinations, vec!["b"]);
+        assert_eq!(same.hops, info.hops);
+        // A leaf that fits still joins afterwards.
+        lnc.add_leaf(info.id, "c").await.unwrap();
+        lnc.delete(info.id).await.unwrap();
+
+        // Refused at its second leaf: the first leaf's part is released too.
+        let e = lnc
+            .add_multipoint(
+                "a",
+                &["b".to_string(), "d".to_string()],
+                cell(100_000.0),
+                "g2",
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{mode:?}: {e}");
+        assert!(lnc.list().is_empty());
+        for (i, (name, c)) in clients.iter().enumerate() {
+            let conns = c.connections().await.unwrap();
+            assert_eq!(
+                conns.len(),
+                usize::from(i == 2),
+                "{mode:?}: {name} holds {conns:?}"
+            );
+            assert!(
+                c.reservations().await.unwrap().is_empty(),
+                "{mode:?}: {name}"
+            );
+        }
+        deployment.shutdown().await;
+    }
+    net.down().await;
+}
