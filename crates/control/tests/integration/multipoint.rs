@@ -199,6 +199,67 @@ async fn multipoint_reaches_every_leaf_and_drop_leaf_leaves_the_others_working()
     net.down().await;
 }
 
+/// Sends 300 frames from a (s1 port 0) to the leaves b (s2 port 1) and d (s3 port 1)
+/// while `modify` changes the contract up, beyond what a port can admit (refused),
+/// down and up again; every frame must arrive, and every hop hold the last contract.
+/// `modify` answers the new peak cell rate or the refusal's kind.
+async fn changes_under_traffic<F, Fut>(
+    net: &Network,
+    clients: &[(String, GrpcSwitch)],
+    source: VcId,
+    (vc_b, vc_d): (VcId, VcId),
+    mut modify: F,
+) where
+    F: FnMut(f64) -> Fut,
+    Fut: std::future::Future<Output = Result<f64, String>>,
+{
+    let mut a = host(net, 0, 0).await;
+    let mut b = host(net, 1, 1).await;
+    let mut d = host(net, 2, 1).await;
+    let sent = frames(300, 4);
+    let sender = {
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            for f in &sent {
+                a.send_frame(source, f).await.unwrap();
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+        })
+    };
+    let capacity = clients[0].1.describe().await.unwrap().ports[1]
+        .config
+        .capacity
+        .per_sec();
+    let mut outcomes = Vec::new();
+    for pcr in [50_000.0, capacity * 2.0, 5_000.0, 80_000.0] {
+        outcomes.push(modify(pcr).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        outcomes,
+        vec![
+            Ok(50_000.0),
+            Err("ResourceExhausted".to_string()),
+            Ok(5_000.0),
+            Ok(80_000.0)
+        ]
+    );
+    expect(&mut b, vc_b, &sent, "b").await;
+    expect(&mut d, vc_d, &sent, "d").await;
+    sender.await.unwrap();
+    // Every hop holds the last contract, and admission control charged it.
+    for (name, c) in clients {
+        for x in c.connections().await.unwrap() {
+            assert_eq!(x.traffic.pcr.per_sec(), 80_000.0, "{name}");
+            assert!(
+                (x.admitted - 80_000.0).abs() < 1e-6,
+                "{name}: {}",
+                x.admitted
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modify_connection_under_traffic_loses_nothing() {
     let (net, clients) = crate::network("tree4.toml").await;
@@ -214,60 +275,79 @@ async fn modify_connection_under_traffic_loses_nothing() {
         )
         .await
         .unwrap();
-    let mut a = host(&net, 0, 0).await;
-    let mut b = host(&net, 1, 1).await;
-    let mut d = host(&net, 2, 1).await;
-    let sent = frames(300, 4);
-    let source = info.view.source_vc;
-    let sender = {
-        let sent = sent.clone();
-        tokio::spawn(async move {
-            for f in &sent {
-                a.send_frame(source, f).await.unwrap();
-                tokio::time::sleep(Duration::from_micros(500)).await;
-            }
-        })
-    };
-    // Up, up beyond what a port can admit (refused, nothing changes), then down, while
-    // the frames flow.
-    let capacity = clients[0].1.describe().await.unwrap().ports[1]
-        .config
-        .capacity
-        .per_sec();
-    let mut outcomes = Vec::new();
-    for pcr in [50_000.0, capacity * 2.0, 5_000.0, 80_000.0] {
-        let r = cm
-            .modify(info.view.id, TrafficDescriptor::cbr(CellRate(pcr)), 0.0)
-            .await;
-        outcomes.push(r.map(|i| i.view.traffic.pcr.per_sec()).map_err(|e| e.kind));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        outcomes,
-        vec![
-            Ok(50_000.0),
-            Err(atmlab_fabric::ErrorKind::ResourceExhausted),
-            Ok(5_000.0),
-            Ok(80_000.0)
-        ]
-    );
-    expect(&mut b, leaf_vc(&info, "b"), &sent, "b").await;
-    expect(&mut d, leaf_vc(&info, "d"), &sent, "d").await;
-    sender.await.unwrap();
-    // Every hop holds the last contract, and admission control charged it.
-    for (name, c) in &clients {
-        for x in c.connections().await.unwrap() {
-            assert_eq!(x.traffic.pcr.per_sec(), 80_000.0, "{name}");
-            assert!(
-                (x.admitted - 80_000.0).abs() < 1e-6,
-                "{name}: {}",
-                x.admitted
-            );
+    let vcs = (leaf_vc(&info, "b"), leaf_vc(&info, "d"));
+    changes_under_traffic(&net, &clients, info.view.source_vc, vcs, |pcr| {
+        let cm = &cm;
+        async move {
+            cm.modify(info.view.id, TrafficDescriptor::cbr(CellRate(pcr)), 0.0)
+                .await
+                .map(|i| i.view.traffic.pcr.per_sec())
+                .map_err(|e| format!("{:?}", e.kind))
         }
-    }
+    })
+    .await;
     cm.delete(info.view.id).await.unwrap();
     assert_empty(&clients, "modify").await;
     cm.shutdown().await;
+    net.down().await;
+}
+
+/// The same through TINA: the call is two segments (a to b, then d grafted at s1), and
+/// ModifySnc goes to each; a refusal at any hop changes every segment back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tina_modify_connection_under_traffic_loses_nothing() {
+    use atmlab_control::tina::{self, SetupMode, TinaConfig};
+    use atmlab_fabric::live::convert as cv;
+    use atmlab_rpc::v1 as pb;
+
+    let (net, clients) = crate::network("tree4.toml").await;
+    let cell = |pcr: f64| pb::CellQos {
+        traffic: Some(cv::pb_traffic(&TrafficDescriptor::cbr(CellRate(pcr)), 0.0)),
+        ..Default::default()
+    };
+    let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
+    let deployment = tina::lnc::start(
+        TinaConfig {
+            mode: SetupMode::Parallel,
+            ..TinaConfig::default()
+        },
+        clients.to_vec(),
+        Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+        None,
+    )
+    .await
+    .unwrap();
+    let lnc = deployment.lnc.clone();
+    let info = lnc
+        .add_multipoint(
+            "a",
+            &["b".to_string(), "d".to_string()],
+            cell(10_000.0),
+            "modify",
+        )
+        .await
+        .unwrap();
+    let vcs = (pb_leaf_vc(&info, "b"), pb_leaf_vc(&info, "d"));
+    let source = cv::vc_id(info.source_vc.as_ref()).unwrap();
+    changes_under_traffic(&net, &clients, source, vcs, |pcr| {
+        let lnc = lnc.clone();
+        async move {
+            lnc.modify(info.id, cell(pcr))
+                .await
+                .map(|i| {
+                    cv::traffic(i.cell_qos.and_then(|c| c.traffic).as_ref())
+                        .unwrap()
+                        .0
+                        .pcr
+                        .per_sec()
+                })
+                .map_err(|e| format!("{:?}", e.code()))
+        }
+    })
+    .await;
+    lnc.delete(info.id).await.unwrap();
+    assert_empty(&clients, "tina modify").await;
+    deployment.shutdown().await;
     net.down().await;
 }
 

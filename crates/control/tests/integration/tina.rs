@@ -390,3 +390,217 @@ async fn the_tina_service_answers_like_every_connection_manager() {
     tina.shutdown().await;
     net.down().await;
 }
+
+/// A stand-in EML-CP (a mock, inside this test only): sets up one-hop SNCs and fails the
+/// first release of each with UNAVAILABLE, as a switch server that is briefly away would.
+#[derive(Default)]
+struct FlakyEml {
+    next: std::sync::atomic::AtomicU64,
+    held: std::sync::Mutex<std::collections::HashMap<u64, bool>>,
+    releases: std::sync::atomic::AtomicU64,
+}
+
+#[tonic::async_trait]
+impl pb::connection_performer_server::ConnectionPerformer for FlakyEml {
+    async fn setup_snc(
+        &self,
+        r: tonic::Request<pb::SetupSncRequest>,
+    ) -> Result<tonic::Response<pb::SetupSncReply>, tonic::Status> {
+        let r = r.into_inner();
+        let snc = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.held.lock().unwrap().insert(snc, false);
+        let id = Some(pb::VcId { vpi: 0, vci: 100 });
+        Ok(tonic::Response::new(pb::SetupSncReply {
+            snc,
+            in_id: r.in_id.or(id),
+            out_id: r.out_id.or(id),
+            hops: vec![pb::HopInfo {
+                switch: r.hops[0].switch.clone(),
+                connection: snc,
+                ..Default::default()
+            }],
+            invocations: Default::default(),
+        }))
+    }
+    async fn release_snc(
+        &self,
+        r: tonic::Request<pb::ReleaseSncRequest>,
+    ) -> Result<tonic::Response<pb::ReleaseSncReply>, tonic::Status> {
+        let snc = r.into_inner().snc;
+        let mut held = self.held.lock().unwrap();
+        match held.get(&snc).copied() {
+            None => Err(tonic::Status::not_found("no such SNC")),
+            Some(false) => {
+                held.insert(snc, true);
+                Err(tonic::Status::unavailable("switch server away"))
+            }
+            Some(true) => {
+                held.remove(&snc);
+                self.releases
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(tonic::Response::new(pb::ReleaseSncReply::default()))
+            }
+        }
+    }
+    async fn modify_snc(
+        &self,
+        _: tonic::Request<pb::ModifySncRequest>,
+    ) -> Result<tonic::Response<pb::ModifySncReply>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+    async fn reserve_link(
+        &self,
+        _: tonic::Request<pb::ReserveLinkRequest>,
+    ) -> Result<tonic::Response<pb::ReserveLinkReply>, tonic::Status> {
+        Ok(tonic::Response::new(pb::ReserveLinkReply {
+            id: Some(pb::VcId { vpi: 0, vci: 200 }),
+            invocations: Default::default(),
+        }))
+    }
+    async fn unreserve_link(
+        &self,
+        _: tonic::Request<pb::UnreserveLinkRequest>,
+    ) -> Result<tonic::Response<pb::UnreserveLinkReply>, tonic::Status> {
+        Ok(tonic::Response::new(pb::UnreserveLinkReply {}))
+    }
+    async fn add_branch(
+        &self,
+        _: tonic::Request<pb::AddSncBranchRequest>,
+    ) -> Result<tonic::Response<pb::AddSncBranchReply>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+    async fn drop_branch(
+        &self,
+        _: tonic::Request<pb::DropSncBranchRequest>,
+    ) -> Result<tonic::Response<pb::DropSncBranchReply>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not in this test"))
+    }
+    async fn trim_snc(
+        &self,
+        _: tonic::Request<pb::TrimSncRequest>,
+    ) -> Result<tonic::Response<pb::TrimSncReply>, tonic::Status> {
+        Ok(tonic::Response::new(pb::TrimSncReply::default()))
+    }
+}
+
+/// An NML-CP whose children fail a release keeps the parts not released under the same
+/// SNC, so a retried ReleaseSnc finishes the job (releasing each part exactly once)
+/// instead of answering NOT_FOUND; TrimSnc releases only the parts past the cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nml_cp_keeps_what_a_failed_release_left_so_a_retry_finishes_it() {
+    use atmlab_control::tina::partition::hierarchy;
+    use atmlab_control::tina::performer::{Child, NmlCp};
+    use pb::connection_performer_server::{ConnectionPerformer, ConnectionPerformerServer};
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    let names: Vec<String> = ["s1", "s2", "s3"].iter().map(|s| s.to_string()).collect();
+    let mut children = Vec::new();
+    let mut emls = Vec::new();
+    for _ in &names {
+        let eml = Arc::new(FlakyEml::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ConnectionPerformerServer::from_arc(eml.clone()))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
+            .await
+            .unwrap();
+        children.push(Child {
+            client: pb::connection_performer_client::ConnectionPerformerClient::new(ch),
+            iface: iface::NML_EML,
+            delay: Duration::ZERO,
+        });
+        emls.push(eml);
+    }
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let sub = hierarchy(&names, 1, 2).unwrap();
+        let nml = NmlCp::new(sub, children.clone(), mode, Default::default());
+        let hops: Vec<pb::SncHop> = names
+            .iter()
+            .map(|s| pb::SncHop {
+                switch: s.clone(),
+                in_port: 0,
+                out_port: 1,
+            })
+            .collect();
+        let setup = |hops: Vec<pb::SncHop>| pb::SetupSncRequest {
+            hops,
+            in_id: Some(pb::VcId { vpi: 0, vci: 40 }),
+            out_id: Some(pb::VcId { vpi: 0, vci: 41 }),
+            traffic: Some(cv::pb_traffic(&TrafficDescriptor::cbr(CellRate(10.0)), 0.0)),
+            buffer_cells: 0,
+            tag: String::new(),
+        };
+        let before: Vec<u64> = emls
+            .iter()
+            .map(|e| e.releases.load(Ordering::Relaxed))
+            .collect();
+        let released = |k: usize| emls[k].releases.load(Ordering::Relaxed) - before[k];
+
+        // Release: every child fails once, so the first attempt releases nothing and
+        // keeps all three parts; the retry releases each exactly once.
+        let snc = nml
+            .setup_snc(tonic::Request::new(setup(hops.clone())))
+            .await
+            .unwrap()
+            .into_inner()
+            .snc;
+        let e = nml
+            .release_snc(tonic::Request::new(pb::ReleaseSncRequest { snc }))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{mode:?}");
+        nml.release_snc(tonic::Request::new(pb::ReleaseSncRequest { snc }))
+            .await
+            .unwrap_or_else(|e| panic!("{mode:?}: the retry failed: {e}"));
+        assert_eq!(
+            (released(0), released(1), released(2)),
+            (1, 1, 1),
+            "{mode:?}"
+        );
+        let e = nml
+            .release_snc(tonic::Request::new(pb::ReleaseSncRequest { snc }))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound, "{mode:?}: released twice");
+
+        // TrimSnc keeping one hop releases s2's and s3's parts only (after one failure
+        // each, retried); the SNC still releases s1's part afterwards.
+        let snc = nml
+            .setup_snc(tonic::Request::new(setup(hops.clone())))
+            .await
+            .unwrap()
+            .into_inner()
+            .snc;
+        let trim = pb::TrimSncRequest { snc, keep: 1 };
+        assert!(nml.trim_snc(tonic::Request::new(trim)).await.is_err());
+        nml.trim_snc(tonic::Request::new(trim)).await.unwrap();
+        assert_eq!(
+            (released(0), released(1), released(2)),
+            (1, 2, 2),
+            "{mode:?}"
+        );
+        assert!(
+            nml.release_snc(tonic::Request::new(pb::ReleaseSncRequest { snc }))
+                .await
+                .is_err()
+        );
+        nml.release_snc(tonic::Request::new(pb::ReleaseSncRequest { snc }))
+            .await
+            .unwrap();
+        assert_eq!(
+            (released(0), released(1), released(2)),
+            (2, 2, 2),
+            "{mode:?}"
+        );
+        let keep0 = nml
+            .trim_snc(tonic::Request::new(pb::TrimSncRequest { snc: 1, keep: 0 }))
+            .await
+            .unwrap_err();
+        assert_eq!(keep0.code(), tonic::Code::InvalidArgument);
+    }
+}
