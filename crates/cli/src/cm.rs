@@ -143,6 +143,11 @@ pub struct CmTuning {
     /// (default "cm-KIND"); several managers need different ones.
     #[arg(long)]
     owner: Option<String>,
+    /// How often to sweep the switches for connections of this owner that no call
+    /// explains (a commit given up whose answers were all lost), e.g. "10 s"; "off":
+    /// only when a switch comes back and when the manager stops.
+    #[arg(long, default_value = "10 s")]
+    sweep: String,
 }
 
 impl CmTuning {
@@ -171,8 +176,21 @@ impl CmTuning {
             None => None,
             Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
         };
+        let sweep_interval = match self.sweep.as_str() {
+            "off" => None,
+            s => {
+                let d: atmlab_core::time::Duration = s
+                    .parse()
+                    .map_err(|e| anyhow!("--sweep {s:?}: {e} (or \"off\")"))?;
+                if d.as_picos() == 0 {
+                    bail!("--sweep {s:?}: the interval must be positive (or \"off\")");
+                }
+                Some(d)
+            }
+        };
         let base = CmConfig::new(kind);
         Ok(CmConfig {
+            sweep_interval,
             threshold: self.threshold.max(1),
             adaptive: self.adaptive.then(Regions::default),
             partition,

@@ -71,36 +71,71 @@ pub fn measure(workers: usize, info: usize, run: Duration) -> ParallelPoint {
     let wl = Workload::new(1, 8);
     let frames = Arc::new(wl.frames(Path::IssiToIssi, info, 64));
     let fib: Arc<Fib> = Arc::clone(&wl.fib);
+    spread(workers, run, move |w| {
+        // Made on the worker's own thread: its Forwarder, counters and output buffer
+        // are its own allocations, not neighbours of another worker's.
+        let frames = Arc::clone(&frames);
+        let mut fwd = Forwarder::new(Arc::clone(&fib));
+        let mut out = Vec::with_capacity(16_384);
+        let mut i = w * 7;
+        move |pdus: &mut u64, octets: &mut u64| {
+            for _ in 0..64 {
+                let (iface, f) = &frames[i % frames.len()];
+                i += 1;
+                fwd.handle_datagram(*iface, f);
+                while let Some(t) = fwd.poll_transmit() {
+                    t.write_into(f, &mut out);
+                    *octets += (out.len() - crate::msg::ENVELOPE_LEN) as u64;
+                    *pdus += 1;
+                }
+            }
+            std::hint::black_box(&out);
+        }
+    })
+}
+
+/// The machine's own scaling, for comparison with [`measure`]: `workers` threads each
+/// running a loop of register-only arithmetic (xorshift steps, counted as `pdus`; no
+/// memory, nothing shared) for `run`. Whatever one more thread loses per CPU-second
+/// here, the machine takes (a lower clock with more cores busy, a hypervisor's
+/// placement of the vCPUs), not the code, and no server on it can scale better.
+pub fn reference(workers: usize, run: Duration) -> ParallelPoint {
+    spread(workers, run, |w| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (w as u64 + 1);
+        move |steps: &mut u64, _: &mut u64| {
+            for _ in 0..4096 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+            }
+            std::hint::black_box(x);
+            *steps += 4096;
+        }
+    })
+}
+
+/// Runs `workers` threads for `run`, each calling its batch (made by `make` on the
+/// thread itself) until told to stop, and adds up what they counted and the CPU time
+/// each got.
+fn spread<F, B>(workers: usize, run: Duration, make: F) -> ParallelPoint
+where
+    F: Fn(usize) -> B + Send + Sync + 'static,
+    B: FnMut(&mut u64, &mut u64),
+{
+    let make = Arc::new(make);
     let stop = Arc::new(AtomicBool::new(false));
+    let workers = workers.max(1);
     let start = Arc::new(Barrier::new(workers + 1));
-    let handles: Vec<_> = (0..workers.max(1))
+    let handles: Vec<_> = (0..workers)
         .map(|w| {
-            let (frames, fib, stop, start) = (
-                Arc::clone(&frames),
-                Arc::clone(&fib),
-                Arc::clone(&stop),
-                Arc::clone(&start),
-            );
+            let (make, stop, start) = (Arc::clone(&make), Arc::clone(&stop), Arc::clone(&start));
             std::thread::spawn(move || {
-                let mut fwd = Forwarder::new(fib);
-                let mut out = Vec::with_capacity(16_384);
+                let mut batch = make(w);
                 let (mut pdus, mut octets) = (0u64, 0u64);
                 start.wait();
                 let cpu0 = thread_cpu_ns();
-                let mut i = w * 7;
                 while !stop.load(Ordering::Relaxed) {
-                    // A batch between looks at the flag.
-                    for _ in 0..64 {
-                        let (iface, f) = &frames[i % frames.len()];
-                        i += 1;
-                        fwd.handle_datagram(*iface, f);
-                        while let Some(t) = fwd.poll_transmit() {
-                            t.write_into(f, &mut out);
-                            octets += (out.len() - crate::msg::ENVELOPE_LEN) as u64;
-                            pdus += 1;
-                        }
-                    }
-                    std::hint::black_box(&out);
+                    batch(&mut pdus, &mut octets);
                 }
                 let cpu = match (cpu0, thread_cpu_ns()) {
                     (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
@@ -161,5 +196,7 @@ mod tests {
         assert!(p.pdus > 0);
         assert_eq!(p.octets, p.pdus * 140);
         assert!((slope(&[(1.0, 1.0), (2.0, 3.0)]) - 2.0).abs() < 1e-12);
+        let r = reference(2, Duration::from_millis(30));
+        assert!(r.pdus > 0 && r.pdus.is_multiple_of(4096) && r.octets == 0);
     }
 }

@@ -112,6 +112,13 @@ pub struct CmConfig {
     /// §II-C1: several managers on disjoint partitions of the identifier space, so none
     /// ever hands out another's identifier); `None` means the whole range.
     pub partition: Option<(u16, u16)>,
+    /// How often the live shell lists every switch's connections to sweep this owner's
+    /// strays ([`CmCore::sweep`]); `None`: never (only when a switch comes back, and a
+    /// last time when the manager stops). A connection is released only when two
+    /// sweeps in a row find it unexplained, so nothing in flight is ever taken for a
+    /// stray. The owner name must be this manager's alone: a sweep takes another
+    /// manager's connections under the same owner for strays.
+    pub sweep_interval: Option<Duration>,
 }
 
 impl CmConfig {
@@ -130,6 +137,7 @@ impl CmConfig {
             max_retries: 3,
             max_setups: 2_000,
             partition: None,
+            sweep_interval: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -418,6 +426,17 @@ struct Outstanding {
     retries: u32,
 }
 
+/// What a sweep or a reconcile makes of a connection no call holds.
+#[derive(Debug, Clone, Copy)]
+enum Stray {
+    /// The result of a commit still waiting for its answer.
+    Pending(u64),
+    /// The result of a commit given up for lost.
+    Orphan(u64),
+    /// Nothing explains it.
+    Unexplained,
+}
+
 /// The connection manager core.
 #[derive(Debug)]
 pub struct CmCore {
@@ -441,7 +460,10 @@ pub struct CmCore {
     timeouts: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Commits that counted as failed after their retries: if one is answered after all,
     /// its connection is released at once, so a late answer leaks nothing.
-    orphans: FxHashMap<u64, (usize, u16)>,
+    orphans: FxHashMap<u64, (usize, u16, Command)>,
+    /// Per switch: this owner's connections the last sweep found unexplained (released
+    /// if the next sweep finds them still so).
+    suspects: Vec<rustc_hash::FxHashSet<u64>>,
     /// Sequential: the call being worked on, and the operations waiting behind it.
     seq_busy: Option<u64>,
     seq_queue: VecDeque<(u64, bool)>,
@@ -492,6 +514,7 @@ impl CmCore {
             region,
             timeouts: BinaryHeap::new(),
             orphans: FxHashMap::default(),
+            suspects: Vec::new(),
             seq_busy: None,
             seq_queue: VecDeque::new(),
             setting_up: 0,
@@ -1083,7 +1106,7 @@ impl CmCore {
         let Some(out) = self.outstanding.remove(&request) else {
             // A commit given up for lost, answered after all: undo it, keeping the
             // identifier reserved (the rolled-back call returned it to the cache).
-            if let Some((sw, port)) = self.orphans.remove(&request) {
+            if let Some((sw, port, _)) = self.orphans.remove(&request) {
                 self.undo_late(now, sw, port, result);
             }
             return;
@@ -1760,43 +1783,10 @@ impl CmCore {
         let Some(&sw) = self.switch_index.get(switch) else {
             return (0, 0);
         };
-        let mut known: rustc_hash::FxHashSet<u64> = Default::default();
-        for c in self.calls.values() {
-            for (i, s) in c.hop_sw.iter().enumerate() {
-                if *s == sw
-                    && let Some(conn) = c.conns[i]
-                {
-                    known.insert(conn);
-                }
-            }
-        }
         let (mut completed, mut released) = (0, 0);
-        for x in connections {
-            if x.owner != self.config.owner || known.contains(&x.id) {
-                continue;
-            }
-            let pending = self
-                .outstanding
-                .iter()
-                .find_map(|(&req, o)| match &o.command {
-                    // The same input *and* the same branches: a stray that merely
-                    // holds the input (a connection whose release went unanswered,
-                    // restored by the switch's journal, its input identifier since
-                    // reused) is not this commit's result. Taking it for one left the
-                    // commit's real connection, made when its retry got through, to
-                    // nobody.
-                    Command::Commit(c)
-                        if o.switch == sw
-                            && c.in_port == x.in_port
-                            && c.in_id == x.in_id
-                            && c.branches == x.branches =>
-                    {
-                        Some(req)
-                    }
-                    _ => None,
-                });
-            match pending {
-                Some(req) => {
+        for (x, found) in self.strays(sw, connections) {
+            match found {
+                Stray::Pending(req) => {
                     completed += 1;
                     self.handle_reply(
                         now,
@@ -1807,18 +1797,133 @@ impl CmCore {
                         }),
                     );
                 }
-                None => {
+                Stray::Orphan(req) => {
                     released += 1;
-                    let port = x.branches.first().map_or(x.in_port.0, |b| b.port.0);
-                    let cmd = Command::Release(Release {
-                        connection: x.id,
-                        keep_reserved: false,
-                    });
-                    self.send(now, None, Purpose::Unreserve, sw, port, cmd);
+                    self.late_commit(now, req, x.id);
+                }
+                Stray::Unexplained => {
+                    released += 1;
+                    self.release_stray(now, sw, x);
                 }
             }
         }
         (completed, released)
+    }
+
+    /// Sweeps `switch`'s connections (as listed by the switch) for this owner's strays:
+    /// the connection of a commit given up after its retries whose answers were all
+    /// lost (released as its late answer would have been), and connections no call
+    /// explains. With `confirm`, a running manager's periodic sweep, an unexplained
+    /// connection is released only if the previous sweep found it unexplained too (a
+    /// command in flight is answered long before), and a commit still in flight is
+    /// left alone; without, the last sweep of a stopping manager with nothing in flight,
+    /// every stray goes at once. Calls' connections are never touched. Returns the
+    /// connections released.
+    pub fn sweep(
+        &mut self,
+        now: Instant,
+        switch: &str,
+        connections: &[atmlab_fabric::switch::Connection],
+        confirm: bool,
+    ) -> usize {
+        let Some(&sw) = self.switch_index.get(switch) else {
+            return 0;
+        };
+        if self.suspects.len() <= sw {
+            self.suspects.resize_with(sw + 1, Default::default);
+        }
+        let before = std::mem::take(&mut self.suspects[sw]);
+        let mut released = 0;
+        for (x, found) in self.strays(sw, connections) {
+            match found {
+                Stray::Pending(_) => {}
+                Stray::Orphan(req) => {
+                    released += 1;
+                    self.late_commit(now, req, x.id);
+                }
+                Stray::Unexplained if confirm && !before.contains(&x.id) => {
+                    self.suspects[sw].insert(x.id);
+                }
+                Stray::Unexplained => {
+                    released += 1;
+                    self.release_stray(now, sw, x);
+                }
+            }
+        }
+        released
+    }
+
+    /// This owner's connections on switch `sw` that no call holds, and what each is.
+    fn strays<'a>(
+        &self,
+        sw: usize,
+        connections: &'a [atmlab_fabric::switch::Connection],
+    ) -> Vec<(&'a atmlab_fabric::switch::Connection, Stray)> {
+        let mut known: rustc_hash::FxHashSet<u64> = Default::default();
+        for c in self.calls.values() {
+            for (i, s) in c.hop_sw.iter().enumerate() {
+                if *s == sw
+                    && let Some(conn) = c.conns[i]
+                {
+                    known.insert(conn);
+                }
+            }
+        }
+        // The same input *and* the same branches: a stray that merely holds the input (a
+        // connection whose release went unanswered, restored by the switch's journal, its
+        // input identifier since reused) is not this commit's result. Taking it for one
+        // left the commit's real connection, made when its retry got through, to nobody.
+        let same = |cmd: &Command, x: &atmlab_fabric::switch::Connection| {
+            matches!(cmd, Command::Commit(c)
+                if c.in_port == x.in_port && c.in_id == x.in_id && c.branches == x.branches)
+        };
+        let mut v = Vec::new();
+        for x in connections {
+            if x.owner != self.config.owner || known.contains(&x.id) {
+                continue;
+            }
+            let pending = self
+                .outstanding
+                .iter()
+                .find_map(|(&req, o)| (o.switch == sw && same(&o.command, x)).then_some(req));
+            let orphan = || {
+                self.orphans
+                    .iter()
+                    .find_map(|(&req, (s, _, cmd))| (*s == sw && same(cmd, x)).then_some(req))
+            };
+            let found = match (pending, orphan()) {
+                (Some(req), _) => Stray::Pending(req),
+                (None, Some(req)) => Stray::Orphan(req),
+                (None, None) => Stray::Unexplained,
+            };
+            v.push((x, found));
+        }
+        v
+    }
+
+    /// A commit given up for lost turned out to have made `connection`: undone as its
+    /// late answer would have been.
+    fn late_commit(&mut self, now: Instant, req: u64, connection: u64) {
+        if let Some((sw, port, _)) = self.orphans.remove(&req) {
+            self.undo_late(
+                now,
+                sw,
+                port,
+                Ok(Reply::Committed {
+                    connection,
+                    replenished: Vec::new(),
+                }),
+            );
+        }
+    }
+
+    fn release_stray(&mut self, now: Instant, sw: usize, x: &atmlab_fabric::switch::Connection) {
+        let port = x.branches.first().map_or(x.in_port.0, |b| b.port.0);
+        let cmd = Command::Release(Release {
+            connection: x.id,
+            keep_reserved: false,
+        });
+        self.send(now, None, Purpose::Unreserve, sw, port, cmd);
     }
 
     /// Takes back an established call from a journal (a restarted manager): the call is
@@ -1996,8 +2101,9 @@ impl CmCore {
             } else {
                 let sw = o.switch;
                 // Its outcome is unknown: if the switch answers after all, the answer is
-                // undone (a late reservation returns, a late commit is released).
-                self.orphans.insert(req, (sw, o.port));
+                // undone (a late reservation returns, a late commit is released); if
+                // every answer is lost, a sweep finds the commit's connection.
+                self.orphans.insert(req, (sw, o.port, o.command.clone()));
                 self.handle_reply(
                     now,
                     req,

@@ -320,7 +320,50 @@ struct Link {
     was_open: bool,
     /// Where the switch's connections go after it came back, for the manager to
     /// reconcile.
-    reconcile: mpsc::UnboundedSender<(String, Vec<atmlab_fabric::switch::Connection>)>,
+    reconcile: mpsc::UnboundedSender<SwitchListing>,
+}
+
+/// Why a switch's connections were listed for the manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// The switch came back: reconcile ([`CmCore::reconcile`]).
+    Reopened,
+    /// The periodic sweep ([`CmConfig::sweep_interval`]).
+    Sweep,
+    /// The last sweep of a stopping manager.
+    Final,
+}
+
+/// A switch's connections as listed, and why.
+type SwitchListing = (String, Vec<atmlab_fabric::switch::Connection>, Listing);
+
+/// Lists `switch`'s connections in the background for the manager; a switch that does
+/// not answer within two seconds counts as holding nothing (the next sweep, or its
+/// stream's re-opening, looks again).
+fn list_connections(
+    name: String,
+    client: GrpcSwitch,
+    why: Listing,
+    to: mpsc::UnboundedSender<SwitchListing>,
+) {
+    use atmlab_fabric::live::backend::SwitchBackend;
+    tokio::spawn(async move {
+        let conns =
+            match tokio::time::timeout(std::time::Duration::from_secs(2), client.connections())
+                .await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::warn!(switch = %name, error = %e, "cannot list connections to sweep");
+                    Vec::new()
+                }
+                Err(_) => {
+                    tracing::warn!(switch = %name, "listing connections to sweep timed out");
+                    Vec::new()
+                }
+            };
+        let _ = to.send((name, conns, why));
+    });
 }
 
 impl Link {
@@ -336,7 +379,9 @@ impl Link {
                     use atmlab_fabric::live::backend::SwitchBackend;
                     match self.client.connections().await {
                         Ok(conns) => {
-                            let _ = self.reconcile.send((self.name.clone(), conns));
+                            let _ =
+                                self.reconcile
+                                    .send((self.name.clone(), conns, Listing::Reopened));
                         }
                         Err(e) => {
                             tracing::warn!(switch = %self.name, error = %e, "cannot list connections to reconcile");
@@ -771,6 +816,7 @@ fn spawn(
     let client_id = format!("{}-{}-{nonce}", core.config().owner, std::process::id());
     let (reconcile_tx, reconcile_rx) = mpsc::unbounded_channel();
     let mut links = HashMap::new();
+    let listed = switches.clone();
     for (name, client) in switches {
         let (btx, brx) = mpsc::unbounded_channel();
         tokio::spawn(run_link(
@@ -795,6 +841,8 @@ fn spawn(
             api: rx,
             inbox: inbox_rx,
             reconcile: reconcile_rx,
+            listings: reconcile_tx,
+            switches: listed,
         },
         links,
         recovered,
@@ -1162,7 +1210,21 @@ impl Shell {
 struct Channels {
     api: mpsc::Receiver<Request>,
     inbox: mpsc::UnboundedReceiver<(u64, Result<Reply, FabricError>)>,
-    reconcile: mpsc::UnboundedReceiver<(String, Vec<atmlab_fabric::switch::Connection>)>,
+    reconcile: mpsc::UnboundedReceiver<SwitchListing>,
+    /// Where sweeps send their listings (the same channel).
+    listings: mpsc::UnboundedSender<SwitchListing>,
+    /// The switches, to list for sweeps.
+    switches: Vec<(String, GrpcSwitch)>,
+}
+
+/// The next tick of the sweep, or never.
+async fn tick(t: &mut Option<tokio::time::Interval>) {
+    match t {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 async fn run_manager(
@@ -1176,7 +1238,20 @@ async fn run_manager(
         mut api,
         mut inbox,
         mut reconcile,
+        listings,
+        switches,
     } = channels;
+    let list_all = |why: Listing| {
+        for (name, client) in &switches {
+            list_connections(name.clone(), client.clone(), why, listings.clone());
+        }
+    };
+    let mut sweep_tick = core.config().sweep_interval.map(|d| {
+        let d = std::time::Duration::from_nanos(d.as_picos() / 1000);
+        tokio::time::interval_at(tokio::time::Instant::now() + d, d)
+    });
+    // The last sweep's listings still to come (`None` until the manager stops).
+    let mut final_left: Option<usize> = None;
     let (failed_tx, mut failed) = mpsc::unbounded_channel::<Vec<u64>>();
     let (journal, recovery, hosts) = match recovered {
         Some(r) => (
@@ -1240,12 +1315,28 @@ async fn run_manager(
                     sh.core.delete(now, id);
                 }
             }
-            Some((switch, conns)) = reconcile.recv() => {
-                let (completed, released) = sh.core.reconcile(sh.clock.now(), &switch, &conns);
-                if completed + released > 0 {
-                    tracing::warn!(%switch, completed, released, "reconciled with a switch that came back");
+            Some((switch, conns, why)) = reconcile.recv() => {
+                let now = sh.clock.now();
+                match why {
+                    Listing::Reopened => {
+                        let (completed, released) = sh.core.reconcile(now, &switch, &conns);
+                        if completed + released > 0 {
+                            tracing::warn!(%switch, completed, released, "reconciled with a switch that came back");
+                        }
+                    }
+                    Listing::Sweep | Listing::Final => {
+                        let last = why == Listing::Final;
+                        let released = sh.core.sweep(now, &switch, &conns, !last);
+                        if released > 0 {
+                            tracing::warn!(%switch, released, "swept connections of ours that nothing explains");
+                        }
+                        if last {
+                            final_left = final_left.map(|n| n.saturating_sub(1));
+                        }
+                    }
                 }
             }
+            _ = tick(&mut sweep_tick), if stopping.is_none() => list_all(Listing::Sweep),
             _ = sleep_until(wake) => {
                 sh.core.handle_timeout(sh.clock.now());
             }
@@ -1254,6 +1345,16 @@ async fn run_manager(
         sh.transmit(now);
         sh.events();
         if stopping.is_some() && sh.core.in_flight() == 0 {
+            // Nothing in flight: one last sweep of every switch (a commit given up whose
+            // answers were all lost left a connection nothing else would release), and
+            // the answers to what it releases; then stop.
+            if final_left.is_none() {
+                final_left = Some(switches.len());
+                list_all(Listing::Final);
+            }
+            if final_left != Some(0) {
+                continue;
+            }
             if let Some(s) = stopping.take() {
                 let _ = s.send(());
             }
