@@ -404,6 +404,8 @@ enum CmCommand {
         #[arg(long, default_value_t = 3)]
         hops: u32,
     },
+    #[command(flatten)]
+    Client(crate::cmclient::ClientCommand),
 }
 
 /// `atmlab cm dimension`: the analysis that picks the cache size instead of a guess.
@@ -456,6 +458,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             hit,
             hops,
         } => return dimension(rate, &latency, &hit, hops),
+        CmCommand::Client(c) => return crate::cmclient::run(c),
         CmCommand::Serve {
             names,
             switches,

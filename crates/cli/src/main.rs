@@ -8,6 +8,7 @@
 mod audit;
 mod certs;
 mod cm;
+mod cmclient;
 mod host;
 mod live;
 mod names;
@@ -56,7 +57,8 @@ enum Command {
     Host(host::HostArgs),
     /// The lab's certificate authority: certificates for mutual TLS.
     Certs(certs::CertsArgs),
-    /// Run a connection manager (sequential or xbind) over running switch servers.
+    /// Connection managers: run one (sequential, xbind or tina) over running switch
+    /// servers, size its caches, or set up, change and release connections through one.
     Cm(cm::CmArgs),
     /// Generate Poisson calls against a connection manager and measure setup latency.
     Callgen(cm::CallgenArgs),

@@ -3,6 +3,7 @@
 //! used from Python. One test binary for the crate.
 
 mod cli;
+mod cm_client;
 mod cm_restart;
 mod demo;
 mod kill;
