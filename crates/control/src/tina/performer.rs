@@ -49,6 +49,16 @@ impl Tally {
     }
 }
 
+/// TrimSnc keeps at least one hop: a cut before the first is a release.
+fn keeps_a_hop(keep: u32) -> Result<(), Status> {
+    if keep == 0 {
+        return Err(Status::invalid_argument(
+            "TrimSnc keeps at least one hop (release the SNC instead)",
+        ));
+    }
+    Ok(())
+}
+
 /// Waits the emulated network round trip of one remote invocation (none when zero).
 pub(crate) async fn wire(delay: Duration) {
     if !delay.is_zero() {
@@ -454,11 +464,7 @@ impl ConnectionPerformer for EmlCp {
         r: Request<pb::TrimSncRequest>,
     ) -> Result<Response<pb::TrimSncReply>, Status> {
         let r = r.into_inner();
-        if r.keep == 0 {
-            return Err(Status::invalid_argument(
-                "TrimSnc keeps at least one hop (release the SNC instead)",
-            ));
-        }
+        keeps_a_hop(r.keep)?;
         if !self
             .sncs
             .lock()
@@ -1139,11 +1145,7 @@ impl ConnectionPerformer for NmlCp {
         r: Request<pb::TrimSncRequest>,
     ) -> Result<Response<pb::TrimSncReply>, Status> {
         let r = r.into_inner();
-        if r.keep == 0 {
-            return Err(Status::invalid_argument(
-                "TrimSnc keeps at least one hop (release the SNC instead)",
-            ));
-        }
+        keeps_a_hop(r.keep)?;
         let snc = self
             .sncs
             .lock()

@@ -28,6 +28,57 @@ pub async fn line3() -> (
     network("line3.toml").await
 }
 
+/// Someone else (owner "someone") takes all but `leave` cells/s of `switch`'s port 1,
+/// with a connection from port 0 on VC 0/4000, so that a call through that port is
+/// refused by the switch's admission control; returns the connection's id.
+pub async fn block_port(switch: &atmlab_fabric::live::grpc::GrpcSwitch, leave: f64) -> u64 {
+    use atmlab_core::ids::{PortId, VcId};
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+    use atmlab_fabric::live::backend::SwitchBackend;
+    use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Reply};
+    let cap = switch.describe().await.unwrap().ports[1]
+        .config
+        .capacity
+        .per_sec();
+    let r = switch
+        .execute(
+            vec![Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 4_000),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: VcId::new(0, 4_000),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(cap - leave)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: "someone".into(),
+                replenish: 0,
+                tag: "blocker".into(),
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    match &r[0] {
+        Ok(Reply::Committed { connection, .. }) => *connection,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A CBR contract of `pcr` cells/s, as cm.proto and tina.proto carry it.
+pub fn cbr_cell(pcr: f64) -> atmlab_rpc::v1::CellQos {
+    atmlab_rpc::v1::CellQos {
+        traffic: Some(atmlab_fabric::live::convert::pb_traffic(
+            &atmlab_core::traffic::TrafficDescriptor::cbr(atmlab_core::units::CellRate(pcr)),
+            0.0,
+        )),
+        ..Default::default()
+    }
+}
+
 /// A network of `topologies/FILE` on loopback in plain text, and a gRPC client of each
 /// switch server, by name, in the file's order.
 pub async fn network(

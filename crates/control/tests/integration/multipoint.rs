@@ -296,27 +296,12 @@ async fn modify_connection_under_traffic_loses_nothing() {
 /// ModifySnc goes to each; a refusal at any hop changes every segment back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tina_modify_connection_under_traffic_loses_nothing() {
-    use atmlab_control::tina::{self, SetupMode, TinaConfig};
+    use atmlab_control::tina::SetupMode;
     use atmlab_fabric::live::convert as cv;
-    use atmlab_rpc::v1 as pb;
 
     let (net, clients) = crate::network("tree4.toml").await;
-    let cell = |pcr: f64| pb::CellQos {
-        traffic: Some(cv::pb_traffic(&TrafficDescriptor::cbr(CellRate(pcr)), 0.0)),
-        ..Default::default()
-    };
-    let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
-    let deployment = tina::lnc::start(
-        TinaConfig {
-            mode: SetupMode::Parallel,
-            ..TinaConfig::default()
-        },
-        clients.to_vec(),
-        Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
-        None,
-    )
-    .await
-    .unwrap();
+    let cell = crate::cbr_cell;
+    let deployment = tina_over(&net, &clients, SetupMode::Parallel, None).await;
     let lnc = deployment.lnc.clone();
     let info = lnc
         .add_multipoint(
@@ -435,6 +420,34 @@ async fn two_managers_on_disjoint_partitions_never_collide() {
     net.down().await;
 }
 
+/// A TINA deployment over `clients` in `mode`, routing with `router` (`None`: the
+/// network's route object).
+async fn tina_over(
+    net: &Network,
+    clients: &[(String, GrpcSwitch)],
+    mode: atmlab_control::tina::SetupMode,
+    router: Option<Box<dyn atmlab_control::cm::live::Router>>,
+) -> atmlab_control::tina::lnc::Tina {
+    let router = match router {
+        Some(r) => r,
+        None => {
+            let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
+            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL))
+        }
+    };
+    atmlab_control::tina::lnc::start(
+        atmlab_control::tina::TinaConfig {
+            mode,
+            ..Default::default()
+        },
+        clients.to_vec(),
+        router,
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 /// A ConnectionInfo's VC for `leaf` (TINA answers in cm.proto terms).
 fn pb_leaf_vc(info: &atmlab_rpc::v1::ConnectionInfo, leaf: &str) -> VcId {
     let i = info
@@ -451,33 +464,14 @@ fn pb_leaf_vc(info: &atmlab_rpc::v1::ConnectionInfo, leaf: &str) -> VcId {
 /// is the tail of the first subnetwork connection (TrimSnc through two levels).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tina_multipoint_reaches_every_leaf_and_prunes_only_the_dropped_branch() {
-    use atmlab_control::tina::{self, SetupMode, TinaConfig};
-    use atmlab_rpc::v1 as pb;
+    use atmlab_control::tina::SetupMode;
 
     let (net, clients) = crate::network("tree4.toml").await;
-    let cell = pb::CellQos {
-        traffic: Some(atmlab_fabric::live::convert::pb_traffic(
-            &TrafficDescriptor::cbr(CellRate(20_000.0)),
-            0.0,
-        )),
-        ..Default::default()
-    };
+    let cell = crate::cbr_cell(20_000.0);
     let branches =
         |c: &Vec<atmlab_fabric::Connection>| c.iter().map(|x| x.branches.len()).collect::<Vec<_>>();
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
-        let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
-        let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
-        let deployment = tina::lnc::start(
-            TinaConfig {
-                mode,
-                ..TinaConfig::default()
-            },
-            clients.to_vec(),
-            Box::new(router),
-            None,
-        )
-        .await
-        .unwrap();
+        let deployment = tina_over(&net, &clients, mode, None).await;
         let lnc = deployment.lnc.clone();
         let leaves: Vec<String> = ["b", "c", "d"].iter().map(|s| s.to_string()).collect();
         let info = lnc
@@ -623,47 +617,12 @@ async fn tina_multipoint_reaches_every_leaf_and_prunes_only_the_dropped_branch()
 async fn tina_refused_add_leaf_and_refused_multipoint_setup_leave_nothing() {
     use atmlab_control::cm::core::HopSpec;
     use atmlab_control::cm::live::StaticRouter;
-    use atmlab_control::tina::{self, SetupMode, TinaConfig};
-    use atmlab_core::ids::PortId;
-    use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Reply};
-    use atmlab_rpc::v1 as pb;
+    use atmlab_control::tina::{self, SetupMode};
 
     let (net, clients) = crate::network("tree4.toml").await;
-    let cell = |pcr: f64| pb::CellQos {
-        traffic: Some(atmlab_fabric::live::convert::pb_traffic(
-            &TrafficDescriptor::cbr(CellRate(pcr)),
-            0.0,
-        )),
-        ..Default::default()
-    };
+    let cell = crate::cbr_cell;
     // Someone else takes most of s3's port to d.
-    let s3 = &clients[2].1;
-    let cap = s3.describe().await.unwrap().ports[1]
-        .config
-        .capacity
-        .per_sec();
-    let blocker = s3
-        .execute(
-            vec![Command::Commit(Commit {
-                kind: ConnectionKind::Vc,
-                in_port: PortId(0),
-                in_id: VcId::new(0, 4_000),
-                branches: vec![Branch {
-                    port: PortId(1),
-                    id: VcId::new(0, 4_000),
-                }],
-                traffic: TrafficDescriptor::cbr(CellRate(cap - 50_000.0)),
-                clr: 0.0,
-                buffer_cells: 0,
-                owner: "someone".into(),
-                replenish: 0,
-                tag: "blocker".into(),
-            })],
-            Atomicity::AllOrNothing,
-        )
-        .await
-        .unwrap();
-    assert!(matches!(blocker[0], Ok(Reply::Committed { .. })));
+    crate::block_port(&clients[2].1, 50_000.0).await;
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         // Fixed routes: the route object would refuse d's route for want of bandwidth
         // before any switch is asked; the switch's own refusal is what is tested.
@@ -676,17 +635,7 @@ async fn tina_refused_add_leaf_and_refused_multipoint_setup_leave_nothing() {
             .with("a", "b", vec![hop("s1", 0, 1), hop("s2", 0, 1)])
             .with("a", "c", vec![hop("s1", 0, 1), hop("s2", 0, 2)])
             .with("a", "d", vec![hop("s1", 0, 2), hop("s3", 0, 1)]);
-        let deployment = tina::lnc::start(
-            TinaConfig {
-                mode,
-                ..TinaConfig::default()
-            },
-            clients.to_vec(),
-            Box::new(router),
-            None,
-        )
-        .await
-        .unwrap();
+        let deployment = tina_over(&net, &clients, mode, Some(Box::new(router))).await;
         let lnc = deployment.lnc.clone();
         let info = lnc
             .add_multipoint("a", &["b".to_string()], cell(100_000.0), "g")

@@ -10,14 +10,13 @@ use std::time::Duration;
 use atmlab_control::cm::core::HopSpec;
 use atmlab_control::cm::live::StaticRouter;
 use atmlab_control::tina::{self, SetupMode, TinaConfig, iface};
-use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::convert as cv;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
-use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release};
+use atmlab_fabric::switch::{Atomicity, Command, Release};
 use atmlab_rpc::v1 as pb;
 
 fn line_route() -> Vec<HopSpec> {
@@ -32,10 +31,7 @@ fn line_route() -> Vec<HopSpec> {
 }
 
 fn cell(pcr: f64) -> pb::CellQos {
-    pb::CellQos {
-        traffic: Some(cv::pb_traffic(&TrafficDescriptor::cbr(CellRate(pcr)), 0.0)),
-        ..Default::default()
-    }
+    crate::cbr_cell(pcr)
 }
 
 /// Nothing of the owner "tina" on any switch: no connection, no reservation, no
@@ -185,36 +181,7 @@ async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
     let (net, clients) = crate::line3().await;
     // Someone else takes most of s3's output port: a call that fits s1 and s2 is refused
     // at the last hop.
-    let cap = clients[2].1.describe().await.unwrap().ports[1]
-        .config
-        .capacity
-        .per_sec();
-    let blocker = clients[2]
-        .1
-        .execute(
-            vec![Command::Commit(Commit {
-                kind: ConnectionKind::Vc,
-                in_port: PortId(0),
-                in_id: VcId::new(0, 4_000),
-                branches: vec![Branch {
-                    port: PortId(1),
-                    id: VcId::new(0, 4_000),
-                }],
-                traffic: TrafficDescriptor::cbr(CellRate(cap - 50_000.0)),
-                clr: 0.0,
-                buffer_cells: 0,
-                owner: "someone".into(),
-                replenish: 0,
-                tag: "blocker".into(),
-            })],
-            Atomicity::AllOrNothing,
-        )
-        .await
-        .unwrap();
-    let blocker = match &blocker[0] {
-        Ok(atmlab_fabric::switch::Reply::Committed { connection, .. }) => *connection,
-        other => panic!("{other:?}"),
-    };
+    let blocker = crate::block_port(&clients[2].1, 50_000.0).await;
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         let tina = start(&clients, mode, None).await;
         let e = tina
