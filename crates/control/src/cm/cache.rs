@@ -53,6 +53,11 @@ impl VciCache {
         }
     }
 
+    /// Whether `id` is cached now.
+    pub fn contains(&self, id: VcId) -> bool {
+        self.members.contains(&id)
+    }
+
     /// Identifiers cached now.
     pub fn len(&self) -> usize {
         self.ids.len()

@@ -464,6 +464,8 @@ pub struct CmCore {
     /// Per switch: this owner's connections the last sweep found unexplained (released
     /// if the next sweep finds them still so).
     suspects: Vec<rustc_hash::FxHashSet<u64>>,
+    /// Per switch: this owner's reservations the last sweep found unexplained.
+    suspect_ids: Vec<rustc_hash::FxHashSet<(u16, VcId)>>,
     /// Sequential: the call being worked on, and the operations waiting behind it.
     seq_busy: Option<u64>,
     seq_queue: VecDeque<(u64, bool)>,
@@ -515,6 +517,7 @@ impl CmCore {
             timeouts: BinaryHeap::new(),
             orphans: FxHashMap::default(),
             suspects: Vec::new(),
+            suspect_ids: Vec::new(),
             seq_busy: None,
             seq_queue: VecDeque::new(),
             setting_up: 0,
@@ -1851,6 +1854,74 @@ impl CmCore {
             }
         }
         released
+    }
+
+    /// Sweeps `switch`'s reservations (as listed) for this owner's strays: identifiers
+    /// reserved for this owner that no cache, no call and no give-back in flight holds
+    /// (a fill given up whose every answer was lost, a give-back that never got
+    /// through). Given back as [`CmCore::sweep`] releases connections: with `confirm`,
+    /// only when the previous sweep found them too (a Reserve in flight is answered long
+    /// before); without, at once. Returns the identifiers given back.
+    pub fn sweep_reservations(
+        &mut self,
+        now: Instant,
+        switch: &str,
+        reservations: &[atmlab_fabric::switch::Reservation],
+        confirm: bool,
+    ) -> usize {
+        let Some(&sw) = self.switch_index.get(switch) else {
+            return 0;
+        };
+        let mut held: rustc_hash::FxHashSet<(u16, VcId)> = Default::default();
+        for c in self.calls.values() {
+            for (j, id) in c.ids.iter().enumerate() {
+                if let Some(id) = id
+                    && c.slot_sw.get(j) == Some(&sw)
+                {
+                    held.insert((c.tree.slot(j).port, *id));
+                }
+            }
+        }
+        let giving_back = self
+            .outstanding
+            .values()
+            .filter(|o| o.switch == sw)
+            .map(|o| &o.command)
+            .chain(self.lingering.iter().filter(|l| l.0 == sw).map(|l| &l.2));
+        for cmd in giving_back {
+            if let Command::Unreserve(u) = cmd {
+                held.extend(u.ids.iter().map(|&id| (u.port.0, id)));
+            }
+        }
+        if self.suspect_ids.len() <= sw {
+            self.suspect_ids.resize_with(sw + 1, Default::default);
+        }
+        let before = std::mem::take(&mut self.suspect_ids[sw]);
+        let mut given = 0;
+        for r in reservations {
+            let key = (r.port.0, r.id);
+            if r.owner != self.config.owner
+                || held.contains(&key)
+                || self
+                    .caches
+                    .get(&(sw, r.port.0))
+                    .is_some_and(|c| c.contains(r.id))
+            {
+                continue;
+            }
+            if confirm && !before.contains(&key) {
+                self.suspect_ids[sw].insert(key);
+                continue;
+            }
+            given += 1;
+            let cmd = Command::Unreserve(Unreserve {
+                port: r.port,
+                ids: vec![r.id],
+                owner: self.config.owner.clone(),
+            });
+            self.send(now, None, Purpose::Unreserve, sw, r.port.0, cmd);
+        }
+        given
     }
 
     /// This owner's connections on switch `sw` that no call holds, and what each is.

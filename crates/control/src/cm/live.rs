@@ -334,12 +334,18 @@ enum Listing {
     Final,
 }
 
-/// A switch's connections as listed, and why.
-type SwitchListing = (String, Vec<atmlab_fabric::switch::Connection>, Listing);
+/// A switch's connections and reservations as listed (the reservations only for
+/// sweeps), and why.
+type SwitchListing = (
+    String,
+    Vec<atmlab_fabric::switch::Connection>,
+    Vec<atmlab_fabric::switch::Reservation>,
+    Listing,
+);
 
-/// Lists `switch`'s connections in the background for the manager; a switch that does
-/// not answer within two seconds counts as holding nothing (the next sweep, or its
-/// stream's re-opening, looks again).
+/// Lists `switch`'s connections and reservations in the background for the manager; a
+/// switch that does not answer within two seconds counts as holding nothing (the next
+/// sweep, or its stream's re-opening, looks again).
 fn list_connections(
     name: String,
     client: GrpcSwitch,
@@ -348,21 +354,25 @@ fn list_connections(
 ) {
     use atmlab_fabric::live::backend::SwitchBackend;
     tokio::spawn(async move {
-        let conns =
-            match tokio::time::timeout(std::time::Duration::from_secs(2), client.connections())
-                .await
-            {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => {
-                    tracing::warn!(switch = %name, error = %e, "cannot list connections to sweep");
-                    Vec::new()
-                }
-                Err(_) => {
-                    tracing::warn!(switch = %name, "listing connections to sweep timed out");
-                    Vec::new()
-                }
-            };
-        let _ = to.send((name, conns, why));
+        let listed = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+            Ok::<_, atmlab_fabric::FabricError>((
+                client.connections().await?,
+                client.reservations().await?,
+            ))
+        })
+        .await;
+        let (conns, res) = match listed {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                tracing::warn!(switch = %name, error = %e, "cannot list a switch to sweep");
+                Default::default()
+            }
+            Err(_) => {
+                tracing::warn!(switch = %name, "listing a switch to sweep timed out");
+                Default::default()
+            }
+        };
+        let _ = to.send((name, conns, res, why));
     });
 }
 
@@ -379,9 +389,12 @@ impl Link {
                     use atmlab_fabric::live::backend::SwitchBackend;
                     match self.client.connections().await {
                         Ok(conns) => {
-                            let _ =
-                                self.reconcile
-                                    .send((self.name.clone(), conns, Listing::Reopened));
+                            let _ = self.reconcile.send((
+                                self.name.clone(),
+                                conns,
+                                Vec::new(),
+                                Listing::Reopened,
+                            ));
                         }
                         Err(e) => {
                             tracing::warn!(switch = %self.name, error = %e, "cannot list connections to reconcile");
@@ -1315,7 +1328,7 @@ async fn run_manager(
                     sh.core.delete(now, id);
                 }
             }
-            Some((switch, conns, why)) = reconcile.recv() => {
+            Some((switch, conns, reservations, why)) = reconcile.recv() => {
                 let now = sh.clock.now();
                 match why {
                     Listing::Reopened => {
@@ -1327,8 +1340,9 @@ async fn run_manager(
                     Listing::Sweep | Listing::Final => {
                         let last = why == Listing::Final;
                         let released = sh.core.sweep(now, &switch, &conns, !last);
-                        if released > 0 {
-                            tracing::warn!(%switch, released, "swept connections of ours that nothing explains");
+                        let given = sh.core.sweep_reservations(now, &switch, &reservations, !last);
+                        if released + given > 0 {
+                            tracing::warn!(%switch, released, given, "swept connections and reservations of ours that nothing explains");
                         }
                         if last {
                             final_left = final_left.map(|n| n.saturating_sub(1));

@@ -1204,6 +1204,24 @@ fn sweeps_release_what_a_lost_commit_left_and_unexplained_strays_but_no_call() {
             assert_eq!(conns_of(&net, "s3").len(), before[2], "{kind:?}");
         }
 
+        // An identifier reserved for our owner that no cache or call holds (a fill whose
+        // answers were lost): noted by the first sweep, given back by the second; the
+        // caches' and the call's identifiers stay reserved.
+        let reserved = |net: &Net| net.switches["s3"].reservations().len();
+        let cached = reserved(&net);
+        let stray_id = Command::Reserve(atmlab_fabric::switch::Reserve {
+            port: PortId(1),
+            count: 1,
+            owner: core.config().owner.clone(),
+            ..Default::default()
+        });
+        net.switches.get_mut("s3").unwrap().apply(&stray_id).unwrap();
+        let listing = net.switches["s3"].reservations();
+        assert_eq!(core.sweep_reservations(net.now, "s3", &listing, true), 0);
+        assert_eq!(core.sweep_reservations(net.now, "s3", &listing, true), 1);
+        net.settle(&mut core);
+        assert_eq!(reserved(&net), cached, "{kind:?}");
+
         // The call kept is whole, and releases cleanly.
         for (i, sw) in ["s1", "s2", "s3"].iter().enumerate() {
             assert_eq!(conns_of(&net, sw).len(), before[i], "{kind:?}: {sw}");
