@@ -14,11 +14,14 @@
 //! property test checks against a pure heap.
 //!
 //! Storage: an event scheduled on the heap lives in a slot (recycled through a free list),
-//! which its heap key names. An event scheduled in a lane lives in the lane's queue itself,
-//! next to its key: no slot and no free list, and the payload is written once and moved out
-//! once (a slot is an `Option`, written and taken as one more word, and costs a free-list
-//! pop and push per event). On the M/M/1 benchmark, where every event goes through a lane,
-//! this took a sixth of the event set's instructions (docs/performance.md).
+//! which its heap key names. An event scheduled in a lane lives in the lane itself: the
+//! lane's head (the event whose key is in the heap) in a field of its own, the events
+//! behind it in a queue. A lane that holds one event at a time, the common case (a source's
+//! next arrival, a single server's departure), so never touches its queue, and no event in
+//! a lane costs a slot, a free-list pop and push, or a ring buffer's index arithmetic. A
+//! payload type with a niche (the engine's envelopes have one) also makes the head's
+//! `Option` free of a tag word. On the M/M/1 benchmark, where every event goes through a
+//! lane, these took about 20 of its 335 instructions per event (docs/performance.md).
 //!
 //! Cancellation: [`EventSet::cancel`] frees a heap event's slot at once; its key stays in the
 //! heap and is skipped when it surfaces (lazy deletion), so cancelling is O(1). A lane event
@@ -255,7 +258,13 @@ struct Slot<E> {
     event: Option<E>,
 }
 
-/// A pending event of a lane, stored in the lane.
+/// A lane's head: its earliest pending event, whose key (with the time) is in the heap.
+struct LaneHead<E> {
+    seq: u64,
+    event: E,
+}
+
+/// A pending event of a lane behind its head.
 struct LaneEntry<E> {
     time: u64,
     seq: u64,
@@ -263,8 +272,10 @@ struct LaneEntry<E> {
 }
 
 struct Lane<E> {
-    /// The lane's pending events in time (and so sequence) order. The head's key is in the
-    /// heap exactly when the queue is not empty.
+    /// The head; `None` exactly when the lane is idle (holds no event, has no key in the
+    /// heap).
+    head: Option<LaneHead<E>>,
+    /// The events behind the head, in time (and so sequence) order.
     queue: VecDeque<LaneEntry<E>>,
     /// Time of the last event scheduled in the lane: the next may not be earlier.
     last: u64,
@@ -334,7 +345,7 @@ impl<E> EventSet<E> {
         let in_lanes: usize = self
             .lanes
             .iter()
-            .map(|l| l.queue.len() - l.cancelled.len())
+            .map(|l| usize::from(l.head.is_some()) + l.queue.len() - l.cancelled.len())
             .sum();
         self.slots.len() - self.free.len() + in_lanes
     }
@@ -347,6 +358,7 @@ impl<E> EventSet<E> {
     /// A new FIFO lane.
     pub fn new_lane(&mut self) -> LaneId {
         self.lanes.push(Lane {
+            head: None,
             queue: VecDeque::new(),
             last: 0,
             cancelled: Vec::new(),
@@ -408,15 +420,16 @@ impl<E> EventSet<E> {
         l.last = t;
         let seq = self.next_seq;
         self.next_seq += 1;
-        let idle = l.queue.is_empty();
-        l.queue.push_back(LaneEntry {
-            time: t,
-            seq,
-            event,
-        });
-        if idle {
-            // The lane's new head joins the heap.
+        if l.head.is_none() {
+            // The lane was idle: its new head joins the heap.
+            l.head = Some(LaneHead { seq, event });
             self.heap.push(Key::new(t, seq, 0, lane.0));
+        } else {
+            l.queue.push_back(LaneEntry {
+                time: t,
+                seq,
+                event,
+            });
         }
         Ok(EventId {
             slot: 0,
@@ -431,9 +444,9 @@ impl<E> EventSet<E> {
             let Some(l) = self.lanes.get_mut(id.lane as usize) else {
                 return false;
             };
-            if l.queue.binary_search_by_key(&id.seq, |e| e.seq).is_err()
-                || l.cancelled.contains(&id.seq)
-            {
+            let pending = l.head.as_ref().is_some_and(|h| h.seq == id.seq)
+                || l.queue.binary_search_by_key(&id.seq, |e| e.seq).is_ok();
+            if !pending || l.cancelled.contains(&id.seq) {
                 return false;
             }
             l.cancelled.push(id.seq);
@@ -481,16 +494,20 @@ impl<E> EventSet<E> {
     fn pop_lane(&mut self, k: Key) -> Option<E> {
         let lane = k.lane();
         let l = &mut self.lanes[lane as usize];
-        let Some(head) = l.queue.pop_front() else {
-            // Not reached: a lane's key is in the heap only while the lane holds events.
-            self.heap.take_top();
-            return None;
-        };
-        match l.queue.front() {
-            // Replace the top in place: one sift-down instead of a pop and a push.
-            Some(n) => self.heap.replace_top(Key::new(n.time, n.seq, 0, lane)),
+        let head = l.head.take();
+        match l.queue.pop_front() {
+            Some(n) => {
+                // Replace the top in place: one sift-down instead of a pop and a push.
+                self.heap.replace_top(Key::new(n.time, n.seq, 0, lane));
+                l.head = Some(LaneHead {
+                    seq: n.seq,
+                    event: n.event,
+                });
+            }
             None => self.heap.take_top(),
         }
+        // Always `Some`: a lane's key is in the heap only while the lane has a head.
+        let head = head?;
         if !l.cancelled.is_empty() && l.take_cancelled(head.seq) {
             return None;
         }
@@ -615,6 +632,31 @@ mod tests {
         s.cancel(a);
         assert_eq!(s.pop(), Some((t(2), 'b')));
         assert_eq!(s.pop(), None);
+    }
+
+    #[test]
+    fn lane_events_cancel_at_head_and_behind_it() {
+        let mut s = EventSet::new();
+        let l = s.new_lane();
+        let a = s.schedule_in_lane(l, t(1), 'a').unwrap();
+        let b = s.schedule_in_lane(l, t(2), 'b').unwrap();
+        let c = s.schedule_in_lane(l, t(3), 'c').unwrap();
+        assert_eq!(s.len(), 3);
+        assert!(s.cancel(b));
+        assert!(!s.cancel(b));
+        assert_eq!(s.len(), 2);
+        assert!(s.cancel(a));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.peek_time(), Some(t(3)));
+        assert_eq!(s.pop(), Some((t(3), 'c')));
+        assert!(!s.cancel(c));
+        assert!(s.is_empty());
+        // The lane is idle again and takes new events.
+        let d = s.schedule_in_lane(l, t(4), 'd').unwrap();
+        assert!(!s.cancel(a));
+        assert_eq!(s.pop(), Some((t(4), 'd')));
+        assert!(!s.cancel(d));
+        assert!(s.pop().is_none());
     }
 
     mod props {
