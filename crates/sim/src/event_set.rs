@@ -21,15 +21,15 @@
 //! a lane costs a slot, a free-list pop and push, or a ring buffer's index arithmetic. A
 //! payload type with a niche (the engine's envelopes have one) also makes the head's
 //! `Option` free of a tag word. On the M/M/1 benchmark, where every event goes through a
-//! lane, these took about 20 of its 335 instructions per event (docs/performance.md).
+//! lane, these took about 30 of its 335 instructions per event (docs/performance.md).
 //!
 //! Cancellation: [`EventSet::cancel`] frees a heap event's slot at once; its key stays in the
 //! heap and is skipped when it surfaces (lazy deletion), so cancelling is O(1). A lane event
 //! is found by binary search in its lane (a lane's events are in sequence order), noted as
-//! cancelled, and dropped when it reaches the lane's head: O(log n) plus a scan of the
-//! lane's cancelled events that are still pending, which models keep few (they cancel
-//! timers, which go on the heap). The note is only consulted while it is non-empty, so
-//! lanes that never see a cancellation pay one test per event.
+//! cancelled, and dropped (payload and all) when it reaches the lane's head: O(log n) plus
+//! a scan of the lane's cancelled events that are still pending, which models keep few
+//! (they cancel timers, which go on the heap). The note is only consulted while it is
+//! non-empty, so lanes that never see a cancellation pay one test per event.
 
 use std::collections::VecDeque;
 
