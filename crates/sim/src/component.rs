@@ -39,6 +39,7 @@
 //! when its event budget, if any, runs out.
 
 use std::any::Any;
+use std::num::NonZeroU64;
 
 use atmlab_core::time::{Duration, Instant};
 
@@ -91,17 +92,26 @@ pub trait Component<M>: Any {
 /// The receiver and its port share one `u64` (`to | port << 32`), written and read back as
 /// one word: as a `u32` and a `u16` they were stored separately and loaded as one 8-byte
 /// word when the event was popped, a store-to-load forwarding stall.
+///
+/// The word also has its top bit set, which makes it never zero: `Option<Envelope<M>>` (the
+/// event set's slots and lane heads) then needs no tag word of its own, one store fewer
+/// when an event is scheduled and one load and store fewer when it is delivered.
 struct Envelope<M> {
-    addr: u64,
+    addr: NonZeroU64,
     msg: M,
 }
+
+/// The bit that keeps an envelope's address non-zero (above the port's 16 bits).
+const ADDR_SET: u64 = 1 << 63;
 
 impl<M> Envelope<M> {
     /// `msg` addressed through the output port `to`.
     #[inline]
     fn to(to: OutPort, msg: M) -> Self {
+        let addr = u64::from(to.to.0) | (u64::from(to.port.0) << 32) | ADDR_SET;
         Envelope {
-            addr: u64::from(to.to.0) | (u64::from(to.port.0) << 32),
+            // Never the fallback: `addr` has its top bit set.
+            addr: NonZeroU64::new(addr).unwrap_or(NonZeroU64::MAX),
             msg,
         }
     }
@@ -109,13 +119,13 @@ impl<M> Envelope<M> {
     /// The receiving component.
     #[inline]
     fn receiver(&self) -> ComponentId {
-        ComponentId(self.addr as u32)
+        ComponentId(self.addr.get() as u32)
     }
 
     /// The receiver's input port.
     #[inline]
     fn port(&self) -> InPort {
-        InPort((self.addr >> 32) as u16)
+        InPort((self.addr.get() >> 32) as u16)
     }
 }
 

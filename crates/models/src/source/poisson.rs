@@ -40,6 +40,8 @@ impl Poisson {
 }
 
 impl TrafficSource for Poisson {
+    // Inlined into `queue`'s station, which calls it directly (see `StationSource` there).
+    #[inline]
     fn next_arrival(&mut self, rng: &mut SimRng) -> Option<Arrival> {
         let at = after_secs(self.last?, exp1(rng) * self.mean_gap);
         self.last = at;
