@@ -1215,7 +1215,11 @@ fn sweeps_release_what_a_lost_commit_left_and_unexplained_strays_but_no_call() {
             owner: core.config().owner.clone(),
             ..Default::default()
         });
-        net.switches.get_mut("s3").unwrap().apply(&stray_id).unwrap();
+        net.switches
+            .get_mut("s3")
+            .unwrap()
+            .apply(&stray_id)
+            .unwrap();
         let listing = net.switches["s3"].reservations();
         assert_eq!(core.sweep_reservations(net.now, "s3", &listing, true), 0);
         assert_eq!(core.sweep_reservations(net.now, "s3", &listing, true), 1);
