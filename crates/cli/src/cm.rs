@@ -75,15 +75,22 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     }
     shell::init_logging_at("warn");
     let started = std::time::Instant::now();
-    let rows = shell::runtime()?.block_on(demo::run(&opts, |line| println!("{line}")))?;
-    println!();
-    println!(
+    let rows = shell::runtime()?.block_on(demo::run(&opts, |line| say!("{line}")))?;
+    say!();
+    say!(
         "{:<16} {:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>7}",
-        "manager", "offered/s", "setups/s", "mean ms", "p50 ms", "p99 ms", "blocked", "failed"
+        "manager",
+        "offered/s",
+        "setups/s",
+        "mean ms",
+        "p50 ms",
+        "p99 ms",
+        "blocked",
+        "failed"
     );
     for r in &rows {
         let p = &r.report;
-        println!(
+        say!(
             "{:<16} {:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
             r.manager,
             p.offered_per_s,
@@ -95,14 +102,14 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
             p.failed
         );
     }
-    println!();
-    println!("the paper (xbind, 1996): 170 setups/s at 85 ms mean; 11 ms at light load");
-    println!(
+    say!();
+    say!("the paper (xbind, 1996): 170 setups/s at 85 ms mean; 11 ms at light load");
+    say!(
         "reports: {} (results.csv, results.json, throughput_delay.svg/.png); data: {}",
         opts.reports_dir.display(),
         opts.data_dir.display()
     );
-    println!(
+    say!(
         "done in {:.1} s; every switch audited clean after each manager",
         started.elapsed().as_secs_f64()
     );
@@ -306,7 +313,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .await
             .map_err(|e| anyhow!(e.message))?;
         for line in &recovery {
-            println!("start-up audit: {line}");
+            say!("start-up audit: {line}");
         }
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
@@ -327,7 +334,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             args.data.join("net.json"),
             serde_json::to_string_pretty(&info)? + "\n",
         )?;
-        println!(
+        say!(
             "network up; connection manager at {scheme}://{cm_addr}; addresses in {}",
             args.data.join("net.json").display()
         );
@@ -335,7 +342,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             Some(d) => format!("--certs {}", d.display()),
             None => "--insecure".into(),
         };
-        println!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
+        say!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
         let service = CmService::new(
             handle.clone(),
             Some(atmlab_control::cm::service::collocated_mapper(
@@ -426,25 +433,27 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCod
         bail!("--hit {h}: a target hit ratio is between 0 and 1, exclusive");
     }
     let mean = offered_identifiers(rate, latency);
-    println!(
+    say!(
         "N_v, identifiers in use at the port, is Poisson with mean λ x latency = {rate} x {:.6} s = {mean:.3} (M/G/∞)",
         latency.as_secs_f64()
     );
-    println!(
+    say!(
         "{:>12} {:>12} {:>14}",
-        "target hit", "cache size", "estimated hit"
+        "target hit",
+        "cache size",
+        "estimated hit"
     );
     for &h in hit {
         match cache_size_for(mean, h) {
-            Some(x) => println!("{h:>12} {x:>12} {:>14.6}", estimated_hit_ratio(mean, x)),
-            None => println!("{h:>12} {:>12} {:>14}", "-", "-"),
+            Some(x) => say!("{h:>12} {x:>12} {:>14.6}", estimated_hit_ratio(mean, x)),
+            None => say!("{h:>12} {:>12} {:>14}", "-", "-"),
         }
     }
-    println!("\nremote invocations at {rate} calls/s over {hops} switch servers, N = 4λ(1 + k/T):");
-    println!("{:>4} {:>16} {:>10}", "T", "invocations/s", "per call");
+    say!("\nremote invocations at {rate} calls/s over {hops} switch servers, N = 4λ(1 + k/T):");
+    say!("{:>4} {:>16} {:>10}", "T", "invocations/s", "per call");
     for t in [1u32, 2, 4, 5, 10, 15, 20] {
         let n = invocations_per_s(rate, hops, t);
-        println!("{t:>4} {n:>16.0} {:>10.2}", n / rate);
+        say!("{t:>4} {n:>16.0} {:>10.2}", n / rate);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -489,11 +498,11 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         .await
         .map_err(|e| anyhow!(e.message))?;
         for line in &recovery {
-            println!("start-up audit: {line}");
+            say!("start-up audit: {line}");
         }
         let (listener, scheme, addr, reg) =
             listen_and_register(&nc, &who, listen, id.is_some()).await?;
-        println!("connection manager: {scheme}://{addr}");
+        say!("connection manager: {scheme}://{addr}");
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
         tonic::transport::Server::builder()
             .add_service(
@@ -585,13 +594,13 @@ fn serve_tina(
         .await?;
         let (listener, scheme, addr, reg) =
             listen_and_register(&nc, who, listen, id.is_some()).await?;
-        println!(
+        say!(
             "connection manager (tina, {}, {} NML-CP level(s)): {scheme}://{addr}",
             deployment.lnc.config().mode.name(),
             deployment.lnc.config().depth
         );
         for (name, at) in &deployment.endpoints {
-            println!("  performer {name}: {scheme}://{at}");
+            say!("  performer {name}: {scheme}://{at}");
         }
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
         tonic::transport::Server::builder()
@@ -687,7 +696,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         let target = callgen::Spread::new(targets);
         let mut rows = Vec::new();
         if !args.json {
-            println!(
+            say!(
                 "{:>10} {:>11} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7}",
                 "offered/s",
                 "setups/s",
@@ -718,9 +727,9 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 report: r.clone(),
             });
             if args.json {
-                println!("{}", r.to_json());
+                say!("{}", r.to_json());
             } else {
-                println!(
+                say!(
                     "{:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
                     r.offered_per_s,
                     r.setups_per_s,
@@ -736,7 +745,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         if let Some(dir) = &args.out {
             demo::write_reports(dir, &rows)?;
             if !args.json {
-                println!(
+                say!(
                     "wrote {} (results.csv, results.json, throughput_delay.svg/.png)",
                     dir.display()
                 );

@@ -1,9 +1,18 @@
 //! `atmlab`: the one command-line entry point of the atmlab laboratory.
 //!
 //! This crate is argument parsing and dispatch only (DESIGN.md §3): every command calls
-//! into a library crate. Subcommands that later issues fill in are declared here already,
-//! so the tree a user sees with `--help` is the whole laboratory; one that is not built
-//! yet says so and exits with status 69 (EX_UNAVAILABLE) rather than pretending.
+//! into a library crate, and `--help` shows the whole laboratory.
+
+/// Prints a line on standard output like `println!`, except that a standard output
+/// nobody reads any more (`atmlab switch serve ... | head -1`, a supervisor that closed
+/// the pipe) is not fatal: `println!` panics on the next line, which would take a running
+/// server down; servers print with this.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
 
 mod audit;
 mod certs;

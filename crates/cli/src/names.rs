@@ -76,7 +76,7 @@ fn show(o: &atmlab_control::names::ObjectInfo, lease: std::time::Duration) {
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    println!(
+    say!(
         "{:<16} {:<18} {:<28} lease {:>5.1} s  {}",
         o.name,
         format!("{:?}", o.kind),
@@ -97,7 +97,7 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("listening on {listen}"))?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
-                println!("name service: {scheme}://{}", listener.local_addr()?);
+                say!("name service: {scheme}://{}", listener.local_addr()?);
                 serve_names(listener, tls, live::shutdown_signal()).await?;
                 Ok(ExitCode::SUCCESS)
             }

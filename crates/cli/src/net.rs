@@ -44,7 +44,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
     match args.command {
         NetCommand::Check { topo } => {
             let t = Topology::load(&topo)?;
-            println!(
+            say!(
                 "{}: {} switches, {} links, {} hosts",
                 topo.display(),
                 t.switches.len(),
@@ -93,7 +93,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
                     .with_context(|| format!("writing {}", path.display()))?;
                 if json {
-                    println!("{info}");
+                    say!("{info}");
                 } else {
                     print_network(&info, certs.as_deref(), &path);
                 }
@@ -111,7 +111,7 @@ fn print_network(
     path: &std::path::Path,
 ) {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-    println!(
+    say!(
         "network {} is up ({})",
         s(&info["name"]),
         if certs.is_some() {
@@ -120,9 +120,9 @@ fn print_network(
             "INSECURE: plain text"
         }
     );
-    println!("  name service   {}", s(&info["names"]));
+    say!("  name service   {}", s(&info["names"]));
     for sw in info["switches"].as_array().into_iter().flatten() {
-        println!(
+        say!(
             "  switch {:<7} gRPC {}  raw {}",
             s(&sw["name"]),
             s(&sw["grpc"]),
@@ -130,7 +130,7 @@ fn print_network(
         );
         if let Some(ports) = sw["ports"].as_object() {
             for (p, a) in ports {
-                println!("      port {p}: udp {}", s(a));
+                say!("      port {p}: udp {}", s(a));
             }
         }
     }
@@ -139,7 +139,7 @@ fn print_network(
         None => "--insecure".to_string(),
     };
     for h in info["hosts"].as_array().into_iter().flatten() {
-        println!(
+        say!(
             "  host {:<9} on {}:{}  attach: atmlab host recv --switch {} --vc 0/100   (or: host send ... FILE)",
             s(&h["name"]),
             s(&h["switch"]),
@@ -150,13 +150,13 @@ fn print_network(
     if let Some(sw) = info["switches"].as_array().and_then(|a| a.first()) {
         let addr = s(&sw["grpc"]);
         let addr = addr.split("://").nth(1).unwrap_or(&addr);
-        println!("  query:  atmlab switch describe --addr {addr} {sec}");
+        say!("  query:  atmlab switch describe --addr {addr} {sec}");
     }
-    println!(
+    say!(
         "  names:  atmlab names list --addr {} {sec}",
         s(&info["names"]).split("://").nth(1).unwrap_or("")
     );
-    println!(
+    say!(
         "  addresses written to {}; Ctrl-C stops the network",
         path.display()
     );

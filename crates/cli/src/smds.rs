@@ -144,14 +144,14 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
         .context("starting the async runtime")?;
     rt.block_on(async move {
         let server = LiveServer::bind(file.config.clone(), &file.endpoints, file.queue).await?;
-        println!("smds server s{} up", server.id().0);
+        say!("smds server s{} up", server.id().0);
         for (i, (a, ifc)) in server
             .addrs()
             .iter()
             .zip(&file.config.local.interfaces)
             .enumerate()
         {
-            println!("  interface {} {} udp {a}", i + 1, ifc.kind());
+            say!("  interface {} {} udp {a}", i + 1, ifc.kind());
         }
         let _ = std::io::stdout().flush();
         let writer = async {
@@ -172,7 +172,7 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
             r = writer => r?,
             _ = shutdown_signal() => {}
         }
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&server.status().to_json())?
         );
@@ -296,15 +296,15 @@ fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
         std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&info)?);
+            say!("{}", serde_json::to_string_pretty(&info)?);
         } else {
-            println!(
+            say!(
                 "SMDS network up ({} servers); {}",
                 net.servers.len(),
                 path.display()
             );
             for s in info["servers"].as_array().into_iter().flatten() {
-                println!("  {} (id {})", s["name"].as_str().unwrap_or(""), s["id"]);
+                say!("  {} (id {})", s["name"].as_str().unwrap_or(""), s["id"]);
                 for i in s["interfaces"].as_array().into_iter().flatten() {
                     let addrs: Vec<&str> = i["addresses"]
                         .as_array()
@@ -312,7 +312,7 @@ fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
                         .flatten()
                         .filter_map(|a| a.as_str())
                         .collect();
-                    println!(
+                    say!(
                         "    {} udp {} {}",
                         i["kind"].as_str().unwrap_or(""),
                         i["addr"].as_str().unwrap_or(""),
@@ -320,7 +320,7 @@ fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
                     );
                 }
             }
-            println!(
+            say!(
                 "send with: atmlab smds send --sni ADDR --from I:... --to I:... FILE; \
                  receive with: atmlab smds recv --sni ADDR"
             );

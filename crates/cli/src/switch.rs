@@ -140,15 +140,15 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("starting switch {}", file.name))?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
-                println!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
+                say!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
                 if let Some(raw) = running.raw_addr {
-                    println!("switch {}: raw TCP {raw}", file.name);
+                    say!("switch {}: raw TCP {raw}", file.name);
                 }
                 for (port, addr) in &running.ports {
-                    println!("switch {}: port {port} udp {addr}", file.name);
+                    say!("switch {}: port {port} udp {addr}", file.name);
                 }
                 if running.restored > 0 {
-                    println!("switch {}: restored {} connections from the journal", file.name, running.restored);
+                    say!("switch {}: restored {} connections from the journal", file.name, running.restored);
                 }
                 live::shutdown_signal().await;
                 running.stop().await;
@@ -178,11 +178,11 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    println!("{}", serde_json::json!({"name": d.name, "connections": d.connections, "ports": ports}));
+                    say!("{}", serde_json::json!({"name": d.name, "connections": d.connections, "ports": ports}));
                 } else {
-                    println!("switch {}: {} connections", d.name, d.connections);
+                    say!("switch {}: {} connections", d.name, d.connections);
                     for (p, peer) in d.ports.iter().zip(&d.peers) {
-                        println!(
+                        say!(
                             "  port {:>3} {:?} {:>8.2} Mb/s  admitted {:.0}/{:.0} cells/s  buffer {}/{}  VPI {}-{} VCI {}-{}  reserved {} committed {}  {}",
                             p.config.id,
                             p.config.interface,
@@ -207,7 +207,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 let c = client(&t, &args.security).await?;
                 for x in c.connections().await.map_err(|e| anyhow!("{e}"))? {
                     let branches: Vec<String> = x.branches.iter().map(|b| format!("{}:{}", b.port, b.id)).collect();
-                    println!(
+                    say!(
                         "{:>6} {:?} {}:{} -> {}  {:?} pcr {:.0}  owner {:?} tag {:?}",
                         x.id,
                         x.kind,
@@ -245,7 +245,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     })
                     .await
                     .map_err(|e| anyhow!("commit refused: {e}"))?;
-                println!("{id}");
+                say!("{id}");
                 Ok(ExitCode::SUCCESS)
             }
             SwitchCommand::Release { target, connection } => {
@@ -260,7 +260,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 let backend = raw_client(&raw, id.as_ref()).await?;
                 let listener = tokio::net::TcpListener::bind(listen).await?;
                 let scheme = if id.is_some() { "https" } else { "http" };
-                println!("proxy: gRPC {scheme}://{} -> raw {raw}", listener.local_addr()?);
+                say!("proxy: gRPC {scheme}://{} -> raw {raw}", listener.local_addr()?);
                 let service = atmlab_fabric::live::grpc::SwitchService::new(backend, None);
                 atmlab_fabric::live::grpc::serve(listener, id.as_ref(), service, live::shutdown_signal())
                     .await
@@ -303,7 +303,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 }
                 .map_err(|e| anyhow!("{e}"))?;
                 if json {
-                    println!(
+                    say!(
                         "{}",
                         serde_json::json!({
                             "mode": mode, "batch": batch, "workers": workers,
@@ -312,7 +312,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                         })
                     );
                 } else {
-                    println!(
+                    say!(
                         "{mode} batch {batch} workers {workers}: {} operations in {:.2} s = {:.0} ops/s ({} refused)",
                         result.operations,
                         result.seconds,
@@ -325,7 +325,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
             SwitchCommand::Reservations(t) => {
                 let c = client(&t, &args.security).await?;
                 for r in c.reservations().await.map_err(|e| anyhow!("{e}"))? {
-                    println!("port {} {} owner {:?}", r.port, r.id, r.owner);
+                    say!("port {} {} owner {:?}", r.port, r.id, r.owner);
                 }
                 Ok(ExitCode::SUCCESS)
             }

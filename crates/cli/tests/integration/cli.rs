@@ -190,3 +190,48 @@ fn roundtrip_detects_exactly_the_corrupted_frames() {
         20
     );
 }
+
+/// A server whose standard output nobody reads (the pipe closed before its first line)
+/// keeps serving: printing its address must not take it down.
+#[test]
+fn a_server_keeps_serving_when_its_standard_output_is_closed() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["names", "serve", "--insecure", "--listen", &addr])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let listed = loop {
+        let o = atmlab(
+            &[
+                "names",
+                "list",
+                "--insecure",
+                "--addr",
+                &format!("http://{addr}"),
+            ],
+            b"",
+        );
+        if o.status.success() || std::time::Instant::now() > deadline {
+            break o;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the server died when it printed to a closed pipe"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(alive);
+}
