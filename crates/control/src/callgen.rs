@@ -302,18 +302,21 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
     });
     let mut offered = 0u64;
     loop {
-        next += Duration::from_secs_f64(gaps.sample(&mut rng));
-        if next >= end {
-            break;
-        }
-        let now = Instant::now();
         if let Some(ticks) = ticks.as_mut() {
-            // The pacer thread says when each arrival is due.
+            // The pacer thread draws the arrival instants and says when each is due; the
+            // loop draws none of its own (a second schedule, cut off at `end` on its own,
+            // would end the run at whichever schedule ran out first).
             if ticks.recv().await.is_none() {
                 break;
             }
-        } else if next > now + Duration::from_micros(500) {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+        } else {
+            next += Duration::from_secs_f64(gaps.sample(&mut rng));
+            if next >= end {
+                break;
+            }
+            if next > Instant::now() + Duration::from_micros(500) {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+            }
         }
         let (src, dst) = load.pairs[(offered as usize) % load.pairs.len()].clone();
         offered += 1;
@@ -388,5 +391,48 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
         p99_setup_ms: ms(h.value_at_quantile(0.99)),
         max_setup_ms: ms(h.max()),
         seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target that accepts every call at once (a mock, for the generator alone).
+    #[derive(Clone, Default)]
+    struct Instant0(Arc<std::sync::atomic::AtomicU64>);
+
+    impl CallTarget for Instant0 {
+        async fn setup(&self, _: &str, _: &str, _: TrafficDescriptor) -> Result<u64, CallError> {
+            Ok(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        }
+        async fn release(&self, _: u64) -> Result<(), CallError> {
+            Ok(())
+        }
+    }
+
+    /// Precise pacing offers exactly the calls of its Poisson schedule: the arrivals of
+    /// the seeded stream before the end, no fewer (a second schedule drawn beside it
+    /// used to end the run at whichever ran out first).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn precise_pacing_offers_exactly_the_schedules_arrivals() {
+        let load = Load {
+            precise: true,
+            holding: Duration::from_micros(100),
+            ..Load::poisson(2_000.0, Duration::from_millis(300), "a", "b")
+        };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(load.seed);
+        let gaps = Exp::new(load.rate).unwrap();
+        let (mut t, mut expected) = (Duration::ZERO, 0u64);
+        loop {
+            t += Duration::from_secs_f64(gaps.sample(&mut rng));
+            if t >= load.duration {
+                break;
+            }
+            expected += 1;
+        }
+        let report = run(Instant0::default(), &load).await;
+        assert_eq!(report.offered, expected);
+        assert_eq!(report.established, expected);
     }
 }
