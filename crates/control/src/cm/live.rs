@@ -885,6 +885,8 @@ struct Shell {
 /// A caller's answer, held until the journal has the change.
 enum Ack {
     Added(oneshot::Sender<Result<CallInfo, CallError>>, Box<CallInfo>),
+    /// A change (AddLeaf, DropLeaf, Modify) done: answered once the journal holds it.
+    Changed(ChangeWaiter, Box<CallInfo>),
     Deleted(oneshot::Sender<Result<(), CallError>>),
 }
 
@@ -924,10 +926,11 @@ fn journal_writer(
             for j in jobs {
                 for a in j.acks {
                     match (a, &result) {
-                        (Ack::Added(w, info), Ok(())) => {
+                        (Ack::Added(w, info) | Ack::Changed(w, info), Ok(())) => {
                             let _ = w.send(Ok(*info));
                         }
-                        (Ack::Added(w, _), Err(e)) => {
+                        // The call is taken down (`failed`): its caller hears why.
+                        (Ack::Added(w, _) | Ack::Changed(w, _), Err(e)) => {
                             let _ = w.send(Err(CallError {
                                 kind: ErrorKind::Unavailable,
                                 message: format!("the journal could not be written: {e}"),
@@ -1125,8 +1128,14 @@ impl Shell {
                         });
                     }
                     if let Some(w) = self.change_waiters.remove(&call) {
-                        let answer = result.and_then(|()| info.ok_or_else(gone));
-                        let _ = w.send(answer);
+                        match (result.and_then(|()| info.ok_or_else(gone)), &self.journal) {
+                            // Like a setup, a change is answered once the journal has it,
+                            // so a restarted manager never forgets a change it confirmed.
+                            (Ok(i), Some(_)) => job.acks.push(Ack::Changed(w, Box::new(i))),
+                            (answer, _) => {
+                                let _ = w.send(answer);
+                            }
+                        }
                     }
                 }
                 CallEvent::Established { call, .. } => {

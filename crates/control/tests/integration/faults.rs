@@ -198,3 +198,79 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
     assert!(r.is_clean(), "{r}");
     net.down().await;
 }
+
+/// Changes are journaled before they are answered: a manager restarted on its journal
+/// after an AddLeaf, a DropLeaf and a ModifyConnection takes the call back as changed,
+/// and can change and release it further.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_takes_back_a_changed_multipoint_call_as_changed() {
+    use atmlab_control::cm::live::LiveOptions;
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+    use atmlab_fabric::live::backend::SwitchBackend;
+
+    let (net, clients) = crate::network("tree4.toml").await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LiveOptions {
+        faults: None,
+        journal: Some(dir.path().join("cm.sqlite")),
+    };
+    let hop = |s: &str, i: u16, o: u16| HopSpec {
+        switch: s.into(),
+        in_port: i,
+        out_port: o,
+    };
+    let router = || {
+        Box::new(
+            StaticRouter::new()
+                .with("a", "b", vec![hop("s1", 0, 1), hop("s2", 0, 1)])
+                .with("a", "c", vec![hop("s1", 0, 1), hop("s2", 0, 2)])
+                .with("a", "d", vec![hop("s1", 0, 2), hop("s3", 0, 1)]),
+        )
+    };
+    let config = CmConfig::new(CmKind::Xbind);
+    let cbr = |pcr: f64| TrafficDescriptor::cbr(CellRate(pcr));
+    let (cm, _) = live::start_with(config.clone(), clients.clone(), router(), opts.clone())
+        .await
+        .unwrap();
+    let call = cm
+        .add_multipoint(
+            "a",
+            &["b".to_string(), "c".to_string()],
+            cbr(100.0),
+            0.0,
+            "j",
+        )
+        .await
+        .unwrap();
+    let id = call.view.id;
+    cm.add_leaf(id, "d").await.unwrap();
+    cm.drop_leaf(id, "c").await.unwrap();
+    cm.modify(id, cbr(300.0), 0.0).await.unwrap();
+    cm.shutdown().await;
+
+    let (cm, found) = live::start_with(config.clone(), clients.clone(), router(), opts.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0], "journal: 1 connections, 1 taken back, 0 rolled back",
+        "{found:?}"
+    );
+    let back = cm.get(id).await.unwrap();
+    assert_eq!(back.view.leaf_names(), vec!["b", "d"]);
+    assert_eq!(back.view.traffic.pcr.per_sec(), 300.0);
+    cm.drop_leaf(id, "d").await.unwrap();
+    cm.delete(id).await.unwrap();
+    cm.shutdown().await;
+    for (name, c) in &clients {
+        assert!(
+            c.connections().await.unwrap().is_empty(),
+            "{name} still holds a connection"
+        );
+        assert!(
+            c.reservations().await.unwrap().is_empty(),
+            "{name} has reservations left"
+        );
+    }
+    net.down().await;
+}
