@@ -522,7 +522,9 @@ pub fn run_station(
     trace: bool,
 ) -> Result<(RepResult, Vec<Duration>), SimError> {
     let rngs = RngFactory::new(rep.seed, rep.replication);
-    let mut sim = Simulation::new();
+    // The station is the model's only block: held by value, its handler is inlined into
+    // the run loop (see `atmlab_sim::component`, "Components known at build time").
+    let mut sim: Simulation<QueueMsg, QueueStation> = Simulation::typed();
     let (la, ld) = (sim.new_lane(), sim.new_lane());
     let mut st = QueueStation::new(cfg, &rngs, la, ld)?;
     if trace {
@@ -537,7 +539,7 @@ pub fn run_station(
     if let RunLength::Count(n) = rep.length {
         st.stop_after = Some(n / batches);
     }
-    let id = sim.add(st);
+    let id = sim.add_typed(st);
     if let Warmup::Time(w) = rep.warmup
         && w > Duration::ZERO
     {
