@@ -81,29 +81,34 @@ impl Duration {
     pub const fn from_secs(s: u64) -> Self {
         Duration(s.saturating_mul(PS_PER_S))
     }
-    /// Seconds as a float, rounded to the nearest picosecond (saturating, negative → 0).
+    /// Seconds as a float, rounded to the nearest picosecond, ties to even (saturating,
+    /// negative and NaN → 0).
+    #[inline]
     pub fn from_secs_f64(s: f64) -> Self {
         let ps = s * PS_PER_S as f64;
-        // The common case first, in one test (false for NaN): rounded through i64, the
-        // same value as the general path below.
-        if ps > 0.0 && ps < FAST_LIMIT {
-            return Duration((ps + 0.5) as i64 as u64);
+        // The common case (0 <= ps < 2^52 ps, about 75 minutes) in one integer comparison:
+        // the bits of a non-negative float order as its value, and those of a negative
+        // float, of NaN or of a larger value are all above 2^52's. Adding 2^52 then rounds
+        // `ps` to an integer (to nearest, ties to even: the sum's unit in the last place is
+        // one) and leaves that integer in the low bits of the sum, where subtracting
+        // 2^52's bits reads it out. Four instructions where a float-to-integer conversion
+        // with Rust's saturating semantics takes about a dozen; it sits on every sampled
+        // delay.
+        if ps.to_bits() < TWO_52.to_bits() {
+            return Duration((ps + TWO_52).to_bits() - TWO_52.to_bits());
         }
+        Self::from_picos_f64_slow(ps)
+    }
+
+    /// [`Duration::from_secs_f64`] for `ps` outside `[0, 2^52)`: already a whole number of
+    /// picoseconds when it is finite and positive.
+    #[cold]
+    fn from_picos_f64_slow(ps: f64) -> Self {
         if ps.is_nan() || ps <= 0.0 {
             Duration(0)
-        } else if ps >= u64::MAX as f64 {
-            Duration(u64::MAX)
         } else {
-            // Round half up by adding 0.5 and truncating: for non-negative values this is
-            // `round()`, without the libm call (it sits on every sampled delay).
-            let r = ps + 0.5;
-            // Below 2^63 through i64: one conversion instruction instead of the unsigned
-            // sequence, and the same truncated value.
-            if r < I64_LIMIT {
-                Duration(r as i64 as u64)
-            } else {
-                Duration(r as u64)
-            }
+            // Saturates at u64::MAX (infinity included).
+            Duration(ps as u64)
         }
     }
     /// The span in picoseconds.
@@ -203,11 +208,8 @@ impl fmt::Display for Instant {
     }
 }
 
-/// Below this (2^62), `ps + 0.5` stays below 2^63 and converts through `i64`.
-const FAST_LIMIT: f64 = 4_611_686_018_427_387_904.0;
-
-/// 2^63 as an `f64`: the values below it convert to and from `i64` exactly like `u64`.
-const I64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+/// 2^52: from it up, every `f64` is a whole number.
+const TWO_52: f64 = 4_503_599_627_370_496.0;
 
 /// `ps as f64`, through `i64` when it fits: x86-64 converts a signed integer in one
 /// instruction and an unsigned one in six; both round to the nearest `f64`, so the value is
@@ -233,6 +235,36 @@ mod tests {
         assert_eq!(Duration::from_nanos(1), Duration::from_picos(1000));
         assert_eq!(Duration::from_secs_f64(2.5e-6), Duration::from_nanos(2500));
         assert_eq!(Duration::from_secs_f64(-1.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn from_secs_f64_rounds_to_nearest_ties_to_even() {
+        let d = |s: f64| Duration::from_secs_f64(s).as_picos();
+        assert_eq!(d(0.0), 0);
+        assert_eq!(d(-0.0), 0);
+        assert_eq!(d(f64::NAN), 0);
+        assert_eq!(d(f64::NEG_INFINITY), 0);
+        assert_eq!(d(f64::INFINITY), u64::MAX);
+        assert_eq!(d(1e300), u64::MAX);
+        assert_eq!(d(0.4e-12), 0);
+        assert_eq!(d(0.6e-12), 1);
+        assert_eq!(d(0.5e-12), 0, "a tie goes to the even neighbour");
+        assert_eq!(d(1.5e-12), 2);
+        assert_eq!(d(2.5e-12), 2);
+        // Either side of 2^52 ps, the fast path's limit, and a value that rounds up to it.
+        let two_52 = 1u64 << 52;
+        assert_eq!(d(two_52 as f64 * 1e-12), two_52);
+        assert_eq!(d((two_52 - 1) as f64 * 1e-12), two_52 - 1);
+        assert_eq!(d(((two_52 as f64) - 0.25) * 1e-12), two_52);
+        assert_eq!(d(3.0e9), u64::MAX, "3e21 ps saturates");
+        // Against the plain rounding of the float, over many magnitudes.
+        let mut x: f64 = 1.234_567_890_123e-13;
+        while x < 1e6 {
+            let ps = x * 1e12;
+            let want = ps.round_ties_even() as u64;
+            assert_eq!(d(x), want, "{x} s");
+            x *= 1.37;
+        }
     }
 
     #[test]
