@@ -21,8 +21,10 @@ pub struct Poisson {
     /// same number) as `Exp::new(rate)` draws, with the draw inlined (see
     /// [`atmlab_sim::rng::exp1`]).
     mean_gap: f64,
-    /// The previous arrival (the start instant before the first); `None` once ended.
-    last: Option<Instant>,
+    /// The previous arrival (the start instant before the first).
+    last: Instant,
+    /// The source has ended: a gap reached past the end of time.
+    ended: bool,
 }
 
 impl Poisson {
@@ -34,7 +36,8 @@ impl Poisson {
         Ok(Poisson {
             rate,
             mean_gap: 1.0 / rate,
-            last: Some(start),
+            last: start,
+            ended: false,
         })
     }
 }
@@ -43,9 +46,22 @@ impl TrafficSource for Poisson {
     // Inlined into `queue`'s station, which calls it directly (see `StationSource` there).
     #[inline]
     fn next_arrival(&mut self, rng: &mut SimRng) -> Option<Arrival> {
-        let at = after_secs(self.last?, exp1(rng) * self.mean_gap);
-        self.last = at;
-        Some(Arrival { at: at?, units: 1 })
+        // The same as `after_secs(self.last, ...)` with the end kept in a flag of its own:
+        // an `Option<Instant>` field was rebuilt (tag and value) and stored on every
+        // arrival.
+        if self.ended {
+            return None;
+        }
+        match after_secs(self.last, exp1(rng) * self.mean_gap) {
+            Some(at) => {
+                self.last = at;
+                Some(Arrival { at, units: 1 })
+            }
+            None => {
+                self.ended = true;
+                None
+            }
+        }
     }
 
     fn mean_rate(&self) -> f64 {

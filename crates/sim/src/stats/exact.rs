@@ -113,9 +113,13 @@ impl TimeWeightedCount {
     /// A multiplication and an add with carry.
     #[inline(always)]
     pub fn set(&mut self, now: Instant, value: u64) {
-        let held = now.saturating_duration_since(self.last).as_picos();
-        self.area += u128::from(self.value) * u128::from(held);
-        self.last = self.last.max(now);
+        // A branch that is almost always taken, rather than a saturating difference and a
+        // maximum (four instructions more on every change).
+        if now > self.last {
+            let held = (now - self.last).as_picos();
+            self.area += u128::from(self.value) * u128::from(held);
+            self.last = now;
+        }
         self.value = value;
     }
 
