@@ -208,6 +208,18 @@ impl KeyHeap {
     fn sift_down(&mut self, mut i: usize, k: Key) {
         let keys = self.keys.as_mut_slice();
         let n = keys.len();
+        if n == 2 && i == 0 {
+            // A root and one child (a single queue's arrival and departure), tested first:
+            // the most common heap of all, and one comparison.
+            let ck = keys[1];
+            if ck.before(&k) {
+                keys[0] = ck;
+                keys[1] = k;
+            } else {
+                keys[0] = k;
+            }
+            return;
+        }
         if n <= 3 {
             let mut c = 2 * i + 1;
             if c < n {
