@@ -225,7 +225,7 @@ mod tests {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            now = now + Duration::from_picos(state % 3_000_000_000_000);
+            now += Duration::from_picos(state % 3_000_000_000_000);
             let v = state % 17;
             exact.set(now, v);
             float.set(now, v as f64);
