@@ -526,69 +526,55 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ping_pong_runs_and_stalls() {
-        let mut sim = Simulation::new();
-        let a = sim.reserve();
-        let b = sim.add(Pinger {
-            peer: Some(a.port(0)),
+    /// Wires a ping-pong pair into `sim` (the second one added first, to exercise
+    /// `reserve`), each component made by `wrap`; runs it and returns the second's id.
+    fn run_pair<C: Component<u32>>(
+        sim: &mut Simulation<u32, C>,
+        wrap: impl Fn(Pinger) -> C,
+    ) -> ComponentId {
+        let pinger = |peer: ComponentId| Pinger {
+            peer: Some(peer.port(0)),
             seen: vec![],
-        });
-        sim.install(
-            a,
-            Pinger {
-                peer: Some(b.port(0)),
-                seen: vec![],
-            },
-        )
-        .unwrap();
+        };
+        let a = sim.reserve();
+        let b = sim.add_typed(wrap(pinger(a)));
+        sim.install_typed(a, wrap(pinger(b))).unwrap();
         let out = sim
             .run_until(Instant::ZERO + Duration::from_secs(1), None)
             .unwrap();
         assert_eq!(out, RunOutcome::Stalled);
         assert_eq!(sim.events_processed(), 11);
+        b
+    }
+
+    #[test]
+    fn ping_pong_runs_and_stalls() {
+        let mut sim = Simulation::new();
+        let b = run_pair(&mut sim, |p| Box::new(p) as Box<dyn Component<u32>>);
         let pb = sim.component::<Pinger>(b).unwrap();
         assert_eq!(pb.seen.first(), Some(&(Instant::ZERO, 0)));
         assert_eq!(
             pb.seen.last(),
             Some(&(Instant::ZERO + Duration::from_micros(10), 10))
         );
+        // Boxed components are found by their own type, mutably too.
+        assert!(sim.component_mut::<Pinger>(b).is_some());
+        assert!(sim.component::<Timers>(b).is_none());
+        let t = sim.add(Timers { fired: vec![] });
+        assert!(sim.component_mut::<Timers>(t).is_some());
     }
 
     /// The same pair held by value (`Simulation::typed`) runs the same messages.
     #[test]
     fn typed_simulation_runs_like_boxed() {
-        let mut sim: Simulation<u32, Pinger> = Simulation::typed();
-        let a = sim.reserve();
-        let b = sim.add_typed(Pinger {
-            peer: Some(a.port(0)),
-            seen: vec![],
-        });
-        sim.install_typed(
-            a,
-            Pinger {
-                peer: Some(b.port(0)),
-                seen: vec![],
-            },
-        )
-        .unwrap();
-        let out = sim
-            .run_until(Instant::ZERO + Duration::from_secs(1), None)
-            .unwrap();
-        assert_eq!(out, RunOutcome::Stalled);
-        assert_eq!(sim.events_processed(), 11);
-        let pb = sim.component_mut::<Pinger>(b).unwrap();
-        assert_eq!(pb.seen.len(), 6);
-        assert_eq!(
-            pb.seen.last(),
-            Some(&(Instant::ZERO + Duration::from_micros(10), 10))
-        );
-        assert!(sim.component::<Timers>(b).is_none());
-        // Boxed components are found by their own type, mutably too.
-        let mut boxed: Simulation<u32> = Simulation::new();
-        let t = boxed.add(Timers { fired: vec![] });
-        assert!(boxed.component_mut::<Timers>(t).is_some());
-        assert!(boxed.component::<Pinger>(t).is_none());
+        let mut boxed = Simulation::new();
+        let bb = run_pair(&mut boxed, |p| Box::new(p) as Box<dyn Component<u32>>);
+        let mut typed: Simulation<u32, Pinger> = Simulation::typed();
+        let bt = run_pair(&mut typed, |p| p);
+        let seen = |s: Option<&Pinger>| s.unwrap().seen.clone();
+        assert_eq!(seen(typed.component(bt)), seen(boxed.component(bb)));
+        assert!(typed.component_mut::<Pinger>(bt).is_some());
+        assert!(typed.component::<Timers>(bt).is_none());
     }
 
     struct Timers {
