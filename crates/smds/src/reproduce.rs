@@ -255,7 +255,11 @@ pub fn flow_rates(
                     break;
                 }
                 let delivered = got.load(Ordering::Relaxed) - base_got;
-                if sent - lost - delivered < window {
+                // A PDU given up as lost may still arrive, and so may a previous size's
+                // after this one began: neither may take the count in flight below zero
+                // (it overflowed here, once, on a loaded machine).
+                let in_flight = sent.saturating_sub(lost).saturating_sub(delivered);
+                if in_flight < window {
                     tx.send(&pdu).await?;
                     sent += 1;
                     continue;
@@ -266,9 +270,11 @@ pub fn flow_rates(
                     .is_err()
                 {
                     let delivered = got.load(Ordering::Relaxed) - base_got;
-                    lost += sent - lost - delivered;
+                    lost += sent.saturating_sub(lost).saturating_sub(delivered);
                 }
             }
+            // Late arrivals of PDUs counted lost are not lost.
+            let lost = lost.min(sent.saturating_sub(got.load(Ordering::Relaxed) - base_got));
             let (m0, g0, o0) = measure_from.unwrap_or((t0, base_got, 0));
             let secs = m0.elapsed().as_secs_f64();
             let g = got.load(Ordering::Relaxed) - g0;
