@@ -534,6 +534,27 @@ impl Child {
         wire(self.delay).await;
         self.client.clone().unreserve_link(r).await
     }
+
+    async fn add_branch(
+        &self,
+        r: pb::AddSncBranchRequest,
+    ) -> Result<Response<pb::AddSncBranchReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().add_branch(r).await
+    }
+
+    async fn drop_branch(
+        &self,
+        r: pb::DropSncBranchRequest,
+    ) -> Result<Response<pb::DropSncBranchReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().drop_branch(r).await
+    }
+
+    async fn trim_snc(&self, r: pb::TrimSncRequest) -> Result<Response<pb::TrimSncReply>, Status> {
+        wire(self.delay).await;
+        self.client.clone().trim_snc(r).await
+    }
 }
 
 /// What an NML-CP holds for one subnetwork connection: the children's SNCs, in route
@@ -1115,8 +1136,7 @@ impl ConnectionPerformer for NmlCp {
         let child = self.child(self.child_of(&r.switch)?)?;
         let mut t = Tally::default();
         t.own(&self.totals, child.iface);
-        wire(child.delay).await;
-        let rep = child.client.clone().add_branch(r).await?.into_inner();
+        let rep = child.add_branch(r).await?.into_inner();
         t.absorb(&rep.invocations);
         Ok(Response::new(pb::AddSncBranchReply {
             id: rep.id,
@@ -1132,8 +1152,7 @@ impl ConnectionPerformer for NmlCp {
         let child = self.child(self.child_of(&r.switch)?)?;
         let mut t = Tally::default();
         t.own(&self.totals, child.iface);
-        wire(child.delay).await;
-        let rep = child.client.clone().drop_branch(r).await?.into_inner();
+        let rep = child.drop_branch(r).await?.into_inner();
         t.absorb(&rep.invocations);
         Ok(Response::new(pb::DropSncBranchReply {
             invocations: t.into_map(),
@@ -1179,13 +1198,7 @@ impl ConnectionPerformer for NmlCp {
             let (c, part) = snc.parts[i];
             let child = self.child(c)?;
             t.own(&self.totals, child.iface);
-            wire(child.delay).await;
-            match child
-                .client
-                .clone()
-                .trim_snc(pb::TrimSncRequest { snc: part, keep })
-                .await
-            {
+            match child.trim_snc(pb::TrimSncRequest { snc: part, keep }).await {
                 Ok(rep) => {
                     t.absorb(&rep.into_inner().invocations);
                     trimmed_len = Some((i, keep));
