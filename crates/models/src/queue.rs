@@ -82,8 +82,9 @@ impl Service {
     #[inline]
     pub fn sample(&self, rng: &mut SimRng) -> Duration {
         match self {
-            // `exp1` draws what `Exp::new(1.0)` draws (Exp(1) times 1/1.0).
-            Service::Exponential(m) => Duration::from_secs_f64(exp1(rng) * m.as_secs_f64()),
+            // `exp1` draws what `Exp::new(1.0)` draws (Exp(1) times 1/1.0), scaled
+            // straight to picoseconds (see `Duration::from_picos_f64`).
+            Service::Exponential(m) => Duration::from_picos_f64(exp1(rng) * picos_f64(*m)),
             Service::Deterministic(d) => *d,
             Service::Empirical { values, cumulative } => {
                 let u: f64 = rng.random();
@@ -94,6 +95,11 @@ impl Service {
             }
         }
     }
+}
+
+/// A duration in picoseconds as a float (exact below 2^53 ps, about 2.5 hours).
+fn picos_f64(d: Duration) -> f64 {
+    d.as_picos() as f64
 }
 
 /// The station's parameters.
@@ -265,9 +271,9 @@ impl StationSource {
 pub struct QueueStation {
     source: StationSource,
     service: Service,
-    /// For exponential service, its mean in seconds, converted once: [`Service::sample`]
-    /// converts it on every draw, a division on every customer's path.
-    exp_mean_secs: Option<f64>,
+    /// For exponential service, its mean in picoseconds as a float, converted once:
+    /// [`Service::sample`] converts it on every draw.
+    exp_mean_ps: Option<f64>,
     capacity: Option<u64>,
     rng_arrival: SimRng,
     rng_service: SimRng,
@@ -319,8 +325,8 @@ impl QueueStation {
         Ok(QueueStation {
             source,
             service: cfg.service.clone(),
-            exp_mean_secs: match cfg.service {
-                Service::Exponential(m) => Some(m.as_secs_f64()),
+            exp_mean_ps: match cfg.service {
+                Service::Exponential(m) => Some(picos_f64(m)),
                 _ => None,
             },
             capacity: cfg.capacity,
@@ -380,9 +386,9 @@ impl QueueStation {
         let now = ctx.now();
         let w = now.saturating_duration_since(arrived);
         self.record_wait(now, arrived, w);
-        let s = match self.exp_mean_secs {
+        let s = match self.exp_mean_ps {
             // The same draw and arithmetic as `Service::sample`, so the same service times.
-            Some(mean) => Duration::from_secs_f64(exp1(&mut self.rng_service) * mean),
+            Some(mean) => Duration::from_picos_f64(exp1(&mut self.rng_service) * mean),
             None => self.service.sample(&mut self.rng_service),
         };
         let me = ctx.me().port(DEPARTURES.0);

@@ -181,7 +181,17 @@ fn at_multiple(origin: Instant, k: u64, period_ps: f64) -> Option<Instant> {
 
 /// `t` plus `secs` seconds rounded to the picosecond, or `None` past [`Instant::MAX`].
 fn after_secs(t: Instant, secs: f64) -> Option<Instant> {
-    let d = Duration::from_secs_f64(secs);
+    after(t, Duration::from_secs_f64(secs))
+}
+
+/// `t` plus `ps` picoseconds rounded to the nearest, or `None` past [`Instant::MAX`].
+#[inline]
+fn after_picos(t: Instant, ps: f64) -> Option<Instant> {
+    after(t, Duration::from_picos_f64(ps))
+}
+
+#[inline]
+fn after(t: Instant, d: Duration) -> Option<Instant> {
     if d == Duration::MAX {
         return None;
     }

@@ -7,7 +7,7 @@ use atmlab_core::time::Instant;
 use atmlab_sim::rng::{SimRng, exp1};
 use rand_distr::Exp;
 
-use super::{Arrival, TrafficSource, after_secs, check_rate};
+use super::{Arrival, TrafficSource, after_picos, check_rate};
 use crate::ModelsError;
 
 /// Poisson arrivals at `rate` units per second, one unit each.
@@ -17,10 +17,12 @@ use crate::ModelsError;
 #[derive(Debug, Clone)]
 pub struct Poisson {
     rate: f64,
-    /// The mean gap `1 / rate`: a gap is `exp1 · mean_gap`, the same product (and so the
-    /// same number) as `Exp::new(rate)` draws, with the draw inlined (see
-    /// [`atmlab_sim::rng::exp1`]).
-    mean_gap: f64,
+    /// The mean gap in picoseconds, `10^12 / rate`: a gap is `exp1 · mean_gap_ps`
+    /// picoseconds, rounded to the nearest. That is `Exp::new(rate)`'s draw (the same
+    /// exponential variate, inlined: see [`atmlab_sim::rng::exp1`]) scaled straight to
+    /// picoseconds, one multiplication fewer than scaling it to seconds and converting
+    /// those; the two can differ by a picosecond in the rounding.
+    mean_gap_ps: f64,
     /// The previous arrival (the start instant before the first).
     last: Instant,
     /// The source has ended: a gap reached past the end of time.
@@ -35,7 +37,7 @@ impl Poisson {
         Exp::new(rate).map_err(|e| super::invalid("Poisson", "rate", e.to_string()))?;
         Ok(Poisson {
             rate,
-            mean_gap: 1.0 / rate,
+            mean_gap_ps: 1e12 / rate,
             last: start,
             ended: false,
         })
@@ -46,13 +48,13 @@ impl TrafficSource for Poisson {
     // Inlined into `queue`'s station, which calls it directly (see `StationSource` there).
     #[inline]
     fn next_arrival(&mut self, rng: &mut SimRng) -> Option<Arrival> {
-        // The same as `after_secs(self.last, ...)` with the end kept in a flag of its own:
+        // The same as `after_picos(self.last, ...)` with the end kept in a flag of its own:
         // an `Option<Instant>` field was rebuilt (tag and value) and stored on every
         // arrival.
         if self.ended {
             return None;
         }
-        match after_secs(self.last, exp1(rng) * self.mean_gap) {
+        match after_picos(self.last, exp1(rng) * self.mean_gap_ps) {
             Some(at) => {
                 self.last = at;
                 Some(Arrival { at, units: 1 })
