@@ -47,12 +47,12 @@ pub struct Histogram {
     /// Values recorded.
     total: u64,
     digits: u8,
-    /// log2 of half the sub-bucket count.
+    /// log2 of half the sub-bucket count: `log2(v | sub_mask) - half_mag` is `v`'s bucket
+    /// (one `bsr` and a subtraction; counting leading zeros, HdrHistogram's form, takes
+    /// two more instructions on CPUs without `lzcnt`).
     half_mag: u32,
     /// The sub-bucket count minus one.
     sub_mask: u64,
-    /// 64 minus log2 of the sub-bucket count: `lz_base - lz(v | sub_mask)` is `v`'s bucket.
-    lz_base: u32,
     /// Exact extremes in picoseconds: the buckets only know them to bucket precision.
     min_ps: u64,
     max_ps: u64,
@@ -87,7 +87,6 @@ impl Histogram {
             digits,
             half_mag: mag - 1,
             sub_mask: (1u64 << mag) - 1,
-            lz_base: 64 - mag,
             min_ps: u64::MAX,
             max_ps: 0,
             rejected: 0,
@@ -118,7 +117,7 @@ impl Histogram {
 
     #[inline]
     fn bucket(&self, ps: u64) -> u32 {
-        self.lz_base - (ps | self.sub_mask).leading_zeros()
+        (ps | self.sub_mask).ilog2() - self.half_mag
     }
 
     #[inline]
@@ -178,7 +177,8 @@ impl Histogram {
             Some(c) => *c += n,
             None => self.grow_and_count(i, n),
         }
-        self.total = self.total.saturating_add(n);
+        // Not saturating: 2^64 values are beyond any run.
+        self.total += n;
     }
 
     /// Grows the counts to the end of `i`'s bucket, then counts `n` at `i`.
