@@ -22,6 +22,7 @@
 //! customers ends when that many customers who arrived after the warm-up have departed.
 
 use std::collections::VecDeque;
+use std::hint::cold_path;
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
@@ -399,12 +400,15 @@ impl QueueStation {
     #[inline(always)]
     fn record_wait(&mut self, now: Instant, arrived: Instant, w: Duration) {
         if arrived < self.observe_from {
+            // Only customers present at the warm-up's end.
+            cold_path();
             return;
         }
         self.wait.record(w);
         self.wait_hist.record_duration(w);
         // MSER-5, traces and an observation-count warm-up are off in most runs: one test.
         if self.extras {
+            cold_path();
             if let Some(m) = self.mser.as_mut() {
                 // By multiplication (see `duration_secs`): no division.
                 m.record(duration_secs(w));
@@ -485,6 +489,7 @@ impl Component<QueueMsg> for QueueStation {
                 if units == 1 {
                     self.arrive_one(ctx, now);
                 } else {
+                    cold_path();
                     for _ in 0..units {
                         self.arrive_one(ctx, now);
                     }
@@ -502,6 +507,7 @@ impl Component<QueueMsg> for QueueStation {
                     self.busy_tw.set(now, 0);
                 }
                 if self.stop_after.is_some_and(|n| self.departed >= n) {
+                    cold_path();
                     ctx.stop();
                 }
             }

@@ -51,6 +51,7 @@
 //! when its event budget, if any, runs out.
 
 use std::any::Any;
+use std::hint::cold_path;
 use std::num::NonZeroU64;
 
 use atmlab_core::time::{Duration, Instant};
@@ -425,12 +426,15 @@ impl<M: 'static, C: Component<M>> Simulation<M, C> {
         let limit = budget.map_or(u64::MAX, |b| self.processed.saturating_add(b));
         loop {
             if stopped {
+                cold_path();
                 break Ok(RunOutcome::Stopped);
             }
             if self.processed >= limit {
+                cold_path();
                 break Ok(RunOutcome::Budget);
             }
             let Some((t, env)) = self.events.pop_until(end) else {
+                cold_path();
                 self.now = end;
                 break Ok(if self.events.is_empty() {
                     RunOutcome::Stalled
@@ -442,6 +446,7 @@ impl<M: 'static, C: Component<M>> Simulation<M, C> {
             self.processed += 1;
             let to = env.receiver();
             let Some(Some(c)) = self.components.get_mut(to.index()) else {
+                cold_path();
                 break Err(SimError::Model {
                     model: "simulation".into(),
                     message: format!(
