@@ -395,7 +395,8 @@ impl QueueStation {
     #[inline(always)]
     fn start_service(&mut self, ctx: &mut Ctx<'_, QueueMsg>, arrived: Instant) {
         let now = ctx.now();
-        let w = now.saturating_duration_since(arrived);
+        // A customer starts service after it arrived (causality): a plain difference.
+        let w = now - arrived;
         self.record_wait(now, arrived, w);
         let s = match self.exp_mean_ps {
             // The same draw and arithmetic as `Service::sample`, so the same service times.
@@ -526,7 +527,8 @@ impl Component<QueueMsg> for QueueStation {
                 self.schedule_next_arrival(ctx);
             }
             QueueEvent::Depart(arrived) => {
-                self.system.record(now.saturating_duration_since(arrived));
+                // Departs after it arrived (causality): a plain difference.
+                self.system.record(now - arrived);
                 self.departed += 1;
                 if let Some(next) = self.waiting.pop_front() {
                     // Its wait since the last reset joins the queue's integral.

@@ -123,8 +123,9 @@ impl Histogram {
     #[inline]
     fn index(&self, ps: u64) -> usize {
         let b = self.bucket(ps);
-        let half = 1u64 << self.half_mag;
-        ((u64::from(b + 1) << self.half_mag) + (ps >> b) - half) as usize
+        // HdrHistogram's `((b + 1) << half_mag) + (ps >> b) - half`, with its two constant
+        // terms cancelled: `(b + 1) << half_mag` less `half = 1 << half_mag`.
+        ((u64::from(b) << self.half_mag) + (ps >> b)) as usize
     }
 
     /// The lowest value counted at `index`.
