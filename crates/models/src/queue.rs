@@ -259,11 +259,16 @@ impl StationSource {
         })
     }
 
+    /// The next arrival, not before `now`. A Poisson source's never is: its next arrival
+    /// follows the previous one, which is now.
     #[inline(always)]
-    fn next_arrival(&mut self, rng: &mut SimRng) -> Option<Arrival> {
+    fn next_arrival(&mut self, rng: &mut SimRng, now: Instant) -> Option<Arrival> {
         match self {
             StationSource::Poisson(p) => p.next_arrival(rng),
-            StationSource::Other(s) => s.next_arrival(rng),
+            StationSource::Other(s) => s.next_arrival(rng).map(|a| Arrival {
+                at: a.at.max(now),
+                units: a.units,
+            }),
         }
     }
 }
@@ -380,12 +385,12 @@ impl QueueStation {
     // instructions a call, about a tenth of the benchmark with the RNG's calls).
     #[inline(always)]
     fn schedule_next_arrival(&mut self, ctx: &mut Ctx<'_, QueueMsg>) {
-        if let Some(a) = self.source.next_arrival(&mut self.rng_arrival) {
+        if let Some(a) = self.source.next_arrival(&mut self.rng_arrival, ctx.now()) {
             let me = ctx.me().port(ARRIVALS.0);
             // Arrivals rise in time: the FIFO lane keeps them out of the heap.
             let _ = ctx.send_in_lane(
                 self.arrival_lane,
-                a.at.max(ctx.now()),
+                a.at,
                 me,
                 QueueMsg::arrive(a.units.max(1)),
             );
