@@ -307,15 +307,19 @@ pub struct QueueStation {
     wait: DurationMean,
     system: DurationMean,
     wait_hist: Histogram,
-    /// The time integral of the number waiting since `area_from`, in customer-picoseconds,
-    /// less the part of those still waiting (added when read). It is kept per customer,
-    /// not per change of the count: each customer adds the part of its wait after
-    /// `area_from` when its service starts. In a FIFO queue that sums to exactly the
-    /// integral a time average of the count would keep, at a third of the instructions
-    /// (one addition a customer where the count changed twice, each change a
-    /// multiplication and an addition into the integral).
-    queue_area: u128,
-    /// When the statistics were last reset (warm-up or batch): the start of `queue_area`.
+    /// The mean queue length is the time integral of the number waiting since
+    /// `area_from`, over the time since. It is not kept as a time average updated at every
+    /// change of the count (two per customer, each a multiplication and an addition into
+    /// the integral), but per customer: each contributes the part of its wait after
+    /// `area_from`, and those still waiting are added when it is read. For the customers
+    /// that arrived after the last reset, that part is their whole wait, already summed
+    /// in `wait`; `area_more` and `area_less` correct for those waiting at the reset
+    /// (`area_more`: the time since the reset of those `wait` does not observe; `area_less`:
+    /// the time before it of those it does). The integral comes out exactly that of the
+    /// time average, and the customer's path gains nothing but one comparison.
+    area_more: u128,
+    area_less: u128,
+    /// When the statistics were last reset (warm-up or batch): where the integral starts.
     area_from: Instant,
     busy_tw: TimeWeightedCount,
     loss: Ratio,
@@ -359,7 +363,8 @@ impl QueueStation {
             wait: DurationMean::new(),
             system: DurationMean::new(),
             wait_hist: Histogram::new(),
-            queue_area: 0,
+            area_more: 0,
+            area_less: 0,
             area_from: Instant::ZERO,
             busy_tw: TimeWeightedCount::new(Instant::ZERO, 0),
             loss: Ratio::new(),
@@ -415,10 +420,17 @@ impl QueueStation {
 
     #[inline(always)]
     fn record_wait(&mut self, now: Instant, arrived: Instant, w: Duration) {
-        if arrived < self.observe_from {
-            // Only customers present at the warm-up's end.
+        if arrived < self.area_from {
+            // A customer waiting at the last reset (see `area_more`).
             cold_path();
-            return;
+            if arrived < self.observe_from {
+                // Present at the warm-up's end: not observed, but its wait since the
+                // reset is part of the queue's integral.
+                self.area_more += u128::from((now - self.area_from).as_picos());
+                return;
+            }
+            // Observed (a batch boundary): its wait before the reset is not.
+            self.area_less += u128::from((self.area_from - arrived).as_picos());
         }
         self.wait.record(w);
         self.wait_hist.record_duration(w);
@@ -452,7 +464,7 @@ impl QueueStation {
         ]
     }
 
-    /// The time-average number waiting from the last reset to `now` (see `queue_area`).
+    /// The time-average number waiting from the last reset to `now` (see `area_more`).
     fn mean_queue_length(&self, now: Instant) -> f64 {
         let span = now.saturating_duration_since(self.area_from).as_picos();
         if span == 0 {
@@ -469,7 +481,9 @@ impl QueueStation {
                 )
             })
             .sum();
-        (self.queue_area + pending) as f64 / span as f64
+        // Never negative: each customer in `area_less` has at least as much in `wait`.
+        let area = self.wait.sum_picos() + self.area_more + pending - self.area_less;
+        area as f64 / span as f64
     }
 
     /// Starts the next batch of a batch-means run: the statistics restart, but unlike the
@@ -536,9 +550,6 @@ impl Component<QueueMsg> for QueueStation {
                 self.system.record(now - arrived);
                 self.departed += 1;
                 if let Some(next) = self.waiting.pop_front() {
-                    // Its wait since the last reset joins the queue's integral.
-                    let waited = now.saturating_duration_since(next.max(self.area_from));
-                    self.queue_area += u128::from(waited.as_picos());
                     self.start_service(ctx, next);
                 } else {
                     self.busy = false;
@@ -557,7 +568,8 @@ impl Component<QueueMsg> for QueueStation {
         self.wait.reset();
         self.system.reset();
         self.wait_hist.reset();
-        self.queue_area = 0;
+        self.area_more = 0;
+        self.area_less = 0;
         self.area_from = now;
         self.busy_tw.reset(now);
         self.loss.reset();

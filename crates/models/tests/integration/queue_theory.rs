@@ -6,7 +6,7 @@ use atmlab_models::queue::{
     ArrivalSpec, QueueConfig, STREAM_ARRIVAL, STREAM_SERVICE, Service, run_station,
 };
 use atmlab_models::source::{Poisson, TrafficSource};
-use atmlab_sim::model::Replication;
+use atmlab_sim::model::{ModelKind, Replication};
 use atmlab_sim::rng::RngFactory;
 use atmlab_sim::runner::{self, RunOptions, RunReport};
 use atmlab_sim::scenario::{RunLength, Scenario, Warmup};
@@ -169,12 +169,14 @@ fn lindley_recursion_matches_exactly() {
     assert!(worst <= 1e-9);
 }
 
-/// The two time averages (queue length and utilisation) after a warm-up, against the
-/// same streams replayed outside the engine: every customer's arrival `a`, service start
-/// `s` and service time `S` from the recursion `s(n) = max(a(n), s(n-1) + S(n-1))`, and the
-/// integrals over the measured period `[w, T]` summed customer by customer, exactly in
-/// integer picoseconds: the number waiting integrates to the sum of `[a, s)` clipped to
-/// `[w, T]`, the server's busy time to the sum of `[s, s + S)` clipped the same way.
+/// The two time averages (queue length and utilisation) after a warm-up, in one run and
+/// in each of four batches, against the same streams replayed outside the engine: every
+/// customer's arrival `a`, service start `s` and service time `S` from the recursion
+/// `s(n) = max(a(n), s(n-1) + S(n-1))`, and the integrals over each measured period summed
+/// customer by customer, exactly in integer picoseconds: the number waiting integrates to
+/// the sum of `[a, s)` clipped to the period, the server's busy time to the sum of
+/// `[s, s + S)` clipped the same way. Customers waiting at the warm-up's end and at each
+/// batch boundary are the cases the station's bookkeeping must get right.
 #[test]
 fn time_averages_match_the_replayed_customers_exactly() {
     let cfg = QueueConfig {
@@ -183,37 +185,57 @@ fn time_averages_match_the_replayed_customers_exactly() {
         capacity: None,
     };
     let (w, t) = (Duration::from_secs(300), Duration::from_secs(20_000));
-    let rep = Replication {
-        seed: 11,
-        replication: 2,
-        length: RunLength::Duration(t),
-        warmup: Warmup::Time(w),
-        batches: 1,
-    };
-    let (r, _) = run_station(&cfg, &rep, false).unwrap();
-    let got = |name: &str| r.metrics.iter().find(|(n, _)| *n == name).unwrap().1;
+    // The customers: (arrival, service start, service end), in picoseconds.
     let rngs = RngFactory::new(11, 2);
     let mut ra = rngs.stream(STREAM_ARRIVAL);
     let mut rs = rngs.stream(STREAM_SERVICE);
     let mut src = Poisson::new(0.9, Instant::ZERO).unwrap();
-    let (w, t) = (w.as_picos(), t.as_picos());
-    let clip = |from: u64, to: u64| u128::from(to.min(t).saturating_sub(from.max(w)));
-    let (mut waiting, mut busy) = (0u128, 0u128);
+    let mut customers = Vec::new();
     let mut free_at = 0u64;
     loop {
         let a = src.next_arrival(&mut ra).unwrap().at.as_picos();
-        if a > t {
+        if a > t.as_picos() {
             break;
         }
         let start = a.max(free_at);
-        let service = cfg.service.sample(&mut rs).as_picos();
-        free_at = start + service;
-        waiting += clip(a, start);
-        busy += clip(start, free_at);
+        free_at = start + cfg.service.sample(&mut rs).as_picos();
+        customers.push((a, start, free_at));
     }
-    let span = (t - w) as f64;
-    assert_eq!(got("mean_queue_length"), waiting as f64 / span);
-    assert_eq!(got("utilization"), busy as f64 / span);
+    // The two time averages over [from, to].
+    let averages = |from: u64, to: u64| {
+        let clip = |x: u64, y: u64| u128::from(y.min(to).saturating_sub(x.max(from)));
+        let waiting: u128 = customers.iter().map(|&(a, s, _)| clip(a, s)).sum();
+        let busy: u128 = customers.iter().map(|&(_, s, e)| clip(s, e)).sum();
+        let span = (to - from) as f64;
+        (waiting as f64 / span, busy as f64 / span)
+    };
+    let metric = |m: &[(&str, f64)], name: &str| m.iter().find(|(n, _)| *n == name).unwrap().1;
+    for batches in [1u32, 4] {
+        let rep = Replication {
+            seed: 11,
+            replication: 2,
+            length: RunLength::Duration(t),
+            warmup: Warmup::Time(w),
+            batches,
+        };
+        let (r, _) = run_station(&cfg, &rep, false).unwrap();
+        let (w, t) = (w.as_picos(), t.as_picos());
+        if batches == 1 {
+            let (q, u) = averages(w, t);
+            assert_eq!(metric(&r.metrics, "mean_queue_length"), q);
+            assert_eq!(metric(&r.metrics, "utilization"), u);
+            continue;
+        }
+        assert_eq!(r.batch_metrics.len(), 4);
+        let names = atmlab_models::queue::QueueKind.metrics();
+        for (b, values) in r.batch_metrics.iter().enumerate() {
+            let edge = |k: u64| w + (t - w) / 4 * k;
+            let (q, u) = averages(edge(b as u64), edge(b as u64 + 1));
+            let m: Vec<(&str, f64)> = names.iter().copied().zip(values.iter().copied()).collect();
+            assert_eq!(metric(&m, "mean_queue_length"), q, "batch {b}");
+            assert_eq!(metric(&m, "utilization"), u, "batch {b}");
+        }
+    }
 }
 
 #[test]
