@@ -131,13 +131,18 @@ fn mm1k_loss_probability() {
     assert_covers(metric(&r, 0, "loss_probability"), pk, "M/M/1/5 loss");
 }
 
-#[test]
-fn lindley_recursion_matches_exactly() {
-    let cfg = QueueConfig {
+/// M/M/1 at rho = 0.9 (lambda 0.9 /s, mean service 1 s): the exact cross-checks' queue.
+fn mm1_09() -> QueueConfig {
+    QueueConfig {
         arrival: ArrivalSpec::Poisson { rate: 0.9 },
         service: Service::Exponential(Duration::from_secs(1)),
         capacity: None,
-    };
+    }
+}
+
+#[test]
+fn lindley_recursion_matches_exactly() {
+    let cfg = mm1_09();
     let rep = Replication {
         seed: 7,
         replication: 3,
@@ -179,11 +184,7 @@ fn lindley_recursion_matches_exactly() {
 /// batch boundary are the cases the station's bookkeeping must get right.
 #[test]
 fn time_averages_match_the_replayed_customers_exactly() {
-    let cfg = QueueConfig {
-        arrival: ArrivalSpec::Poisson { rate: 0.9 },
-        service: Service::Exponential(Duration::from_secs(1)),
-        capacity: None,
-    };
+    let cfg = mm1_09();
     let (w, t) = (Duration::from_secs(300), Duration::from_secs(20_000));
     // The customers: (arrival, service start, service end), in picoseconds.
     let rngs = RngFactory::new(11, 2);
