@@ -432,10 +432,12 @@ impl Component<AccessMsg> for AccessStation {
 impl Prepared for AccessConfig {
     fn run(&self, rep: &Replication) -> Result<RepResult, SimError> {
         let rngs = RngFactory::new(rep.seed, rep.replication);
-        let mut sim = Simulation::new();
+        // The model's only block, held by value (see `atmlab_sim::component`, "Components
+        // known at build time").
+        let mut sim: Simulation<_, AccessStation> = Simulation::typed();
         let lane = sim.new_lane();
-        let id = sim.add(AccessStation::new(self, &rngs, lane)?);
-        crate::batched::run_by_duration::<_, AccessStation>(&mut sim, id, rep, "access")
+        let id = sim.add_typed(AccessStation::new(self, &rngs, lane)?);
+        crate::batched::run_by_duration::<_, _, AccessStation>(&mut sim, id, rep, "access")
     }
 }
 

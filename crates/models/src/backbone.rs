@@ -669,15 +669,17 @@ impl Prepared for BackboneConfig {
             message: e.to_string(),
         };
         let rngs = RngFactory::new(rep.seed, rep.replication);
-        let mut sim = Simulation::new();
+        // The model's only block: held by value, its handler is inlined into the run loop
+        // (see `atmlab_sim::component`, "Components known at build time").
+        let mut sim: Simulation<_, Backbone> = Simulation::typed();
         let lanes = [
             sim.new_lane(),
             sim.new_lane(),
             sim.new_lane(),
             sim.new_lane(),
         ];
-        let id = sim.add(Backbone::new(self, &rngs, lanes).map_err(model_err)?);
-        crate::batched::run_by_duration::<_, Backbone>(&mut sim, id, rep, "backbone")
+        let id = sim.add_typed(Backbone::new(self, &rngs, lanes).map_err(model_err)?);
+        crate::batched::run_by_duration::<_, _, Backbone>(&mut sim, id, rep, "backbone")
     }
 }
 

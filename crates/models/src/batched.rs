@@ -17,8 +17,11 @@ pub(crate) trait Measured {
 }
 
 /// Runs `sim` for the replication's duration, measuring with component `id`.
-pub(crate) fn run_by_duration<M: 'static, C: Component<M> + Measured>(
-    sim: &mut Simulation<M>,
+///
+/// The simulation may hold its components boxed or by value (`S`); with one component
+/// type, `S` is `C` itself.
+pub(crate) fn run_by_duration<M: 'static, S: Component<M>, C: Component<M> + Measured>(
+    sim: &mut Simulation<M, S>,
     id: ComponentId,
     rep: &Replication,
     model: &str,

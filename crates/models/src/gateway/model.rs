@@ -697,6 +697,45 @@ pub const METRICS: &[&str] = &[
     "reverse_latency_mean",
 ];
 
+/// The model's three blocks as one type, so that the simulation holds them by value and
+/// calls their handlers without a `dyn` call (see `atmlab_sim::component`, "Components
+/// known at build time").
+// One of each per simulation: the size of the largest costs nothing, and boxing it would
+// add a pointer to follow on every message to the gateway.
+#[allow(clippy::large_enum_variant)]
+enum Block {
+    Atm(AtmNetwork),
+    Gateway(Gateway),
+    Ring(Ring),
+}
+
+impl Component<GwMsg> for Block {
+    fn init(&mut self, ctx: &mut Ctx<'_, GwMsg>) {
+        match self {
+            Block::Atm(b) => b.init(ctx),
+            Block::Gateway(b) => b.init(ctx),
+            Block::Ring(b) => b.init(ctx),
+        }
+    }
+
+    #[inline]
+    fn handle(&mut self, ctx: &mut Ctx<'_, GwMsg>, port: InPort, msg: GwMsg) {
+        match self {
+            Block::Atm(b) => b.handle(ctx, port, msg),
+            Block::Gateway(b) => b.handle(ctx, port, msg),
+            Block::Ring(b) => b.handle(ctx, port, msg),
+        }
+    }
+
+    fn reset_stats(&mut self, now: Instant) {
+        match self {
+            Block::Atm(b) => b.reset_stats(now),
+            Block::Gateway(b) => b.reset_stats(now),
+            Block::Ring(b) => b.reset_stats(now),
+        }
+    }
+}
+
 /// Builds and runs one replication; returns its metrics and the events processed.
 pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResult, SimError> {
     let end = match rep.length {
@@ -721,7 +760,7 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
         ));
     }
     let rngs = RngFactory::new(rep.seed, rep.replication);
-    let mut sim: Simulation<GwMsg> = Simulation::new();
+    let mut sim: Simulation<GwMsg, Block> = Simulation::typed();
     let atm_id = sim.reserve();
     let gw_id = sim.reserve();
     let ring_id = sim.reserve();
@@ -763,7 +802,7 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
         fifo_delay: Tally::new(),
         fault: None,
     };
-    sim.install(atm_id, atm)?;
+    sim.install_typed(atm_id, Block::Atm(atm))?;
 
     let gw = Gateway {
         spp: Spp::new(cfg.spp_config()).map_err(e)?,
@@ -784,7 +823,7 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
         reverse_data_octets: 0,
         fault: None,
     };
-    sim.install(gw_id, gw)?;
+    sim.install_typed(gw_id, Block::Gateway(gw))?;
 
     // The ring and its stations' generators.
     let stations = cfg.ring.stations as u16;
@@ -834,7 +873,7 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
         reverse_offered_octets: 0,
         fault: None,
     };
-    sim.install(ring_id, ring)?;
+    sim.install_typed(ring_id, Block::Ring(ring))?;
 
     if warmup > Duration::ZERO {
         sim.run_until(Instant::ZERO + warmup, None)?;
@@ -843,9 +882,12 @@ pub fn run_replication(cfg: &GatewayConfig, rep: &Replication) -> Result<RepResu
     sim.run_until(end, None)?;
     let now = sim.now();
     let missing = || model_err("a block is missing");
-    let atm = sim.component::<AtmNetwork>(atm_id).ok_or_else(missing)?;
-    let gw = sim.component::<Gateway>(gw_id).ok_or_else(missing)?;
-    let ring = sim.component::<Ring>(ring_id).ok_or_else(missing)?;
+    let block = |id| sim.component::<Block>(id).ok_or_else(missing);
+    let (Block::Atm(atm), Block::Gateway(gw), Block::Ring(ring)) =
+        (block(atm_id)?, block(gw_id)?, block(ring_id)?)
+    else {
+        return Err(missing());
+    };
     if let Some(f) = atm
         .fault
         .as_ref()
