@@ -127,6 +127,12 @@ impl Duration {
     pub const fn as_nanos(self) -> u64 {
         self.0 / PS_PER_NS
     }
+    /// The span in picoseconds as a float (exact below 2^53 ps, about 2.5 hours; rounded
+    /// to the nearest above): the scale of [`Duration::from_picos_f64`].
+    #[inline]
+    pub fn as_picos_f64(self) -> f64 {
+        picos_to_f64(self.0)
+    }
     /// The span in seconds.
     pub fn as_secs_f64(self) -> f64 {
         picos_to_f64(self.0) / PS_PER_S as f64

@@ -85,7 +85,7 @@ impl Service {
         match self {
             // `exp1` draws what `Exp::new(1.0)` draws (Exp(1) times 1/1.0), scaled
             // straight to picoseconds (see `Duration::from_picos_f64`).
-            Service::Exponential(m) => Duration::from_picos_f64(exp1(rng) * picos_f64(*m)),
+            Service::Exponential(m) => Duration::from_picos_f64(exp1(rng) * m.as_picos_f64()),
             Service::Deterministic(d) => *d,
             Service::Empirical { values, cumulative } => {
                 let u: f64 = rng.random();
@@ -96,11 +96,6 @@ impl Service {
             }
         }
     }
-}
-
-/// A duration in picoseconds as a float (exact below 2^53 ps, about 2.5 hours).
-fn picos_f64(d: Duration) -> f64 {
-    d.as_picos() as f64
 }
 
 /// The station's parameters.
@@ -345,7 +340,7 @@ impl QueueStation {
             source,
             service: cfg.service.clone(),
             exp_mean_ps: match cfg.service {
-                Service::Exponential(m) => Some(picos_f64(m)),
+                Service::Exponential(m) => Some(m.as_picos_f64()),
                 _ => None,
             },
             capacity: cfg.capacity,
