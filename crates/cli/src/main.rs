@@ -94,6 +94,22 @@ fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
+/// Simulations run without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
+/// otherwise). mimalloc asks for them on its arenas, and the kernel then zeroes a whole
+/// 2 MiB page the first time any byte of it is touched. A simulation's working set is
+/// small (an event set, a few queues, histograms of a few hundred KiB) and gains nothing
+/// measurable from fewer TLB misses, but each replication's fresh allocations touched
+/// new huge pages: on the machines of docs/performance.md about 3 ms each, 1-2% of the
+/// M/M/1 benchmark in alternated runs. The live parts keep the default.
+fn no_huge_pages_for_simulation() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // A refusal (an old kernel) only costs the time above.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -104,14 +120,17 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Sim(args) => match sim::run(args) {
-            Ok(code) => code,
-            Err(e) => {
+        Command::Sim(args) => {
+            no_huge_pages_for_simulation();
+            sim::run(args).unwrap_or_else(|e| {
                 eprintln!("atmlab sim: error: {e:#}");
                 ExitCode::from(2)
-            }
-        },
-        Command::Reproduce(args) => report("reproduce", reproduce::run(args)),
+            })
+        }
+        Command::Reproduce(args) => {
+            no_huge_pages_for_simulation();
+            report("reproduce", reproduce::run(args))
+        }
         Command::Switch(args) => report("switch", switch::run(args)),
         Command::Names(args) => report("names", names::run(args)),
         Command::Net(args) => report("net", net::run(args)),

@@ -60,7 +60,8 @@ pub struct RunReport {
 pub struct RunOptions<'a> {
     /// Worker threads; 0 means one per core.
     pub threads: usize,
-    /// Called after each job with (jobs done, jobs in all), from worker threads.
+    /// Called after each job with (jobs done, jobs in all), from worker threads (with one
+    /// thread, from the calling thread).
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
@@ -127,27 +128,35 @@ pub fn run(
         .collect();
     let total = jobs.len() as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
-        .build()
-        .map_err(|e| SimError::Model {
-            model: scn.model.clone(),
-            message: format!("cannot start worker threads: {e}"),
-        })?;
-    let threads = pool.current_num_threads();
-    let start = WallClock::now();
-    let results: Vec<Result<RepResult, SimError>> = pool.install(|| {
-        jobs.par_iter()
-            .map(|&(p, r)| {
-                let out = run_job(prepared[p].as_ref(), scn, r);
-                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if let Some(cb) = opts.progress {
-                    cb(n, total);
-                }
-                out
-            })
-            .collect()
-    });
+    let one = |&(p, r): &(usize, u32)| {
+        let out = run_job(prepared[p].as_ref(), scn, r);
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if let Some(cb) = opts.progress {
+            cb(n, total);
+        }
+        out
+    };
+    let (results, threads, start): (Vec<Result<RepResult, SimError>>, usize, WallClock) =
+        if opts.threads == 1 {
+            // One thread: the jobs run here, in order. A pool of one would hand each job
+            // to a fresh thread whose allocator heap starts empty, so the first job paid
+            // for faulting in that heap's pages inside the measured time (1-7% of the
+            // M/M/1 benchmark in alternated runs); there is nothing to gain from the
+            // hand-over.
+            let start = WallClock::now();
+            (jobs.iter().map(one).collect(), 1, start)
+        } else {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(opts.threads)
+                .build()
+                .map_err(|e| SimError::Model {
+                    model: scn.model.clone(),
+                    message: format!("cannot start worker threads: {e}"),
+                })?;
+            let start = WallClock::now();
+            let results = pool.install(|| jobs.par_iter().map(one).collect());
+            (results, pool.current_num_threads(), start)
+        };
     let wall_seconds = start.elapsed().as_secs_f64();
     let mut results = results.into_iter();
     let mut out = Vec::with_capacity(points.len());
