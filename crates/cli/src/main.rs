@@ -100,7 +100,8 @@ fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
 /// small (an event set, a few queues, histograms of a few hundred KiB) and gains nothing
 /// measurable from fewer TLB misses, but each replication's fresh allocations touched
 /// new huge pages: on the machines of docs/performance.md about 3 ms each, 1-2% of the
-/// M/M/1 benchmark in alternated runs. The live parts keep the default.
+/// M/M/1 benchmark in alternated runs. The live parts (and the reproductions of the live
+/// papers) keep the default.
 fn no_huge_pages_for_simulation() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;
@@ -128,7 +129,13 @@ fn main() -> ExitCode {
             })
         }
         Command::Reproduce(args) => {
-            no_huge_pages_for_simulation();
+            // The simulation studies only; the live papers run the live parts.
+            if matches!(
+                args.paper,
+                reproduce::Paper::Rdma | reproduce::Paper::Gateway
+            ) {
+                no_huge_pages_for_simulation();
+            }
             report("reproduce", reproduce::run(args))
         }
         Command::Switch(args) => report("switch", switch::run(args)),
