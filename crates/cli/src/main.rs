@@ -129,11 +129,7 @@ fn main() -> ExitCode {
             })
         }
         Command::Reproduce(args) => {
-            // The simulation studies only; the live papers run the live parts.
-            if matches!(
-                args.paper,
-                reproduce::Paper::Rdma | reproduce::Paper::Gateway
-            ) {
+            if args.paper.is_simulation() {
                 no_huge_pages_for_simulation();
             }
             report("reproduce", reproduce::run(args))

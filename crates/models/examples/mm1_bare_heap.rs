@@ -47,34 +47,12 @@ trait EventKey: Ord {
 }
 
 /// The obvious key: a reversed tuple.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Tuple(Reverse<(u64, u64, Kind)>);
 
 /// The packed key: a reversed `u128`.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Packed(Reverse<u128>);
-
-macro_rules! ord_by_field {
-    ($t:ty) => {
-        impl PartialEq for $t {
-            fn eq(&self, o: &Self) -> bool {
-                self.0 == o.0
-            }
-        }
-        impl Eq for $t {}
-        impl PartialOrd for $t {
-            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-                Some(self.cmp(o))
-            }
-        }
-        impl Ord for $t {
-            #[inline]
-            fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-                self.0.cmp(&o.0)
-            }
-        }
-    };
-}
-ord_by_field!(Tuple);
-ord_by_field!(Packed);
 
 impl EventKey for Tuple {
     const NAME: &'static str = "bare BinaryHeap, tuple key";

@@ -136,27 +136,27 @@ pub fn run(
         }
         out
     };
-    let (results, threads, start): (Vec<Result<RepResult, SimError>>, usize, WallClock) =
-        if opts.threads == 1 {
-            // One thread: the jobs run here, in order. A pool of one would hand each job
-            // to a fresh thread whose allocator heap starts empty, so the first job paid
-            // for faulting in that heap's pages inside the measured time (1-7% of the
-            // M/M/1 benchmark in alternated runs); there is nothing to gain from the
-            // hand-over.
-            let start = WallClock::now();
-            (jobs.iter().map(one).collect(), 1, start)
-        } else {
-            let pool = rayon::ThreadPoolBuilder::new()
+    // One thread: no pool, the jobs run here, in order. A pool of one would hand each job
+    // to a fresh thread whose allocator heap starts empty, so the first job paid for
+    // faulting in that heap's pages inside the measured time (1-7% of the M/M/1 benchmark
+    // in alternated runs); there is nothing to gain from the hand-over.
+    let pool = (opts.threads != 1)
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
                 .num_threads(opts.threads)
                 .build()
                 .map_err(|e| SimError::Model {
                     model: scn.model.clone(),
                     message: format!("cannot start worker threads: {e}"),
-                })?;
-            let start = WallClock::now();
-            let results = pool.install(|| jobs.par_iter().map(one).collect());
-            (results, pool.current_num_threads(), start)
-        };
+                })
+        })
+        .transpose()?;
+    let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
+    let start = WallClock::now();
+    let results: Vec<Result<RepResult, SimError>> = match &pool {
+        Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
+        None => jobs.iter().map(one).collect(),
+    };
     let wall_seconds = start.elapsed().as_secs_f64();
     let mut results = results.into_iter();
     let mut out = Vec::with_capacity(points.len());
