@@ -12,10 +12,14 @@
 #   atmlab events/s: R      (median of three runs)
 #   bare BinaryHeap, tuple key events/s: R          (the same queue without an engine,
 #   bare BinaryHeap, packed u128 key events/s: R     medians of three runs each)
+#   bare BinaryHeap, packed u128 key, the model's statistics events/s: R
+#                           (the same, keeping the queue model's statistics: atmlab's
+#                           ratio to it is the engine's own cost)
 #   simpy events/s: R
 #   ratio: X                (atmlab / simpy)
 #   atmlab / bare BinaryHeap, tuple key: Y
 #   atmlab / bare BinaryHeap, packed u128 key: Z
+#   atmlab / bare BinaryHeap, packed u128 key, the model's statistics: W
 # The raw JSON of each side goes to stderr.
 set -euo pipefail
 
@@ -30,7 +34,7 @@ simpy_only=0
 for arg in "$@"; do
     case "$arg" in
         --simpy-only) simpy_only=1 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "run.sh: unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
