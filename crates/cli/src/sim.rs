@@ -97,8 +97,15 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
+            let until = scn.run.precision.as_ref().map_or(String::new(), |p| {
+                format!(
+                    ", more until each 95% CI is within {}% (at most {})",
+                    p.relative * 100.0,
+                    p.max_replications
+                )
+            });
             println!(
-                "{}: ok (model {}, {} point(s) x {} replication(s))",
+                "{}: ok (model {}, {} point(s) x {} replication(s){until})",
                 scn.file,
                 scn.model,
                 scn.points().len(),
@@ -137,8 +144,10 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
                 );
                 b
             });
-            let progress = |done: u64, _total: u64| {
+            // With a precision target the jobs in all grow round by round.
+            let progress = |done: u64, total: u64| {
                 if let Some(b) = &bar {
+                    b.set_length(total);
                     b.set_position(done);
                 }
             };
@@ -149,6 +158,10 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             let r = runner::run(&scn, kind, &opts)?;
             if let Some(b) = &bar {
                 b.finish_and_clear();
+            }
+            // What the run itself found (a precision not reached), after the model's.
+            for w in r.warnings.iter().filter(|w| !warnings.contains(w)) {
+                eprintln!("warning: {w}");
             }
             let dir = out.unwrap_or_else(|| {
                 let stem = file
@@ -198,12 +211,19 @@ fn si(x: f64) -> String {
 
 fn print_table(r: &RunReport) {
     let s = &r.scenario;
+    let reps = match &s.run.precision {
+        Some(p) => format!(
+            "{}.. replications until each 95% CI is within {}% of its mean (n below)",
+            s.run.replications,
+            p.relative * 100.0
+        ),
+        None => format!("{} replication(s)", s.run.replications),
+    };
     println!(
-        "{}: model {}, {} point(s) x {} replication(s), seed {}",
+        "{}: model {}, {} point(s) x {reps}, seed {}",
         s.file,
         s.model,
         r.points.len(),
-        s.run.replications,
         s.run.seed
     );
     for (i, p) in r.points.iter().enumerate() {

@@ -69,9 +69,14 @@ pub fn scenario_json(r: &RunReport) -> Json {
         "model": s.model,
         "seed": s.run.seed,
         "replications": s.run.replications,
-        "method": match s.run.batches {
-            Some(b) => json!({"batch_means": b}),
-            None => json!("independent replications"),
+        "method": match (s.run.batches, &s.run.precision) {
+            (Some(b), _) => json!({"batch_means": b}),
+            (None, Some(p)) => json!({"sequential_replications": {
+                "precision": p.relative,
+                "max_replications": p.max_replications,
+                "metrics": p.metrics,
+            }}),
+            (None, None) => json!("independent replications"),
         },
         "length": length,
         "warmup": warmup,
@@ -254,7 +259,8 @@ pub fn run_json(r: &RunReport) -> Json {
         "simulated_seconds": num(r.simulated_seconds),
         "simulated_seconds_per_second": num(sps),
         "threads": r.threads,
-        "jobs": r.points.len() as u64 * u64::from(r.scenario.run.replications),
+        // The replications kept (with a precision target, each point's own count).
+        "jobs": r.points.iter().map(|p| p.replications.len() as u64).sum::<u64>(),
     })
 }
 
@@ -330,10 +336,17 @@ pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize,
                 }),
             }
         }
-        let title = format!(
-            "{m} ({}, 95% CI over {} replications)",
-            r.scenario.model, r.scenario.run.replications
-        );
+        let title = match &r.scenario.run.precision {
+            Some(p) => format!(
+                "{m} ({}, 95% CI, replications until within {}%)",
+                r.scenario.model,
+                p.relative * 100.0
+            ),
+            None => format!(
+                "{m} ({}, 95% CI over {} replications)",
+                r.scenario.model, r.scenario.run.replications
+            ),
+        };
         let spec = PlotSpec {
             title: &title,
             x_label: x_key,

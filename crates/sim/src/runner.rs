@@ -10,6 +10,12 @@
 //! With `batches` set, the one replication of each point is cut into consecutive batches
 //! and the interval comes from the batch means instead (the model reports them).
 //!
+//! With `precision` set, each point gains replications until its confidence intervals
+//! are narrow enough ([`Precision`], Law & Kelton's sequential procedure): the runner
+//! runs rounds of jobs for the points not yet done and decides each point's stopping
+//! count from its replications in order, so the count, like every result, does not
+//! depend on the threads (replications run past it in the same round are discarded).
+//!
 //! Memory: a job keeps its model only while it runs; what survives is one value per
 //! metric, so a sweep of thousands of points holds no raw samples.
 
@@ -20,8 +26,8 @@ use toml::{Table, Value};
 
 use crate::SimError;
 use crate::model::{ModelKind, Prepared, RepResult, Replication};
-use crate::scenario::{Params, Scenario, Warmup};
-use crate::stats::Estimate;
+use crate::scenario::{Params, Precision, Scenario, Warmup};
+use crate::stats::{Estimate, Tally};
 
 /// One point of a sweep, and what its replications measured.
 #[derive(Debug, Clone)]
@@ -92,7 +98,92 @@ pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, S
         }
         prepared.push(p);
     }
+    if let Some(prec) = &scn.run.precision {
+        let known = kind.metrics();
+        for m in &prec.metrics {
+            if !known.contains(&m.as_str()) {
+                return Err(SimError::Scenario {
+                    file: scn.file.clone(),
+                    key: "run.precision_metrics".into(),
+                    message: format!(
+                        "unknown metric {m:?}; model {} reports {}",
+                        scn.model,
+                        known.join(", ")
+                    ),
+                });
+            }
+        }
+        if scn.run.replications < 10 {
+            warnings.push(format!(
+                "{}: run.precision starts from {} replications; Law & Kelton advise at least 10 (a small start can stop on a luckily narrow interval)",
+                scn.file, scn.run.replications
+            ));
+        }
+    }
     Ok((prepared, warnings))
+}
+
+/// Metric `i` tallied over the replications `reps`.
+fn tally(reps: &[RepResult], i: usize) -> Tally {
+    let mut t = Tally::new();
+    for r in reps {
+        t.record(r.metrics.get(i).map_or(f64::NAN, |m| m.1));
+    }
+    t
+}
+
+/// Whether the metric tallied in `t` (over the first n replications of a point) is
+/// within `prec` (see [`Precision`]).
+fn met(t: &Tally, prec: &Precision) -> bool {
+    // Law & Kelton's γ' = γ / (1 + γ): a half-width within γ' of the estimate keeps the
+    // error within γ of the true mean. NaN (fewer than two values, or a NaN metric) is
+    // never within it.
+    let e = Estimate::from_tally(t);
+    e.ci95 <= prec.relative / (1.0 + prec.relative) * e.mean.abs()
+}
+
+/// The warning for a point that reached `max_replications` before its precision.
+fn unmet(
+    scn: &Scenario,
+    kind: &dyn ModelKind,
+    point: &[(String, Value)],
+    reps: &[RepResult],
+    watched: &[usize],
+    prec: &Precision,
+) -> String {
+    // The metric furthest from its target, among those that miss it (a NaN width, from a
+    // metric that could not be computed, counts as furthest).
+    let worst = watched
+        .iter()
+        .map(|&i| (i, tally(reps, i)))
+        .filter(|(_, t)| !met(t, prec))
+        .map(|(i, t)| {
+            let w = Estimate::from_tally(&t).relative_half_width();
+            (i, if w.is_nan() { f64::INFINITY } else { w })
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let at = if point.is_empty() {
+        String::new()
+    } else {
+        let kv: Vec<String> = point
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
+            .collect();
+        format!(" at {}", kv.join(", "))
+    };
+    let what = worst.map_or_else(String::new, |(i, w)| {
+        format!(
+            ": {} has a relative half-width of {w:.4}, to reach {:.4} (γ/(1+γ))",
+            kind.metrics().get(i).copied().unwrap_or("?"),
+            prec.relative / (1.0 + prec.relative)
+        )
+    });
+    format!(
+        "{}: run.precision {} not reached{at} after {} replications (max_replications){what}",
+        scn.file,
+        prec.relative,
+        reps.len()
+    )
 }
 
 fn run_job(p: &dyn Prepared, scn: &Scenario, replication: u32) -> Result<RepResult, SimError> {
@@ -120,19 +211,15 @@ pub fn run(
     kind: &dyn ModelKind,
     opts: &RunOptions<'_>,
 ) -> Result<RunReport, SimError> {
-    let (prepared, warnings) = prepare(scn, kind)?;
+    let (prepared, mut warnings) = prepare(scn, kind)?;
     let points = scn.points();
-    let reps = scn.run.replications;
-    let jobs: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..reps).map(move |r| (p, r)))
-        .collect();
-    let total = jobs.len() as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
+    let total = std::sync::atomic::AtomicU64::new(0);
     let one = |&(p, r): &(usize, u32)| {
         let out = run_job(prepared[p].as_ref(), scn, r);
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if let Some(cb) = opts.progress {
-            cb(n, total);
+            cb(n, total.load(std::sync::atomic::Ordering::Relaxed));
         }
         out
     };
@@ -152,29 +239,103 @@ pub fn run(
         })
         .transpose()?;
     let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
-    let start = WallClock::now();
-    let results: Vec<Result<RepResult, SimError>> = match &pool {
-        Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
-        None => jobs.iter().map(one).collect(),
+    // Runs `jobs` (in parallel with a pool) and returns their results in job order.
+    let run_jobs = |jobs: &[(usize, u32)]| -> Vec<Result<RepResult, SimError>> {
+        total.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        match &pool {
+            Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
+            None => jobs.iter().map(one).collect(),
+        }
     };
-    let wall_seconds = start.elapsed().as_secs_f64();
-    let mut results = results.into_iter();
-    let mut out = Vec::with_capacity(points.len());
+    let start = WallClock::now();
+    let mut per_point: Vec<Vec<RepResult>> = vec![Vec::new(); points.len()];
+    // Events and simulated time of every job run, kept or not (the speed figures).
     let (mut events, mut simulated) = (0u64, 0f64);
-    for point in points {
-        let table = scn.params_at(&point)?;
-        let mut reps_out = Vec::with_capacity(reps as usize);
-        for _ in 0..reps {
-            let r = results.next().expect("one result per job")?;
-            if scn.run.batches.is_some() && r.batch_metrics.is_empty() {
-                return Err(SimError::Model {
-                    model: scn.model.clone(),
-                    message: "this model kind does not report batches: drop [run] batches and use replications".into(),
-                });
-            }
+    let mut take = |jobs: &[(usize, u32)],
+                    results: Vec<Result<RepResult, SimError>>,
+                    per_point: &mut Vec<Vec<RepResult>>|
+     -> Result<(), SimError> {
+        for (&(p, _), r) in jobs.iter().zip(results) {
+            let r = r?;
             events += r.events;
             simulated += r.simulated.as_secs_f64();
-            reps_out.push(r);
+            per_point[p].push(r);
+        }
+        Ok(())
+    };
+    let first: Vec<(usize, u32)> = (0..points.len())
+        .flat_map(|p| (0..scn.run.replications).map(move |r| (p, r)))
+        .collect();
+    let results = run_jobs(&first);
+    take(&first, results, &mut per_point)?;
+    if let Some(prec) = &scn.run.precision {
+        let watched: Vec<usize> = if prec.metrics.is_empty() {
+            (0..kind.metrics().len()).collect()
+        } else {
+            prec.metrics
+                .iter()
+                .filter_map(|m| kind.metrics().iter().position(|k| k == m))
+                .collect()
+        };
+        // The stopping count of each point, once decided, and the counts judged so far,
+        // with a running tally of each watched metric over them (the same arithmetic, in
+        // the same order, as the point's final estimate).
+        let mut stop: Vec<Option<usize>> = vec![None; points.len()];
+        let n0 = scn.run.replications as usize;
+        let mut judged = vec![0usize; points.len()];
+        let mut tallies: Vec<Vec<Tally>> = vec![vec![Tally::new(); watched.len()]; points.len()];
+        loop {
+            for (p, reps) in per_point.iter().enumerate() {
+                if stop[p].is_some() {
+                    continue;
+                }
+                // Each count from n0 on, in order, once: the first that is precise stops.
+                for n in judged[p] + 1..=reps.len() {
+                    for (t, &i) in tallies[p].iter_mut().zip(&watched) {
+                        t.record(reps[n - 1].metrics.get(i).map_or(f64::NAN, |m| m.1));
+                    }
+                    judged[p] = n;
+                    if n >= n0 && tallies[p].iter().all(|t| met(t, prec)) {
+                        stop[p] = Some(n);
+                        break;
+                    }
+                }
+                if stop[p].is_none() && reps.len() >= prec.max_replications as usize {
+                    stop[p] = Some(reps.len());
+                    warnings.push(unmet(scn, kind, &points[p], reps, &watched, prec));
+                }
+            }
+            let open: Vec<usize> = (0..points.len()).filter(|&p| stop[p].is_none()).collect();
+            if open.is_empty() {
+                break;
+            }
+            // Enough replications per open point to keep every thread busy; how many
+            // changes only the work discarded, not where a point stops.
+            let step = threads.div_ceil(open.len()).max(1) as u32;
+            let jobs: Vec<(usize, u32)> = open
+                .iter()
+                .flat_map(|&p| {
+                    let have = per_point[p].len() as u32;
+                    let upto = (have + step).min(prec.max_replications);
+                    (have..upto).map(move |r| (p, r))
+                })
+                .collect();
+            let results = run_jobs(&jobs);
+            take(&jobs, results, &mut per_point)?;
+        }
+        for (reps, n) in per_point.iter_mut().zip(&stop) {
+            reps.truncate(n.unwrap_or(reps.len()));
+        }
+    }
+    let wall_seconds = start.elapsed().as_secs_f64();
+    let mut out = Vec::with_capacity(points.len());
+    for (point, reps_out) in points.into_iter().zip(per_point) {
+        let table = scn.params_at(&point)?;
+        if scn.run.batches.is_some() && reps_out.iter().any(|r| r.batch_metrics.is_empty()) {
+            return Err(SimError::Model {
+                model: scn.model.clone(),
+                message: "this model kind does not report batches: drop [run] batches and use replications".into(),
+            });
         }
         let batched = scn.run.batches.is_some();
         let metrics = kind

@@ -9,6 +9,9 @@
 //! replications = 8              # independent replications (the default method), or:
 //! # batches = 20                # batch means over one replication (replications = 1)
 //! seed = 1
+//! # precision = 0.05            # optional: add replications until each 95% CI is within
+//! # max_replications = 1000     # 5% of its mean (Law & Kelton's sequential procedure),
+//! # precision_metrics = ["mean_wait"]   # starting from `replications`; see [`Precision`]
 //! [params]
 //! arrival = { kind = "poisson", rate = "0.9 /s" }
 //! service = { kind = "exponential", mean = "1 s" }
@@ -58,8 +61,39 @@ pub enum Warmup {
     Observations(u64),
 }
 
+/// A relative precision to reach by adding replications: the sequential procedure of Law
+/// and Kelton (*Simulation Modeling and Analysis*, 3rd ed., §9.4.1).
+///
+/// Each point starts with `[run] replications` (n0) and gains one replication at a time;
+/// it stops at the first n ≥ n0 at which, for every metric in `metrics` (all of the
+/// model's when empty), the 95% Student-t half-width over the n replications is at most
+/// γ' = γ / (1 + γ) times the absolute mean, γ being `relative`: that makes the actual
+/// relative error of the mean at most γ with about 95% confidence. A metric whose n values
+/// are all equal (the zero loss probability of a lossless point) has an interval of width
+/// zero and is met. One near zero that varies (a median wait that is often 0) may never
+/// be: name the metrics that matter in `metrics`.
+/// A point that reaches `max_replications` first stops there, and the run warns with the
+/// precision it got.
+///
+/// The stopping n depends only on the replications' values, which depend only on (seed,
+/// replication): so, like every result, it does not depend on the thread count (extra
+/// replications run in parallel past the stopping point are discarded). Law and Kelton
+/// advise n0 ≥ 10: with fewer, a lucky small spread can stop the sequence too early.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Precision {
+    /// γ, the relative error to reach (0 < γ < 1).
+    pub relative: f64,
+    /// The most replications a point may take.
+    pub max_replications: u32,
+    /// The metrics the rule applies to; empty for all of them.
+    pub metrics: Vec<String>,
+}
+
+/// The default cap on replications with a precision target.
+pub const DEFAULT_MAX_REPLICATIONS: u32 = 1000;
+
 /// The `[run]` table.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
     /// Run length.
     pub length: RunLength,
@@ -73,6 +107,9 @@ pub struct RunConfig {
     /// is cut into this many consecutive batches, each giving one value per metric, and
     /// the confidence interval is computed over the batch means (Law & Kelton §9.5.3).
     pub batches: Option<u32>,
+    /// Replications added until a relative precision is reached (`replications` is then
+    /// the first count tried).
+    pub precision: Option<Precision>,
 }
 
 /// A parsed scenario file.
@@ -350,13 +387,16 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
             ));
         }
     };
-    const RUN_KEYS: [&str; 6] = [
+    const RUN_KEYS: [&str; 9] = [
         "duration",
         "count",
         "warmup",
         "replications",
         "seed",
         "batches",
+        "precision",
+        "max_replications",
+        "precision_metrics",
     ];
     for k in t.keys() {
         if !RUN_KEYS.contains(&k.as_str()) {
@@ -465,13 +505,119 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
             format!("{b} batches need a count of at least {b}, got {n}"),
         ));
     }
+    let precision = parse_precision(file, t, replications, batches)?;
     Ok(RunConfig {
         length,
         warmup,
         replications,
         seed,
         batches,
+        precision,
     })
+}
+
+/// `precision`, `max_replications` and `precision_metrics` of `[run]` (see [`Precision`]).
+fn parse_precision(
+    file: &str,
+    t: &Table,
+    replications: u32,
+    batches: Option<u32>,
+) -> Result<Option<Precision>, SimError> {
+    let relative = match t.get("precision") {
+        None => None,
+        Some(v) => {
+            let x = match v {
+                Value::Float(x) => *x,
+                Value::Integer(n) => *n as f64,
+                // Anything else (a string, a table) is refused below with its value.
+                _ => f64::NAN,
+            };
+            if !(x > 0.0 && x < 1.0) {
+                return Err(err(
+                    file,
+                    "run.precision",
+                    format!(
+                        "expected a relative error between 0 and 1 (0.05: each 95% CI within 5% of its mean), got {}",
+                        show(v)
+                    ),
+                ));
+            }
+            Some(x)
+        }
+    };
+    let Some(relative) = relative else {
+        for k in ["max_replications", "precision_metrics"] {
+            if t.contains_key(k) {
+                return Err(err(
+                    file,
+                    &format!("run.{k}"),
+                    "only meaningful with run.precision (the relative error to reach)",
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    if batches.is_some() {
+        return Err(err(
+            file,
+            "run.precision",
+            "adds independent replications, which batch means do not use: drop run.batches or run.precision",
+        ));
+    }
+    if replications < 2 {
+        return Err(err(
+            file,
+            "run.replications",
+            "with run.precision, the replications to start from must be at least 2 (an interval needs two; Law & Kelton advise 10)",
+        ));
+    }
+    let max_replications = match t.get("max_replications") {
+        None => DEFAULT_MAX_REPLICATIONS.max(replications),
+        Some(Value::Integer(n)) if *n >= i64::from(replications) && *n <= i64::from(u32::MAX) => {
+            *n as u32
+        }
+        Some(v) => {
+            return Err(err(
+                file,
+                "run.max_replications",
+                format!(
+                    "expected an integer at least run.replications ({replications}), got {}",
+                    show(v)
+                ),
+            ));
+        }
+    };
+    let metrics = match t.get("precision_metrics") {
+        None => Vec::new(),
+        Some(Value::Array(a)) if !a.is_empty() => {
+            let mut names = Vec::new();
+            for v in a {
+                match v {
+                    Value::String(name) => names.push(name.clone()),
+                    other => {
+                        return Err(err(
+                            file,
+                            "run.precision_metrics",
+                            format!("expected metric names (strings), got {}", show(other)),
+                        ));
+                    }
+                }
+            }
+            names
+        }
+        Some(v) => {
+            return Err(err(
+                file,
+                "run.precision_metrics",
+                format!("expected a non-empty list of metric names, got {}", show(v)),
+            ));
+        }
+    };
+    Ok(Some(Precision {
+        relative,
+        max_replications,
+        metrics,
+    }))
 }
 
 /// Sets `a.b.c` in a table, creating intermediate tables.
@@ -788,6 +934,78 @@ capacity = "inf"
         assert!(m.contains("sweep.x") && m.contains("list"), "{m}");
         let m = msg("this is = not toml");
         assert!(m.contains("not valid TOML"), "{m}");
+    }
+
+    #[test]
+    fn precision_parses_and_errors_name_the_key() {
+        let base = "model='q'\n[run]\nduration='100 s'\nreplications=10\n";
+        let ok = Scenario::parse(
+            "f",
+            &format!("{base}precision=0.05\nmax_replications=200\nprecision_metrics=['a','b']\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            ok.run.precision,
+            Some(Precision {
+                relative: 0.05,
+                max_replications: 200,
+                metrics: vec!["a".into(), "b".into()],
+            })
+        );
+        let dflt = Scenario::parse("f", &format!("{base}precision=0.1\n"), &[]).unwrap();
+        assert_eq!(
+            dflt.run
+                .precision
+                .map(|p| (p.max_replications, p.metrics.len())),
+            Some((DEFAULT_MAX_REPLICATIONS, 0))
+        );
+        for (extra, key, want) in [
+            ("precision=1.5\n", "run.precision", "between 0 and 1"),
+            ("precision='5%'\n", "run.precision", "between 0 and 1"),
+            ("precision=0\n", "run.precision", "between 0 and 1"),
+            (
+                "max_replications=50\n",
+                "run.max_replications",
+                "only meaningful",
+            ),
+            (
+                "precision_metrics=['a']\n",
+                "run.precision_metrics",
+                "only meaningful",
+            ),
+            (
+                "precision=0.1\nmax_replications=5\n",
+                "run.max_replications",
+                "at least run.replications (10)",
+            ),
+            (
+                "precision=0.1\nprecision_metrics=[]\n",
+                "run.precision_metrics",
+                "non-empty",
+            ),
+            (
+                "precision=0.1\nprecision_metrics=[3]\n",
+                "run.precision_metrics",
+                "strings",
+            ),
+        ] {
+            let m = msg(&format!("{base}{extra}"));
+            assert!(
+                m.starts_with("bad.toml: ") && m.contains(key) && m.contains(want),
+                "{extra}: {m}"
+            );
+        }
+        let m = msg("model='q'\n[run]\nduration='100 s'\nreplications=1\nprecision=0.1\n");
+        assert!(
+            m.contains("run.replications") && m.contains("at least 2"),
+            "{m}"
+        );
+        let m = msg("model='q'\n[run]\nduration='100 s'\nbatches=10\nprecision=0.1\n");
+        assert!(
+            m.contains("run.precision") && m.contains("batch means"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -185,3 +185,65 @@ fn list_shows_models_and_metrics() {
         "{out}"
     );
 }
+
+/// Sequential replications (`[run] precision`) from the command line: the header says
+/// so, each point reports its own count, and the files are the same for any thread count.
+#[test]
+fn precision_adds_replications_the_same_for_any_thread_count() {
+    let file = repo().join("scenarios/examples/mm1.toml");
+    let run = |out: &Path, threads: &str| {
+        atmlab(
+            &[
+                "sim",
+                "run",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--set",
+                "run.duration=\"3000 s\"",
+                "--set",
+                "run.warmup=\"100 s\"",
+                "--set",
+                "run.precision=0.1",
+                "--set",
+                "run.precision_metrics=[\"mean_wait\"]",
+                "--replications",
+                "10",
+                "--threads",
+                threads,
+            ],
+            b"",
+        )
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = run(a.path(), "1");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("10.. replications until each 95% CI is within 10% of its mean"),
+        "{out}"
+    );
+    assert!(run(b.path(), "3").status.success());
+    for f in ["results.json", "results.csv", "replications.csv"] {
+        assert_eq!(
+            std::fs::read(a.path().join(f)).unwrap(),
+            std::fs::read(b.path().join(f)).unwrap(),
+            "{f} differs between 1 and 3 threads"
+        );
+    }
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!(
+        j["scenario"]["method"]["sequential_replications"]["metrics"][0],
+        "mean_wait"
+    );
+    let counts: Vec<u64> = j["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metrics"]["mean_wait"]["n"].as_u64().unwrap())
+        .collect();
+    assert!(counts.iter().all(|&n| n >= 10), "{counts:?}");
+    // The heavier point (rho 0.9) needs more replications than n0.
+    assert!(counts.iter().any(|&n| n > 10), "{counts:?}");
+}

@@ -359,3 +359,106 @@ fn batch_means_cover_the_mm1_wait() {
     assert_covers(e, 1.0, "M/M/1 Wq by batch means");
     assert_eq!(r.points[0].replications[0].batch_metrics.len(), 20);
 }
+
+/// The relative half-width of `name` over the first `n` replications of a point.
+fn relative_half_width(r: &RunReport, point: usize, name: &str, n: usize) -> f64 {
+    let values: Vec<f64> = r.points[point].replications[..n]
+        .iter()
+        .map(|rep| rep.metrics.iter().find(|(m, _)| *m == name).unwrap().1)
+        .collect();
+    Estimate::from_samples(&values).relative_half_width()
+}
+
+fn sequential(precision: &str, rest: &str) -> String {
+    format!(
+        "model = \"queue\"\n[run]\nduration = \"600 s\"\nwarmup = \"50 s\"\nreplications = 10\nseed = 3\nprecision = {precision}\n{rest}[params]\narrival = {{ kind = \"poisson\", rate = \"0.7 /s\" }}\nservice = {{ kind = \"exponential\", mean = \"1 s\" }}\n[sweep]\n\"arrival.rate\" = [\"0.5 /s\", \"0.7 /s\"]\n"
+    )
+}
+
+/// Law & Kelton's sequential procedure: each point stops at the first count from n0 on at
+/// which its interval is within γ' = γ/(1+γ) of its mean, and not before; the counts and
+/// every value are the same with one thread and with several.
+#[test]
+fn sequential_replications_stop_at_the_first_precise_count() {
+    let text = sequential("0.1", "precision_metrics = [\"mean_wait\"]\n");
+    let one = run(&text, 1);
+    let two = run(&text, 2);
+    let target = 0.1 / 1.1;
+    let mut stopped_late = 0;
+    for (p, (a, b)) in one.points.iter().zip(&two.points).enumerate() {
+        assert_eq!(a.replications, b.replications, "point {p}");
+        let n = a.replications.len();
+        assert!((10..=1000).contains(&n), "point {p}: n = {n}");
+        assert_eq!(metric(&one, p, "mean_wait").n, n as u64);
+        assert!(relative_half_width(&one, p, "mean_wait", n) <= target);
+        if n > 10 {
+            stopped_late += 1;
+            for m in 10..n {
+                assert!(
+                    relative_half_width(&one, p, "mean_wait", m) > target,
+                    "point {p}: precise at {m} already, stopped at {n}"
+                );
+            }
+        }
+    }
+    // The test means something only if the procedure had to add replications.
+    assert!(stopped_late > 0, "both points were precise at n0");
+    // Results say how they were made.
+    let json = atmlab_sim::report::results_json(&one);
+    assert_eq!(
+        json["scenario"]["method"]["sequential_replications"]["precision"],
+        0.1
+    );
+}
+
+/// A precision out of reach stops every point at max_replications, with a warning that
+/// names the metric and the precision it got; a metric that is zero throughout (the loss
+/// of an infinite queue) counts as precise.
+#[test]
+fn sequential_replications_stop_at_the_cap_and_warn() {
+    let text = sequential("0.001", "max_replications = 12\n");
+    let r = run(&text, 0);
+    for p in &r.points {
+        assert_eq!(p.replications.len(), 12);
+    }
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    for w in &r.warnings {
+        assert!(
+            w.contains("not reached")
+                && w.contains("12 replications")
+                && w.contains("relative half-width"),
+            "{w}"
+        );
+        assert!(!w.contains("loss_probability"), "{w}");
+    }
+    // A wide target is met at n0, zero loss included.
+    let easy = run(
+        &sequential(
+            "0.5",
+            "precision_metrics = [\"mean_wait\", \"loss_probability\"]\n",
+        ),
+        0,
+    );
+    assert!(easy.warnings.is_empty(), "{:?}", easy.warnings);
+    for p in &easy.points {
+        assert_eq!(p.replications.len(), 10);
+    }
+}
+
+#[test]
+fn sequential_replications_refuse_unknown_metrics() {
+    let scn = Scenario::parse(
+        "seq.toml",
+        &sequential("0.05", "precision_metrics = [\"mean_wiat\"]\n"),
+        &[],
+    )
+    .unwrap();
+    let e = runner::prepare(&scn, atmlab_models::model_kind("queue").unwrap())
+        .err()
+        .expect("an error")
+        .to_string();
+    assert!(
+        e.contains("seq.toml") && e.contains("run.precision_metrics") && e.contains("mean_wiat"),
+        "{e}"
+    );
+}
