@@ -247,3 +247,20 @@ fn precision_adds_replications_the_same_for_any_thread_count() {
     // The heavier point (rho 0.9) needs more replications than n0.
     assert!(counts.iter().any(|&n| n > 10), "{counts:?}");
 }
+
+/// Every example scenario stays valid.
+#[test]
+fn every_example_scenario_checks() {
+    let dir = repo().join("scenarios/examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            let o = atmlab(&["sim", "check", path.to_str().unwrap()], b"");
+            let (out, err) = text(&o);
+            assert!(o.status.success(), "{}: {out}{err}", path.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "only {n} example scenarios found");
+}
