@@ -99,8 +99,8 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             }
             let until = scn.run.precision.as_ref().map_or(String::new(), |p| {
                 format!(
-                    ", more until each 95% CI is within {}% (at most {})",
-                    p.relative * 100.0,
+                    ", more until each mean's relative error is at most {} (at most {})",
+                    p.percent(),
                     p.max_replications
                 )
             });
@@ -213,9 +213,9 @@ fn print_table(r: &RunReport) {
     let s = &r.scenario;
     let reps = match &s.run.precision {
         Some(p) => format!(
-            "{}.. replications until each 95% CI is within {}% of its mean (n below)",
+            "{}.. replications until each mean's relative error is at most {} (n below)",
             s.run.replications,
-            p.relative * 100.0
+            p.percent()
         ),
         None => format!("{} replication(s)", s.run.replications),
     };

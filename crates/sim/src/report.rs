@@ -259,8 +259,13 @@ pub fn run_json(r: &RunReport) -> Json {
         "simulated_seconds": num(r.simulated_seconds),
         "simulated_seconds_per_second": num(sps),
         "threads": r.threads,
-        // The replications kept (with a precision target, each point's own count).
-        "jobs": r.points.iter().map(|p| p.replications.len() as u64).sum::<u64>(),
+        // Jobs run, and the replications kept (with a precision target, each point's own
+        // count; the jobs past it that ran in the same round are discarded).
+        "jobs": r.jobs_run,
+        "replications_kept": r.points.iter().map(|p| p.replications.len() as u64).sum::<u64>(),
+        // What the run warned about (a precision not reached shows here, not in
+        // results.json, whose shape is fixed).
+        "warnings": r.warnings,
     })
 }
 
@@ -338,9 +343,9 @@ pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize,
         }
         let title = match &r.scenario.run.precision {
             Some(p) => format!(
-                "{m} ({}, 95% CI, replications until within {}%)",
+                "{m} ({}, 95% CI, replications until within {})",
                 r.scenario.model,
-                p.relative * 100.0
+                p.percent()
             ),
             None => format!(
                 "{m} ({}, 95% CI over {} replications)",

@@ -49,7 +49,8 @@ pub struct RunReport {
     pub scenario: Scenario,
     /// The points, in sweep order.
     pub points: Vec<PointResult>,
-    /// Warnings from the models, one per point that had any.
+    /// Warnings: the models' about their points, and the runner's (a precision not
+    /// reached within `max_replications`, a small start for the sequential procedure).
     pub warnings: Vec<String>,
     /// Events processed over all jobs.
     pub events: u64,
@@ -57,6 +58,9 @@ pub struct RunReport {
     pub simulated_seconds: f64,
     /// Wall-clock seconds of the whole run.
     pub wall_seconds: f64,
+    /// Jobs run, including replications a sequential run discarded past a point's
+    /// stopping count (the events and simulated seconds above count them too).
+    pub jobs_run: u64,
     /// Threads used.
     pub threads: usize,
 }
@@ -67,7 +71,8 @@ pub struct RunOptions<'a> {
     /// Worker threads; 0 means one per core.
     pub threads: usize,
     /// Called after each job with (jobs done, jobs in all), from worker threads (with one
-    /// thread, from the calling thread).
+    /// thread, from the calling thread). With a precision target the jobs in all grow
+    /// round by round.
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
@@ -247,6 +252,9 @@ pub fn run(
             None => jobs.iter().map(one).collect(),
         }
     };
+    let first: Vec<(usize, u32)> = (0..points.len())
+        .flat_map(|p| (0..scn.run.replications).map(move |r| (p, r)))
+        .collect();
     let start = WallClock::now();
     let mut per_point: Vec<Vec<RepResult>> = vec![Vec::new(); points.len()];
     // Events and simulated time of every job run, kept or not (the speed figures).
@@ -263,9 +271,6 @@ pub fn run(
         }
         Ok(())
     };
-    let first: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..scn.run.replications).map(move |r| (p, r)))
-        .collect();
     let results = run_jobs(&first);
     take(&first, results, &mut per_point)?;
     if let Some(prec) = &scn.run.precision {
@@ -316,7 +321,7 @@ pub fn run(
                 .iter()
                 .flat_map(|&p| {
                     let have = per_point[p].len() as u32;
-                    let upto = (have + step).min(prec.max_replications);
+                    let upto = have.saturating_add(step).min(prec.max_replications);
                     (have..upto).map(move |r| (p, r))
                 })
                 .collect();
@@ -376,6 +381,7 @@ pub fn run(
         events,
         simulated_seconds: simulated,
         wall_seconds,
+        jobs_run: total.load(std::sync::atomic::Ordering::Relaxed),
         threads,
     })
 }

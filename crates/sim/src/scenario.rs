@@ -9,8 +9,8 @@
 //! replications = 8              # independent replications (the default method), or:
 //! # batches = 20                # batch means over one replication (replications = 1)
 //! seed = 1
-//! # precision = 0.05            # optional: add replications until each 95% CI is within
-//! # max_replications = 1000     # 5% of its mean (Law & Kelton's sequential procedure),
+//! # precision = 0.05            # optional: add replications until each mean's relative
+//! # max_replications = 1000     # error is at most 5% (Law & Kelton's sequential procedure),
 //! # precision_metrics = ["mean_wait"]   # starting from `replications`; see [`Precision`]
 //! [params]
 //! arrival = { kind = "poisson", rate = "0.9 /s" }
@@ -89,8 +89,18 @@ pub struct Precision {
     pub metrics: Vec<String>,
 }
 
+impl Precision {
+    /// γ as a percentage for messages: `0.07` is "7%", not "7.000000000000001%".
+    pub fn percent(&self) -> String {
+        format!("{}%", (self.relative * 100.0 * 1e6).round() / 1e6)
+    }
+}
+
 /// The default cap on replications with a precision target.
 pub const DEFAULT_MAX_REPLICATIONS: u32 = 1000;
+
+/// The largest cap accepted: every kept replication's results stay in memory.
+pub const LIMIT_MAX_REPLICATIONS: u32 = 1_000_000;
 
 /// The `[run]` table.
 #[derive(Debug, Clone, PartialEq)]
@@ -537,7 +547,7 @@ fn parse_precision(
                     file,
                     "run.precision",
                     format!(
-                        "expected a relative error between 0 and 1 (0.05: each 95% CI within 5% of its mean), got {}",
+                        "expected a relative error between 0 and 1 (0.05: each mean within 5%, with 95% confidence), got {}",
                         show(v)
                     ),
                 ));
@@ -573,7 +583,9 @@ fn parse_precision(
     }
     let max_replications = match t.get("max_replications") {
         None => DEFAULT_MAX_REPLICATIONS.max(replications),
-        Some(Value::Integer(n)) if *n >= i64::from(replications) && *n <= i64::from(u32::MAX) => {
+        Some(Value::Integer(n))
+            if *n >= i64::from(replications) && *n <= i64::from(LIMIT_MAX_REPLICATIONS) =>
+        {
             *n as u32
         }
         Some(v) => {
@@ -581,7 +593,7 @@ fn parse_precision(
                 file,
                 "run.max_replications",
                 format!(
-                    "expected an integer at least run.replications ({replications}), got {}",
+                    "expected an integer from run.replications ({replications}) to {LIMIT_MAX_REPLICATIONS}, got {}",
                     show(v)
                 ),
             ));
@@ -593,6 +605,13 @@ fn parse_precision(
             let mut names = Vec::new();
             for v in a {
                 match v {
+                    Value::String(name) if names.contains(name) => {
+                        return Err(err(
+                            file,
+                            "run.precision_metrics",
+                            format!("{name:?} is listed twice"),
+                        ));
+                    }
                     Value::String(name) => names.push(name.clone()),
                     other => {
                         return Err(err(
@@ -977,7 +996,7 @@ capacity = "inf"
             (
                 "precision=0.1\nmax_replications=5\n",
                 "run.max_replications",
-                "at least run.replications (10)",
+                "from run.replications (10) to 1000000",
             ),
             (
                 "precision=0.1\nprecision_metrics=[]\n",
@@ -988,6 +1007,16 @@ capacity = "inf"
                 "precision=0.1\nprecision_metrics=[3]\n",
                 "run.precision_metrics",
                 "strings",
+            ),
+            (
+                "precision=0.1\nprecision_metrics=['a','a']\n",
+                "run.precision_metrics",
+                "listed twice",
+            ),
+            (
+                "precision=0.1\nmax_replications=2000000\n",
+                "run.max_replications",
+                "to 1000000",
             ),
         ] {
             let m = msg(&format!("{base}{extra}"));

@@ -220,7 +220,7 @@ fn precision_adds_replications_the_same_for_any_thread_count() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(
-        out.contains("10.. replications until each 95% CI is within 10% of its mean"),
+        out.contains("10.. replications until each mean's relative error is at most 10%"),
         "{out}"
     );
     assert!(run(b.path(), "3").status.success());

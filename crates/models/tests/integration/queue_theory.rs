@@ -382,10 +382,23 @@ fn sequential(precision: &str, rest: &str) -> String {
 fn sequential_replications_stop_at_the_first_precise_count() {
     let text = sequential("0.1", "precision_metrics = [\"mean_wait\"]\n");
     let one = run(&text, 1);
-    let two = run(&text, 2);
+    // Eight threads on two points run rounds of four replications a point, and discard
+    // those past a point's stopping count: the results must not show it.
+    let eight = run(&text, 8);
+    let kept_events: u64 = eight
+        .points
+        .iter()
+        .flat_map(|p| &p.replications)
+        .map(|r| r.events)
+        .sum();
+    assert!(
+        eight.events > kept_events,
+        "no replication was discarded: the test would not see a wrong stopping count"
+    );
+    assert_eq!(one.events, kept_events, "one thread discards nothing");
     let target = 0.1 / 1.1;
     let mut stopped_late = 0;
-    for (p, (a, b)) in one.points.iter().zip(&two.points).enumerate() {
+    for (p, (a, b)) in one.points.iter().zip(&eight.points).enumerate() {
         assert_eq!(a.replications, b.replications, "point {p}");
         let n = a.replications.len();
         assert!((10..=1000).contains(&n), "point {p}: n = {n}");
@@ -409,6 +422,25 @@ fn sequential_replications_stop_at_the_first_precise_count() {
         json["scenario"]["method"]["sequential_replications"]["precision"],
         0.1
     );
+    // A cap equal to the largest stopping count: that point is precise exactly at the cap,
+    // which is a success, not a warning.
+    let most = one
+        .points
+        .iter()
+        .map(|p| p.replications.len())
+        .max()
+        .unwrap();
+    let capped = run(
+        &sequential(
+            "0.1",
+            &format!("precision_metrics = [\"mean_wait\"]\nmax_replications = {most}\n"),
+        ),
+        2,
+    );
+    assert!(capped.warnings.is_empty(), "{:?}", capped.warnings);
+    for (a, b) in one.points.iter().zip(&capped.points) {
+        assert_eq!(a.replications, b.replications);
+    }
 }
 
 /// A precision out of reach stops every point at max_replications, with a warning that
