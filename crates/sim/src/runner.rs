@@ -93,11 +93,7 @@ pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, S
             let at = if point.is_empty() {
                 String::new()
             } else {
-                let kv: Vec<String> = point
-                    .iter()
-                    .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
-                    .collect();
-                format!(" (at {})", kv.join(", "))
+                format!(" (at {})", describe(&point))
             };
             warnings.push(format!("{}: {w}{at}", scn.file));
         }
@@ -126,6 +122,15 @@ pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, S
         }
     }
     Ok((prepared, warnings))
+}
+
+/// A sweep point as `key = value, ...`, for messages.
+fn describe(point: &[(String, Value)]) -> String {
+    let kv: Vec<String> = point
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
+        .collect();
+    kv.join(", ")
 }
 
 /// Metric `i` tallied over the replications `reps`.
@@ -170,11 +175,7 @@ fn unmet(
     let at = if point.is_empty() {
         String::new()
     } else {
-        let kv: Vec<String> = point
-            .iter()
-            .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
-            .collect();
-        format!(" at {}", kv.join(", "))
+        format!(" at {}", describe(point))
     };
     let what = worst.map_or_else(String::new, |(i, w)| {
         format!(

@@ -18,23 +18,27 @@ fn text(o: &std::process::Output) -> (String, String) {
 
 /// The README's example, shortened so the test stays quick.
 fn run_mm1(out: &Path, threads: &str) -> std::process::Output {
-    let file = repo().join("scenarios/examples/mm1.toml");
-    atmlab(
-        &[
-            "sim",
-            "run",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--set",
-            "run.duration=\"20000 s\"",
-            "--replications",
-            "4",
-            "--threads",
-            threads,
-        ],
-        b"",
+    run_example(
+        out,
+        threads,
+        &["--set", "run.duration=\"20000 s\"", "--replications", "4"],
     )
+}
+
+/// `atmlab sim run` on the README's example with `--out`, `--threads` and `extra`.
+fn run_example(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
+    let file = repo().join("scenarios/examples/mm1.toml");
+    let mut args = vec![
+        "sim",
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--threads",
+        threads,
+    ];
+    args.extend_from_slice(extra);
+    atmlab(&args, b"")
 }
 
 #[test]
@@ -190,15 +194,11 @@ fn list_shows_models_and_metrics() {
 /// so, each point reports its own count, and the files are the same for any thread count.
 #[test]
 fn precision_adds_replications_the_same_for_any_thread_count() {
-    let file = repo().join("scenarios/examples/mm1.toml");
     let run = |out: &Path, threads: &str| {
-        atmlab(
+        run_example(
+            out,
+            threads,
             &[
-                "sim",
-                "run",
-                file.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
                 "--set",
                 "run.duration=\"3000 s\"",
                 "--set",
@@ -209,10 +209,7 @@ fn precision_adds_replications_the_same_for_any_thread_count() {
                 "run.precision_metrics=[\"mean_wait\"]",
                 "--replications",
                 "10",
-                "--threads",
-                threads,
             ],
-            b"",
         )
     };
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
