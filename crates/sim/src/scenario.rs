@@ -64,7 +64,8 @@ pub enum Warmup {
 /// A relative precision to reach by adding replications: the sequential procedure of Law
 /// and Kelton (*Simulation Modeling and Analysis*, 3rd ed., §9.4.1).
 ///
-/// Each point starts with `[run] replications` (n0) and gains one replication at a time;
+/// Each point starts with `[run] replications` (n0, 10 when not given) and gains one
+/// replication at a time;
 /// it stops at the first n ≥ n0 at which, for every metric in `metrics` (all of the
 /// model's when empty), the 95% Student-t half-width over the n replications is at most
 /// γ' = γ / (1 + γ) times the absolute mean, γ being `relative`: that makes the actual
@@ -464,6 +465,8 @@ fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {
         ));
     }
     let replications = match t.get("replications") {
+        // With a precision target, the start Law & Kelton advise.
+        None if t.contains_key("precision") && !t.contains_key("batches") => 10,
         None => 1,
         Some(Value::Integer(n)) if *n >= 1 && *n <= i64::from(u32::MAX) => *n as u32,
         Some(v) => {
@@ -979,6 +982,14 @@ capacity = "inf"
                 .map(|p| (p.max_replications, p.metrics.len())),
             Some((DEFAULT_MAX_REPLICATIONS, 0))
         );
+        // Without replications, a precision target starts from Law & Kelton's 10.
+        let start = Scenario::parse(
+            "f",
+            "model='q'\n[run]\nduration='100 s'\nprecision=0.1\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(start.run.replications, 10);
         for (extra, key, want) in [
             ("precision=1.5\n", "run.precision", "between 0 and 1"),
             ("precision='5%'\n", "run.precision", "between 0 and 1"),
