@@ -123,10 +123,7 @@ fn main() -> ExitCode {
         },
         Command::Sim(args) => {
             no_huge_pages_for_simulation();
-            sim::run(args).unwrap_or_else(|e| {
-                eprintln!("atmlab sim: error: {e:#}");
-                ExitCode::from(2)
-            })
+            report("sim", sim::run(args))
         }
         Command::Reproduce(args) => {
             if args.paper.is_simulation() {

@@ -133,42 +133,33 @@ fn describe(point: &[(String, Value)]) -> String {
     kv.join(", ")
 }
 
-/// Metric `i` tallied over the replications `reps`.
-fn tally(reps: &[RepResult], i: usize) -> Tally {
-    let mut t = Tally::new();
-    for r in reps {
-        t.record(r.metrics.get(i).map_or(f64::NAN, |m| m.1));
-    }
-    t
-}
-
 /// Whether the metric tallied in `t` (over the first n replications of a point) is
 /// within `prec` (see [`Precision`]).
 fn met(t: &Tally, prec: &Precision) -> bool {
-    // Law & Kelton's γ' = γ / (1 + γ): a half-width within γ' of the estimate keeps the
-    // error within γ of the true mean. NaN (fewer than two values, or a NaN metric) is
-    // never within it.
+    // NaN (fewer than two values, or a NaN metric) is never within it.
     let e = Estimate::from_tally(t);
-    e.ci95 <= prec.relative / (1.0 + prec.relative) * e.mean.abs()
+    e.ci95 <= prec.half_width_target() * e.mean.abs()
 }
 
-/// The warning for a point that reached `max_replications` before its precision.
+/// The warning for a point that reached `max_replications` (`reps` of them) before its
+/// precision; `tallies` are its watched metrics (indices `watched`) over them.
 fn unmet(
     scn: &Scenario,
     kind: &dyn ModelKind,
     point: &[(String, Value)],
-    reps: &[RepResult],
+    reps: usize,
     watched: &[usize],
+    tallies: &[Tally],
     prec: &Precision,
 ) -> String {
     // The metric furthest from its target, among those that miss it (a NaN width, from a
     // metric that could not be computed, counts as furthest).
     let worst = watched
         .iter()
-        .map(|&i| (i, tally(reps, i)))
+        .zip(tallies)
         .filter(|(_, t)| !met(t, prec))
-        .map(|(i, t)| {
-            let w = Estimate::from_tally(&t).relative_half_width();
+        .map(|(&i, t)| {
+            let w = Estimate::from_tally(t).relative_half_width();
             (i, if w.is_nan() { f64::INFINITY } else { w })
         })
         .max_by(|a, b| a.1.total_cmp(&b.1));
@@ -181,14 +172,12 @@ fn unmet(
         format!(
             ": {} has a relative half-width of {w:.4}, to reach {:.4} (γ/(1+γ))",
             kind.metrics().get(i).copied().unwrap_or("?"),
-            prec.relative / (1.0 + prec.relative)
+            prec.half_width_target()
         )
     });
     format!(
-        "{}: run.precision {} not reached{at} after {} replications (max_replications){what}",
-        scn.file,
-        prec.relative,
-        reps.len()
+        "{}: run.precision {} not reached{at} after {reps} replications (max_replications){what}",
+        scn.file, prec.relative,
     )
 }
 
@@ -245,14 +234,6 @@ pub fn run(
         })
         .transpose()?;
     let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
-    // Runs `jobs` (in parallel with a pool) and returns their results in job order.
-    let run_jobs = |jobs: &[(usize, u32)]| -> Vec<Result<RepResult, SimError>> {
-        total.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        match &pool {
-            Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
-            None => jobs.iter().map(one).collect(),
-        }
-    };
     let first: Vec<(usize, u32)> = (0..points.len())
         .flat_map(|p| (0..scn.run.replications).map(move |r| (p, r)))
         .collect();
@@ -260,20 +241,24 @@ pub fn run(
     let mut per_point: Vec<Vec<RepResult>> = vec![Vec::new(); points.len()];
     // Events and simulated time of every job run, kept or not (the speed figures).
     let (mut events, mut simulated) = (0u64, 0f64);
-    let mut take = |jobs: &[(usize, u32)],
-                    results: Vec<Result<RepResult, SimError>>,
-                    per_point: &mut Vec<Vec<RepResult>>|
-     -> Result<(), SimError> {
-        for (&(p, _), r) in jobs.iter().zip(results) {
-            let r = r?;
-            events += r.events;
-            simulated += r.simulated.as_secs_f64();
-            per_point[p].push(r);
-        }
-        Ok(())
-    };
-    let results = run_jobs(&first);
-    take(&first, results, &mut per_point)?;
+    // Runs `jobs` (in parallel with a pool) and appends their results to their points, in
+    // job order.
+    let mut run_round =
+        |jobs: &[(usize, u32)], per_point: &mut Vec<Vec<RepResult>>| -> Result<(), SimError> {
+            total.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let results: Vec<Result<RepResult, SimError>> = match &pool {
+                Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
+                None => jobs.iter().map(one).collect(),
+            };
+            for (&(p, _), r) in jobs.iter().zip(results) {
+                let r = r?;
+                events += r.events;
+                simulated += r.simulated.as_secs_f64();
+                per_point[p].push(r);
+            }
+            Ok(())
+        };
+    run_round(&first, &mut per_point)?;
     if let Some(prec) = &scn.run.precision {
         let watched: Vec<usize> = if prec.metrics.is_empty() {
             (0..kind.metrics().len()).collect()
@@ -308,7 +293,15 @@ pub fn run(
                 }
                 if stop[p].is_none() && reps.len() >= prec.max_replications as usize {
                     stop[p] = Some(reps.len());
-                    warnings.push(unmet(scn, kind, &points[p], reps, &watched, prec));
+                    warnings.push(unmet(
+                        scn,
+                        kind,
+                        &points[p],
+                        reps.len(),
+                        &watched,
+                        &tallies[p],
+                        prec,
+                    ));
                 }
             }
             let open: Vec<usize> = (0..points.len()).filter(|&p| stop[p].is_none()).collect();
@@ -326,8 +319,7 @@ pub fn run(
                     (have..upto).map(move |r| (p, r))
                 })
                 .collect();
-            let results = run_jobs(&jobs);
-            take(&jobs, results, &mut per_point)?;
+            run_round(&jobs, &mut per_point)?;
         }
         for (reps, n) in per_point.iter_mut().zip(&stop) {
             reps.truncate(n.unwrap_or(reps.len()));

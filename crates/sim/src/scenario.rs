@@ -91,6 +91,12 @@ pub struct Precision {
 }
 
 impl Precision {
+    /// The relative half-width to reach, Law & Kelton's γ' = γ / (1 + γ): a half-width
+    /// within γ' of the estimate keeps the error within γ of the true mean.
+    pub fn half_width_target(&self) -> f64 {
+        self.relative / (1.0 + self.relative)
+    }
+
     /// γ as a percentage for messages: `0.07` is "7%", not "7.000000000000001%".
     pub fn percent(&self) -> String {
         format!("{}%", (self.relative * 100.0 * 1e6).round() / 1e6)
