@@ -60,19 +60,38 @@ fn reproduce_xbind_quick_writes_every_table_and_figure() {
         assert!(nv["arrivals"].as_u64().unwrap() > 100, "{nv}");
         assert!((t - d).abs() <= 1e-6 * d.max(1.0), "{t} vs {d}");
     }
-    // With T = 1 every command is its own message: 16 invocations per call over 3 hops;
-    // with T = 4 fewer, never fewer than the paper's formula allows.
+    // With T = 1 every command is its own message: the calls' own commands cost 16
+    // invocations per call over 3 hops, exactly when every call was set up. With T = 4
+    // messages carry up to 4 commands, so fewer, never fewer than the paper's formula
+    // allows. Identifier commands (cache misses, fills, trims) come on top; their number
+    // follows the machine's latency (a slow CI minute raises N_v), so the assertions
+    // hold them apart rather than assume a fast machine.
     let inv = json["invocations"].as_array().unwrap();
-    let per_call = |t: u64| {
-        inv.iter().find(|i| i["threshold"] == t).unwrap()["measured_per_call"]
-            .as_f64()
-            .unwrap()
-    };
-    assert!((per_call(1) - 16.0).abs() < 0.05, "{}", per_call(1));
+    let at = |t: u64| inv.iter().find(|i| i["threshold"] == t).unwrap();
+    let f = |i: &serde_json::Value, k: &str| i[k].as_f64().unwrap_or_else(|| panic!("{k}: {i}"));
+    let (t1, t4) = (at(1), at(4));
+    assert_eq!(
+        t1["commands"].as_u64().unwrap(),
+        t1["messages"].as_u64().unwrap() + t1["retries"].as_u64().unwrap(),
+        "T = 1 sends one command per message: {t1}"
+    );
+    assert!(f(t1, "call_invocations_per_call") >= 16.0 - 1e-9, "{t1}");
+    if t1["not_established"] == 0 {
+        assert!(
+            (f(t1, "call_invocations_per_call") - 16.0).abs() < 1e-9,
+            "{t1}"
+        );
+    }
     assert!(
-        per_call(4) < per_call(1) && per_call(4) >= 7.0 - 1e-9,
-        "{}",
-        per_call(4)
+        f(t1, "measured_per_call") >= f(t1, "call_invocations_per_call"),
+        "{t1}"
+    );
+    let per_message = f(t4, "commands_per_message");
+    assert!(per_message > 1.5 && per_message <= 4.0 + 1e-9, "{t4}");
+    assert!(
+        f(t4, "call_invocations_per_call") >= 7.0 - 1e-9
+            && f(t4, "call_invocations_per_call") < f(t1, "call_invocations_per_call"),
+        "T = 4: {t4}\nT = 1: {t1}"
     );
     for b in json["baseline"].as_array().unwrap() {
         assert!(b["calls"].as_u64().unwrap() > 0 && b["mean_ms"].as_f64().unwrap() > 0.0);

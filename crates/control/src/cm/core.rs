@@ -311,6 +311,11 @@ pub struct CmStats {
     pub commands: u64,
     /// Commands re-sent after a time-out.
     pub retries: u64,
+    /// Commands, first sends only, that move identifiers between a switch and the
+    /// manager rather than set up or tear down a call's channel: reserves for a miss
+    /// or a cache fill (a sequential manager's phase 1), unreserves of a trimmed cache.
+    /// The paper's N = 4λ(1 + k/T) counts none: it assumes every call hits the cache.
+    pub identifier_commands: u64,
     /// Calls rolled back.
     pub rollbacks: u64,
 }
@@ -673,6 +678,12 @@ impl CmCore {
         self.next_request += 1;
         if let Some(c) = call.and_then(|c| self.calls.get_mut(&c)) {
             c.sent += 1;
+        }
+        if matches!(
+            purpose,
+            Purpose::Slot(_) | Purpose::Fill | Purpose::Unreserve
+        ) {
+            self.stats.identifier_commands += 1;
         }
         self.aggregators[switch].push(now, req, command.clone());
         if self.aggregators[switch].len() >= self.aggregators[switch].threshold() as usize {

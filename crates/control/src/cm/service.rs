@@ -152,6 +152,7 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
         region: s.load.1 as u32,
         retries: s.stats.retries,
         rollbacks: s.stats.rollbacks,
+        identifier_commands: s.stats.identifier_commands,
         recovery: s.recovery.clone(),
         invocations: [("cm->switch".to_string(), s.stats.messages)].into(),
         partition: s.partition.map(|(lo, hi)| pb::Range {

@@ -175,9 +175,23 @@ fn xbind_cache_hits_take_one_round_and_misses_two() {
         "cold caches: reserve, then commit"
     );
     assert!(established(&net, a));
+    let cold = core.stats();
+    assert!(
+        cold.identifier_commands > 0 && cold.identifier_commands < cold.commands,
+        "misses cost identifier commands beside the 3 commits: {cold:?}"
+    );
     let b = core.add(net.now, call(100.0));
     assert_eq!(net.settle(&mut core), 1, "warm caches: commit only");
     assert!(established(&net, b));
+    let warm = core.stats();
+    assert_eq!(
+        (
+            warm.commands - cold.commands,
+            warm.identifier_commands - cold.identifier_commands
+        ),
+        (3, 0),
+        "a hit costs the 3 commits and no identifier command"
+    );
     let (hits, misses) = core.cache_counts();
     assert_eq!((hits, misses), (4, 4), "4 identifier slots per 3-hop call");
     // Delete both: the switches' tables empty, the identifiers back in the caches.
@@ -192,9 +206,21 @@ fn xbind_cache_hits_take_one_round_and_misses_two() {
         2
     );
     assert!(net.empty());
+    let released = core.stats();
+    assert_eq!(
+        released.identifier_commands, warm.identifier_commands,
+        "releases are call commands"
+    );
     core.drain_caches(net.now);
     net.settle(&mut core);
     assert_eq!(net.reservations(), 0, "every reservation returned");
+    let drained = core.stats();
+    assert_eq!(
+        drained.commands - released.commands,
+        drained.identifier_commands - released.identifier_commands,
+        "returning the caches' identifiers is identifier commands only"
+    );
+    assert!(drained.identifier_commands > released.identifier_commands);
 }
 
 #[test]
