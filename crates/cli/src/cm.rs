@@ -351,7 +351,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             Regions::default(),
         );
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, cm_id.as_ref())?;
-        tonic::transport::Server::builder()
+        atmlab_rpc::server()
             .add_service(service.into_server())
             .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
             .await?;
@@ -504,7 +504,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             listen_and_register(&nc, &who, listen, id.is_some()).await?;
         say!("connection manager: {scheme}://{addr}");
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
-        tonic::transport::Server::builder()
+        atmlab_rpc::server()
             .add_service(
                 CmService::new(
                     handle.clone(),
@@ -603,7 +603,7 @@ fn serve_tina(
             say!("  performer {name}: {scheme}://{at}");
         }
         let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
-        tonic::transport::Server::builder()
+        atmlab_rpc::server()
             .add_service(
                 tina::service::TinaService::new(
                     deployment.lnc.clone(),

@@ -65,9 +65,39 @@ impl RemoteCm {
 }
 
 fn status_error(s: tonic::Status) -> CallError {
+    use tonic::Code;
+    let kind = match s.code() {
+        // The transport's failures (tonic reports a broken connection as Unknown, a
+        // request it gave up as Cancelled): the manager may or may not have acted.
+        Code::Unknown | Code::Cancelled | Code::DeadlineExceeded | Code::Internal => {
+            atmlab_fabric::ErrorKind::Unavailable
+        }
+        code => atmlab_fabric::ErrorKind::from_code(code as i32),
+    };
     CallError {
-        kind: atmlab_fabric::ErrorKind::from_code(s.code() as i32),
+        kind,
         message: s.message().to_string(),
+    }
+}
+
+/// Tries of a release whose answer was lost before the call counts as failed.
+const RELEASE_TRIES: u32 = 3;
+
+/// Releases call `id`, again when the answer is lost on the way (the connection broke):
+/// a release left undone would hold the connection up for good. A repeat that finds the
+/// call gone means an earlier try did release it.
+async fn release_reliably<T: CallTarget>(t: &T, id: u64) -> Result<(), CallError> {
+    let mut tries = 1;
+    loop {
+        match t.release(id).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tries > 1 && e.kind == atmlab_fabric::ErrorKind::NotFound => return Ok(()),
+            Err(e) if tries < RELEASE_TRIES && e.kind == atmlab_fabric::ErrorKind::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(10 << tries)).await;
+                tries += 1;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -342,7 +372,7 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
                         c.last = Some(Instant::now());
                     }
                     tokio::time::sleep(hold).await;
-                    let ok = t.release(id).await.is_ok();
+                    let ok = release_reliably(&t, id).await.is_ok();
                     let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
                     if ok {
                         c.released += 1;

@@ -641,7 +641,7 @@ impl QosMapperService {
             tls = tls.is_some(),
             "QoS mapper listening"
         );
-        let result = tonic::transport::Server::builder()
+        let result = atmlab_rpc::server()
             .add_service(self.server())
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await;

@@ -49,7 +49,12 @@ pub fn endpoint(addr: &str, tls: Option<&TlsIdentity>) -> Result<Endpoint, RpcEr
     let endpoint = Endpoint::from_shared(uri)
         .map_err(|e| invalid(&chain(&e)))?
         .tcp_nodelay(true)
-        .connect_timeout(CONNECT_TIMEOUT);
+        .connect_timeout(CONNECT_TIMEOUT)
+        // The same windows as our servers (`server.rs`): h2 closes a connection whose
+        // unread small DATA frames (replies on a stream we read late) outgrow half the
+        // connection window.
+        .initial_stream_window_size(crate::server::STREAM_WINDOW)
+        .initial_connection_window_size(crate::server::CONNECTION_WINDOW);
     match tls {
         Some(identity) => endpoint
             .tls_config(identity.tonic_client_config())

@@ -162,6 +162,45 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
     }
 }
 
+/// Runs a setup in a task of its own, to its end, and undoes it if the caller has gone.
+///
+/// Tonic drops a handler whose client went away before the answer (it cancelled, its
+/// deadline passed, its connection died). A setup dropped half-way would leave
+/// reservations and hops behind, and one that finished would leave a connection up whose
+/// id nobody learned, so nobody would release it. So the setup runs on its own; when it
+/// succeeds after its caller is gone, `undo` releases the connection (`id` names it).
+/// The error is `Status::internal` only if the task itself panicked.
+pub(crate) async fn setup_detached<T, E, U, UF>(
+    setup: impl Future<Output = Result<T, E>> + Send + 'static,
+    id: fn(&T) -> u64,
+    undo: U,
+) -> Result<Result<T, E>, Status>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+    U: FnOnce(u64) -> UF + Send + 'static,
+    UF: Future<Output = ()> + Send,
+{
+    // `waiting` lives as long as the caller does; the task checks it when done.
+    let (caller, waiting) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let r = setup.await;
+        if let Ok(t) = &r
+            && caller.is_closed()
+        {
+            let id = id(t);
+            tracing::debug!(id, "setup abandoned by its client: releasing it");
+            undo(id).await;
+        }
+        r
+    });
+    let r = task
+        .await
+        .map_err(|e| Status::internal(format!("the setup task: {e}")));
+    drop(waiting);
+    r
+}
+
 #[tonic::async_trait]
 impl ConnectionManager for CmService {
     async fn add_connection(
@@ -175,11 +214,23 @@ impl ConnectionManager for CmService {
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let info = self
-            .handle
-            .add_multipoint(&r.source, &r.destinations, traffic, clr, &r.tag)
-            .await
-            .map_err(|e| call_status(&e))?;
+        let handle = self.handle.clone();
+        let undo = self.handle.clone();
+        let info = setup_detached(
+            async move {
+                handle
+                    .add_multipoint(&r.source, &r.destinations, traffic, clr, &r.tag)
+                    .await
+            },
+            |info: &CallInfo| info.view.id,
+            move |id| async move {
+                if let Err(e) = undo.delete(id).await {
+                    tracing::warn!(id, "releasing an abandoned setup: {e:?}");
+                }
+            },
+        )
+        .await?
+        .map_err(|e| call_status(&e))?;
         let mut out = pb_info(&info);
         out.cell_qos = Some(cell);
         Ok(Response::new(out))

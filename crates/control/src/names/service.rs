@@ -90,7 +90,7 @@ impl NameServiceImpl {
             let service = self.clone();
             async move { service.sweep().await }
         });
-        let result = tonic::transport::Server::builder()
+        let result = atmlab_rpc::server()
             .add_service(self.server())
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await;

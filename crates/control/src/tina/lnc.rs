@@ -704,7 +704,7 @@ async fn serve<S: ConnectionPerformer>(
     let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        if let Err(e) = tonic::transport::Server::builder()
+        if let Err(e) = atmlab_rpc::server()
             .tcp_nodelay(true)
             .add_service(ConnectionPerformerServer::new(svc))
             .serve_with_incoming_shutdown(incoming, async {

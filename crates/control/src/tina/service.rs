@@ -39,10 +39,20 @@ impl ConnectionManager for TinaService {
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
         let r = r.into_inner();
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
-        let info = self
-            .lnc
-            .add_multipoint(&r.source, &r.destinations, cell, &r.tag)
-            .await?;
+        let (lnc, undo) = (self.lnc.clone(), self.lnc.clone());
+        let info = crate::cm::service::setup_detached(
+            async move {
+                lnc.add_multipoint(&r.source, &r.destinations, cell, &r.tag)
+                    .await
+            },
+            |info: &pb::ConnectionInfo| info.id,
+            move |id| async move {
+                if let Err(e) = undo.delete(id).await {
+                    tracing::warn!(id, "releasing an abandoned setup: {e}");
+                }
+            },
+        )
+        .await??;
         Ok(Response::new(info))
     }
 

@@ -206,3 +206,73 @@ async fn the_cm_grpc_service_maps_user_qos_and_serves_the_call_generator() {
     server.abort();
     net.down().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setup_its_client_abandons_is_released_not_left_up() {
+    use atmlab_control::cm::adaptive::Regions;
+    use atmlab_control::cm::service::CmService;
+    use atmlab_rpc::v1 as pb;
+    use atmlab_rpc::v1::connection_manager_server::ConnectionManager;
+
+    let (net, clients) = crate::line3().await;
+    let router = StaticRouter::new().with("a", "b", line_route());
+    let cm = live::start(
+        CmConfig::new(CmKind::Xbind),
+        clients.clone(),
+        Box::new(router),
+    )
+    .unwrap();
+    let service = CmService::new(cm.clone(), None, Regions::default());
+    let request = || {
+        tonic::Request::new(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["b".into()],
+            cell_qos: Some(pb::CellQos {
+                traffic: Some(atmlab_fabric::live::convert::pb_traffic(
+                    &TrafficDescriptor::cbr(CellRate(1_000.0)),
+                    0.0,
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    };
+    // Tonic drops a handler whose client went away (cancelled, past its deadline, its
+    // connection broken). Dropped here after its first poll, long before three switches
+    // can answer.
+    let abandoned = 20;
+    for _ in 0..abandoned {
+        tokio::select! {
+            biased;
+            r = service.add_connection(request()) => panic!("answered at once: {r:?}"),
+            () = std::future::ready(()) => {}
+        }
+    }
+    // A setup that is waited for stays up, beside them.
+    let kept = service
+        .add_connection(request())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut settled = false;
+    for _ in 0..600 {
+        let s = cm.status().await.unwrap();
+        if s.stats.established == abandoned + 1 && s.stats.released == abandoned && s.active == 1 {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let s = cm.status().await.unwrap();
+    assert!(
+        settled,
+        "abandoned setups not released: {:?}, {} active",
+        s.stats, s.active
+    );
+    let conns = clients[0].1.connections().await.unwrap();
+    assert_eq!(conns.len(), 1, "only the kept call holds a hop");
+    assert_eq!(cm.list().await.len(), 1);
+    assert_eq!(cm.list().await[0].view.id, kept.id);
+    cm.shutdown().await;
+    net.down().await;
+}

@@ -597,8 +597,7 @@ pub async fn serve<B: SwitchBackend>(
 ) -> Result<(), FabricError> {
     let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)
         .map_err(|e| FabricError::Config(format!("TLS: {e}")))?;
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+    atmlab_rpc::server()
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

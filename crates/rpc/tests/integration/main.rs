@@ -21,6 +21,8 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status};
 
 /// Generous: only reached when something is broken.
+mod overload;
+
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The lab (a CA, a server and a client certificate) and a rogue lab with its own CA.

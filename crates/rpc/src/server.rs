@@ -1,0 +1,45 @@
+//! The HTTP/2 settings every control interface's gRPC server shares.
+//!
+//! xbind's connection manager answers call requests as fast as the machine allows, and past
+//! its knee (paper 000 §IV, Fig. 7) requests arrive faster than it can take them. The
+//! server must then hold the excess back, not die of it. HTTP/2 (h2 0.4.16 and later)
+//! guards a connection against floods of small DATA frames: every small frame received and
+//! not yet read by its handler costs up to 256 bytes of a budget that is half the
+//! connection's flow-control window, and when the budget runs out the connection is closed
+//! with `ENHANCE_YOUR_CALM` and every call in flight on it fails. A unary request is one
+//! such frame, so with hyper's 1 MiB window about 2,500 requests waiting for a busy
+//! manager's handlers were enough: measured, `atmlab callgen` at 30,000 calls/s over gRPC
+//! lost tens of thousands of calls to "transport error", and connections whose release
+//! was lost with them stayed up.
+//!
+//! So every server here limits the streams a client may have open at once
+//! ([`MAX_CONCURRENT_STREAMS`]); the client's HTTP/2 layer queues the rest, which is the
+//! back-pressure the manager needs. A long-lived stream (a manager's command stream to a
+//! switch server) may hold at most [`STREAM_WINDOW`] bytes not yet read, and the connection
+//! window ([`CONNECTION_WINDOW`]) makes the budget large enough for both.
+
+use tonic::transport::Server;
+
+/// Streams a client may have open on one connection at once: 1,024 unread unary requests
+/// cost at most 256 KiB of the data-frame budget.
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// The flow-control window of one stream: the bytes a lagging handler may leave unread
+/// (the HTTP/2 default, 64 KiB). Control messages are tens to hundreds of bytes, and on
+/// the loopback or a LAN this window does not limit their rate.
+pub const STREAM_WINDOW: u32 = 65_535;
+
+/// The connection's flow-control window. Its half (2 MiB) is h2's budget for small DATA
+/// frames not yet read: room for a full stream window of 20-byte messages
+/// (3,277 x 236 bytes = 0.8 MB) beside every unary stream.
+pub const CONNECTION_WINDOW: u32 = 4 << 20;
+
+/// A tonic server builder with the settings above and `TCP_NODELAY` (control messages are
+/// small and latency-bound).
+pub fn server() -> Server {
+    Server::builder()
+        .tcp_nodelay(true)
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+}
