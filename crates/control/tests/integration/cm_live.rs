@@ -23,6 +23,23 @@ fn line_route() -> Vec<HopSpec> {
         .collect()
 }
 
+/// Three switch servers in a line and an xbind manager over them, routing a -> b.
+async fn xbind_on_line3() -> (
+    atmlab_control::net::Network,
+    Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
+    live::CmHandle,
+) {
+    let (net, clients) = crate::line3().await;
+    let router = StaticRouter::new().with("a", "b", line_route());
+    let cm = live::start(
+        CmConfig::new(CmKind::Xbind),
+        clients.clone(),
+        Box::new(router),
+    )
+    .unwrap();
+    (net, clients, cm)
+}
+
 async fn until(mut f: impl FnMut() -> bool) {
     for _ in 0..600 {
         if f() {
@@ -113,14 +130,7 @@ async fn the_cm_grpc_service_maps_user_qos_and_serves_the_call_generator() {
     use atmlab_control::cm::service::{CmService, collocated_mapper};
     use atmlab_rpc::v1 as pb;
 
-    let (net, clients) = crate::line3().await;
-    let router = StaticRouter::new().with("a", "b", line_route());
-    let cm = live::start(
-        CmConfig::new(CmKind::Xbind),
-        clients.clone(),
-        Box::new(router),
-    )
-    .unwrap();
+    let (net, clients, cm) = xbind_on_line3().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let service = CmService::new(
@@ -214,14 +224,7 @@ async fn a_setup_its_client_abandons_is_released_not_left_up() {
     use atmlab_rpc::v1 as pb;
     use atmlab_rpc::v1::connection_manager_server::ConnectionManager;
 
-    let (net, clients) = crate::line3().await;
-    let router = StaticRouter::new().with("a", "b", line_route());
-    let cm = live::start(
-        CmConfig::new(CmKind::Xbind),
-        clients.clone(),
-        Box::new(router),
-    )
-    .unwrap();
+    let (net, clients, cm) = xbind_on_line3().await;
     let service = CmService::new(cm.clone(), None, Regions::default());
     let request = || {
         tonic::Request::new(pb::AddConnectionRequest {
