@@ -264,6 +264,14 @@ impl InvocationResult {
         4.0 + self.switch_invocations_per_call()
     }
 
+    /// Identifier commands (cache misses, fills, trims) per call set up.
+    pub fn identifier_commands_per_call(&self) -> f64 {
+        if self.calls == 0 {
+            return 0.0;
+        }
+        self.identifier_commands as f64 / self.calls as f64
+    }
+
     /// Commands per message, re-sends included on both sides.
     pub fn commands_per_message(&self) -> f64 {
         let sent = self.messages + self.retries;
@@ -907,11 +915,6 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
     );
     let mut by_rate: Vec<Series> = Vec::new();
     for i in &r.invocations {
-        let id_per_call = if i.calls > 0 {
-            i.identifier_commands as f64 / i.calls as f64
-        } else {
-            0.0
-        };
         md.push_str(&format!(
             "| {} | {:.0} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             i.threshold,
@@ -920,7 +923,7 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
             i.not_established,
             i.messages,
             i.commands_per_message(),
-            id_per_call,
+            i.identifier_commands_per_call(),
             i.invocations_per_call(),
             i.call_invocations_per_call(),
             i.formula_per_call()

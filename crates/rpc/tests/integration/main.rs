@@ -60,7 +60,14 @@ fn labs() -> Labs {
 }
 
 /// A name service that knows one name and tells the caller what it saw of it.
-struct Echo;
+///
+/// With `stall_first`, the first `resolve` blocks its runtime's thread for 400 ms, as an
+/// overloaded server's handlers fall behind (`overload.rs`).
+#[derive(Default)]
+struct Echo {
+    stall_first: bool,
+    stalled: std::sync::atomic::AtomicBool,
+}
 
 #[tonic::async_trait]
 impl NameService for Echo {
@@ -83,6 +90,10 @@ impl NameService for Echo {
         &self,
         request: Request<ResolveRequest>,
     ) -> Result<Response<ObjectRef>, Status> {
+        if self.stall_first && !self.stalled.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // On purpose: the whole (one-thread) server stops, as a starved one does.
+            std::thread::sleep(Duration::from_millis(400));
+        }
         let peer = request
             .extensions()
             .get::<PeerInfo>()
@@ -106,7 +117,7 @@ async fn grpc_server(identity: Option<&TlsIdentity>) -> (SocketAddr, tls::Incomi
     let (addr, stats) = (incoming.local_addr(), incoming.stats());
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(NameServiceServer::new(Echo))
+            .add_service(NameServiceServer::new(Echo::default()))
             .serve_with_incoming(incoming),
     );
     (addr, stats)

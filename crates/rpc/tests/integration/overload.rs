@@ -3,64 +3,19 @@
 //! while a client fires thousands of unary calls at it, beside the same test on tonic's
 //! default builder, which loses the connection and the calls on it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use atmlab_rpc::tls;
+use atmlab_rpc::v1::ResolveRequest;
 use atmlab_rpc::v1::name_service_client::NameServiceClient;
-use atmlab_rpc::v1::name_service_server::{NameService, NameServiceServer};
-use atmlab_rpc::v1::{
-    ListReply, ListRequest, ObjectRef, RegisterReply, RegisterRequest, RenewReply, RenewRequest,
-    ResolveRequest, UnregisterReply, UnregisterRequest,
-};
+use atmlab_rpc::v1::name_service_server::NameServiceServer;
 use tonic::transport::Server;
-use tonic::{Request, Response, Status};
 
 /// Calls fired at once: more than h2's data-frame budget on hyper's default window holds
 /// (about 2,400 unread requests), fewer than our settings take.
 const CALLS: usize = 6_000;
 
-/// Resolves every name, but the first call blocks its runtime's only thread for a while:
-/// the server's handlers fall behind as an overloaded manager's do.
-struct Stall {
-    stalled: AtomicBool,
-}
-
-#[tonic::async_trait]
-impl NameService for Stall {
-    async fn register(
-        &self,
-        _: Request<RegisterRequest>,
-    ) -> Result<Response<RegisterReply>, Status> {
-        Err(Status::unimplemented("test"))
-    }
-    async fn renew(&self, _: Request<RenewRequest>) -> Result<Response<RenewReply>, Status> {
-        Err(Status::unimplemented("test"))
-    }
-    async fn unregister(
-        &self,
-        _: Request<UnregisterRequest>,
-    ) -> Result<Response<UnregisterReply>, Status> {
-        Err(Status::unimplemented("test"))
-    }
-    async fn resolve(
-        &self,
-        request: Request<ResolveRequest>,
-    ) -> Result<Response<ObjectRef>, Status> {
-        if !self.stalled.swap(true, Ordering::SeqCst) {
-            // On purpose: the whole (one-thread) server stops, as a starved one does.
-            std::thread::sleep(Duration::from_millis(400));
-        }
-        Ok(Response::new(ObjectRef {
-            name: request.into_inner().name,
-            ..Default::default()
-        }))
-    }
-    async fn list(&self, _: Request<ListRequest>) -> Result<Response<ListReply>, Status> {
-        Err(Status::unimplemented("test"))
-    }
-}
-
-/// Runs a stalling server built by `builder` on a one-thread runtime of its own, fires
+/// Runs a stalling `Echo` built by `builder` on a one-thread runtime of its own, fires
 /// [`CALLS`] calls at it over one connection while it stalls, and returns how many failed.
 fn failures_under_a_stall(builder: fn() -> Server) -> usize {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -73,12 +28,14 @@ fn failures_under_a_stall(builder: fn() -> Server) -> usize {
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let service = NameServiceServer::new(Stall {
-                stalled: AtomicBool::new(false),
+            let service = NameServiceServer::new(crate::Echo {
+                stall_first: true,
+                ..Default::default()
             });
+            let incoming = tls::grpc_incoming(listener, None).unwrap();
             let _ = builder()
                 .add_service(service)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .serve_with_incoming(incoming)
                 .await;
         });
     });
