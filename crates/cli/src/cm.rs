@@ -7,17 +7,18 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use atmlab_control::callgen::{self, Load, RemoteCm};
 use atmlab_control::cm::adaptive::Regions;
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::faults::FaultPlan;
 use atmlab_control::cm::live;
-use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::cm::routes::{CachedRouter, ROUTE_CACHE_TTL};
 use atmlab_control::cm::service::CmService;
-use atmlab_control::demo::{self, DemoOptions};
 use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind};
-use atmlab_control::net::{NetSecurity, Network, Topology};
+use atmlab_control::net::Topology;
 use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_lab::callgen::{self, Load, RemoteCm};
+use atmlab_lab::demo::{self, DemoOptions};
+use atmlab_lab::launch::{Lab, LabSpec};
 use clap::Args;
 
 use crate::live::{self as shell, Security};
@@ -271,53 +272,32 @@ pub struct UpArgs {
 /// Runs `atmlab up`.
 pub fn up(args: UpArgs) -> Result<ExitCode> {
     shell::init_logging();
-    let topo = match &args.topo {
+    let topology = match &args.topo {
         Some(p) => Topology::load(p)?,
-        None => Topology::parse(demo::DEFAULT_TOPOLOGY, "the demo topology")?,
-    };
-    let certs = if args.security.insecure {
-        None
-    } else {
-        let dir = args.security.certs.clone();
-        if !dir.join("ca.pem").exists() {
-            let mut names = topo.certificate_names();
-            names.push("cm".into());
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            atmlab_rpc::tls::init_certs(&dir, &names, false)?;
-        } else if !dir.join("cm.pem").exists() {
-            atmlab_rpc::tls::issue_cert(&dir, "cm")?;
-        }
-        Some(dir)
+        None => atmlab_lab::launch::default_topology()?,
     };
     let config = args.tuning.config()?;
     let options = args.tuning.options()?;
-    std::fs::create_dir_all(&args.data)?;
+    let spec = LabSpec {
+        topology,
+        certs: (!args.security.insecure).then(|| args.security.certs.clone()),
+        identity: "cm".into(),
+        data_dir: args.data.clone(),
+    };
     shell::runtime()?.block_on(async move {
-        let net = Network::up(
-            topo.clone(),
-            &NetSecurity {
-                certs: certs.clone(),
-            },
-            None,
-        )
-        .await?;
-        let cm_id = match &certs {
-            Some(d) => Some(atmlab_rpc::tls::TlsFiles::in_dir(d, "cm").load()?),
-            None => None,
-        };
-        let clients = net.switch_clients(cm_id.as_ref()).await?;
+        let lab = Lab::start(spec, &mut |_| {}).await?;
+        let cm_id = lab.identity.clone();
         let scheme = if cm_id.is_some() { "https" } else { "http" };
-        let (route, refresher) = demo::route_object(&net.names_url(), cm_id.as_ref()).await?;
-        let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
-        let (handle, recovery) = live::start_with(config, clients, Box::new(router), options)
-            .await
-            .map_err(|e| anyhow!(e.message))?;
+        let (handle, recovery) =
+            live::start_with(config, lab.clients.clone(), Box::new(lab.router()), options)
+                .await
+                .map_err(|e| anyhow!(e.message))?;
         for line in &recovery {
             say!("start-up audit: {line}");
         }
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         let cm_addr = listener.local_addr()?;
-        let names = NameClient::connect(&net.names_url(), cm_id.as_ref()).await?;
+        let names = NameClient::connect(&lab.net.names_url(), cm_id.as_ref()).await?;
         let reg = names
             .register_and_renew(
                 ObjectInfo::new(
@@ -328,7 +308,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
                 Duration::from_secs(10),
             )
             .await?;
-        let mut info = net.to_json();
+        let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(format!("{scheme}://{cm_addr}"));
         std::fs::write(
             args.data.join("net.json"),
@@ -338,7 +318,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             "network up; connection manager at {scheme}://{cm_addr}; addresses in {}",
             args.data.join("net.json").display()
         );
-        let sec = match &certs {
+        let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),
             None => "--insecure".into(),
         };
@@ -357,8 +337,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .await?;
         handle.shutdown().await;
         reg.stop().await;
-        refresher.abort();
-        net.down().await;
+        lab.down().await;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -488,11 +467,11 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
         let clients = switch_clients(&nc, &names, &switches, id.as_ref()).await?;
-        let (route, _refresher) = demo::route_object(&names, id.as_ref()).await?;
+        let (route, _refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
         let (handle, recovery) = live::start_with(
             config,
             clients,
-            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+            Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL)),
             options,
         )
         .await
@@ -584,11 +563,11 @@ fn serve_tina(
                 n.clone(),
             )
         });
-        let (route, _refresher) = demo::route_object(names, id.as_ref()).await?;
+        let (route, _refresher) = atmlab_control::route::start(names, id.as_ref()).await?;
         let deployment = tina::lnc::start(
             config,
             clients,
-            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL)),
+            Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL)),
             id.as_ref(),
         )
         .await?;

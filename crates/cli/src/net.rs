@@ -61,19 +61,12 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
             } else {
                 // A lab CA is made on first use, with a certificate for every object.
                 let dir = args.security.certs.clone();
-                if !dir.join("ca.pem").exists() {
-                    let names = t.certificate_names();
-                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                    atmlab_rpc::tls::init_certs(&dir, &names, false)
-                        .with_context(|| format!("making the lab CA in {}", dir.display()))?;
+                let names = t.certificate_names();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let made = atmlab_rpc::tls::ensure_certs(&dir, &names)
+                    .with_context(|| format!("making certificates in {}", dir.display()))?;
+                if made.made_ca {
                     eprintln!("made a lab CA and certificates in {}", dir.display());
-                } else {
-                    for name in t.certificate_names() {
-                        if !dir.join(format!("{name}.pem")).exists() {
-                            atmlab_rpc::tls::issue_cert(&dir, &name)
-                                .with_context(|| format!("issuing a certificate for {name}"))?;
-                        }
-                    }
                 }
                 Some(dir)
             };

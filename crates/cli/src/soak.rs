@@ -1,12 +1,12 @@
 //! `atmlab soak`: a long run at a high sustained call rate that ends with the audit
-//! (issue 10); the work is `atmlab_control::soak`.
+//! (issue 10); the work is `atmlab_lab::soak`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use atmlab_control::soak::{self, SoakOptions};
+use atmlab_lab::soak::{self, SoakOptions};
 use clap::Args;
 
 use crate::live as shell;

@@ -31,17 +31,13 @@
 #![warn(missing_docs)]
 
 pub mod audit;
-pub mod callgen;
 pub mod clock;
 pub mod cm;
-pub mod demo;
 mod error;
 pub mod names;
 pub mod net;
 pub mod qos;
-pub mod reproduce;
 pub mod route;
-pub mod soak;
 pub mod tina;
 
 pub use error::ControlError;

@@ -718,6 +718,25 @@ pub fn spawn_refresher(
     })
 }
 
+/// The route object of a running network: discovered from the name service at
+/// `names_addr` and the switches' Describe, refreshed every second in the background by
+/// the returned task (abort it to stop).
+pub async fn start(
+    names_addr: &str,
+    tls: Option<&TlsIdentity>,
+) -> Result<(Arc<Mutex<RouteObject>>, JoinHandle<()>), ControlError> {
+    let names = NameClient::connect(names_addr, tls).await?;
+    let view = discover(&names, tls).await?;
+    let route = Arc::new(Mutex::new(RouteObject::new(view)?));
+    let refresher = spawn_refresher(
+        route.clone(),
+        names,
+        tls.cloned(),
+        std::time::Duration::from_secs(1),
+    );
+    Ok((route, refresher))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,14 +20,6 @@ pub enum ModelsError {
         /// Why it is rejected, with the offending value.
         reason: String,
     },
-    /// A reproduction could not run a scenario or write its report.
-    #[error("reproduce {what}: {message}")]
-    Reproduce {
-        /// The experiment or file.
-        what: String,
-        /// What went wrong.
-        message: String,
-    },
     /// Bytes that do not form a valid unit (a cell of the gateway's SAR format, ...).
     #[error("malformed {what}: {reason}")]
     Malformed {

@@ -18,7 +18,6 @@ pub mod backbone;
 mod batched;
 pub mod gateway;
 pub mod queue;
-pub mod reproduce;
 pub mod source;
 
 use atmlab_sim::model::ModelKind;

@@ -8,7 +8,9 @@
 //! servers whose certificate does.
 //!
 //! - Certificates: [`init_certs`] makes the CA and the objects' certificates in a
-//!   directory; [`issue_cert`] adds one more with the existing CA.
+//!   directory; [`issue_cert`] adds one more with the existing CA; [`ensure_certs`]
+//!   makes whichever of the two is missing (what every command that starts objects
+//!   calls).
 //! - Loading: [`TlsFiles`] (three paths) loads into a [`TlsIdentity`], whose errors name
 //!   the file at fault.
 //! - Configurations: [`TlsIdentity::tonic_server_config`] and
@@ -50,7 +52,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 use crate::error::RpcError;
 
-pub use certs::{CA_CERT, CA_KEY, init_certs, issue_cert};
+pub use certs::{CA_CERT, CA_KEY, Ensured, ensure_certs, init_certs, issue_cert};
 pub use incoming::{Incoming, IncomingStats, PeerInfo, ServerStream, grpc_incoming, incoming};
 
 /// The name a client expects in a server's certificate unless told otherwise: every

@@ -36,9 +36,6 @@ pub enum SmdsError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A reproduction step failed.
-    #[error("reproduction: {0}")]
-    Reproduce(String),
 }
 
 impl SmdsError {

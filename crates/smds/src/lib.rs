@@ -36,7 +36,6 @@ pub mod linkstate;
 pub mod live;
 pub mod msg;
 pub mod parallel;
-pub mod reproduce;
 pub mod server;
 pub mod workload;
 

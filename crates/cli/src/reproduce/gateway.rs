@@ -1,12 +1,12 @@
 //! `atmlab reproduce gateway`: paper 004's Figures 13-23 and the reverse-path experiment
-//! (§6.1-§6.5). The work is `atmlab_models::reproduce::gateway`; this only reports.
+//! (§6.1-§6.5). The work is `atmlab_lab::reproduce::gateway`; this only reports.
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use atmlab_models::reproduce::gateway::{Options, run as reproduce};
+use atmlab_lab::reproduce::gateway::{Options, run as reproduce};
 
 use super::ReproduceArgs;
 

@@ -1,8 +1,6 @@
 //! `atmlab reproduce PAPER [--quick]`: regenerate a paper's tables and figures into
 //! `reports/PAPER/` (DESIGN.md §4, Reports), with the paper's published numbers beside
-//! ours. Each paper's reproduction lives in the library crate that implements the paper
-//! (atmlab-control for xbind, atmlab-models for the simulation studies, atmlab-smds for
-//! the SMDS server); this module only
+//! ours. Each paper's reproduction lives in `atmlab_lab::reproduce`; this module only
 //! parses the arguments and says where the report went.
 
 mod gateway;

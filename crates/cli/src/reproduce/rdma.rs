@@ -1,12 +1,12 @@
 //! `atmlab reproduce rdma`: paper 003's Tables 1 and 2 and Figures 8-11 (the logic is
-//! `atmlab_models::reproduce::rdma`).
+//! `atmlab_lab::reproduce::rdma`).
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use atmlab_models::reproduce::rdma::{RdmaOptions, run as reproduce};
+use atmlab_lab::reproduce::rdma::{RdmaOptions, run as reproduce};
 
 use super::ReproduceArgs;
 

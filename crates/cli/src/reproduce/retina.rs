@@ -1,13 +1,13 @@
 //! `atmlab reproduce retina`: paper 001's setup time against path length for TINA
 //! (sequential and parallel sub-connection setup) and xbind, the remote invocations per
 //! call, and the §3 switch-interface table, measured on a live chain of switch servers;
-//! the work is in `atmlab_control::tina::reproduce`.
+//! the work is in `atmlab_lab::reproduce::retina`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use atmlab_control::tina::reproduce::{self as retina, RetinaOptions};
+use atmlab_lab::reproduce::retina::{self, RetinaOptions};
 
 use super::ReproduceArgs;
 use crate::live as shell;

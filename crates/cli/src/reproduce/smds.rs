@@ -1,13 +1,13 @@
 //! `atmlab reproduce smds`: paper 002's Table 1, Figs. 3, 5 and 6, route recomputation
 //! against network size, §3.3.2's two subnets and the CMP. The work is
-//! `atmlab_smds::reproduce`; this only reports.
+//! `atmlab_lab::reproduce::smds`; this only reports.
 
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use atmlab_smds::reproduce::{Options, run as reproduce};
+use atmlab_lab::reproduce::smds::{Options, run as reproduce};
 
 use super::ReproduceArgs;
 

@@ -1,13 +1,13 @@
 //! `atmlab reproduce xbind`: paper 000's baseline, throughput-delay curves (Figs. 6, 7,
 //! 11), VPI/VCI cache dimensioning (Fig. 9, Table I) and remote invocations per call
 //! (Fig. 10), measured on the live laboratory; the work is in
-//! `atmlab_control::reproduce`.
+//! `atmlab_lab::reproduce::xbind`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use atmlab_control::reproduce::{self as xbind, XbindOptions};
+use atmlab_lab::reproduce::xbind::{self, XbindOptions};
 
 use super::ReproduceArgs;
 use crate::live as shell;

@@ -178,9 +178,9 @@ fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
 #[test]
 fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
     use atmlab_control::audit::{AuditOptions, audit, snapshot};
-    use atmlab_control::callgen::{self, Load};
     use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
     use atmlab_control::cm::live::{self, StaticRouter};
+    use atmlab_lab::callgen::{self, Load};
 
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");

@@ -57,6 +57,7 @@ use super::adaptive::{ArrivalEstimator, Regions};
 use super::aggregator::MessageAggregator;
 use super::cache::VciCache;
 use super::dimension::NvProbe;
+pub use super::tree::HopSpec;
 use super::tree::{Graft, Tree, TreeError};
 
 /// Which connection manager.
@@ -140,17 +141,6 @@ impl CmConfig {
             sweep_interval: Some(Duration::from_secs(10)),
         }
     }
-}
-
-/// One hop of a call's route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HopSpec {
-    /// The switch's name.
-    pub switch: String,
-    /// Where the cells enter.
-    pub in_port: u16,
-    /// Where they leave.
-    pub out_port: u16,
 }
 
 /// A call to set up.

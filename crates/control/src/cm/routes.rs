@@ -13,6 +13,9 @@ use super::core::{CallError, HopSpec};
 use super::live::Router;
 use crate::route::RouteObject;
 
+/// How long a cached route lives (the paper's 5 s).
+pub const ROUTE_CACHE_TTL: Duration = Duration::from_secs(5);
+
 /// A [`Router`] over a shared route object, with a per-pair cache.
 #[derive(Debug)]
 pub struct CachedRouter {

@@ -21,7 +21,32 @@
 //! the switch connection loses one branch; the hops below carried only that leaf and are
 //! released). The managers turn the results into switch commands.
 
-use super::core::HopSpec;
+/// One hop of a call's route: the pure vocabulary routes and trees are built from (it
+/// lives here, below the manager's core, so the core depends on trees and not back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopSpec {
+    /// The switch's name.
+    pub switch: String,
+    /// Where the cells enter.
+    pub in_port: u16,
+    /// Where they leave.
+    pub out_port: u16,
+}
+
+impl HopSpec {
+    /// The route through `switches` in order, entering each on `in_port` and leaving on
+    /// `out_port` (a line of switches wired port `out_port` to the next one's `in_port`).
+    pub fn through(switches: &[&str], in_port: u16, out_port: u16) -> Vec<HopSpec> {
+        switches
+            .iter()
+            .map(|s| HopSpec {
+                switch: (*s).to_string(),
+                in_port,
+                out_port,
+            })
+            .collect()
+    }
+}
 
 /// One switch connection of a tree.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,6 @@
 pub mod lnc;
 pub mod partition;
 pub mod performer;
-pub mod reproduce;
 pub mod service;
 
 use std::collections::BTreeMap;
@@ -124,7 +123,7 @@ impl Default for TinaConfig {
 pub type Counts = BTreeMap<String, u64>;
 
 /// Adds `b` into `a`.
-pub(crate) fn merge(a: &mut Counts, b: &std::collections::HashMap<String, u64>) {
+pub fn merge(a: &mut Counts, b: &std::collections::HashMap<String, u64>) {
     for (k, v) in b {
         *a.entry(k.clone()).or_default() += v;
     }

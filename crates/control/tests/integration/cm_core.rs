@@ -15,6 +15,8 @@ use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::switch::{Reply, Switch};
 use atmlab_fabric::{FabricError, SwitchConfig};
 
+use crate::common::line_route;
+
 /// Three switches in a line, each with ports 0 (in) and 1 (out).
 struct Net {
     switches: HashMap<String, Switch>,
@@ -128,20 +130,9 @@ impl Net {
     }
 }
 
-fn line() -> Vec<HopSpec> {
-    ["s1", "s2", "s3"]
-        .iter()
-        .map(|s| HopSpec {
-            switch: s.to_string(),
-            in_port: 0,
-            out_port: 1,
-        })
-        .collect()
-}
-
 fn call(pcr: f64) -> SetupRequest {
     SetupRequest {
-        routes: vec![("b".into(), line())],
+        routes: vec![("b".into(), line_route())],
         traffic: TrafficDescriptor::cbr(CellRate(pcr)),
         clr: 0.0,
         buffer_cells: 0,

@@ -5,23 +5,14 @@
 
 use std::time::Duration;
 
-use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
+use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live::{self, StaticRouter};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::host::HostPort;
 
-fn line_route() -> Vec<HopSpec> {
-    ["s1", "s2", "s3"]
-        .iter()
-        .map(|s| HopSpec {
-            switch: s.to_string(),
-            in_port: 0,
-            out_port: 1,
-        })
-        .collect()
-}
+use crate::common::line_route;
 
 /// Three switch servers in a line and an xbind manager over them, routing a -> b.
 async fn xbind_on_line3() -> (
@@ -29,7 +20,7 @@ async fn xbind_on_line3() -> (
     Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
     live::CmHandle,
 ) {
-    let (net, clients) = crate::line3().await;
+    let (net, clients) = crate::common::line3().await;
     let router = StaticRouter::new().with("a", "b", line_route());
     let cm = live::start(
         CmConfig::new(CmKind::Xbind),
@@ -40,19 +31,9 @@ async fn xbind_on_line3() -> (
     (net, clients, cm)
 }
 
-async fn until(mut f: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("condition never held");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cm_sets_up_a_three_hop_path_that_carries_frames_then_leaves_nothing() {
-    let (net, clients) = crate::line3().await;
+    let (net, clients) = crate::common::line3().await;
     for kind in [CmKind::Xbind, CmKind::Sequential] {
         let router = StaticRouter::new().with("a", "b", line_route());
         let cm = live::start(CmConfig::new(kind), clients.clone(), Box::new(router)).unwrap();
@@ -79,8 +60,14 @@ async fn the_cm_sets_up_a_three_hop_path_that_carries_frames_then_leaves_nothing
         let b_port = net.switches[2].ports[1].1;
         let mut b = HostPort::attach(any, b_port, BitRate(50e6)).await.unwrap();
         let mut a = HostPort::attach(any, a_port, BitRate(50e6)).await.unwrap();
-        until(|| net.switches[2].data_plane.peers()[1].1 == Some(b.local_addr().unwrap())).await;
-        until(|| net.switches[0].data_plane.peers()[0].1 == Some(a.local_addr().unwrap())).await;
+        crate::common::until(|| {
+            net.switches[2].data_plane.peers()[1].1 == Some(b.local_addr().unwrap())
+        })
+        .await;
+        crate::common::until(|| {
+            net.switches[0].data_plane.peers()[0].1 == Some(a.local_addr().unwrap())
+        })
+        .await;
         let frames: Vec<Vec<u8>> = (0..100u32)
             .map(|i| (0..(i * 53 % 2000 + 1)).map(|k| (k ^ i) as u8).collect())
             .collect();
@@ -120,100 +107,6 @@ async fn the_cm_sets_up_a_three_hop_path_that_carries_frames_then_leaves_nothing
             );
         }
     }
-    net.down().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cm_grpc_service_maps_user_qos_and_serves_the_call_generator() {
-    use atmlab_control::callgen::{self, Load, RemoteCm};
-    use atmlab_control::cm::adaptive::Regions;
-    use atmlab_control::cm::service::{CmService, collocated_mapper};
-    use atmlab_rpc::v1 as pb;
-
-    let (net, clients, cm) = xbind_on_line3().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = CmService::new(
-        cm.clone(),
-        Some(collocated_mapper(Default::default())),
-        Regions::default(),
-    );
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service.into_server())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-    let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
-        .await
-        .unwrap();
-    let mut client = pb::connection_manager_client::ConnectionManagerClient::new(ch.clone());
-    // User-level QoS: 100 frames/s of 1,000 octets, CBR, 10 ms delay.
-    let info = client
-        .add_connection(pb::AddConnectionRequest {
-            source: "a".into(),
-            destinations: vec!["b".into()],
-            qos: Some(pb::UserQos {
-                service_class: pb::ServiceClass::Cbr as i32,
-                frame_rate: 100.0,
-                frame_size: 1000,
-                frame_loss: 1e-6,
-                delay_us: 10_000,
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(info.hops.len(), 3);
-    let pcr = info.cell_qos.unwrap().traffic.unwrap().pcr;
-    // 1,000 octets in AAL5: ceil(1008 / 48) = 21 cells a frame.
-    assert!((pcr - 2_100.0).abs() < 1e-6, "pcr {pcr}");
-    let conns = clients[1].1.connections().await.unwrap();
-    assert!((conns[0].traffic.pcr.per_sec() - 2_100.0).abs() < 1e-6);
-    // Refusals come back as statuses.
-    let err = client
-        .add_connection(pb::AddConnectionRequest {
-            source: "a".into(),
-            destinations: vec!["nowhere".into()],
-            qos: None,
-            cell_qos: None,
-            tag: String::new(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), tonic::Code::InvalidArgument);
-    client
-        .delete_connection(pb::DeleteConnectionRequest { id: info.id })
-        .await
-        .unwrap();
-    let err = client
-        .delete_connection(pb::DeleteConnectionRequest { id: info.id })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), tonic::Code::NotFound);
-    // The call generator over gRPC.
-    let report = callgen::run(
-        RemoteCm::new(ch),
-        &Load::poisson(200.0, Duration::from_millis(500), "a", "b"),
-    )
-    .await;
-    assert!(report.established > 50, "{report:?}");
-    assert_eq!((report.blocked, report.failed), (0, 0));
-    assert!(report.p99_setup_ms >= report.p50_setup_ms && report.mean_setup_ms > 0.0);
-    let status = client
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(status.established, report.established + 1);
-    assert_eq!(status.released, status.established);
-    cm.shutdown().await;
-    for (name, c) in &clients {
-        assert!(c.connections().await.unwrap().is_empty(), "{name}");
-        assert!(c.reservations().await.unwrap().is_empty(), "{name}");
-    }
-    server.abort();
     net.down().await;
 }
 

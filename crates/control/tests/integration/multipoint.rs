@@ -10,14 +10,11 @@
 //!
 //! and after each, the audit finds every switch empty.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use atmlab_control::callgen::{self, Load, Spread};
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live::{self, CmHandle};
 use atmlab_control::cm::routes::CachedRouter;
-use atmlab_control::demo;
 use atmlab_control::net::Network;
 use atmlab_core::ids::VcId;
 use atmlab_core::traffic::TrafficDescriptor;
@@ -27,19 +24,11 @@ use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
 
 async fn manager(net: &Network, clients: &[(String, GrpcSwitch)], config: CmConfig) -> CmHandle {
-    let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
-    let router = CachedRouter::new(route, demo::ROUTE_CACHE_TTL);
+    let (route, _refresher) = atmlab_control::route::start(&net.names_url(), None)
+        .await
+        .unwrap();
+    let router = CachedRouter::new(route, atmlab_control::cm::routes::ROUTE_CACHE_TTL);
     live::start(config, clients.to_vec(), Box::new(router)).unwrap()
-}
-
-async fn until(mut f: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("condition never held");
 }
 
 /// A host attached to `switch:port` of the network, once the switch has learned it.
@@ -48,7 +37,7 @@ async fn host(net: &Network, switch: usize, port: usize) -> HostPort {
     let addr = net.switches[switch].ports[port].1;
     let h = HostPort::attach(any, addr, BitRate(50e6)).await.unwrap();
     let me = h.local_addr().unwrap();
-    until(|| net.switches[switch].data_plane.peers()[port].1 == Some(me)).await;
+    crate::common::until(|| net.switches[switch].data_plane.peers()[port].1 == Some(me)).await;
     h
 }
 
@@ -99,7 +88,7 @@ async fn assert_empty(clients: &[(String, GrpcSwitch)], what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipoint_reaches_every_leaf_and_drop_leaf_leaves_the_others_working() {
-    let (net, clients) = crate::network("tree4.toml").await;
+    let (net, clients) = crate::common::network("tree4.toml").await;
     // Switch indices in tree4.toml: s1 0, s2 1, s3 2.
     for kind in [CmKind::Xbind, CmKind::Sequential] {
         let cm = manager(&net, &clients, CmConfig::new(kind)).await;
@@ -262,7 +251,7 @@ async fn changes_under_traffic<F, Fut>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modify_connection_under_traffic_loses_nothing() {
-    let (net, clients) = crate::network("tree4.toml").await;
+    let (net, clients) = crate::common::network("tree4.toml").await;
     let cm = manager(&net, &clients, CmConfig::new(CmKind::Xbind)).await;
     let leaves = vec!["b".to_string(), "d".to_string()];
     let info = cm
@@ -299,8 +288,8 @@ async fn tina_modify_connection_under_traffic_loses_nothing() {
     use atmlab_control::tina::SetupMode;
     use atmlab_fabric::live::convert as cv;
 
-    let (net, clients) = crate::network("tree4.toml").await;
-    let cell = crate::cbr_cell;
+    let (net, clients) = crate::common::network("tree4.toml").await;
+    let cell = crate::common::cbr_cell;
     let deployment = tina_over(&net, &clients, SetupMode::Parallel, None).await;
     let lnc = deployment.lnc.clone();
     let info = lnc
@@ -336,90 +325,6 @@ async fn tina_modify_connection_under_traffic_loses_nothing() {
     net.down().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_managers_on_disjoint_partitions_never_collide() {
-    let (net, clients) = crate::network("line3.toml").await;
-    let parts = [(32u16, 1999u16), (2000u16, 4095u16)];
-    let mut cms = Vec::new();
-    for (k, &p) in parts.iter().enumerate() {
-        let config = CmConfig {
-            owner: format!("cm-x{k}"),
-            partition: Some(p),
-            ..demo::xbind_config(4)
-        };
-        cms.push(manager(&net, &clients, config).await);
-    }
-    let load = Load {
-        rate: 2_000.0,
-        duration: Duration::from_millis(1500),
-        holding: Duration::from_millis(20),
-        fixed_holding: false,
-        precise: false,
-        pairs: vec![("a".into(), "b".into()), ("b".into(), "a".into())],
-        traffic: TrafficDescriptor::cbr(CellRate(10.0)),
-        seed: 9,
-    };
-    let spread = Spread::new(cms.clone());
-    let run = tokio::spawn(async move { callgen::run(spread, &load).await });
-    // While the load runs: every identifier a switch holds for a manager, reserved or
-    // committed, is inside that manager's partition, and none is held twice.
-    let mut samples = 0;
-    while !run.is_finished() {
-        for s in &net.switches {
-            // One consistent look at the switch (its table and reservations under one
-            // lock), so an identifier moving between the two is not seen twice.
-            let (name, conns, res) = s
-                .switch
-                .with_switch(|sw| (sw.name().to_string(), sw.connections(), sw.reservations()));
-            let mut seen = HashSet::new();
-            for x in conns {
-                let k: usize = x.owner.trim_start_matches("cm-x").parse().unwrap();
-                for br in &x.branches {
-                    let v = br.id.vci.0;
-                    assert!(
-                        (parts[k].0..=parts[k].1).contains(&v),
-                        "{name}: {} committed VCI {v} outside its partition",
-                        x.owner
-                    );
-                    assert!(seen.insert((br.port.0, br.id)), "{name}: {br:?} twice");
-                }
-            }
-            for r in res {
-                let k: usize = r.owner.trim_start_matches("cm-x").parse().unwrap();
-                assert!(
-                    (parts[k].0..=parts[k].1).contains(&r.id.vci.0),
-                    "{name}: {} reserved {:?} outside its partition",
-                    r.owner,
-                    r.id
-                );
-                assert!(seen.insert((r.port.0, r.id)), "{name}: {r:?} twice");
-            }
-        }
-        samples += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let report = run.await.unwrap();
-    assert!(samples >= 3, "the load ended before it was sampled");
-    assert!(report.established > 1000, "{report:?}");
-    assert_eq!(
-        report.failed, 0,
-        "a collision would fail a call: {report:?}"
-    );
-    for cm in &cms {
-        let st = cm.status().await.unwrap();
-        assert!(
-            st.stats.established > 400,
-            "both managers carried calls: {st:?}"
-        );
-        cm.shutdown().await;
-    }
-    assert_empty(&clients, "two managers").await;
-    for (name, c) in &clients {
-        assert!(c.reservations().await.unwrap().is_empty(), "{name}");
-    }
-    net.down().await;
-}
-
 /// A TINA deployment over `clients` in `mode`, routing with `router` (`None`: the
 /// network's route object).
 async fn tina_over(
@@ -431,8 +336,13 @@ async fn tina_over(
     let router = match router {
         Some(r) => r,
         None => {
-            let (route, _refresher) = demo::route_object(&net.names_url(), None).await.unwrap();
-            Box::new(CachedRouter::new(route, demo::ROUTE_CACHE_TTL))
+            let (route, _refresher) = atmlab_control::route::start(&net.names_url(), None)
+                .await
+                .unwrap();
+            Box::new(CachedRouter::new(
+                route,
+                atmlab_control::cm::routes::ROUTE_CACHE_TTL,
+            ))
         }
     };
     atmlab_control::tina::lnc::start(
@@ -466,8 +376,8 @@ fn pb_leaf_vc(info: &atmlab_rpc::v1::ConnectionInfo, leaf: &str) -> VcId {
 async fn tina_multipoint_reaches_every_leaf_and_prunes_only_the_dropped_branch() {
     use atmlab_control::tina::SetupMode;
 
-    let (net, clients) = crate::network("tree4.toml").await;
-    let cell = crate::cbr_cell(20_000.0);
+    let (net, clients) = crate::common::network("tree4.toml").await;
+    let cell = crate::common::cbr_cell(20_000.0);
     let branches =
         |c: &Vec<atmlab_fabric::Connection>| c.iter().map(|x| x.branches.len()).collect::<Vec<_>>();
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
@@ -619,10 +529,10 @@ async fn tina_refused_add_leaf_and_refused_multipoint_setup_leave_nothing() {
     use atmlab_control::cm::live::StaticRouter;
     use atmlab_control::tina::{self, SetupMode};
 
-    let (net, clients) = crate::network("tree4.toml").await;
-    let cell = crate::cbr_cell;
+    let (net, clients) = crate::common::network("tree4.toml").await;
+    let cell = crate::common::cbr_cell;
     // Someone else takes most of s3's port to d.
-    crate::block_port(&clients[2].1, 50_000.0).await;
+    crate::common::block_port(&clients[2].1, 50_000.0).await;
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         // Fixed routes: the route object would refuse d's route for want of bandwidth
         // before any switch is asked; the switch's own refusal is what is tested.

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use atmlab_control::cm::core::HopSpec;
 use atmlab_control::cm::live::StaticRouter;
 use atmlab_control::tina::{self, SetupMode, TinaConfig, iface};
 use atmlab_core::traffic::TrafficDescriptor;
@@ -19,19 +18,10 @@ use atmlab_fabric::live::host::HostPort;
 use atmlab_fabric::switch::{Atomicity, Command, Release};
 use atmlab_rpc::v1 as pb;
 
-fn line_route() -> Vec<HopSpec> {
-    ["s1", "s2", "s3"]
-        .iter()
-        .map(|s| HopSpec {
-            switch: s.to_string(),
-            in_port: 0,
-            out_port: 1,
-        })
-        .collect()
-}
+use crate::common::line_route;
 
 fn cell(pcr: f64) -> pb::CellQos {
-    crate::cbr_cell(pcr)
+    crate::common::cbr_cell(pcr)
 }
 
 /// Nothing of the owner "tina" on any switch: no connection, no reservation, no
@@ -73,7 +63,7 @@ async fn start(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_modes() {
-    let (net, clients) = crate::line3().await;
+    let (net, clients) = crate::common::line3().await;
     let certs = tempfile::tempdir().unwrap();
     atmlab_rpc::tls::init_certs(certs.path(), &["tina", "client"], false).unwrap();
     let id = atmlab_rpc::tls::TlsFiles::in_dir(certs.path(), "tina")
@@ -178,10 +168,10 @@ async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_mod
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
-    let (net, clients) = crate::line3().await;
+    let (net, clients) = crate::common::line3().await;
     // Someone else takes most of s3's output port: a call that fits s1 and s2 is refused
     // at the last hop.
-    let blocker = crate::block_port(&clients[2].1, 50_000.0).await;
+    let blocker = crate::common::block_port(&clients[2].1, 50_000.0).await;
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         let tina = start(&clients, mode, None).await;
         let e = tina
@@ -248,7 +238,7 @@ async fn the_tina_service_answers_like_every_connection_manager() {
     use atmlab_control::tina::service::TinaService;
     use pb::connection_manager_client::ConnectionManagerClient;
 
-    let (net, clients) = crate::line3().await;
+    let (net, clients) = crate::common::line3().await;
     let tina = start(&clients, SetupMode::Parallel, None).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

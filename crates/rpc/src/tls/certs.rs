@@ -112,6 +112,42 @@ pub fn issue_cert(dir: &Path, name: &str) -> Result<TlsFiles, RpcError> {
     Ok(files)
 }
 
+/// What [`ensure_certs`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ensured {
+    /// The CA was made (it was missing).
+    pub made_ca: bool,
+    /// Certificates issued (their names were missing).
+    pub issued: usize,
+}
+
+/// Makes the lab's certificates on first use: the CA in `dir` if it has none (with a
+/// certificate for each of `names`), else a certificate for each of `names` missing
+/// from `dir`, signed by the CA already there. Certificates already present are kept.
+///
+/// Every command that starts lab objects calls this, so "the CA is made if missing" is
+/// one rule in one place.
+pub fn ensure_certs(dir: &Path, names: &[&str]) -> Result<Ensured, RpcError> {
+    if !dir.join(CA_CERT).exists() && !dir.join(CA_KEY).exists() {
+        init_certs(dir, names, false)?;
+        return Ok(Ensured {
+            made_ca: true,
+            issued: names.len(),
+        });
+    }
+    let mut issued = 0;
+    for name in names {
+        if !dir.join(format!("{name}.pem")).exists() {
+            issue_cert(dir, name)?;
+            issued += 1;
+        }
+    }
+    Ok(Ensured {
+        made_ca: false,
+        issued,
+    })
+}
+
 /// Checks that the leaf in `files` chains to the CA in `files.ca`, as a server would.
 fn verify_leaf(files: &TlsFiles) -> Result<(), RpcError> {
     let ca_pem = std::fs::read(&files.ca).map_err(|source| match source.kind() {

@@ -27,15 +27,15 @@ use atmlab_core::units::CellRate;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use crate::ControlError;
+use crate::LabError;
 use crate::callgen::{self, Load, Report};
-use crate::cm::core::{CmConfig, CmKind};
-use crate::cm::dimension::{
+use crate::launch::Lab;
+use atmlab_control::cm::core::{CmConfig, CmKind};
+use atmlab_control::cm::dimension::{
     NvProbe, cache_size_for, estimated_hit_ratio, invocations_per_s, offered_identifiers,
     poisson_cdf,
 };
-use crate::cm::live::CmHandle;
-use crate::demo::Lab;
+use atmlab_control::cm::live::CmHandle;
 
 /// Our rates are the paper's times this; our times the paper's divided by it.
 pub const SCALE: f64 = 100.0;
@@ -318,11 +318,8 @@ pub struct XbindResults {
     pub seconds: f64,
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
-    ControlError::Serve {
-        what: "the xbind reproduction",
-        reason: format!("{what}: {e}"),
-    }
+fn err(what: &str, e: impl std::fmt::Display) -> LabError {
+    LabError::run("the xbind reproduction", format!("{what}: {e}"))
 }
 
 /// An xbind manager with a cache large enough that every call hits (as the paper's
@@ -331,7 +328,7 @@ fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
 fn xbind(threshold: u32, flush: Duration) -> CmConfig {
     CmConfig {
         flush_timeout: flush,
-        ..crate::demo::xbind_config(threshold)
+        ..crate::launch::xbind_config(threshold)
     }
 }
 
@@ -339,7 +336,7 @@ fn xbind(threshold: u32, flush: Duration) -> CmConfig {
 fn curve_managers() -> Vec<(String, CmConfig)> {
     // The demo's tuning (flush 200 us: at our latencies a batch older than that costs
     // more than it saves) plus T = 15, the paper's largest.
-    let mut v = crate::demo::managers();
+    let mut v = crate::launch::managers();
     let flush = CmConfig::new(CmKind::Xbind).flush_timeout;
     let pos = v
         .iter()
@@ -350,10 +347,7 @@ fn curve_managers() -> Vec<(String, CmConfig)> {
 }
 
 /// Runs the reproduction on a fresh lab; `say` hears progress lines.
-pub async fn run(
-    opts: &XbindOptions,
-    mut say: impl FnMut(&str),
-) -> Result<XbindResults, ControlError> {
+pub async fn run(opts: &XbindOptions, mut say: impl FnMut(&str)) -> Result<XbindResults, LabError> {
     let started = std::time::Instant::now();
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
     let result = run_on(opts, &lab, &mut say).await;
@@ -368,7 +362,7 @@ async fn run_on(
     opts: &XbindOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
-) -> Result<XbindResults, ControlError> {
+) -> Result<XbindResults, LabError> {
     let plan = Plan::new(opts.quick);
     let holding = StdDuration::from_secs_f64(5.0 / SCALE);
     let flush = Duration::from_secs_f64(1.0 / SCALE);
@@ -468,7 +462,7 @@ async fn run_on(
         // The first switch's output port on the path (the paper looks at one port);
         // the route cache keeps one of the ring's two routes for 5 s, so one port of the
         // first switch carries (nearly) all the calls.
-        let first = crate::demo::route_ports(&lab.route, "a", "b")
+        let first = crate::launch::route_ports(&lab.route, "a", "b")
             .first()
             .map(|p| p.0.clone())
             .ok_or_else(|| err("the route a -> b", "is empty"))?;
@@ -556,7 +550,7 @@ async fn run_on(
 }
 
 /// Sets up and releases `n` calls, one at a time, and measures the setups.
-async fn one_at_a_time(cm: &CmHandle, name: &str, n: usize) -> Result<Baseline, ControlError> {
+async fn one_at_a_time(cm: &CmHandle, name: &str, n: usize) -> Result<Baseline, LabError> {
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| err("histogram", e))?;
     let (mut sum, mut calls) = (0u128, 0u64);
@@ -601,7 +595,7 @@ async fn one_at_a_time(cm: &CmHandle, name: &str, n: usize) -> Result<Baseline, 
 
 // ----- the report ------------------------------------------------------------------------
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), ControlError> {
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), LabError> {
     std::fs::write(dir.join(name), text).map_err(|e| err(name, e))
 }
 
@@ -610,7 +604,7 @@ fn plot(
     stem: &str,
     spec: atmlab_sim::plot::PlotSpec<'_>,
     series: &[atmlab_sim::plot::Series],
-) -> Result<(), ControlError> {
+) -> Result<(), LabError> {
     atmlab_sim::plot::plot_metric(&dir.join(stem), &spec, series)
         .map_err(|e| err(&format!("plotting {stem}"), e))
 }
@@ -632,7 +626,7 @@ fn table_sizes(r: &NvResult) -> Vec<usize> {
 }
 
 /// Writes `README.md`, the CSVs, `results.json` and the plots into `dir`.
-pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), ControlError> {
+pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
     use atmlab_sim::plot::{PlotSpec, Series};
     std::fs::create_dir_all(dir).map_err(|e| err("creating the report directory", e))?;
     let mut md = String::new();

@@ -9,7 +9,7 @@
 //!    ten PDUs ahead of the receiver (the paper's ten-PDU receive buffer and "rate
 //!    optimized to fit the throughput of the receiving server").
 //! 3. **Fig. 6**, the parallel server's aggregate bandwidth against its workers
-//!    ([`crate::parallel::measure`]), and **Fig. 5**, carried traffic against workers
+//!    ([`atmlab_smds::parallel::measure`]), and **Fig. 5**, carried traffic against workers
 //!    under three traffic densities, on the simulated harness: eight traffic servers
 //!    around one parallel server whose workers each serve at the per-worker rate
 //!    measured for Fig. 6, with a bounded input queue that discards when full, and the
@@ -34,17 +34,17 @@ use atmlab_core::time::Duration;
 use atmlab_sim::plot::{PlotSpec, Series, plot_metric};
 use rand::{Rng, SeedableRng};
 
-use crate::SmdsError;
-use crate::cmp::CmpConfig;
-use crate::config::TopologyFile;
-use crate::fib::Forwarder;
-use crate::harness::{SimNetwork, Topology, address};
-use crate::ids::{IfaceId, ServerId};
-use crate::linkstate::{LinkStateConfig, spf};
-use crate::live::{LiveNetwork, Subscriber};
-use crate::msg::l3_pdu;
-use crate::parallel::{ParallelPoint, measure, slope};
-use crate::workload::{Path, Workload, random_network, recompute};
+use crate::LabError;
+use atmlab_smds::cmp::CmpConfig;
+use atmlab_smds::config::TopologyFile;
+use atmlab_smds::fib::Forwarder;
+use atmlab_smds::harness::{SimNetwork, Topology, address};
+use atmlab_smds::ids::{IfaceId, ServerId};
+use atmlab_smds::linkstate::{LinkStateConfig, spf};
+use atmlab_smds::live::{LiveNetwork, Subscriber};
+use atmlab_smds::msg::l3_pdu;
+use atmlab_smds::parallel::{ParallelPoint, measure, slope};
+use atmlab_smds::workload::{Path, Workload, random_network, recompute};
 
 /// How to run the reproduction.
 #[derive(Default)]
@@ -142,13 +142,13 @@ fn step(opts: &Options<'_>, name: &str) {
     }
 }
 
-fn write(dir: &FsPath, name: &str, text: &str) -> Result<(), SmdsError> {
-    std::fs::write(dir.join(name), text).map_err(|e| SmdsError::io(format!("writing {name}"), e))
+fn write(dir: &FsPath, name: &str, text: &str) -> Result<(), LabError> {
+    std::fs::write(dir.join(name), text).map_err(|e| LabError::io(format!("writing {name}"), e))
 }
 
-fn plot(dir: &FsPath, stem: &str, spec: PlotSpec<'_>, series: &[Series]) -> Result<(), SmdsError> {
+fn plot(dir: &FsPath, stem: &str, spec: PlotSpec<'_>, series: &[Series]) -> Result<(), LabError> {
     plot_metric(&dir.join(stem), &spec, series)
-        .map_err(|e| SmdsError::Reproduce(format!("plotting {stem}: {e}")))
+        .map_err(|e| LabError::run("the smds reproduction", format!("plotting {stem}: {e}")))
 }
 
 /// Table 1 in memory: headers per second on each path, best of `rounds` runs of `run`.
@@ -182,7 +182,7 @@ pub fn flow_rates(
     sizes: &[usize],
     run: StdDuration,
     window: u64,
-) -> Result<Vec<FlowPoint>, SmdsError> {
+) -> Result<Vec<FlowPoint>, LabError> {
     let topo = TopologyFile::parse(
         "hello_ms = 50\n[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
          [[server]]\nname = \"b\"\nsubscribers = [\"I:15550201\"]\n[[link]]\na = \"a\"\nb = \"b\"\n",
@@ -192,14 +192,15 @@ pub fn flow_rates(
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| SmdsError::io("starting a runtime", e))?;
+        .map_err(|e| LabError::io("starting a runtime", e))?;
     rt.block_on(async {
         let net = LiveNetwork::up(&topo, 64).await?;
         let deadline = StdInstant::now() + StdDuration::from_secs(10);
         while !net.converged() {
             if StdInstant::now() > deadline {
-                return Err(SmdsError::Reproduce(
-                    "the two servers did not converge".into(),
+                return Err(LabError::run(
+                    "the smds reproduction",
+                    "the two servers did not converge",
                 ));
             }
             tokio::time::sleep(StdDuration::from_millis(10)).await;
@@ -303,7 +304,7 @@ pub fn density_point(
     service: Duration,
     run: Duration,
     seed: u64,
-) -> Result<DensityPoint, SmdsError> {
+) -> Result<DensityPoint, LabError> {
     const ENV: usize = 8;
     // Star: server 0 is the parallel server (no SNIs of its own matter), 1..=8 traffic.
     let topo = Topology {
@@ -323,7 +324,7 @@ pub fn density_point(
     net.run_until_true(Duration::from_millis(10), limit, |n| {
         n.fully_adjacent() && n.all_reachable()
     })
-    .ok_or_else(|| SmdsError::Reproduce("the star did not converge".into()))?;
+    .ok_or_else(|| LabError::run("the smds reproduction", "the star did not converge"))?;
     net.set_parallel_capacity(0, service, 10 * workers.max(1), workers);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let rate = density / service.as_secs_f64(); // PDUs/s offered in all
@@ -412,7 +413,7 @@ pub fn spf_times(sizes: &[usize], reps: usize, all_up_to: usize) -> Vec<SpfPoint
 
 /// §3.3.2: two full meshes of `k` servers joined by one link, which comes up after the
 /// subnets converged; seconds (simulated) to full adjacency.
-pub fn adjacency_time(k: usize, flood_sync: bool) -> Result<f64, SmdsError> {
+pub fn adjacency_time(k: usize, flood_sync: bool) -> Result<f64, LabError> {
     let topo = Topology::two_subnets(k, 1);
     let join = topo.links.len() - 1;
     let ls = LinkStateConfig {
@@ -434,13 +435,18 @@ pub fn adjacency_time(k: usize, flood_sync: bool) -> Result<f64, SmdsError> {
             |n| n.fully_adjacent(),
         )
         .or_else(|| net.run_until_true(Duration::from_secs(5), limit, |n| n.fully_adjacent()))
-        .ok_or_else(|| SmdsError::Reproduce("no full adjacency within two hours".into()))?;
+        .ok_or_else(|| {
+            LabError::run(
+                "the smds reproduction",
+                "no full adjacency within two hours",
+            )
+        })?;
     Ok((t - t0).as_secs_f64())
 }
 
 /// The CMP experiment: s2 serves one PDU per 100 us; s1 and s3 each offer 8 PDUs/ms to
 /// its subscriber for `run`.
-pub fn cmp_point(cmp: bool, run: Duration) -> Result<CmpPoint, SmdsError> {
+pub fn cmp_point(cmp: bool, run: Duration) -> Result<CmpPoint, LabError> {
     let topo = Topology {
         servers: 3,
         links: vec![(0, 1), (1, 2)],
@@ -463,7 +469,7 @@ pub fn cmp_point(cmp: bool, run: Duration) -> Result<CmpPoint, SmdsError> {
     let mut net = SimNetwork::from_topology(&topo, ls, cfg, Duration::from_millis(1))?;
     let limit = net.now() + Duration::from_secs(10);
     net.run_until_true(Duration::from_millis(10), limit, |n| n.fully_adjacent())
-        .ok_or_else(|| SmdsError::Reproduce("no convergence".into()))?;
+        .ok_or_else(|| LabError::run("the smds reproduction", "no convergence"))?;
     net.set_capacity(1, Duration::from_micros(100), 200);
     let a = l3_pdu(address(1, 0), address(2, 0), &[0u8; 100], 0)?;
     let b = l3_pdu(address(3, 0), address(2, 0), &[0u8; 100], 0)?;
@@ -487,11 +493,11 @@ pub fn cmp_point(cmp: bool, run: Duration) -> Result<CmpPoint, SmdsError> {
 }
 
 /// Runs every step and writes the report into `dir`.
-pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, SmdsError> {
+pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let t0 = StdInstant::now();
     let q = opts.quick;
     std::fs::create_dir_all(dir)
-        .map_err(|e| SmdsError::io(format!("creating {}", dir.display()), e))?;
+        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     step(opts, "Table 1: header processing");
@@ -604,7 +610,7 @@ fn write_report(
     k: usize,
     adjacency: &[AdjacencyPoint],
     cmp: &[CmpPoint],
-) -> Result<(), SmdsError> {
+) -> Result<(), LabError> {
     let mut md = String::new();
     let _ = writeln!(md, "# SMDS server (paper 002), reproduced\n");
     let _ = writeln!(
@@ -1063,7 +1069,8 @@ fn write_report(
     write(
         dir,
         "results.json",
-        &(serde_json::to_string_pretty(&json).map_err(|e| SmdsError::Reproduce(e.to_string()))?
+        &(serde_json::to_string_pretty(&json)
+            .map_err(|e| LabError::run("the smds reproduction", e.to_string()))?
             + "\n"),
     )?;
     Ok(())

@@ -16,8 +16,8 @@ use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 
-use crate::cm::core::CallError;
-use crate::cm::live::CmHandle;
+use atmlab_control::cm::core::CallError;
+use atmlab_control::cm::live::CmHandle;
 
 /// Something calls can be placed with.
 pub trait CallTarget: Clone + Send + Sync + 'static {

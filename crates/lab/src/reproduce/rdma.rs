@@ -24,7 +24,7 @@ use atmlab_sim::runner::{self, PointResult, RunOptions, RunReport};
 use atmlab_sim::scenario::{RunLength, Scenario, Warmup};
 use toml::Value;
 
-use crate::ModelsError;
+use crate::LabError;
 
 const TABLE1: &str = include_str!("../../../../scenarios/rdma/table1-voice.toml");
 const TABLE2: &str = include_str!("../../../../scenarios/rdma/table2-video.toml");
@@ -199,11 +199,8 @@ const FIGURES: [Figure; 5] = [
     },
 ];
 
-fn err(what: &str, e: impl std::fmt::Display) -> ModelsError {
-    ModelsError::Reproduce {
-        what: what.to_owned(),
-        message: e.to_string(),
-    }
+fn err(what: &str, e: impl std::fmt::Display) -> LabError {
+    LabError::run(format!("reproduce {what}"), e)
 }
 
 fn secs(s: f64) -> RunLength {
@@ -211,7 +208,7 @@ fn secs(s: f64) -> RunLength {
 }
 
 /// Parses an embedded scenario and applies the quick form.
-fn scenario(name: &str, text: &str, quick: bool) -> Result<Scenario, ModelsError> {
+fn scenario(name: &str, text: &str, quick: bool) -> Result<Scenario, LabError> {
     let mut scn = Scenario::parse(&format!("scenarios/rdma/{name}.toml"), text, &[])
         .map_err(|e| err(name, e))?;
     if quick {
@@ -239,12 +236,13 @@ fn run_one(
     out: &Path,
     files: &mut Vec<PathBuf>,
     runs: &mut Vec<ExperimentRun>,
-) -> Result<RunReport, ModelsError> {
+) -> Result<RunReport, LabError> {
     let scn = scenario(name, text, opts.quick)?;
     if let Some(p) = opts.progress {
         p(&format!("running {name} ({} points)", scn.points().len()));
     }
-    let kind = crate::model_kind(&scn.model).ok_or_else(|| err(name, "unknown model kind"))?;
+    let kind =
+        atmlab_models::model_kind(&scn.model).ok_or_else(|| err(name, "unknown model kind"))?;
     let report = runner::run(
         &scn,
         kind,
@@ -311,7 +309,7 @@ fn table(
     title: &str,
     paper: &[PaperRow],
     report: &RunReport,
-) -> Result<(), ModelsError> {
+) -> Result<(), LabError> {
     let _ = writeln!(md, "## {title}\n");
     let _ = write!(md, "| Mechanism |");
     for (h, _) in TABLE_METRICS {
@@ -395,7 +393,7 @@ fn figures(
     out: &Path,
     report: &RunReport,
     files: &mut Vec<PathBuf>,
-) -> Result<(), ModelsError> {
+) -> Result<(), LabError> {
     for f in &FIGURES {
         let series: Vec<Series> = f
             .curves
@@ -625,7 +623,7 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
 }
 
 /// Runs the reproduction into `out` (created if needed).
-pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, ModelsError> {
+pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
     std::fs::create_dir_all(out).map_err(|e| err(&out.display().to_string(), e))?;
     let mut files = Vec::new();
     let mut runs = Vec::new();

@@ -13,14 +13,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use atmlab_core::time::Duration;
-use atmlab_sim::SimError;
 use atmlab_sim::plot::{PlotSpec, Series, plot_metric};
 use atmlab_sim::report::write_results;
 use atmlab_sim::runner::{self, RunOptions, RunReport};
 use atmlab_sim::scenario::{RunLength, Scenario, Warmup, parse_bit_rate, show};
 use toml::Value;
 
-use crate::gateway::GatewayKind;
+use atmlab_models::gateway::GatewayKind;
+
+use crate::LabError;
 
 /// One experiment of §6: its scenario file, embedded.
 struct Experiment {
@@ -261,15 +262,12 @@ pub struct Outcome {
     pub threads: usize,
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> SimError {
-    SimError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
+fn io_err(path: &Path, e: std::io::Error) -> LabError {
+    LabError::io(format!("writing {}", path.display()), e)
 }
 
 /// The experiment's scenario, shortened for the quick form.
-fn scenario(exp: &Experiment, quick: bool) -> Result<Scenario, SimError> {
+fn scenario(exp: &Experiment, quick: bool) -> Result<Scenario, LabError> {
     let file = format!("scenarios/gateway/{}.toml", exp.name);
     let mut s = Scenario::parse(&file, exp.text, &[])?;
     if quick {
@@ -351,7 +349,7 @@ fn fmt(x: f64) -> String {
 }
 
 /// Runs the reproduction and writes everything into `out`.
-pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, SimError> {
+pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
     std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
     let mut files = Vec::new();
     let mut reports = Vec::new();

@@ -7,14 +7,14 @@
 use std::path::PathBuf;
 use std::time::Duration as StdDuration;
 
-use crate::ControlError;
-use crate::audit::{AuditOptions, AuditReport, audit, snapshot};
+use crate::LabError;
 use crate::callgen::{self, Load};
+use atmlab_control::audit::{AuditOptions, AuditReport, audit, snapshot};
 
-use crate::cm::faults::FaultPlan;
-use crate::cm::live::{self, LiveOptions};
-use crate::cm::routes::CachedRouter;
-use crate::demo::{Lab, ROUTE_CACHE_TTL, route_ports};
+use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
+use atmlab_control::cm::faults::FaultPlan;
+use atmlab_control::cm::live::{self, LiveOptions};
+use atmlab_control::cm::routes::CachedRouter;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -114,18 +114,12 @@ impl SoakReport {
     }
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
-    ControlError::Serve {
-        what: "the soak",
-        reason: format!("{what}: {e}"),
-    }
+fn err(what: &str, e: impl std::fmt::Display) -> LabError {
+    LabError::run("the soak", format!("{what}: {e}"))
 }
 
 /// Runs the soak; `say` hears a line per window.
-pub async fn run(
-    opts: &SoakOptions,
-    mut say: impl FnMut(&str),
-) -> Result<SoakReport, ControlError> {
+pub async fn run(opts: &SoakOptions, mut say: impl FnMut(&str)) -> Result<SoakReport, LabError> {
     if !(opts.rate > 0.0 && opts.seconds > 0.0 && opts.window > 0.0) {
         return Err(err(
             "options",
@@ -142,8 +136,8 @@ async fn run_on(
     opts: &SoakOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
-) -> Result<SoakReport, ControlError> {
-    let config = crate::demo::xbind_adaptive_config();
+) -> Result<SoakReport, LabError> {
+    let config = crate::launch::xbind_adaptive_config();
     let (cm, recovery) = live::start_with(
         config,
         lab.clients.clone(),

@@ -32,11 +32,11 @@ use atmlab_rpc::v1 as pb;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use super::{Counts, SetupMode, TinaConfig};
-use crate::ControlError;
-use crate::cm::routes::CachedRouter;
-use crate::demo::{Lab, ROUTE_CACHE_TTL, route_ports};
-use crate::net::Topology;
+use crate::LabError;
+use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
+use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::net::Topology;
+use atmlab_control::tina::{Counts, SetupMode, TinaConfig};
 
 /// The longest path measured (switches crossed).
 pub const MAX_PATH: usize = 8;
@@ -63,7 +63,7 @@ pub struct RetinaOptions {
 
 /// A chain of `n` switches: s1 .. sN, s_k's port 2 to s_{k+1}'s port 1; host `a` on
 /// s1's port 3 and host `h_k` on s_k's port 0, so a call a -> h_L crosses L switches.
-pub fn chain_topology(n: usize) -> Result<Topology, ControlError> {
+pub fn chain_topology(n: usize) -> Result<Topology, LabError> {
     let mut t = String::from(
         "name = \"retina-chain\"\n[defaults]\nlink_rate = \"622.08 Mb/s\"\nbuffer_cells = 4096\nvci = [32, 65535]\n",
     );
@@ -77,7 +77,7 @@ pub fn chain_topology(n: usize) -> Result<Topology, ControlError> {
     for k in 1..=n {
         t.push_str(&format!("[[host]]\nname = \"h{k}\"\nat = \"s{k}:0\"\n"));
     }
-    Topology::parse(&t, "the retina chain")
+    Ok(Topology::parse(&t, "the retina chain")?)
 }
 
 /// Setup time and invocations of one manager at one path length.
@@ -163,11 +163,8 @@ impl RetinaResults {
     }
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> ControlError {
-    ControlError::Serve {
-        what: "the retina reproduction",
-        reason: format!("{what}: {e}"),
-    }
+fn err(what: &str, e: impl std::fmt::Display) -> LabError {
+    LabError::run("the retina reproduction", format!("{what}: {e}"))
 }
 
 fn cbr() -> TrafficDescriptor {
@@ -188,7 +185,7 @@ struct Hist {
 }
 
 impl Hist {
-    fn new() -> Result<Self, ControlError> {
+    fn new() -> Result<Self, LabError> {
         Ok(Hist {
             h: Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| err("histogram", e))?,
             sum: 0,
@@ -225,7 +222,7 @@ fn delta(after: &Counts, before: &Counts) -> Counts {
 pub async fn run(
     opts: &RetinaOptions,
     mut say: impl FnMut(&str),
-) -> Result<RetinaResults, ControlError> {
+) -> Result<RetinaResults, LabError> {
     let started = StdInstant::now();
     let lab = Lab::up_with(
         chain_topology(MAX_PATH)?,
@@ -242,7 +239,7 @@ pub async fn run(
     Ok(results)
 }
 
-fn identity(opts: &RetinaOptions, name: &str) -> Result<Option<TlsIdentity>, ControlError> {
+fn identity(opts: &RetinaOptions, name: &str) -> Result<Option<TlsIdentity>, LabError> {
     if opts.insecure {
         return Ok(None);
     }
@@ -257,7 +254,7 @@ async fn run_on(
     opts: &RetinaOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
-) -> Result<RetinaResults, ControlError> {
+) -> Result<RetinaResults, LabError> {
     let tina_id = identity(opts, "tina")?;
     let mut setup = Vec::new();
     let all: Vec<usize> = (1..=MAX_PATH).collect();
@@ -299,7 +296,7 @@ async fn run_on(
                 ..TinaConfig::default()
             };
             let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
-            let tina = super::lnc::start(
+            let tina = atmlab_control::tina::lnc::start(
                 config,
                 lab.clients.clone(),
                 Box::new(router),
@@ -355,7 +352,7 @@ async fn sweep(
     warm: usize,
     setup: &mut Vec<SetupPoint>,
     say: &mut impl FnMut(&str),
-) -> Result<(), ControlError> {
+) -> Result<(), LabError> {
     // §4.2: TINA, sequential and parallel.
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         let name = label(&format!("tina {}", mode.name()), delay);
@@ -365,8 +362,13 @@ async fn sweep(
             ..TinaConfig::default()
         };
         let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
-        let tina =
-            super::lnc::start(config, lab.clients.clone(), Box::new(router), tina_id).await?;
+        let tina = atmlab_control::tina::lnc::start(
+            config,
+            lab.clients.clone(),
+            Box::new(router),
+            tina_id,
+        )
+        .await?;
         let r = measure_tina(&tina.lnc, &name, lengths, calls, warm, say).await;
         tina.shutdown().await;
         lab.audit(&name).await?;
@@ -378,13 +380,13 @@ async fn sweep(
     {
         let name = label("xbind T=1", delay);
         let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
-        let faults = (!delay.is_zero()).then(|| crate::cm::faults::FaultPlan {
+        let faults = (!delay.is_zero()).then(|| atmlab_control::cm::faults::FaultPlan {
             delay: 1.0,
             max_delay: atmlab_core::time::Duration::from_nanos(delay.as_nanos() as u64),
             ..Default::default()
         });
-        let cm = crate::cm::live::start_with_faults(
-            crate::demo::xbind_config(1),
+        let cm = atmlab_control::cm::live::start_with_faults(
+            crate::launch::xbind_config(1),
             lab.clients.clone(),
             Box::new(router),
             faults,
@@ -470,13 +472,13 @@ fn say_point(say: &mut impl FnMut(&str), p: &SetupPoint) {
 }
 
 async fn measure_tina(
-    lnc: &std::sync::Arc<super::lnc::Lnc>,
+    lnc: &std::sync::Arc<atmlab_control::tina::lnc::Lnc>,
     name: &str,
     lengths: &[usize],
     calls: usize,
     warm: usize,
     say: &mut impl FnMut(&str),
-) -> Result<Vec<SetupPoint>, ControlError> {
+) -> Result<Vec<SetupPoint>, LabError> {
     let mut out = Vec::new();
     for &l in lengths {
         let dest = format!("h{l}");
@@ -494,7 +496,10 @@ async fn measure_tina(
             let after = lnc.invocations();
             if i >= warm {
                 h.record(dt);
-                super::merge(&mut inv, &delta(&after, &before).into_iter().collect());
+                atmlab_control::tina::merge(
+                    &mut inv,
+                    &delta(&after, &before).into_iter().collect(),
+                );
             }
             held.push(c.id);
         }
@@ -547,7 +552,7 @@ fn probe_commit() -> Commit {
     }
 }
 
-async fn pairs_over<B: SwitchBackend>(backend: &B, n: u64) -> Result<Hist, ControlError> {
+async fn pairs_over<B: SwitchBackend>(backend: &B, n: u64) -> Result<Hist, LabError> {
     let mut h = Hist::new()?;
     for _ in 0..n {
         let t0 = StdInstant::now();
@@ -597,7 +602,7 @@ async fn switch_interfaces(
     lab: &Lab,
     n: u64,
     say: &mut impl FnMut(&str),
-) -> Result<Vec<InterfaceRow>, ControlError> {
+) -> Result<Vec<InterfaceRow>, LabError> {
     let admin = identity(opts, "admin")?;
     let sw = &lab.net.switches[0];
     let mut rows = Vec::new();
@@ -670,7 +675,7 @@ async fn switch_interfaces(
 async fn raw_client(
     addr: std::net::SocketAddr,
     id: Option<&TlsIdentity>,
-) -> Result<RawClient, ControlError> {
+) -> Result<RawClient, LabError> {
     match id {
         None => Ok(RawClient::connect(addr).await?),
         Some(id) => {
@@ -703,7 +708,7 @@ mod snmp {
     use tokio::net::UdpSocket;
 
     use super::err;
-    use crate::ControlError;
+    use crate::LabError;
 
     /// SETs to create a row.
     pub const CREATE_SETS: u32 = 9;
@@ -715,7 +720,7 @@ mod snmp {
     }
 
     impl Agent {
-        pub async fn start(switch: LocalSwitch) -> Result<Agent, ControlError> {
+        pub async fn start(switch: LocalSwitch) -> Result<Agent, LabError> {
             let server = UdpSocket::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| err("the SNMP-like agent", e))?;
@@ -741,7 +746,7 @@ mod snmp {
             self.task.abort();
         }
 
-        async fn set(&self, row: u64, attr: &str, value: &str) -> Result<(), ControlError> {
+        async fn set(&self, row: u64, attr: &str, value: &str) -> Result<(), LabError> {
             let req = format!("SET {row} {attr} {value}");
             self.socket
                 .send(req.as_bytes())
@@ -764,7 +769,7 @@ mod snmp {
         }
 
         /// Creates the cross-connect of `c` attribute by attribute; returns the row.
-        pub async fn create(&self, c: &Commit) -> Result<u64, ControlError> {
+        pub async fn create(&self, c: &Commit) -> Result<u64, LabError> {
             let row = self.next_row.fetch_add(1, Ordering::Relaxed);
             let b = c.branches[0];
             let sets: [(&str, String); CREATE_SETS as usize] = [
@@ -785,7 +790,7 @@ mod snmp {
         }
 
         /// Deletes a row: one SET.
-        pub async fn destroy(&self, row: u64) -> Result<(), ControlError> {
+        pub async fn destroy(&self, row: u64) -> Result<(), LabError> {
             self.set(row, "rowStatus", "destroy").await
         }
     }
@@ -904,7 +909,7 @@ mod snmp {
 
 // ----- the report ----------------------------------------------------------------------------
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), ControlError> {
+fn write(dir: &Path, name: &str, text: &str) -> Result<(), LabError> {
     std::fs::write(dir.join(name), text).map_err(|e| err(name, e))
 }
 
@@ -916,7 +921,7 @@ fn counts_text(c: &Counts, calls: u64) -> String {
 }
 
 /// Writes README.md, the CSVs, the plot and results.json.
-pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), ControlError> {
+pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     use atmlab_sim::plot::{PlotSpec, Series};
     std::fs::create_dir_all(dir).map_err(|e| err("creating the report directory", e))?;
     let mut md = String::new();

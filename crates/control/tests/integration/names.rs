@@ -1,0 +1,250 @@
+//! The name service end to end: a real server on 127.0.0.1:0 behind mutual TLS, real
+//! clients, real leases. Waits poll up to a generous deadline instead of sleeping a
+//! fixed time, so a slow machine makes the tests slower, never red.
+
+use std::path::Path;
+use std::time::Duration;
+
+use atmlab_control::ControlError;
+use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind, serve_names};
+use atmlab_rpc::tls::{self, TlsFiles, TlsIdentity};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::common::eventually;
+
+struct Lab {
+    _dir: tempfile::TempDir,
+    client: TlsIdentity,
+    addr: String,
+    _shutdown: oneshot::Sender<()>,
+}
+
+/// A name service with mutual TLS, and a client identity from the same CA.
+async fn lab() -> Lab {
+    let dir = tempfile::tempdir().unwrap();
+    tls::init_certs(dir.path(), &["names", "client"], false).unwrap();
+    let load = |dir: &Path, name| TlsFiles::in_dir(dir, name).load().unwrap();
+    let server = load(dir.path(), "names");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("https://{}", listener.local_addr().unwrap());
+    let (shutdown, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        serve_names(listener, Some(server), async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    Lab {
+        client: load(dir.path(), "client"),
+        _dir: dir,
+        addr,
+        _shutdown: shutdown,
+    }
+}
+
+async fn client(lab: &Lab) -> NameClient {
+    NameClient::connect(&lab.addr, Some(&lab.client))
+        .await
+        .unwrap()
+}
+
+fn switch(name: &str, port: u16) -> ObjectInfo {
+    ObjectInfo::new(
+        name,
+        ObjectKind::SwitchServer,
+        format!("https://127.0.0.1:{port}"),
+    )
+    .with_attribute("raw", format!("127.0.0.1:{}", port + 1000))
+}
+
+#[tokio::test]
+async fn register_resolve_list_unregister() {
+    let lab = lab().await;
+    let names = client(&lab).await;
+    let s1 = switch("switch/s1", 5001);
+    let cm = ObjectInfo::new(
+        "cm/0",
+        ObjectKind::ConnectionManager,
+        "https://127.0.0.1:5100",
+    );
+
+    let granted = names
+        .register(&s1, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(granted, Duration::from_secs(60));
+    names
+        .register(&switch("switch/s2", 5002), None)
+        .await
+        .unwrap();
+    names.register(&cm, None).await.unwrap();
+
+    let (found, remaining) = names.resolve("switch/s1").await.unwrap();
+    assert_eq!(found, s1);
+    assert!(
+        remaining > Duration::ZERO && remaining <= granted,
+        "{remaining:?}"
+    );
+
+    let all: Vec<String> = names
+        .list(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(o, _)| o.name)
+        .collect();
+    assert_eq!(all, ["cm/0", "switch/s1", "switch/s2"]);
+    let switches = names.list(Some(ObjectKind::SwitchServer)).await.unwrap();
+    assert_eq!(switches.len(), 2);
+    assert!(
+        switches
+            .iter()
+            .all(|(o, _)| o.kind == ObjectKind::SwitchServer)
+    );
+    assert_eq!(names.list(Some(ObjectKind::Host)).await.unwrap(), []);
+
+    names.unregister("switch/s1").await.unwrap();
+    let e = names.resolve("switch/s1").await.unwrap_err();
+    assert!(matches!(e, ControlError::NotRegistered { .. }), "{e}");
+    let e = names.unregister("switch/s1").await.unwrap_err();
+    assert!(matches!(e, ControlError::NotRegistered { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_with_reasons() {
+    let lab = lab().await;
+    let names = client(&lab).await;
+    // Empty name.
+    let e = names.register(&switch("", 1), None).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("empty"), "{e}");
+    let e = names.resolve("").await.unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    // An unspecified kind (IDL number 0) is refused by the service itself.
+    let e = names
+        .register(&ObjectInfo::new("x", ObjectKind::Unknown(0), "a"), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("OBJECT_KIND_UNSPECIFIED"), "{e}");
+    // A kind the service does not know.
+    let e = names
+        .register(&ObjectInfo::new("x", ObjectKind::Unknown(42), "a"), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown object kind 42"), "{e}");
+    // No address.
+    let e = names
+        .register(&ObjectInfo::new("x", ObjectKind::Host, ""), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("empty address"), "{e}");
+    assert_eq!(names.list(None).await.unwrap(), []);
+    // A lease below the minimum is raised to it, not refused.
+    let granted = names
+        .register(&switch("s", 1), Some(Duration::from_millis(1)))
+        .await
+        .unwrap();
+    assert_eq!(granted, Duration::from_millis(100));
+}
+
+#[tokio::test]
+async fn a_registration_lapses_when_its_owner_stops_renewing() {
+    let lab = lab().await;
+    let names = client(&lab).await;
+    let owner = names
+        .register_and_renew(switch("switch/dying", 5003), Duration::from_millis(200))
+        .await
+        .unwrap();
+    names.resolve("switch/dying").await.unwrap();
+    // The owner "crashes": no more renewals, no unregister.
+    owner.abandon().await;
+    eventually("the registration lapses", || async {
+        matches!(
+            names.resolve("switch/dying").await,
+            Err(ControlError::NotRegistered { .. })
+        )
+    })
+    .await;
+    assert_eq!(names.list(None).await.unwrap(), []);
+}
+
+#[tokio::test]
+async fn renewal_keeps_a_registration_alive() {
+    let lab = lab().await;
+    let names = client(&lab).await;
+    // Renewals every third of a second; only a stall of two thirds of a second on this
+    // machine could let the lease lapse, so the assertions below hold on a loaded CI box.
+    let lease = Duration::from_secs(1);
+    let start = tokio::time::Instant::now();
+    let owner = names
+        .register_and_renew(switch("switch/alive", 5004), lease)
+        .await
+        .unwrap();
+    // Wait until two leases' worth of time has passed, with renewals made.
+    eventually("two leases have passed", || {
+        let done = owner.renewals() >= 4 && start.elapsed() > 2 * lease;
+        async move { done }
+    })
+    .await;
+    // Alive by renewal alone: it never lapsed and had to be registered again.
+    assert_eq!(owner.reregistrations(), 0);
+    let (found, _) = names.resolve("switch/alive").await.unwrap();
+    assert_eq!(found.name, "switch/alive");
+    // Stopping unregisters at once (no waiting for the lease).
+    owner.stop().await;
+    let e = names.resolve("switch/alive").await.unwrap_err();
+    assert!(matches!(e, ControlError::NotRegistered { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn a_forgotten_registration_is_registered_again() {
+    let lab = lab().await;
+    let names = client(&lab).await;
+    let owner = names
+        .register_and_renew(switch("switch/phoenix", 5005), Duration::from_millis(300))
+        .await
+        .unwrap();
+    // Someone else removes it (as a name service restart would forget it).
+    names.unregister("switch/phoenix").await.unwrap();
+    eventually("the owner registers again", || async {
+        owner.reregistrations() >= 1 && names.resolve("switch/phoenix").await.is_ok()
+    })
+    .await;
+    drop(owner);
+    // Dropping the handle unregisters in the background.
+    eventually("the dropped handle unregisters", || async {
+        names.resolve("switch/phoenix").await.is_err()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_without_a_lab_certificate_is_refused() {
+    let lab = lab().await;
+    let other = tempfile::tempdir().unwrap();
+    tls::init_certs(other.path(), &["intruder"], false).unwrap();
+    // The intruder trusts our CA (so it would accept our server) but its own certificate
+    // comes from another CA.
+    let intruder = TlsFiles {
+        ca: lab._dir.path().join(tls::CA_CERT),
+        ..TlsFiles::in_dir(other.path(), "intruder")
+    }
+    .load()
+    .unwrap();
+    let outcome = match NameClient::connect(&lab.addr, Some(&intruder)).await {
+        Ok(names) => names.list(None).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(outcome.is_err(), "an intruder listed the directory");
+    // Nor can anyone get in without TLS.
+    let plain = lab.addr.replace("https://", "http://");
+    let outcome = match NameClient::connect(&plain, None).await {
+        Ok(names) => names.list(None).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(outcome.is_err(), "a plain client listed the directory");
+    // The service is still there for the lab.
+    client(&lab).await.list(None).await.unwrap();
+}

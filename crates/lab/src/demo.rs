@@ -1,0 +1,270 @@
+//! `atmlab demo`: the whole laboratory in one process, on embedded defaults (paper 000
+//! §III's testbed, on loopback). A ring of four switch servers with a host on each side,
+//! a name service, connection managers of each kind; one connection carries AAL5 frames
+//! host to host; then the call generator measures throughput and setup latency at a few
+//! loads per manager, and the table, CSV, JSON and plots go to the reports directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use atmlab_control::cm::core::{CmConfig, CmKind};
+use atmlab_control::cm::live;
+use atmlab_core::ids::PortId;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::{BitRate, CellRate};
+use atmlab_fabric::live::host::HostPort;
+
+use crate::LabError;
+use crate::callgen::{self, Load, Report};
+use crate::launch::{Lab, managers};
+
+fn err(what: &str, e: impl std::fmt::Display) -> LabError {
+    LabError::run("the demo", format!("{what}: {e}"))
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Certificates and state (`./atmlab-data`).
+    pub data_dir: PathBuf,
+    /// Where the table, CSV, JSON and plots go (`reports/demo`).
+    pub reports_dir: PathBuf,
+    /// Plain text instead of mutual TLS.
+    pub insecure: bool,
+    /// Offered loads, calls/s.
+    pub loads: Vec<f64>,
+    /// Seconds per load.
+    pub seconds: f64,
+    /// Mean holding time.
+    pub holding: StdDuration,
+    /// Only the managers whose names contain one of these (all when empty).
+    pub managers: Vec<String>,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            data_dir: PathBuf::from("atmlab-data"),
+            reports_dir: PathBuf::from("reports/demo"),
+            insecure: false,
+            loads: vec![100.0, 1_000.0, 10_000.0, 30_000.0],
+            seconds: 2.0,
+            holding: StdDuration::from_millis(5),
+            managers: Vec::new(),
+        }
+    }
+}
+
+/// One row of the throughput-delay table.
+#[derive(Debug, Clone)]
+pub struct DemoRow {
+    /// The manager, e.g. "xbind T=4".
+    pub manager: String,
+    /// What the call generator measured.
+    pub report: Report,
+}
+
+/// Runs the demo; `say` hears progress lines.
+pub async fn run(opts: &DemoOptions, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>, LabError> {
+    let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
+    let result = run_on(opts, &lab, &mut say).await;
+    lab.down().await;
+    result
+}
+
+async fn run_on(
+    opts: &DemoOptions,
+    lab: &Lab,
+    say: &mut impl FnMut(&str),
+) -> Result<Vec<DemoRow>, LabError> {
+    let (net, clients) = (&lab.net, &lab.clients);
+    // 1. One connection a -> b through three switches, carrying AAL5 frames.
+    let cm = live::start(
+        CmConfig::new(CmKind::Xbind),
+        clients.to_vec(),
+        Box::new(lab.router()),
+    )
+    .map_err(|e| err("starting the connection manager", e.message))?;
+    let call = cm
+        .add(
+            "a",
+            "b",
+            TrafficDescriptor::cbr(CellRate(100_000.0)),
+            0.0,
+            "demo",
+        )
+        .await
+        .map_err(|e| err("setting up a -> b", e.message))?;
+    let path: Vec<String> = call.view.hops.iter().map(|h| h.0.switch.clone()).collect();
+    say(&format!(
+        "connection a -> b set up in {:.3} ms over {} (a sends on {}, b receives on {})",
+        call.view.setup.as_picos() as f64 / 1e9,
+        path.join(" -> "),
+        call.view.source_vc,
+        call.view.destination_vc
+    ));
+    let port_addr = |sw: &str, port: u16| {
+        net.switches
+            .iter()
+            .find(|s| s.switch.describe_now().name == sw)
+            .and_then(|s| {
+                s.ports
+                    .iter()
+                    .find(|(p, _)| *p == PortId(port))
+                    .map(|x| x.1)
+            })
+    };
+    let (a_addr, b_addr) = (port_addr("s1", 0), port_addr("s3", 0));
+    let (Some(a_addr), Some(b_addr)) = (a_addr, b_addr) else {
+        return Err(err("host ports", "missing"));
+    };
+    let any = "127.0.0.1:0".parse().expect("literal");
+    let mut b = HostPort::attach(any, b_addr, BitRate(155.52e6)).await?;
+    let mut a = HostPort::attach(any, a_addr, BitRate(155.52e6)).await?;
+    tokio::time::sleep(StdDuration::from_millis(50)).await;
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| {
+            (0..(i * 97 % 9000 + 1))
+                .map(|k| (k * 7 + i) as u8)
+                .collect()
+        })
+        .collect();
+    let sender = {
+        let frames = frames.clone();
+        let vc = call.view.source_vc;
+        tokio::spawn(async move {
+            for f in &frames {
+                a.send_frame(vc, f).await?;
+            }
+            Ok::<_, atmlab_fabric::FabricError>(())
+        })
+    };
+    let mut intact = 0;
+    for f in &frames {
+        match b.recv_frame(StdDuration::from_secs(5)).await? {
+            Some(r) if r.vc == call.view.destination_vc && &r.sdu == f => intact += 1,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    sender.await.map_err(|e| err("the sender", e))??;
+    say(&format!(
+        "host a sent {} AAL5 frames ({} octets); host b received {intact} intact on the translated VC",
+        frames.len(),
+        frames.iter().map(Vec::len).sum::<usize>()
+    ));
+    cm.delete(call.view.id)
+        .await
+        .map_err(|e| err("deleting a -> b", e.message))?;
+    cm.shutdown().await;
+
+    // 2. The call generator against each manager.
+    let mut rows = Vec::new();
+    for (name, config) in managers() {
+        if !opts.managers.is_empty() && !opts.managers.iter().any(|m| name.contains(m.as_str())) {
+            continue;
+        }
+        let cm = lab.manager(config).await?;
+        for &rate in &opts.loads {
+            let load = Load {
+                holding: opts.holding,
+                ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
+            };
+            let report = callgen::run(cm.clone(), &load).await;
+            say(&format!(
+                "{name:>15} offered {:>8.0}/s: {:>9.0} setups/s, mean {:>8.3} ms, p99 {:>8.3} ms, blocked {}, failed {}",
+                rate,
+                report.setups_per_s,
+                report.mean_setup_ms,
+                report.p99_setup_ms,
+                report.blocked,
+                report.failed
+            ));
+            rows.push(DemoRow {
+                manager: name.clone(),
+                report,
+            });
+        }
+        if let Ok(st) = cm.status().await {
+            say(&format!(
+                "{name:>15}: {} messages carried {} commands; cache {} hits, {} misses; {} re-sent, {} rolled back",
+                st.stats.messages,
+                st.stats.commands,
+                st.cache.0,
+                st.cache.1,
+                st.stats.retries,
+                st.stats.rollbacks
+            ));
+        }
+        cm.shutdown().await;
+        // The audit: the manager left nothing on any switch.
+        lab.audit(&name).await?;
+    }
+    write_reports(&opts.reports_dir, &rows)?;
+    Ok(rows)
+}
+
+/// Writes `results.csv`, `results.json` and the throughput-delay plots.
+pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir).map_err(|e| err("creating the reports directory", e))?;
+    let mut csv = String::from(
+        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p95_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed\n",
+    );
+    for r in rows {
+        let p = &r.report;
+        csv.push_str(&format!(
+            "{},{},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{}\n",
+            r.manager,
+            p.offered_per_s,
+            p.setups_per_s,
+            p.operations_per_s,
+            p.mean_setup_ms,
+            p.p50_setup_ms,
+            p.p95_setup_ms,
+            p.p99_setup_ms,
+            p.max_setup_ms,
+            p.established,
+            p.blocked,
+            p.failed
+        ));
+    }
+    std::fs::write(dir.join("results.csv"), csv).map_err(|e| err("results.csv", e))?;
+    let json: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = r.report.to_json();
+            v["manager"] = serde_json::Value::String(r.manager.clone());
+            v
+        })
+        .collect();
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&json).unwrap_or_default() + "\n",
+    )
+    .map_err(|e| err("results.json", e))?;
+    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
+    // manager, mean setup latency against throughput.
+    let mut series: Vec<atmlab_sim::plot::Series> = Vec::new();
+    for r in rows {
+        let pt = (r.report.setups_per_s, r.report.mean_setup_ms, 0.0);
+        match series.iter_mut().find(|s| s.label == r.manager) {
+            Some(s) => s.points.push(pt),
+            None => series.push(atmlab_sim::plot::Series {
+                label: r.manager.clone(),
+                points: vec![pt],
+            }),
+        }
+    }
+    atmlab_sim::plot::plot_metric(
+        &dir.join("throughput_delay"),
+        &atmlab_sim::plot::PlotSpec {
+            title: "Call setup: mean latency against throughput (3 hops, loopback)",
+            x_label: "setups per second",
+            y_label: "mean setup latency (ms)",
+            log_y: true,
+        },
+        &series,
+    )
+    .map_err(|e| err("plotting", e))?;
+    Ok(())
+}

@@ -1,0 +1,15 @@
+//! The reproductions (`atmlab reproduce PAPER`, DESIGN.md §4, Reports): each regenerates
+//! one paper's tables and figures (markdown, PNG/SVG, CSV) with the paper's published
+//! numbers beside ours, and opens its report with the verdicts its numbers give.
+//!
+//! - [`xbind`]: paper 000, on the live lab;
+//! - [`retina`]: paper 001, on a chain of live switch servers;
+//! - [`smds`]: paper 002, on the SMDS servers in simulated time and live;
+//! - [`rdma`]: paper 003, scenarios through the simulation runner;
+//! - [`gateway`]: paper 004, scenarios through the simulation runner.
+
+pub mod gateway;
+pub mod rdma;
+pub mod retina;
+pub mod smds;
+pub mod xbind;

@@ -1,0 +1,5 @@
+//! The lab's integration tests: the call generator and the launcher against live
+//! managers and switch servers on loopback (one binary, DESIGN.md §7).
+
+mod common;
+mod load;
