@@ -22,25 +22,30 @@ const PORTS: u16 = 16;
 const CONNS: u16 = 1024;
 const BURST: usize = 4096;
 
+/// A CBR VC cross-connect `in_port 0/vci -> out_port 0/vci` of `rate` cells/s.
+fn commit(in_port: u16, out_port: u16, vci: u16, rate: f64, owner: &str) -> Commit {
+    Commit {
+        kind: ConnectionKind::Vc,
+        in_port: PortId(in_port),
+        in_id: VcId::new(0, vci),
+        branches: vec![Branch {
+            port: PortId(out_port),
+            id: VcId::new(0, vci),
+        }],
+        traffic: TrafficDescriptor::cbr(CellRate(rate)),
+        clr: 0.0,
+        buffer_cells: 0,
+        owner: owner.into(),
+        replenish: 0,
+        tag: String::new(),
+    }
+}
+
 fn loaded_switch() -> Switch {
     let mut s = Switch::new(&SwitchConfig::uniform("bench", PORTS, BitRate(622.08e6))).unwrap();
     for i in 0..CONNS {
-        let c = Commit {
-            kind: ConnectionKind::Vc,
-            in_port: PortId(i % PORTS),
-            in_id: VcId::new(0, 32 + i),
-            branches: vec![Branch {
-                port: PortId((i + 1) % PORTS),
-                id: VcId::new(0, 32 + i),
-            }],
-            traffic: TrafficDescriptor::cbr(CellRate(100.0)),
-            clr: 0.0,
-            buffer_cells: 0,
-            owner: "bench".into(),
-            replenish: 0,
-            tag: String::new(),
-        };
-        s.commit(&c).unwrap();
+        s.commit(&commit(i % PORTS, (i + 1) % PORTS, 32 + i, 100.0, "bench"))
+            .unwrap();
     }
     s
 }
@@ -86,23 +91,7 @@ fn switching(c: &mut Criterion) {
             || {
                 let s = Switch::new(&SwitchConfig::uniform("b", 4, BitRate(155.52e6))).unwrap();
                 let cmds: Vec<Command> = (0..100u16)
-                    .map(|i| {
-                        Command::Commit(Commit {
-                            kind: ConnectionKind::Vc,
-                            in_port: PortId(0),
-                            in_id: VcId::new(0, 32 + i),
-                            branches: vec![Branch {
-                                port: PortId(1),
-                                id: VcId::new(0, 32 + i),
-                            }],
-                            traffic: TrafficDescriptor::cbr(CellRate(10.0)),
-                            clr: 0.0,
-                            buffer_cells: 0,
-                            owner: "cm".into(),
-                            replenish: 0,
-                            tag: String::new(),
-                        })
-                    })
+                    .map(|i| Command::Commit(commit(0, 1, 32 + i, 10.0, "cm")))
                     .collect();
                 let rel: Vec<Command> = (1..=100u64)
                     .map(|id| {

@@ -1,8 +1,8 @@
 //! The raw switch protocol: ReTINA's "raw interface based on TCP/IP sockets" to the
 //! connection server (paper 001 §3.2.3), offered beside the CORBA interface because
-//! marshalling through the ORB dominated the cost of a call (§3.3, rows 9 and 10: 418
-//! RPC/s over JORB against 1,818 over sockets on one machine; §3.5, row 17: 600
-//! connection operations/s from the C server over raw sockets). It carries the same
+//! marshalling through the ORB dominated the cost of a call (§3.3, rows 9 and 10: JORB
+//! against raw sockets on one machine; §3.5, row 17: the C server over raw sockets).
+//! It carries the same
 //! operations as the gRPC SwitchServer of `atmlab.v1` (`crates/rpc/proto/atmlab/v1/
 //! switch.proto`): Execute (a batch, with its atomicity), Describe, ListConnections and
 //! ListReservations, with the same error codes; single-command calls are batches of one.
@@ -82,7 +82,7 @@ use atmlab_core::units::{BitRate, CellRate};
 
 use crate::config::{Interface, PortConfig};
 use crate::error::{ErrorKind, FabricError};
-use crate::live::backend::{BatchResult, Description};
+use crate::ops::{BatchResult, Description};
 use crate::switch::{
     Atomicity, Branch, BranchChange, Command, Commit, Connection, ConnectionKind, Modify,
     PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Unreserve,

@@ -5,24 +5,11 @@
 use std::future::Future;
 
 use crate::error::FabricError;
-use crate::switch::{Atomicity, Command, Connection, PortStatus, Reply, Reservation};
+use crate::switch::{Atomicity, Command, Connection, Reservation};
 
-/// What Describe answers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Description {
-    /// The switch's name.
-    pub name: String,
-    /// Its ports.
-    pub ports: Vec<PortStatus>,
-    /// Where each port's cells go ("udp:127.0.0.1:4000"), parallel to `ports`; empty
-    /// strings for ports not attached.
-    pub peers: Vec<String>,
-    /// Connections installed.
-    pub connections: u32,
-}
-
-/// The per-command results of a batch.
-pub type BatchResult = Vec<Result<Reply, FabricError>>;
+// The plain types of the operations live in the core (`crate::ops`, so the sans-IO codec
+// needs no shell); re-exported here, where the shells and their users find them.
+pub use crate::ops::{BatchResult, Description};
 
 /// The operations of a switch server. The outer `Result` is the transport (a dead server
 /// is `Err(FabricError::Unavailable)`); the inner ones are per command.

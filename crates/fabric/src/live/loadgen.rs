@@ -1,6 +1,6 @@
 //! A load generator for switch servers: connection add + delete operations per second by
-//! each interface (the modern version of ReTINA's Table 3.3, paper 001 §3.5: 418
-//! operations/s over CORBA, 1,818 over sockets, 600 with the C server).
+//! each interface (the modern version of ReTINA's Table 3.3, paper 001 §3.5, which set
+//! CORBA against raw sockets and the Java server against the C one).
 //!
 //! One *operation* is one add (a commit) or one delete (a release); a run alternates them
 //! so the switch's table stays small. Modes:

@@ -207,6 +207,19 @@ async fn answer<B: SwitchBackend>(
     let _ = guard.tx.send(frame).await;
 }
 
+/// Puts `first` and whatever is already queued behind it (`more` yields it without
+/// waiting) into `out`, up to [`COALESCE`] octets, so that one write carries them all.
+fn coalesce(out: &mut Vec<u8>, first: &[u8], mut more: impl FnMut() -> Option<Vec<u8>>) {
+    out.clear();
+    out.extend_from_slice(first);
+    while out.len() < COALESCE {
+        match more() {
+            Some(frame) => out.extend_from_slice(&frame),
+            None => break,
+        }
+    }
+}
+
 /// Writes queued frames, coalescing what is already queued into one write, until every
 /// sender is gone; then shuts the write side down.
 async fn write_frames<W>(mut wr: W, mut rx: mpsc::Receiver<Vec<u8>>) -> io::Result<()>
@@ -215,14 +228,7 @@ where
 {
     let mut out = Vec::with_capacity(COALESCE);
     while let Some(first) = rx.recv().await {
-        out.clear();
-        out.extend_from_slice(&first);
-        while out.len() < COALESCE {
-            match rx.try_recv() {
-                Ok(more) => out.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
+        coalesce(&mut out, &first, || rx.try_recv().ok());
         wr.write_all(&out).await?;
         // A TLS stream buffers until flushed.
         wr.flush().await?;
@@ -524,14 +530,7 @@ where
             _ = closed.wait_for(|c| *c) => None,
         };
         let Some(first) = first else { break };
-        out.clear();
-        out.extend_from_slice(&first);
-        while out.len() < COALESCE {
-            match rx.try_recv() {
-                Ok(more) => out.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
+        coalesce(&mut out, &first, || rx.try_recv().ok());
         let written = tokio::select! {
             r = async {
                 wr.write_all(&out).await?;

@@ -3,20 +3,15 @@
 
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
-use atmlab_core::units::{BitRate, CellRate};
+use atmlab_core::units::CellRate;
 use atmlab_fabric::*;
 use atmlab_wire::cell::{CELL_LEN, Cell, CellHeader, HeaderFormat, Pti};
 use proptest::prelude::*;
 
-fn oc3() -> BitRate {
-    BitRate(155.52e6)
-}
+use crate::common::{commit, config3, oc3, reserve};
 
 fn switch3() -> Switch {
-    let mut cfg = SwitchConfig::uniform("s1", 3, oc3());
-    cfg.ports[2] = cfg.ports[2].clone().nni();
-    cfg.ports[2].vpi_range = (0, 4095);
-    Switch::new(&cfg).unwrap()
+    Switch::new(&config3()).unwrap()
 }
 
 /// Everything a refused request must leave unchanged (counters aside).
@@ -48,33 +43,6 @@ fn fp(s: &Switch) -> Fingerprint {
 
 fn cbr(rate: f64) -> TrafficDescriptor {
     TrafficDescriptor::cbr(CellRate(rate))
-}
-
-fn commit(in_port: u16, in_id: VcId, out_port: u16, out_id: VcId, rate: f64) -> Commit {
-    Commit {
-        kind: ConnectionKind::Vc,
-        in_port: PortId(in_port),
-        in_id,
-        branches: vec![Branch {
-            port: PortId(out_port),
-            id: out_id,
-        }],
-        traffic: cbr(rate),
-        clr: 0.0,
-        buffer_cells: 0,
-        owner: "cm".into(),
-        replenish: 0,
-        tag: String::new(),
-    }
-}
-
-fn reserve(port: u16, count: u32) -> Reserve {
-    Reserve {
-        port: PortId(port),
-        count,
-        owner: "cm".into(),
-        ..Default::default()
-    }
 }
 
 #[test]

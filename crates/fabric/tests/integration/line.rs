@@ -7,14 +7,14 @@
 use std::time::Duration;
 
 use atmlab_core::ids::{PortId, VcId};
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::{BitRate, CellRate};
+use atmlab_core::units::BitRate;
 use atmlab_fabric::live::backend::SwitchBackend;
-use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
 use atmlab_fabric::live::server::{self, RunningSwitch, ServerFile};
 use atmlab_fabric::*;
 use rand::{Rng, SeedableRng};
+
+use crate::common::{self, any_addr, grpc_client, reserve_via};
 
 fn server_file(name: &str) -> ServerFile {
     ServerFile::parse(
@@ -54,10 +54,7 @@ async fn three_switch_line_carries_1000_frames_and_releases_cleanly() {
     let cm = files[3].load().unwrap();
     let mut clients = Vec::new();
     for s in &switches {
-        let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), Some(&cm))
-            .await
-            .unwrap();
-        clients.push(GrpcSwitch::new(ch));
+        clients.push(grpc_client(s.grpc_addr, Some(&cm)).await);
     }
 
     // The path: A -> s1 0/100 -> (s1.1 -> s2.0) -> (s2.1 -> s3.0) -> s3.1 -> B.
@@ -67,37 +64,13 @@ async fn three_switch_line_carries_1000_frames_and_releases_cleanly() {
     let mut conns = Vec::new();
     let mut leftovers = Vec::new();
     for c in &clients {
-        let r = c
-            .execute(
-                vec![Command::Reserve(Reserve {
-                    port: PortId(1),
-                    count: 4,
-                    owner: "cm".into(),
-                    ..Default::default()
-                })],
-                Atomicity::AllOrNothing,
-            )
-            .await
-            .unwrap();
-        let Ok(Reply::Reserved(ids)) = &r[0] else {
-            panic!("{r:?}")
-        };
+        let ids = reserve_via(c, 1, 4, Atomicity::AllOrNothing).await;
         let out = ids[0];
         let (conn, _) = c
             .commit(&Commit {
-                kind: ConnectionKind::Vc,
-                in_port: PortId(0),
-                in_id,
-                branches: vec![Branch {
-                    port: PortId(1),
-                    id: out,
-                }],
-                traffic: TrafficDescriptor::cbr(CellRate(100_000.0)),
-                clr: 0.0,
                 buffer_cells: 64,
-                owner: "cm".into(),
-                replenish: 0,
                 tag: "line".into(),
+                ..common::commit(0, in_id, 1, out, 100_000.0)
             })
             .await
             .unwrap();
@@ -110,21 +83,22 @@ async fn three_switch_line_carries_1000_frames_and_releases_cleanly() {
     let host_rate = BitRate(40e6);
     let s1_port0 = switches[0].ports[0].1;
     let s3_port1 = switches[2].ports[1].1;
-    let any = "127.0.0.1:0".parse().unwrap();
-    let mut b = HostPort::attach(any, s3_port1, host_rate).await.unwrap();
-    let mut a = HostPort::attach(any, s1_port0, host_rate).await.unwrap();
-    for _ in 0..400 {
-        let learned = |s: &RunningSwitch, p: u16| {
-            s.data_plane
-                .peers()
-                .iter()
-                .any(|(id, peer)| id.0 == p && peer.is_some())
-        };
-        if learned(&switches[0], 0) && learned(&switches[2], 1) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let mut b = HostPort::attach(any_addr(), s3_port1, host_rate)
+        .await
+        .unwrap();
+    let mut a = HostPort::attach(any_addr(), s1_port0, host_rate)
+        .await
+        .unwrap();
+    let learned = |s: &RunningSwitch, p: u16| {
+        s.data_plane
+            .peers()
+            .iter()
+            .any(|(id, peer)| id.0 == p && peer.is_some())
+    };
+    common::eventually("both hosts' attachments are learned", || {
+        learned(&switches[0], 0) && learned(&switches[2], 1)
+    })
+    .await;
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(4);
     let frames: Vec<Vec<u8>> = (0..1000)

@@ -1,36 +1,23 @@
 //! The live data plane and journal, in process: real UDP sockets on loopback.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use atmlab_core::ids::{PortId, VcId};
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::{BitRate, CellRate};
+use atmlab_core::units::BitRate;
 use atmlab_fabric::live::dataplane::DataPlane;
 use atmlab_fabric::live::host::HostPort;
 use atmlab_fabric::live::journal::Journal;
 use atmlab_fabric::live::local::LocalSwitch;
 use atmlab_fabric::*;
 
-fn any() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+use crate::common::{self, any_addr};
 
+/// A cross-connect of 10,000 cells/s owned by "test", tagged (the journal keeps tags).
 fn p2p(in_port: u16, in_id: VcId, out_port: u16, out_id: VcId) -> Command {
     Command::Commit(Commit {
-        kind: ConnectionKind::Vc,
-        in_port: PortId(in_port),
-        in_id,
-        branches: vec![Branch {
-            port: PortId(out_port),
-            id: out_id,
-        }],
-        traffic: TrafficDescriptor::cbr(CellRate(10_000.0)),
-        clr: 0.0,
-        buffer_cells: 0,
         owner: "test".into(),
-        replenish: 0,
         tag: "t".into(),
+        ..common::commit(in_port, in_id, out_port, out_id, 10_000.0)
     })
 }
 
@@ -38,9 +25,12 @@ fn p2p(in_port: u16, in_id: VcId, out_port: u16, out_id: VcId) -> Command {
 async fn frames_cross_one_switch_on_the_translated_vc() {
     let sw = Switch::new(&SwitchConfig::uniform("s1", 2, BitRate(155.52e6))).unwrap();
     let local = LocalSwitch::new(sw, None);
-    let dp = DataPlane::bind(&[(PortId(0), any(), None), (PortId(1), any(), None)], 24)
-        .await
-        .unwrap();
+    let dp = DataPlane::bind(
+        &[(PortId(0), any_addr(), None), (PortId(1), any_addr(), None)],
+        24,
+    )
+    .await
+    .unwrap();
     let addrs = dp.local_addrs();
     let _tasks = dp.spawn(local.clone());
     let r = local
@@ -50,19 +40,16 @@ async fn frames_cross_one_switch_on_the_translated_vc() {
         )
         .unwrap();
     assert!(r[0].is_ok());
-    let mut b = HostPort::attach(any(), addrs[1].1, BitRate(155.52e6))
+    let mut b = HostPort::attach(any_addr(), addrs[1].1, BitRate(155.52e6))
         .await
         .unwrap();
-    let mut a = HostPort::attach(any(), addrs[0].1, BitRate(155.52e6))
+    let mut a = HostPort::attach(any_addr(), addrs[0].1, BitRate(155.52e6))
         .await
         .unwrap();
-    // Wait until both attachments are learned.
-    for _ in 0..200 {
-        if dp.peers().iter().all(|(_, p)| p.is_some()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::eventually("both attachments are learned", || {
+        dp.peers().iter().all(|(_, p)| p.is_some())
+    })
+    .await;
     let frames: Vec<Vec<u8>> = (0..50u32)
         .map(|i| (0..(i * 37 % 3000 + 1)).map(|k| (k * i) as u8).collect())
         .collect();

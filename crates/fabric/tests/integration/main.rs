@@ -1,9 +1,17 @@
 //! atmlab-fabric integration tests (one test binary per crate, to keep link time down).
+//! The tests of the live shells need the default feature `live`; the core's run without.
 
+mod common;
 mod core;
+#[cfg(feature = "live")]
 mod line;
+#[cfg(feature = "live")]
 mod live;
 mod raw;
 pub mod raw_harness;
+#[cfg(feature = "live")]
+mod raw_shell;
+#[cfg(feature = "live")]
 mod refusals;
+#[cfg(feature = "live")]
 mod services;

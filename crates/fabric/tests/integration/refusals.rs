@@ -2,9 +2,7 @@
 //! problem, and no change to the switch. And nobody gets in without a certificate from
 //! the lab CA.
 
-use atmlab_core::ids::{PortId, VcId};
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::CellRate;
+use atmlab_core::ids::VcId;
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::convert::pb_commit;
 use atmlab_fabric::live::grpc::GrpcSwitch;
@@ -12,6 +10,8 @@ use atmlab_fabric::live::server::{self, ServerFile};
 use atmlab_fabric::*;
 use atmlab_rpc::v1 as pb;
 use tonic::Code;
+
+use crate::common::{self, grpc_client};
 
 fn file() -> ServerFile {
     ServerFile::parse(
@@ -29,21 +29,7 @@ buffer_cells = 100
 }
 
 fn commit(in_vci: u16, out_vci: u16, rate: f64) -> Commit {
-    Commit {
-        kind: ConnectionKind::Vc,
-        in_port: PortId(0),
-        in_id: VcId::new(0, in_vci),
-        branches: vec![Branch {
-            port: PortId(1),
-            id: VcId::new(0, out_vci),
-        }],
-        traffic: TrafficDescriptor::cbr(CellRate(rate)),
-        clr: 0.0,
-        buffer_cells: 0,
-        owner: "cm".into(),
-        replenish: 0,
-        tag: String::new(),
-    }
+    common::commit(0, VcId::new(0, in_vci), 1, VcId::new(0, out_vci), rate)
 }
 
 type State = (Vec<Connection>, Vec<Reservation>, Vec<(u32, u32, u32, u64)>);
@@ -74,10 +60,7 @@ async fn every_refusal_gets_its_status_and_changes_nothing() {
     let sw = server::start(&file(), Some(&files[0].load().unwrap()))
         .await
         .unwrap();
-    let ch = atmlab_rpc::client_channel(&sw.grpc_addr.to_string(), Some(&files[1].load().unwrap()))
-        .await
-        .unwrap();
-    let c = GrpcSwitch::new(ch);
+    let c = grpc_client(sw.grpc_addr, Some(&files[1].load().unwrap())).await;
     let mut raw = c.raw();
     // Existing state to protect: one connection, two reservations of another owner.
     let (conn, _) = c.commit(&commit(100, 200, 300_000.0)).await.unwrap();
@@ -258,11 +241,7 @@ async fn clients_without_a_lab_certificate_are_refused() {
     assert!(refused, "a plain-text client got in");
 
     // And the switch is untouched; the right certificate works.
-    let ok = GrpcSwitch::new(
-        atmlab_rpc::client_channel(&addr, Some(&files[1].load().unwrap()))
-            .await
-            .unwrap(),
-    );
+    let ok = grpc_client(sw.grpc_addr, Some(&files[1].load().unwrap())).await;
     assert_eq!(ok.describe().await.unwrap().connections, 0);
     sw.stop().await;
 }

@@ -3,11 +3,7 @@
 //! calls made idempotent), Statistics counts cells, and a gRPC server in front of the
 //! raw-TCP interface (ReTINA's proxy) behaves as the switch itself.
 
-use std::time::Duration;
-
 use atmlab_core::ids::{PortId, VcId};
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::CellRate;
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::convert::{pb_command, pb_commit};
 use atmlab_fabric::live::grpc::{self, GrpcSwitch, SwitchService};
@@ -17,6 +13,8 @@ use atmlab_fabric::*;
 use atmlab_rpc::v1 as pb;
 use tokio_stream::StreamExt;
 
+use crate::common::{self, HANG, grpc_client};
+
 fn file() -> ServerFile {
     ServerFile::parse(
         "name = \"s1\"\nraw = \"127.0.0.1:0\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\n",
@@ -25,36 +23,37 @@ fn file() -> ServerFile {
     .unwrap()
 }
 
+/// A cross-connect 0 0/vci -> 1 0/vci with a piggybacked replenishment of two.
 fn commit(vci: u16) -> Commit {
+    let id = VcId::new(0, vci);
     Commit {
-        kind: ConnectionKind::Vc,
-        in_port: PortId(0),
-        in_id: VcId::new(0, vci),
-        branches: vec![Branch {
-            port: PortId(1),
-            id: VcId::new(0, vci),
-        }],
-        traffic: TrafficDescriptor::cbr(CellRate(10.0)),
-        clr: 0.0,
-        buffer_cells: 0,
-        owner: "cm".into(),
         replenish: 2,
         tag: "w".into(),
+        ..common::commit(0, id, 1, id, 10.0)
     }
 }
 
-async fn client(addr: std::net::SocketAddr) -> GrpcSwitch {
-    GrpcSwitch::new(
-        atmlab_rpc::client_channel(&addr.to_string(), None)
-            .await
-            .unwrap(),
-    )
+/// Opens the command stream; requests go into the sender.
+async fn open_stream(
+    c: &GrpcSwitch,
+) -> (
+    tokio::sync::mpsc::Sender<pb::StreamRequest>,
+    tonic::Streaming<pb::StreamReply>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let replies = c
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, replies)
 }
 
 #[tokio::test]
 async fn watch_reports_changes_in_order() {
     let sw = server::start(&file(), None).await.unwrap();
-    let c = client(sw.grpc_addr).await;
+    let c = grpc_client(sw.grpc_addr, None).await;
     let mut events = c
         .raw()
         .watch(pb::WatchRequest {})
@@ -66,7 +65,7 @@ async fn watch_reports_changes_in_order() {
     c.release(id, false).await.unwrap();
     let mut seen = Vec::new();
     while seen.len() < 4 {
-        let ev = tokio::time::timeout(Duration::from_secs(10), events.next())
+        let ev = tokio::time::timeout(HANG, events.next())
             .await
             .expect("an event arrives")
             .unwrap()
@@ -88,7 +87,7 @@ async fn watch_reports_changes_in_order() {
 #[tokio::test]
 async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
     let sw = server::start(&file(), None).await.unwrap();
-    let c = client(sw.grpc_addr).await;
+    let c = grpc_client(sw.grpc_addr, None).await;
     let req = |id: u64, vci: u16| pb::StreamRequest {
         client_id: "cm-1".into(),
         request_id: id,
@@ -98,13 +97,7 @@ async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
         }))),
     };
     // First stream: request 7 commits 0/50.
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    let mut replies = c
-        .raw()
-        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut replies) = open_stream(&c).await;
     tx.send(req(7, 50)).await.unwrap();
     let first = replies.next().await.unwrap().unwrap();
     assert_eq!(first.request_id, 7);
@@ -113,13 +106,7 @@ async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
     // The client "lost" the answer and retries on a new stream, same client id and
     // request id: the same answer, and no second connection (a second commit of 0/50
     // would have failed with ALREADY_EXISTS).
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    let mut replies = c
-        .raw()
-        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut replies) = open_stream(&c).await;
     tx.send(req(7, 50)).await.unwrap();
     tx.send(req(8, 50)).await.unwrap();
     let again = replies.next().await.unwrap().unwrap();
@@ -140,7 +127,7 @@ async fn a_duplicated_stream_request_runs_once_even_within_one_batch() {
     // Both copies are on the wire before the server reads, so they arrive in one batch:
     // the memory of answers (filled after a batch runs) cannot catch the second copy.
     let sw = server::start(&file(), None).await.unwrap();
-    let c = client(sw.grpc_addr).await;
+    let c = grpc_client(sw.grpc_addr, None).await;
     let req = pb::StreamRequest {
         client_id: "cm-dup".into(),
         request_id: 9,
@@ -166,7 +153,7 @@ async fn a_duplicated_stream_request_runs_once_even_within_one_batch() {
 #[tokio::test]
 async fn statistics_count_cells_per_port_and_connection() {
     let sw = server::start(&file(), None).await.unwrap();
-    let c = client(sw.grpc_addr).await;
+    let c = grpc_client(sw.grpc_addr, None).await;
     let (id, _) = c.commit(&commit(60)).await.unwrap();
     sw.switch.with_switch(|s| {
         for _ in 0..5 {
@@ -210,8 +197,8 @@ async fn a_grpc_proxy_over_the_raw_interface_is_the_switch() {
             let _ = stopped.await;
         },
     ));
-    let via = client(proxy_addr).await;
-    let direct = client(sw.grpc_addr).await;
+    let via = grpc_client(proxy_addr, None).await;
+    let direct = grpc_client(sw.grpc_addr, None).await;
     let (id, _) = via.commit(&commit(70)).await.unwrap();
     assert_eq!(direct.connections().await.unwrap()[0].id, id);
     // A refusal crosses the proxy with its code and text.
