@@ -330,11 +330,8 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             )),
             Regions::default(),
         );
-        let incoming = atmlab_rpc::tls::grpc_incoming(listener, cm_id.as_ref())?;
-        atmlab_rpc::server()
-            .add_service(service.into_server())
-            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
-            .await?;
+        let routes = tonic::service::Routes::new(service.into_server());
+        atmlab_rpc::serve(listener, cm_id.as_ref(), routes, shell::shutdown_signal()).await?;
         handle.shutdown().await;
         reg.stop().await;
         lab.down().await;
@@ -482,20 +479,17 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         let (listener, scheme, addr, reg) =
             listen_and_register(&nc, &who, listen, id.is_some()).await?;
         say!("connection manager: {scheme}://{addr}");
-        let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
-        atmlab_rpc::server()
-            .add_service(
-                CmService::new(
-                    handle.clone(),
-                    Some(atmlab_control::cm::service::collocated_mapper(
-                        atmlab_control::qos::QosMapper::default(),
-                    )),
-                    Regions::default(),
-                )
-                .into_server(),
+        let routes = tonic::service::Routes::new(
+            CmService::new(
+                handle.clone(),
+                Some(atmlab_control::cm::service::collocated_mapper(
+                    atmlab_control::qos::QosMapper::default(),
+                )),
+                Regions::default(),
             )
-            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
-            .await?;
+            .into_server(),
+        );
+        atmlab_rpc::serve(listener, id.as_ref(), routes, shell::shutdown_signal()).await?;
         handle.shutdown().await;
         reg.stop().await;
         Ok(ExitCode::SUCCESS)
@@ -581,19 +575,16 @@ fn serve_tina(
         for (name, at) in &deployment.endpoints {
             say!("  performer {name}: {scheme}://{at}");
         }
-        let incoming = atmlab_rpc::tls::grpc_incoming(listener, id.as_ref())?;
-        atmlab_rpc::server()
-            .add_service(
-                tina::service::TinaService::new(
-                    deployment.lnc.clone(),
-                    Some(atmlab_control::cm::service::collocated_mapper(
-                        atmlab_control::qos::QosMapper::default(),
-                    )),
-                )
-                .into_server(),
+        let routes = tonic::service::Routes::new(
+            tina::service::TinaService::new(
+                deployment.lnc.clone(),
+                Some(atmlab_control::cm::service::collocated_mapper(
+                    atmlab_control::qos::QosMapper::default(),
+                )),
             )
-            .serve_with_incoming_shutdown(incoming, shell::shutdown_signal())
-            .await?;
+            .into_server(),
+        );
+        atmlab_rpc::serve(listener, id.as_ref(), routes, shell::shutdown_signal()).await?;
         deployment.shutdown().await;
         reg.stop().await;
         Ok(ExitCode::SUCCESS)
@@ -691,7 +682,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
             let load = Load {
                 rate,
                 duration: Duration::from_secs_f64(args.seconds),
-                holding: Duration::from_nanos(holding.as_picos() / 1000),
+                holding: holding.into(),
                 fixed_holding: false,
                 precise: false,
                 pairs: pairs.clone(),

@@ -94,7 +94,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
             }
             HostCommand::Recv { attach, out, frames, idle } => {
                 let idle = atmlab_core::time::Duration::from_str(&idle).map_err(|e| anyhow!("--idle: {e}"))?;
-                let idle = Duration::from_nanos(idle.as_picos() / 1000);
+                let idle = Duration::from(idle);
                 let (mut host, vc) = open(&attach).await?;
                 eprintln!("host {} attached to {}, receiving on {vc}", host.local_addr().map_err(|e| anyhow!("{e}"))?, attach.switch);
                 let mut sink: Box<dyn Write> = if out.as_os_str() == "-" {

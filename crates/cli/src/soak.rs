@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use atmlab_lab::soak::{self, SoakOptions};
@@ -57,7 +56,7 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
         rate: args.rate,
         seconds: args.seconds,
         window: args.window,
-        holding: Duration::from_nanos(holding.as_nanos()),
+        holding: holding.into(),
         faults,
         journal: args.journal,
     };

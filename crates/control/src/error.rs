@@ -1,11 +1,11 @@
-//! The crate's one error type.
-
-use atmlab_rpc::RpcError;
+//! The crate's one error type, and its kinds: the core's own classification of a refusal,
+//! which only the live shell maps onto gRPC status codes (and clients map back).
 
 /// Everything the control plane can refuse or fail at.
 ///
-/// The name service maps each variant to a gRPC status ([`ControlError::code`]);
-/// clients map statuses back, so `NotRegistered` means the same on both sides.
+/// Each variant has an [`ErrorKind`] ([`ControlError::kind`]); the live shell maps it to a
+/// gRPC status and clients map statuses back, so `NotRegistered` means the same on both
+/// sides.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlError {
@@ -41,15 +41,16 @@ pub enum ControlError {
         limit: usize,
     },
     /// TLS or connection set-up failed.
+    #[cfg(feature = "live")]
     #[error(transparent)]
-    Rpc(#[from] RpcError),
+    Rpc(#[from] atmlab_rpc::RpcError),
     /// A call to a remote object failed with a status other than the ones above.
-    #[error("{call} failed: {code:?}: {message}")]
+    #[error("{call} failed: {kind:?}: {message}")]
     Call {
         /// The RPC, e.g. `"NameService.Register"`.
         call: &'static str,
-        /// The status code.
-        code: tonic::Code,
+        /// The status, as a kind.
+        kind: ErrorKind,
         /// The status message.
         message: String,
     },
@@ -115,32 +116,84 @@ pub enum ControlError {
     },
 }
 
-impl ControlError {
-    /// The gRPC status code that stands for this error.
-    pub fn code(&self) -> tonic::Code {
+/// What kind of refusal or failure a [`ControlError`] is, in the terms of the canonical
+/// status codes every RPC system shares (google.rpc.Code), without depending on one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The request is wrong whatever the state (INVALID_ARGUMENT, 3).
+    InvalidArgument,
+    /// Deadline passed before an answer (DEADLINE_EXCEEDED, 4).
+    DeadlineExceeded,
+    /// The thing asked for does not exist (NOT_FOUND, 5).
+    NotFound,
+    /// No room: a full directory, a blocked call (RESOURCE_EXHAUSTED, 8).
+    ResourceExhausted,
+    /// The service or the transport is down (UNAVAILABLE, 14).
+    Unavailable,
+    /// Any other status, by its google.rpc.Code number.
+    Other(i32),
+}
+
+impl ErrorKind {
+    /// The google.rpc.Code number.
+    pub const fn code(self) -> i32 {
         match self {
-            ControlError::InvalidName { .. } | ControlError::InvalidRegistration { .. } => {
-                tonic::Code::InvalidArgument
-            }
-            ControlError::NotRegistered { .. } => tonic::Code::NotFound,
-            ControlError::DirectoryFull { .. } => tonic::Code::ResourceExhausted,
-            ControlError::Rpc(_) | ControlError::Serve { .. } => tonic::Code::Unavailable,
-            ControlError::Topology { .. }
-            | ControlError::InvalidQos { .. }
-            | ControlError::UnknownHost { .. }
-            | ControlError::InvalidRouteRequest { .. }
-            | ControlError::InvalidView { .. } => tonic::Code::InvalidArgument,
-            ControlError::NoRoute { .. } => tonic::Code::ResourceExhausted,
-            ControlError::Switch(e) => tonic::Code::from_i32(e.kind().code()),
-            ControlError::Call { code, .. } => *code,
+            ErrorKind::InvalidArgument => 3,
+            ErrorKind::DeadlineExceeded => 4,
+            ErrorKind::NotFound => 5,
+            ErrorKind::ResourceExhausted => 8,
+            ErrorKind::Unavailable => 14,
+            ErrorKind::Other(c) => c,
+        }
+    }
+
+    /// The kind of a google.rpc.Code number.
+    pub const fn from_code(code: i32) -> ErrorKind {
+        match code {
+            3 => ErrorKind::InvalidArgument,
+            4 => ErrorKind::DeadlineExceeded,
+            5 => ErrorKind::NotFound,
+            8 => ErrorKind::ResourceExhausted,
+            14 => ErrorKind::Unavailable,
+            c => ErrorKind::Other(c),
         }
     }
 }
 
+impl ControlError {
+    /// The kind of refusal or failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ControlError::InvalidName { .. } | ControlError::InvalidRegistration { .. } => {
+                ErrorKind::InvalidArgument
+            }
+            ControlError::NotRegistered { .. } => ErrorKind::NotFound,
+            ControlError::DirectoryFull { .. } => ErrorKind::ResourceExhausted,
+            #[cfg(feature = "live")]
+            ControlError::Rpc(_) => ErrorKind::Unavailable,
+            ControlError::Serve { .. } => ErrorKind::Unavailable,
+            ControlError::Topology { .. }
+            | ControlError::InvalidQos { .. }
+            | ControlError::UnknownHost { .. }
+            | ControlError::InvalidRouteRequest { .. }
+            | ControlError::InvalidView { .. } => ErrorKind::InvalidArgument,
+            ControlError::NoRoute { .. } => ErrorKind::ResourceExhausted,
+            ControlError::Switch(e) => ErrorKind::from_code(e.kind().code()),
+            ControlError::Call { kind, .. } => *kind,
+        }
+    }
+
+    /// The gRPC status code that stands for this error (the live shell's mapping of
+    /// [`ControlError::kind`]).
+    #[cfg(feature = "live")]
+    pub fn code(&self) -> tonic::Code {
+        tonic::Code::from_i32(self.kind().code())
+    }
+}
+
+#[cfg(feature = "live")]
 impl From<ControlError> for tonic::Status {
     fn from(e: ControlError) -> tonic::Status {
         tonic::Status::new(e.code(), e.to_string())
     }
 }
-
-pub(crate) use atmlab_rpc::error_chain as chain;

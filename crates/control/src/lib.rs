@@ -40,4 +40,4 @@ pub mod qos;
 pub mod route;
 pub mod tina;
 
-pub use error::ControlError;
+pub use error::{ControlError, ErrorKind};

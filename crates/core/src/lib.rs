@@ -8,11 +8,14 @@
 //!
 //! What it is not: no I/O, no clock, no threads, no tokio, no serde. The shells
 //! (live and simulated) hand time to the cores as an [`time::Instant`]; only they read
-//! the OS clock. See DESIGN.md §2, "one core, two shells".
+//! the OS clock, through `clock::LiveClock`, which exists only with the `clock` feature
+//! that only the live shells enable. See DESIGN.md §2, "one core, two shells".
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "clock")]
+pub mod clock;
 pub mod ids;
 pub mod time;
 pub mod traffic;

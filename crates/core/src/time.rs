@@ -186,6 +186,22 @@ impl SubAssign for Duration {
 }
 
 /// Writes `ps` picoseconds in the largest unit that keeps the figure readable.
+/// The shells' conversion from the OS's durations: exact (nanoseconds are whole
+/// picoseconds), saturating at [`Duration::MAX`] (213 days).
+impl From<std::time::Duration> for Duration {
+    fn from(d: std::time::Duration) -> Duration {
+        Duration(u64::try_from(d.as_nanos()).map_or(u64::MAX, |ns| ns.saturating_mul(PS_PER_NS)))
+    }
+}
+
+/// The shells' conversion to the OS's durations (for timers and sleeps): truncated to
+/// whole nanoseconds, the OS's resolution.
+impl From<Duration> for std::time::Duration {
+    fn from(d: Duration) -> std::time::Duration {
+        std::time::Duration::from_nanos(d.as_nanos())
+    }
+}
+
 fn fmt_picos(ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let (unit, div) = if ps >= PS_PER_S {
         ("s", PS_PER_S)
@@ -297,6 +313,16 @@ mod tests {
         assert_eq!(Duration::from_secs(3).to_string(), "3 s");
         assert_eq!(Duration::from_picos(7).to_string(), "7 ps");
         assert_eq!(Instant::from_picos(1_500_000).to_string(), "t=1.5 us");
+    }
+
+    #[test]
+    fn std_durations_convert_both_ways() {
+        let d = std::time::Duration::from_nanos(2_726);
+        assert_eq!(Duration::from(d), Duration::from_picos(2_726_000));
+        // Back: truncated to whole nanoseconds.
+        let back: std::time::Duration = Duration::from_picos(2_726_337).into();
+        assert_eq!(back, std::time::Duration::from_nanos(2_726));
+        assert_eq!(Duration::from(std::time::Duration::MAX), Duration::MAX);
     }
 
     #[test]

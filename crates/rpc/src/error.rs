@@ -118,6 +118,12 @@ pub enum RpcError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A gRPC server's transport failed while serving.
+    #[error("serving gRPC: {reason}")]
+    Serve {
+        /// tonic's error with its chain of causes.
+        reason: String,
+    },
     /// tonic could not connect a channel.
     #[error("cannot connect to {addr}: {reason}")]
     Channel {

@@ -13,9 +13,10 @@
 //!   certificate from the lab CA, and [`tls::incoming`], an accept loop that hands tonic (or
 //!   a raw-TCP protocol) authenticated streams and logs every refused handshake.
 //! - [`client_channel`] / [`endpoint`]: a tonic channel to an address, with or without TLS.
-//! - [`server`]: a tonic server builder with the HTTP/2 limits every control interface
-//!   shares, so that an overloaded server holds requests back instead of dropping the
-//!   connection they came on.
+//! - [`serve`]: every control interface's start-up (TLS accept loop, the server
+//!   settings), over [`server`], a tonic server builder with the HTTP/2 limits every
+//!   control interface shares, so that an overloaded server holds requests back instead
+//!   of dropping the connection they came on.
 //!
 //! It is not a core: it does I/O and owns no protocol logic. The services themselves (the
 //! name service, switch servers, connection managers) live in their crates and convert
@@ -32,7 +33,7 @@ pub mod tls;
 
 pub use client::{client_channel, endpoint};
 pub use error::{RpcError, chain as error_chain};
-pub use server::server;
+pub use server::{serve, server};
 
 /// The `atmlab.v1` package, generated from `proto/atmlab/v1/*.proto`.
 ///

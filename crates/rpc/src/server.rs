@@ -18,7 +18,14 @@
 //! switch server) may hold at most [`STREAM_WINDOW`] bytes not yet read, and the connection
 //! window ([`CONNECTION_WINDOW`]) makes the budget large enough for both.
 
+use std::future::Future;
+
+use tokio::net::TcpListener;
+use tonic::service::Routes;
 use tonic::transport::Server;
+
+use crate::error::{RpcError, chain};
+use crate::tls::{TlsIdentity, grpc_incoming};
 
 /// Streams a client may have open on one connection at once: 1,024 unread unary requests
 /// cost at most 256 KiB of the data-frame budget.
@@ -50,4 +57,24 @@ pub fn server() -> Server {
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+}
+
+/// Serves `routes` (one or more tonic services: `Routes::new(service)`) on `listener`
+/// until `shutdown` resolves: every connection's TLS handshake through
+/// [`grpc_incoming`] (mutual TLS with `tls`, plain HTTP/2 without), the settings of
+/// [`server`]. The one start-up of every control interface (switch servers, the name
+/// service, the QoS mapper, connection managers, TINA's performers), so that all of them
+/// authenticate, log refusals and hold back excess requests the same way.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<&TlsIdentity>,
+    routes: Routes,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RpcError> {
+    let incoming = grpc_incoming(listener, tls)?;
+    server()
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|e| RpcError::Serve { reason: chain(&e) })
 }

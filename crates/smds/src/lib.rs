@@ -27,12 +27,14 @@
 #![warn(missing_docs)]
 
 pub mod cmp;
+#[cfg(feature = "live")]
 pub mod config;
 mod error;
 pub mod fib;
 pub mod harness;
 pub mod ids;
 pub mod linkstate;
+#[cfg(feature = "live")]
 pub mod live;
 pub mod msg;
 pub mod parallel;

@@ -21,7 +21,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
-use atmlab_core::time::Instant;
+use atmlab_core::clock::LiveClock;
+
 use atmlab_wire::E164Address;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
@@ -36,33 +37,6 @@ use crate::server::{Control, ServerConfig};
 
 /// The largest datagram read.
 const MAX_DATAGRAM: usize = 65_536;
-
-/// Maps the tokio clock onto the cores' [`Instant`].
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    origin: tokio::time::Instant,
-}
-
-impl Clock {
-    /// A clock whose epoch is now.
-    pub fn start() -> Clock {
-        Clock {
-            origin: tokio::time::Instant::now(),
-        }
-    }
-
-    /// Now, as a core instant.
-    pub fn now(&self) -> Instant {
-        let ns = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX / 1000);
-        Instant::from_picos(ns.saturating_mul(1000))
-    }
-
-    /// A core instant as a tokio instant (at most an hour ahead).
-    pub fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
-        let ns = (t.as_picos() / 1000).min(self.now().as_picos() / 1000 + 3_600_000_000_000);
-        self.origin + std::time::Duration::from_nanos(ns)
-    }
-}
 
 /// What a running server reports.
 #[derive(Debug, Clone, Default)]
@@ -164,7 +138,7 @@ impl LiveServer {
                 cfg.local.interfaces.len()
             )));
         }
-        let clock = Clock::start();
+        let clock = LiveClock::start();
         let kinds: Vec<IfaceKind> = cfg.local.interfaces.iter().map(|i| i.kind()).collect();
         let id = cfg.local.id;
         let control = Control::new(cfg, clock.now())?;
@@ -333,7 +307,7 @@ async fn forwarder(
 #[allow(clippy::too_many_arguments)] // reason: the task's whole world, passed once at spawn
 async fn control_task(
     mut control: Control,
-    clock: Clock,
+    clock: LiveClock,
     mut rx: mpsc::Receiver<(IfaceId, Vec<u8>)>,
     queues: Vec<mpsc::Sender<Vec<u8>>>,
     fib_tx: watch::Sender<Arc<Fib>>,
@@ -345,7 +319,8 @@ async fn control_task(
     let sample = std::time::Duration::from_millis(10);
     let mut next_sample = tokio::time::Instant::now() + sample;
     loop {
-        let wake = clock.to_tokio(control.poll_timeout()).min(next_sample);
+        let wake =
+            tokio::time::Instant::from_std(clock.to_std(control.poll_timeout())).min(next_sample);
         tokio::select! {
             m = rx.recv() => match m {
                 Some((iface, data)) => control.handle_control(clock.now(), iface, &data),

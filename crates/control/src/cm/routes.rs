@@ -70,7 +70,7 @@ impl Router for CachedRouter {
             .unwrap_or_else(|e| e.into_inner())
             .route(source, destination, bandwidth)
             .map_err(|e| CallError {
-                kind: atmlab_fabric::ErrorKind::from_code(e.code() as i32),
+                kind: atmlab_fabric::ErrorKind::from_code(e.kind().code()),
                 message: e.to_string(),
             })?;
         let hops: Vec<HopSpec> = r

@@ -173,7 +173,7 @@ fn from_status(call: &'static str, name: &str, status: tonic::Status) -> Control
         // already says what was wrong with which name).
         code => ControlError::Call {
             call,
-            code,
+            kind: crate::ErrorKind::from_code(code as i32),
             message: status.message().into(),
         },
     }

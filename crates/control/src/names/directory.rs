@@ -472,11 +472,15 @@ mod tests {
         ];
         for object in bad {
             let e = dir.register(at(0), object.clone(), None).unwrap_err();
-            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{object:?}: {e}");
+            assert_eq!(
+                e.kind(),
+                crate::ErrorKind::InvalidArgument,
+                "{object:?}: {e}"
+            );
         }
         assert!(dir.is_empty());
         let e = dir.resolve(at(0), "").unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
     }
 
     #[test]

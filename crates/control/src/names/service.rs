@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use atmlab_core::time::Duration;
-use atmlab_rpc::tls::{PeerInfo, TlsIdentity, grpc_incoming};
+use atmlab_rpc::tls::{PeerInfo, TlsIdentity};
 use atmlab_rpc::v1;
 use atmlab_rpc::v1::name_service_server::{NameService, NameServiceServer};
 use tokio::net::TcpListener;
@@ -22,7 +22,6 @@ use tonic::{Request, Response, Status};
 use super::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
 use crate::ControlError;
 use crate::clock::LiveClock;
-use crate::error::chain;
 
 /// The name service: a [`Directory`] behind the generated tonic trait.
 ///
@@ -80,9 +79,8 @@ impl NameServiceImpl {
         tls: Option<TlsIdentity>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControlError> {
-        let incoming = grpc_incoming(listener, tls.as_ref())?;
         tracing::info!(
-            addr = %incoming.local_addr(),
+            addr = ?listener.local_addr(),
             tls = tls.is_some(),
             "name service listening"
         );
@@ -90,16 +88,11 @@ impl NameServiceImpl {
             let service = self.clone();
             async move { service.sweep().await }
         });
-        let result = atmlab_rpc::server()
-            .add_service(self.server())
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await;
+        let routes = tonic::service::Routes::new(self.server());
+        let result = atmlab_rpc::serve(listener, tls.as_ref(), routes, shutdown).await;
         sweeper.abort();
         tracing::info!("name service stopped");
-        result.map_err(|e| ControlError::Serve {
-            what: "the name service",
-            reason: chain(&e),
-        })
+        Ok(result?)
     }
 
     /// Removes registrations as their leases lapse, logging each; never returns. Optional
@@ -111,7 +104,7 @@ impl NameServiceImpl {
             let wait = next.map(|t| t.saturating_duration_since(self.shared.clock.now()));
             match wait {
                 Some(wait) => {
-                    let wait = std::time::Duration::from_nanos(wait.as_nanos());
+                    let wait = std::time::Duration::from(wait);
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = self.shared.registered.notified() => {}

@@ -593,11 +593,11 @@ pub async fn serve<B: SwitchBackend>(
     service: SwitchService<B>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FabricError> {
-    let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)
-        .map_err(|e| FabricError::Config(format!("TLS: {e}")))?;
-    atmlab_rpc::server()
-        .add_service(service.into_server())
-        .serve_with_incoming_shutdown(incoming, shutdown)
+    let routes = tonic::service::Routes::new(service.into_server());
+    atmlab_rpc::serve(listener, tls, routes, shutdown)
         .await
-        .map_err(|e| FabricError::Unavailable(format!("gRPC server: {e}")))
+        .map_err(|e| match e {
+            atmlab_rpc::RpcError::Serve { .. } => FabricError::Unavailable(e.to_string()),
+            other => FabricError::Config(format!("TLS: {other}")),
+        })
 }

@@ -2,6 +2,7 @@
 //! the live UDP shell on loopback. One test binary for the crate.
 
 mod fuzz_harness;
+#[cfg(feature = "live")]
 mod live;
 mod network;
 mod robustness;

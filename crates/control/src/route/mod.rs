@@ -1,0 +1,37 @@
+//! The route object: a link-state view of the network and QoS-constrained routes through it
+//! (paper 000 §II-B step 3 of Fig. 2: "a path in the network is obtained from the
+//! RouteObject ... Routes are updated asynchronously"; §II-C-1 on caching alternate
+//! routes per source-destination pair).
+//!
+//! - `object`: [`RouteObject`], the sans-IO core: switches, their ports (capacity and
+//!   bandwidth allocated, in cells/s), the duplex links between ports and the hosts on
+//!   ports, kept as a petgraph `Graph` with one node per switch and one directed edge
+//!   per direction of a link. Bandwidth is charged on a switch's *output* port, as the
+//!   switches' admission control charges it, so a route needs `free >= bandwidth` on
+//!   every output port it uses, the last one (towards the destination host) included.
+//! - `discover` (the live shell, feature `live`): [`discover`], [`spawn_refresher`] and
+//!   [`start`], which read the view from the name service and the switch servers.
+//!
+//! **Which route.** [`RouteObject::route`] returns the widest-shortest path: fewest hops
+//! among the ports with enough free bandwidth; among those, the one whose tightest port
+//! has the most free bandwidth (it leaves the most room, so later calls block less);
+//! then, to be deterministic, the smallest sequence of (switch name, output port).
+//! [`RouteObject::k_routes`] gives up to `k` loop-free alternates in that order, by Yen's
+//! algorithm (J. Y. Yen, "Finding the k shortest loopless paths in a network", Management
+//! Science 17(11), 1971) over the same search.
+//!
+//! **Freshness.** The view is what the switches said when last asked; the switches'
+//! admission control has the last word. [`discover`] asks them (through the name service
+//! and each switch server's Describe); [`spawn_refresher`] does so every period and
+//! replaces the view. [`RouteObject::set_allocated`] lets a connection manager record
+//! what it has just allocated before the next refresh shows it.
+
+#[cfg(feature = "live")]
+mod discover;
+mod object;
+#[cfg(test)]
+mod tests;
+
+#[cfg(feature = "live")]
+pub use discover::{discover, spawn_refresher, start};
+pub use object::{Hop, NetworkView, PortState, Route, RouteObject};

@@ -1,0 +1,556 @@
+//! The route object's sans-IO core (paper 000 §II-B step 3): the link-state view as a
+//! petgraph graph, widest-shortest routes and Yen's k loop-free alternates, as the module
+//! doc of [`crate::route`] states them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::graph::{EdgeIndex, Graph, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::ControlError;
+
+/// One switch on a route.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Hop {
+    /// The switch.
+    pub switch: String,
+    /// Where the connection's cells come in.
+    pub in_port: u16,
+    /// Where they go out.
+    pub out_port: u16,
+}
+
+/// A path from a host to a host: the first hop's `in_port` is the source host's port, the
+/// last hop's `out_port` the destination host's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// The switches in order.
+    pub hops: Vec<Hop>,
+}
+
+/// One port as the view knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortState {
+    /// Its number.
+    pub port: u16,
+    /// Admissible bandwidth, cells/s.
+    pub capacity: f64,
+    /// Bandwidth admitted, cells/s.
+    pub allocated: f64,
+    /// The (switch, port) at the other end of its link; `None` for a host port or a port
+    /// not wired.
+    pub peer: Option<(String, u16)>,
+}
+
+impl PortState {
+    /// Bandwidth still free, cells/s (negative if over-allocated).
+    pub fn free(&self) -> f64 {
+        self.capacity - self.allocated
+    }
+}
+
+/// A snapshot of the network: what [`RouteObject::new`] and [`RouteObject::update`] take
+/// and [`discover`] makes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkView {
+    /// Each switch with its ports.
+    pub switches: Vec<(String, Vec<PortState>)>,
+    /// Each host: (host, switch, port).
+    pub hosts: Vec<(String, String, u16)>,
+}
+
+impl NetworkView {
+    /// Every duplex link once, as ((switch, port), (switch, port)) with the smaller end
+    /// first, sorted; a link counts only if both ends name each other.
+    pub fn links(&self) -> Vec<((String, u16), (String, u16))> {
+        let ends: BTreeMap<(&str, u16), &(String, u16)> = self
+            .switches
+            .iter()
+            .flat_map(|(s, ports)| {
+                ports
+                    .iter()
+                    .filter_map(move |p| p.peer.as_ref().map(|peer| ((s.as_str(), p.port), peer)))
+            })
+            .collect();
+        let mut out = BTreeSet::new();
+        for (&(s, p), (ps, pp)) in &ends {
+            if ends
+                .get(&(ps.as_str(), *pp))
+                .is_some_and(|back| back.0 == s && back.1 == p)
+            {
+                let a = (s.to_string(), p);
+                let b = (ps.clone(), *pp);
+                out.insert(if a <= b { (a, b) } else { (b, a) });
+            }
+        }
+        out.into_iter().collect()
+    }
+}
+
+/// A switch in the graph.
+#[derive(Debug, Clone)]
+struct Node {
+    name: String,
+    ports: BTreeMap<u16, PortState>,
+}
+
+/// One direction of a link: out of the source switch's `out_port`, into the target's
+/// `in_port`.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    out_port: u16,
+    in_port: u16,
+}
+
+/// A path between switches, with what orders it.
+#[derive(Debug, Clone)]
+struct Path {
+    nodes: Vec<NodeIndex>,
+    edges: Vec<EdgeIndex>,
+    /// The least free bandwidth on the path's inter-switch output ports (infinite with
+    /// none).
+    bottleneck: f64,
+    /// (switch, output port) per edge, for deterministic ties. Node indices follow switch
+    /// names, so this orders by name.
+    key: Vec<(NodeIndex, u16)>,
+}
+
+impl Path {
+    /// Fewer hops first, then the wider, then the smaller key.
+    fn cmp_rank(&self, other: &Path) -> std::cmp::Ordering {
+        self.edges
+            .len()
+            .cmp(&other.edges.len())
+            .then(other.bottleneck.total_cmp(&self.bottleneck))
+            .then_with(|| self.key.cmp(&other.key))
+    }
+}
+
+/// The route object's core: a link-state view and routes through it. No I/O.
+#[derive(Debug, Clone)]
+pub struct RouteObject {
+    graph: Graph<Node, Link>,
+    index: BTreeMap<String, NodeIndex>,
+    hosts: BTreeMap<String, (String, u16)>,
+    /// What the last lenient update left out, so a refresh warns once, not every period.
+    problems: Vec<String>,
+}
+
+impl RouteObject {
+    /// A route object over `view`, which must hang together: names given once, every
+    /// link to a port that exists and that names this port back, every host on a port
+    /// that exists and is not a link. Errors list every problem.
+    pub fn new(view: NetworkView) -> Result<Self, ControlError> {
+        let r = Self::build(view);
+        if r.problems.is_empty() {
+            Ok(r)
+        } else {
+            Err(ControlError::InvalidView {
+                reason: r.problems.join("; "),
+            })
+        }
+    }
+
+    /// Replaces the view (a refresh). Lenient, as a view of a live network may be caught
+    /// mid-change (a switch restarting): a link to a switch or port not in the view is
+    /// left out (a one-way link is kept in the direction that exists), and the problems
+    /// are logged at `warn` when they change.
+    pub fn update(&mut self, view: NetworkView) {
+        let next = Self::build(view);
+        if next.problems != self.problems && !next.problems.is_empty() {
+            tracing::warn!(problems = %next.problems.join("; "), "network view refreshed with problems");
+        }
+        *self = next;
+    }
+
+    fn build(view: NetworkView) -> Self {
+        let mut problems = Vec::new();
+        let mut switches: BTreeMap<String, BTreeMap<u16, PortState>> = BTreeMap::new();
+        for (name, ports) in view.switches {
+            if switches.contains_key(&name) {
+                problems.push(format!("switch {name} appears twice"));
+                continue;
+            }
+            let mut map = BTreeMap::new();
+            for p in ports {
+                if !(p.capacity.is_finite() && p.allocated.is_finite()) {
+                    problems.push(format!(
+                        "{name}:{}: capacity {} and allocated {} must be finite",
+                        p.port, p.capacity, p.allocated
+                    ));
+                }
+                if map.contains_key(&p.port) {
+                    problems.push(format!("{name}:{} appears twice", p.port));
+                    continue;
+                }
+                map.insert(p.port, p);
+            }
+            switches.insert(name, map);
+        }
+        // Nodes in name order, so node indices order routes by name.
+        let mut graph = Graph::new();
+        let mut index = BTreeMap::new();
+        for (name, ports) in &switches {
+            let i = graph.add_node(Node {
+                name: name.clone(),
+                ports: ports.clone(),
+            });
+            index.insert(name.clone(), i);
+        }
+        for (name, ports) in &switches {
+            for p in ports.values() {
+                let Some((peer, peer_port)) = &p.peer else {
+                    continue;
+                };
+                let Some(back) = switches.get(peer).and_then(|ps| ps.get(peer_port)) else {
+                    problems.push(format!(
+                        "{name}:{}'s peer {peer}:{peer_port} is not in the view",
+                        p.port
+                    ));
+                    continue;
+                };
+                if back.peer.as_ref() != Some(&(name.clone(), p.port)) {
+                    problems.push(format!(
+                        "the link {name}:{} -> {peer}:{peer_port} is one-way ({peer}:{peer_port}'s peer is {})",
+                        p.port,
+                        back.peer
+                            .as_ref()
+                            .map_or("none".to_string(), |(s, q)| format!("{s}:{q}"))
+                    ));
+                }
+                graph.add_edge(
+                    index[name],
+                    index[peer],
+                    Link {
+                        out_port: p.port,
+                        in_port: *peer_port,
+                    },
+                );
+            }
+        }
+        let mut hosts = BTreeMap::new();
+        for (host, switch, port) in view.hosts {
+            if hosts.contains_key(&host) {
+                problems.push(format!("host {host} appears twice"));
+                continue;
+            }
+            match switches.get(&switch).and_then(|ps| ps.get(&port)) {
+                None => problems.push(format!(
+                    "host {host} is at {switch}:{port}, not in the view"
+                )),
+                Some(PortState {
+                    peer: Some((s, q)), ..
+                }) => problems.push(format!(
+                    "host {host} is at {switch}:{port}, which is a link to {s}:{q}"
+                )),
+                Some(_) => {}
+            }
+            hosts.insert(host, (switch, port));
+        }
+        RouteObject {
+            graph,
+            index,
+            hosts,
+            problems,
+        }
+    }
+
+    /// The view as it stands (switches and hosts sorted by name, ports by number).
+    pub fn view(&self) -> NetworkView {
+        NetworkView {
+            switches: self
+                .index
+                .values()
+                .map(|&i| {
+                    let n = &self.graph[i];
+                    (n.name.clone(), n.ports.values().cloned().collect())
+                })
+                .collect(),
+            hosts: self
+                .hosts
+                .iter()
+                .map(|(h, (s, p))| (h.clone(), s.clone(), *p))
+                .collect(),
+        }
+    }
+
+    /// One port's state.
+    pub fn port(&self, switch: &str, port: u16) -> Option<&PortState> {
+        self.graph[*self.index.get(switch)?].ports.get(&port)
+    }
+
+    /// Records the bandwidth now allocated on a port (a connection manager's own
+    /// allocation, ahead of the next refresh). An unknown port is ignored: the next
+    /// refresh brings the truth anyway.
+    pub fn set_allocated(&mut self, switch: &str, port: u16, allocated: f64) {
+        match self
+            .index
+            .get(switch)
+            .and_then(|&i| self.graph[i].ports.get_mut(&port))
+        {
+            Some(p) => p.allocated = allocated,
+            None => tracing::debug!(switch, port, "set_allocated on a port not in the view"),
+        }
+    }
+
+    /// Where a host attaches: (switch, port).
+    pub fn host(&self, name: &str) -> Option<(&str, u16)> {
+        self.hosts.get(name).map(|(s, p)| (s.as_str(), *p))
+    }
+
+    /// The widest-shortest route from `src_host` to `dst_host` with `bandwidth` cells/s
+    /// free on every output port (see the module doc for the order). Hosts on one switch
+    /// get a one-hop route.
+    ///
+    /// Errors: [`ControlError::UnknownHost`]; [`ControlError::NoRoute`] (blocked,
+    /// RESOURCE_EXHAUSTED) naming the port that is short or saying the switches are not
+    /// connected; [`ControlError::InvalidRouteRequest`] for a bandwidth that is negative
+    /// or not a number, or a host to itself.
+    pub fn route(
+        &self,
+        src_host: &str,
+        dst_host: &str,
+        bandwidth: f64,
+    ) -> Result<Route, ControlError> {
+        let ends = self.ends(src_host, dst_host, bandwidth)?;
+        let blocked = |reason: String| ControlError::NoRoute {
+            from: src_host.to_string(),
+            to: dst_host.to_string(),
+            bandwidth,
+            reason,
+        };
+        let (src, dst) = match ends {
+            Ends::Ok { src, dst } => (src, dst),
+            Ends::Blocked(reason) => return Err(blocked(reason)),
+        };
+        let none = BTreeSet::new();
+        match self.best_path(src, dst, bandwidth, &[], &none) {
+            Some(path) => Ok(self.to_route(src_host, dst_host, &path)),
+            None if self
+                .best_path(src, dst, f64::NEG_INFINITY, &[], &none)
+                .is_some() =>
+            {
+                Err(blocked(format!(
+                    "every path from {} to {} has a port with less than {bandwidth} cells/s free",
+                    self.graph[src].name, self.graph[dst].name
+                )))
+            }
+            None => Err(blocked(format!(
+                "switches {} and {} are not connected",
+                self.graph[src].name, self.graph[dst].name
+            ))),
+        }
+    }
+
+    /// Up to `k` loop-free routes from `src_host` to `dst_host` with `bandwidth` cells/s
+    /// free on every output port, best first ([`RouteObject::route`]'s is the first).
+    /// Empty where `route` would fail.
+    pub fn k_routes(&self, src_host: &str, dst_host: &str, bandwidth: f64, k: usize) -> Vec<Route> {
+        let Ok(Ends::Ok { src, dst }) = self.ends(src_host, dst_host, bandwidth) else {
+            return Vec::new();
+        };
+        let none = BTreeSet::new();
+        let Some(first) = (k > 0)
+            .then(|| self.best_path(src, dst, bandwidth, &[], &none))
+            .flatten()
+        else {
+            return Vec::new();
+        };
+        // Yen: each accepted path spawns candidates that leave it at one of its nodes (the
+        // spur) by an edge no accepted path with the same root took, and never revisit
+        // the root.
+        let mut accepted = vec![first];
+        let mut candidates: Vec<Path> = Vec::new();
+        while accepted.len() < k {
+            let last = accepted.last().expect("at least the first").clone();
+            for i in 0..last.edges.len() {
+                let root = &last.edges[..i];
+                let banned_edges: BTreeSet<EdgeIndex> = accepted
+                    .iter()
+                    .filter(|p| p.edges.len() > i && &p.edges[..i] == root)
+                    .map(|p| p.edges[i])
+                    .collect();
+                let Some(spur) = self.best_path(
+                    last.nodes[i],
+                    dst,
+                    bandwidth,
+                    &last.nodes[..i],
+                    &banned_edges,
+                ) else {
+                    continue;
+                };
+                let mut edges = root.to_vec();
+                edges.extend(spur.edges);
+                let path = self.path_of(src, edges);
+                let seen = |p: &Path| p.edges == path.edges;
+                if !accepted.iter().any(seen) && !candidates.iter().any(seen) {
+                    candidates.push(path);
+                }
+            }
+            let Some(best) =
+                (0..candidates.len()).min_by(|&a, &b| candidates[a].cmp_rank(&candidates[b]))
+            else {
+                break;
+            };
+            accepted.push(candidates.swap_remove(best));
+        }
+        accepted
+            .iter()
+            .map(|p| self.to_route(src_host, dst_host, p))
+            .collect()
+    }
+
+    /// Checks a request and finds its end switches; `Blocked` when the destination's own
+    /// port lacks the bandwidth or a switch is missing from the view.
+    fn ends(&self, src_host: &str, dst_host: &str, bandwidth: f64) -> Result<Ends, ControlError> {
+        if !(bandwidth >= 0.0 && bandwidth.is_finite()) {
+            return Err(ControlError::InvalidRouteRequest {
+                reason: format!(
+                    "bandwidth must be a finite number of cells/s >= 0, not {bandwidth}"
+                ),
+            });
+        }
+        let unknown = |h: &str| ControlError::UnknownHost {
+            host: h.to_string(),
+        };
+        let (ss, _) = self.host(src_host).ok_or_else(|| unknown(src_host))?;
+        let (ds, dp) = self.host(dst_host).ok_or_else(|| unknown(dst_host))?;
+        if src_host == dst_host {
+            return Err(ControlError::InvalidRouteRequest {
+                reason: format!("a connection from host {src_host} to itself"),
+            });
+        }
+        let (Some(&src), Some(&dst)) = (self.index.get(ss), self.index.get(ds)) else {
+            let missing = if self.index.contains_key(ss) { ds } else { ss };
+            return Ok(Ends::Blocked(format!(
+                "switch {missing} is not in the network view"
+            )));
+        };
+        match self.graph[dst].ports.get(&dp) {
+            Some(p) if p.free() >= bandwidth => Ok(Ends::Ok { src, dst }),
+            Some(p) => Ok(Ends::Blocked(format!(
+                "the port to {dst_host} ({ds}:{dp}) has {} cells/s free",
+                p.free()
+            ))),
+            None => Ok(Ends::Blocked(format!(
+                "port {ds}:{dp} is not in the network view"
+            ))),
+        }
+    }
+
+    /// The best path from `from` to `to` over edges whose output port has `bandwidth`
+    /// free, avoiding `banned_nodes` and `banned_edges`: breadth-first by hop count, and
+    /// within a hop count the best label per switch (a path's rank extends
+    /// monotonically, so the best path to a switch extends the best paths before it).
+    fn best_path(
+        &self,
+        from: NodeIndex,
+        to: NodeIndex,
+        bandwidth: f64,
+        banned_nodes: &[NodeIndex],
+        banned_edges: &BTreeSet<EdgeIndex>,
+    ) -> Option<Path> {
+        let mut settled = vec![false; self.graph.node_count()];
+        for n in banned_nodes {
+            settled[n.index()] = true;
+        }
+        settled[from.index()] = true;
+        let mut frontier = vec![Path {
+            nodes: vec![from],
+            edges: Vec::new(),
+            bottleneck: f64::INFINITY,
+            key: Vec::new(),
+        }];
+        if from == to {
+            return frontier.pop();
+        }
+        while !frontier.is_empty() {
+            let mut next: BTreeMap<NodeIndex, Path> = BTreeMap::new();
+            for path in &frontier {
+                let u = *path.nodes.last().expect("a path has a node");
+                for e in self.graph.edges(u) {
+                    let v = e.target();
+                    if settled[v.index()] || banned_edges.contains(&e.id()) {
+                        continue;
+                    }
+                    let free = self.free(u, e.weight().out_port);
+                    // A NaN (a broken report) is never enough.
+                    if free.is_nan() || free < bandwidth {
+                        continue;
+                    }
+                    let mut cand = path.clone();
+                    cand.nodes.push(v);
+                    cand.edges.push(e.id());
+                    cand.bottleneck = cand.bottleneck.min(free);
+                    cand.key.push((u, e.weight().out_port));
+                    match next.get(&v) {
+                        Some(best) if best.cmp_rank(&cand).is_le() => {}
+                        _ => {
+                            next.insert(v, cand);
+                        }
+                    }
+                }
+            }
+            for v in next.keys() {
+                settled[v.index()] = true;
+            }
+            if let Some(found) = next.remove(&to) {
+                return Some(found);
+            }
+            frontier = next.into_values().collect();
+        }
+        None
+    }
+
+    /// A path from its edges, with its rank recomputed.
+    fn path_of(&self, from: NodeIndex, edges: Vec<EdgeIndex>) -> Path {
+        let mut nodes = vec![from];
+        let mut bottleneck = f64::INFINITY;
+        let mut key = Vec::with_capacity(edges.len());
+        for &e in &edges {
+            let (u, v) = self.graph.edge_endpoints(e).expect("an edge of this graph");
+            let out = self.graph[e].out_port;
+            bottleneck = bottleneck.min(self.free(u, out));
+            key.push((u, out));
+            nodes.push(v);
+        }
+        Path {
+            nodes,
+            edges,
+            bottleneck,
+            key,
+        }
+    }
+
+    fn free(&self, switch: NodeIndex, port: u16) -> f64 {
+        self.graph[switch]
+            .ports
+            .get(&port)
+            .map_or(f64::NEG_INFINITY, PortState::free)
+    }
+
+    fn to_route(&self, src_host: &str, dst_host: &str, path: &Path) -> Route {
+        let (_, src_port) = self.host(src_host).expect("checked");
+        let (_, dst_port) = self.host(dst_host).expect("checked");
+        let mut in_port = src_port;
+        let mut hops = Vec::with_capacity(path.nodes.len());
+        for (i, &n) in path.nodes.iter().enumerate() {
+            let (out_port, next_in) = match path.edges.get(i) {
+                Some(&e) => (self.graph[e].out_port, self.graph[e].in_port),
+                None => (dst_port, 0),
+            };
+            hops.push(Hop {
+                switch: self.graph[n].name.clone(),
+                in_port,
+                out_port,
+            });
+            in_port = next_in;
+        }
+        Route { hops }
+    }
+}
+
+enum Ends {
+    Ok { src: NodeIndex, dst: NodeIndex },
+    Blocked(String),
+}
