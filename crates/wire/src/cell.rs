@@ -185,14 +185,7 @@ impl<T: AsRef<[u8]>> Cell<T> {
 
     /// Wraps a buffer, checking it holds a whole cell (octets past 53 are ignored).
     pub fn new_checked(buffer: T) -> Result<Cell<T>, WireError> {
-        let got = buffer.as_ref().len();
-        if got < CELL_LEN {
-            return Err(WireError::Truncated {
-                what: "ATM cell",
-                need: CELL_LEN,
-                got,
-            });
-        }
+        WireError::check_len("ATM cell", CELL_LEN, buffer.as_ref().len())?;
         Ok(Cell { buffer })
     }
 
@@ -437,15 +430,8 @@ impl CellHeader {
     /// checking the fields.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, cell: &mut Cell<T>) -> Result<(), WireError> {
         self.check()?;
-        let got = cell.buffer.as_ref().len();
-        if got < HEADER_LEN {
-            return Err(WireError::BufferTooSmall {
-                what: "ATM cell header",
-                need: HEADER_LEN,
-                got,
-            });
-        }
-        cell.buffer.as_mut()[..HEADER_LEN].copy_from_slice(&self.to_bytes());
+        let out = WireError::room("ATM cell header", HEADER_LEN, cell.buffer.as_mut())?;
+        out.copy_from_slice(&self.to_bytes());
         Ok(())
     }
 }

@@ -33,6 +33,7 @@ pub mod e164;
 pub mod pcap;
 pub mod smds;
 
+mod envelope;
 mod error;
 pub use error::WireError;
 

@@ -8,6 +8,7 @@ use super::{
     field,
 };
 use crate::WireError;
+use crate::envelope;
 
 /// The PAD length for a CPCS payload of `len` octets (0-3, to a multiple of 4).
 pub const fn cpcs_pad_len(len: usize) -> usize {
@@ -39,14 +40,7 @@ impl<T: AsRef<[u8]>> CpcsPdu<T> {
 
     /// Wraps a buffer, checking it holds at least a header and a trailer.
     pub fn new_checked(buffer: T) -> Result<CpcsPdu<T>, WireError> {
-        let got = buffer.as_ref().len();
-        if got < CPCS_MIN_LEN {
-            return Err(WireError::Truncated {
-                what: CPCS_WHAT,
-                need: CPCS_MIN_LEN,
-                got,
-            });
-        }
+        WireError::check_len(CPCS_WHAT, CPCS_MIN_LEN, buffer.as_ref().len())?;
         Ok(CpcsPdu { buffer })
     }
 
@@ -60,7 +54,7 @@ impl<T: AsRef<[u8]>> CpcsPdu<T> {
     }
 
     fn trailer_at(&self, from_end: usize) -> usize {
-        self.b().len() - from_end
+        envelope::at_end(self.b(), from_end)
     }
 
     /// Common part indicator (0: BASize and Length count octets).
@@ -72,14 +66,13 @@ impl<T: AsRef<[u8]>> CpcsPdu<T> {
     /// Beginning tag.
     #[inline]
     pub fn btag(&self) -> u8 {
-        self.b()[field::BTAG]
+        envelope::tag(self.b())
     }
 
     /// Buffer allocation size.
     #[inline]
     pub fn basize(&self) -> u16 {
-        let b = self.b();
-        u16::from_be_bytes([b[2], b[3]])
+        envelope::basize(self.b())
     }
 
     /// The alignment octet of the trailer.
@@ -91,15 +84,13 @@ impl<T: AsRef<[u8]>> CpcsPdu<T> {
     /// End tag.
     #[inline]
     pub fn etag(&self) -> u8 {
-        self.b()[self.trailer_at(field::ETAG_FROM_END)]
+        envelope::end_tag(self.b())
     }
 
     /// The Length field: payload octets, PAD excluded.
     #[inline]
     pub fn length(&self) -> u16 {
-        let b = self.b();
-        let i = self.trailer_at(field::LENGTH_FROM_END);
-        u16::from_be_bytes([b[i], b[i + 1]])
+        envelope::length(self.b())
     }
 
     /// The octets between header and trailer (payload and PAD).
@@ -144,13 +135,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> CpcsPdu<T> {
     /// Sets the beginning tag.
     #[inline]
     pub fn set_btag(&mut self, btag: u8) {
-        self.bm()[field::BTAG] = btag;
+        envelope::set_tag(self.bm(), btag);
     }
 
     /// Sets the buffer allocation size.
     #[inline]
     pub fn set_basize(&mut self, basize: u16) {
-        self.bm()[field::BASIZE].copy_from_slice(&basize.to_be_bytes());
+        envelope::set_basize(self.bm(), basize);
     }
 
     /// Sets the alignment octet.
@@ -163,15 +154,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> CpcsPdu<T> {
     /// Sets the end tag.
     #[inline]
     pub fn set_etag(&mut self, etag: u8) {
-        let i = self.trailer_at(field::ETAG_FROM_END);
-        self.bm()[i] = etag;
+        envelope::set_end_tag(self.bm(), etag);
     }
 
     /// Sets the Length field.
     #[inline]
     pub fn set_length(&mut self, length: u16) {
-        let i = self.trailer_at(field::LENGTH_FROM_END);
-        self.bm()[i..i + 2].copy_from_slice(&length.to_be_bytes());
+        envelope::set_length(self.bm(), length);
     }
 
     /// The payload as the current Length field delimits it, writable (set Length first).
@@ -219,13 +208,7 @@ impl<'a> CpcsPduRepr<'a> {
                 reason: "CPI is not 0 (only octet counting is defined)",
             });
         }
-        if view.btag() != view.etag() {
-            return Err(WireError::TagMismatch {
-                what: CPCS_WHAT,
-                btag: view.btag(),
-                etag: view.etag(),
-            });
-        }
+        envelope::check_tags(CPCS_WHAT, bytes)?;
         let length = usize::from(view.length());
         if cpcs_pdu_len(length) != bytes.len() {
             return Err(WireError::Length {
@@ -274,14 +257,13 @@ impl<'a> CpcsPduRepr<'a> {
 
     /// The four header octets.
     pub(super) fn header(&self) -> [u8; 4] {
-        let [h, l] = self.basize.to_be_bytes();
-        [0, self.btag, h, l]
+        envelope::word(self.btag, self.basize)
     }
 
     /// The four trailer octets.
     pub(super) fn trailer(&self) -> [u8; 4] {
-        let [h, l] = (self.payload.len() as u16).to_be_bytes();
-        [0, self.btag, h, l]
+        // `check` holds the payload to 65535 octets before anything is emitted.
+        envelope::word(self.btag, self.payload.len() as u16)
     }
 
     /// Writes the PDU into the first [`CpcsPduRepr::buffer_len`] octets of `buf`, after
@@ -289,14 +271,7 @@ impl<'a> CpcsPduRepr<'a> {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         self.check()?;
         let need = self.buffer_len();
-        let got = buf.len();
-        let Some(out) = buf.get_mut(..need) else {
-            return Err(WireError::BufferTooSmall {
-                what: CPCS_WHAT,
-                need,
-                got,
-            });
-        };
+        let out = WireError::room(CPCS_WHAT, need, buf)?;
         let n = self.payload.len();
         out[..CPCS_HEADER_LEN].copy_from_slice(&self.header());
         out[CPCS_HEADER_LEN..CPCS_HEADER_LEN + n].copy_from_slice(self.payload);

@@ -98,14 +98,7 @@ impl<T: AsRef<[u8]>> SarPdu<T> {
 
     /// Wraps a buffer, checking it holds a whole SAR-PDU (octets past 48 are ignored).
     pub fn new_checked(buffer: T) -> Result<SarPdu<T>, WireError> {
-        let got = buffer.as_ref().len();
-        if got < SAR_PDU_LEN {
-            return Err(WireError::Truncated {
-                what: SAR_WHAT,
-                need: SAR_PDU_LEN,
-                got,
-            });
-        }
+        WireError::check_len(SAR_WHAT, SAR_PDU_LEN, buffer.as_ref().len())?;
         Ok(SarPdu { buffer })
     }
 
@@ -262,13 +255,8 @@ impl<'a> SarPduRepr<'a> {
         sar: &SarPdu<&'a T>,
     ) -> Result<SarPduRepr<'a>, WireError> {
         let bytes = sar.data_a();
-        let Some(bytes) = bytes.get(..SAR_PDU_LEN) else {
-            return Err(WireError::Truncated {
-                what: SAR_WHAT,
-                need: SAR_PDU_LEN,
-                got: bytes.len(),
-            });
-        };
+        WireError::check_len(SAR_WHAT, SAR_PDU_LEN, bytes.len())?;
+        let bytes = &bytes[..SAR_PDU_LEN];
         let view = SarPdu::new_unchecked(bytes);
         if !view.verify_crc() {
             return Err(WireError::Crc {
@@ -350,22 +338,10 @@ impl<'a> SarPduRepr<'a> {
     /// checking the fields.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, sar: &mut SarPdu<T>) -> Result<(), WireError> {
         self.check()?;
-        let got = sar.buffer.as_ref().len();
-        if got < SAR_PDU_LEN {
-            return Err(WireError::BufferTooSmall {
-                what: SAR_WHAT,
-                need: SAR_PDU_LEN,
-                got,
-            });
-        }
-        write_sar(
-            sar.bm(),
-            self.segment_type,
-            self.sn,
-            self.mid,
-            self.li(),
-            |p| p[..self.payload.len()].copy_from_slice(self.payload),
-        );
+        let out = WireError::room(SAR_WHAT, SAR_PDU_LEN, sar.bm())?;
+        write_sar(out, self.segment_type, self.sn, self.mid, self.li(), |p| {
+            p[..self.payload.len()].copy_from_slice(self.payload)
+        });
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::WireError;
 use crate::e164::{AddressType, E164Address};
+use crate::envelope;
 
 /// A validated L3_PDU. BAsize, Length, PAD length and HEL are derived, not stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,13 +47,7 @@ impl<'a> L3PduRepr<'a> {
                 "HEL is not 3 (SMDS carries a 12-octet header extension)",
             ));
         }
-        if v.betag() != v.trailer_betag() {
-            return Err(WireError::TagMismatch {
-                what: WHAT,
-                btag: v.betag(),
-                etag: v.trailer_betag(),
-            });
-        }
+        envelope::check_tags(WHAT, bytes)?;
         let actual = bytes.len() - UNCOUNTED_LEN;
         if usize::from(v.length()) != actual {
             return Err(WireError::Length {
@@ -184,22 +179,16 @@ impl<'a> L3PduRepr<'a> {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         self.check()?;
         let need = self.buffer_len();
-        let got = buf.len();
-        let Some(out) = buf.get_mut(..need) else {
-            return Err(WireError::BufferTooSmall {
-                what: WHAT,
-                need,
-                got,
-            });
-        };
+        let out = WireError::room(WHAT, need, buf)?;
         let n = self.info.len();
         let pad = pad_len(n);
         // Checked above: Info is at most 9188 octets, so BAsize fits 16 bits.
         let basize = self.basize() as u16;
+        // Header and trailer carry the same word: SMDS sets Length equal to BAsize.
+        let word = envelope::word(self.betag, basize);
+        out[..envelope::WORD_LEN].copy_from_slice(&word);
+        out[need - envelope::WORD_LEN..].copy_from_slice(&word);
         let mut v = L3Pdu::new_unchecked(out);
-        v.set_reserved(0);
-        v.set_betag(self.betag);
-        v.set_basize(basize);
         v.set_destination(self.destination.to_bytes());
         v.set_source(self.source.to_bytes());
         v.bm()[field::HLPI_PL] = (self.hlpi << 2) | pad as u8;
@@ -209,9 +198,6 @@ impl<'a> L3PduRepr<'a> {
             .copy_from_slice(&self.header_extension);
         v.info_mut().copy_from_slice(self.info);
         v.pad_mut().fill(0);
-        v.set_trailer_reserved(0);
-        v.set_trailer_betag(self.betag);
-        v.set_length(basize);
         if self.crc32 {
             v.fill_crc32();
         }

@@ -7,6 +7,7 @@ use super::{CRC32_LEN, MIN_LEN, TRAILER_LEN, WHAT, field};
 use crate::WireError;
 use crate::crc;
 use crate::e164::ADDRESS_LEN;
+use crate::envelope;
 
 /// A zero-copy view of an L3_PDU. The buffer must end where the PDU ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,14 +23,7 @@ impl<T: AsRef<[u8]>> L3Pdu<T> {
 
     /// Wraps a buffer, checking it holds at least a header and a trailer.
     pub fn new_checked(buffer: T) -> Result<L3Pdu<T>, WireError> {
-        let got = buffer.as_ref().len();
-        if got < MIN_LEN {
-            return Err(WireError::Truncated {
-                what: WHAT,
-                need: MIN_LEN,
-                got,
-            });
-        }
+        WireError::check_len(WHAT, MIN_LEN, buffer.as_ref().len())?;
         Ok(L3Pdu { buffer })
     }
 
@@ -43,7 +37,7 @@ impl<T: AsRef<[u8]>> L3Pdu<T> {
     }
 
     fn at_end(&self, n: usize) -> usize {
-        self.b().len() - n
+        envelope::at_end(self.b(), n)
     }
 
     /// The reserved octet of the common header.
@@ -55,14 +49,13 @@ impl<T: AsRef<[u8]>> L3Pdu<T> {
     /// The header BEtag.
     #[inline]
     pub fn betag(&self) -> u8 {
-        self.b()[field::BETAG]
+        envelope::tag(self.b())
     }
 
     /// BAsize.
     #[inline]
     pub fn basize(&self) -> u16 {
-        let b = self.b();
-        u16::from_be_bytes([b[2], b[3]])
+        envelope::basize(self.b())
     }
 
     /// The Destination Address octets.
@@ -180,15 +173,13 @@ impl<T: AsRef<[u8]>> L3Pdu<T> {
     /// The trailer BEtag.
     #[inline]
     pub fn trailer_betag(&self) -> u8 {
-        self.b()[self.at_end(field::TRAILER_BETAG_FROM_END)]
+        envelope::end_tag(self.b())
     }
 
     /// The Length field.
     #[inline]
     pub fn length(&self) -> u16 {
-        let b = self.b();
-        let i = self.at_end(field::LENGTH_FROM_END);
-        u16::from_be_bytes([b[i], b[i + 1]])
+        envelope::length(self.b())
     }
 }
 
@@ -215,13 +206,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> L3Pdu<T> {
     /// Sets the header BEtag.
     #[inline]
     pub fn set_betag(&mut self, v: u8) {
-        self.bm()[field::BETAG] = v;
+        envelope::set_tag(self.bm(), v);
     }
 
     /// Sets BAsize.
     #[inline]
     pub fn set_basize(&mut self, v: u16) {
-        self.bm()[field::BASIZE].copy_from_slice(&v.to_be_bytes());
+        envelope::set_basize(self.bm(), v);
     }
 
     /// Sets the Destination Address octets (e.g. [`E164Address::to_bytes`](crate::E164Address::to_bytes)).
@@ -330,14 +321,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> L3Pdu<T> {
     /// Sets the trailer BEtag.
     #[inline]
     pub fn set_trailer_betag(&mut self, v: u8) {
-        let i = self.at_end(field::TRAILER_BETAG_FROM_END);
-        self.bm()[i] = v;
+        envelope::set_end_tag(self.bm(), v);
     }
 
     /// Sets the Length field.
     #[inline]
     pub fn set_length(&mut self, v: u16) {
-        let i = self.at_end(field::LENGTH_FROM_END);
-        self.bm()[i..i + 2].copy_from_slice(&v.to_be_bytes());
+        envelope::set_length(self.bm(), v);
     }
 }
