@@ -1,7 +1,7 @@
 //! Cell streams: a run of raw 53-octet cells, as a file or a pipe holds them, taken through
 //! the receive side of the ATM layer and AAL5 (the HEC receiver of ITU-T I.432.1 §4.3.2,
 //! then per-VC reassembly of I.363.5), and out again as frames, a report of every fault, a
-//! capture file or a cell listing. [`roundtrip`](Roundtrip) sends a buffer the whole way:
+//! capture file or a cell listing. [`Roundtrip`] sends a buffer the whole way:
 //! segmentation, a damaged link, reassembly, and the check that AAL5 caught exactly the
 //! frames that were damaged.
 //!
@@ -28,6 +28,7 @@ mod tests;
 pub use roundtrip::{BitFlip, Received, Roundtrip, pick_flips};
 
 use core::fmt;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use atmlab_core::ids::VcId;
@@ -207,7 +208,8 @@ pub fn process(
     let mut rep = Report::default();
     let mut hec = HecReceiver::new();
     let mut d = VcReassembler::new(format, config);
-    let mut frame_no: std::collections::BTreeMap<VcId, u64> = Default::default();
+    // Frames seen per VC, good and bad, to number the faults.
+    let mut frame_no: BTreeMap<VcId, u64> = BTreeMap::new();
     for (i, chunk) in data.chunks(CELL_LEN).enumerate() {
         let time = Instant::ZERO + CELL_TIME.saturating_mul(i as u64);
         let Ok(mut cell) = <[u8; CELL_LEN]>::try_from(chunk) else {
