@@ -2,22 +2,20 @@
 //!
 //! The interfaces of `hec`, `segment`, `reassemble` and `pcap` are fixed (tools outside the
 //! repository call them): cells are raw 53-octet records on stdin/stdout, frames are raw
-//! bytes, diagnostics go to stderr. Cells read from a stream carry no timestamps; they are
-//! timed as if back to back on a 155.52 Mb/s link (one cell every 2.726 us), which is what
-//! the capture files show.
+//! bytes, diagnostics go to stderr. This module parses the arguments, reads and writes
+//! the files and standard streams, and prints; the work is done by
+//! `atmlab_wire::stream` (the cell-stream pipeline, captures, listings, the round trip).
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use atmlab_core::ids::VcId;
-use atmlab_core::time::{Duration, Instant};
-use atmlab_wire::aal5::{self, ReassemblerConfig, VcReassembler};
-use atmlab_wire::cell::{CELL_LEN, HecOutcome, vci};
-use atmlab_wire::pcap::{Direction, LinkType, PcapWriter, SunAtmRecord};
-use atmlab_wire::{Cell, CellHeader, HeaderFormat, HecReceiver, Pti, WireError};
+use atmlab_wire::aal5::{self, ReassemblerConfig};
+use atmlab_wire::pcap::{LinkType, PcapWriter};
+use atmlab_wire::stream::{self, Report, Roundtrip};
+use atmlab_wire::{CellHeader, HeaderFormat, Pti};
 use clap::{Args, Subcommand};
 use rand::{Rng, SeedableRng};
 
@@ -145,9 +143,6 @@ fn format_of(nni: bool) -> HeaderFormat {
     }
 }
 
-/// Cells from a stream are timed as if back to back on an OC-3 link.
-const CELL_TIME: Duration = Duration::from_picos(2_726_337);
-
 fn read_stdin() -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     std::io::stdin()
@@ -155,6 +150,21 @@ fn read_stdin() -> Result<Vec<u8>> {
         .read_to_end(&mut buf)
         .context("reading stdin")?;
     Ok(buf)
+}
+
+/// Prints a stream's faults and notes on stderr.
+fn print_diagnostics(report: &Report) {
+    for line in report.diagnostics() {
+        eprintln!("atmlab wire: {line}");
+    }
+}
+
+fn exit_code(clean: bool) -> ExitCode {
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Runs one `atmlab wire` command.
@@ -196,65 +206,42 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
                 max_sdu,
                 timeout: None,
             };
-            let mut write_err = None;
-            let report = process_cells(&cells, format_of(nni), cfg, |ev| {
-                if let Event::Frame { sdu, .. } = ev
-                    && write_err.is_none()
-                {
-                    write_err = out.write_all(sdu).err();
-                }
-            });
+            let written = stream::reassemble(&cells, format_of(nni), cfg, &mut out);
             out.flush()?;
-            if let Some(e) = write_err {
-                return Err(e).context("writing frames to stdout");
-            }
-            report.print_diagnostics();
-            Ok(report.exit_code())
+            let report = written.context("writing frames to stdout")?;
+            print_diagnostics(&report);
+            Ok(exit_code(report.is_clean()))
         }
         WireCmd::Pcap { out, nni, linktype } => {
             let cells = read_stdin()?;
             let file = std::fs::File::create(&out)
                 .with_context(|| format!("creating {}", out.display()))?;
             let mut w = PcapWriter::with_link_type(std::io::BufWriter::new(file), linktype.into())?;
-            let mut problems = Vec::new();
-            let report =
-                process_cells(&cells, format_of(nni), ReassemblerConfig::default(), |ev| {
-                    let (vc, time, pdu) = match ev {
-                        Event::Frame { vc, time, pdu, .. } => (vc, time, pdu),
-                        Event::Bad {
-                            vc: Some(vc),
-                            time,
-                            pdu,
-                            ..
-                        } if !pdu.is_empty() => (vc, time, pdu),
-                        Event::Bad { .. } => return,
-                    };
-                    let rec = SunAtmRecord {
-                        time,
-                        direction: Direction::Received,
-                        vpi: vc.vpi.0,
-                        vci: vc.vci.0,
-                        pdu,
-                    };
-                    if let Err(e) = w.write(&rec) {
-                        problems.push(format!("VC {vc}: frame not captured: {e}"));
-                    }
-                });
+            let captured =
+                stream::capture(&cells, format_of(nni), ReassemblerConfig::default(), &mut w);
             let n = w.records();
             w.finish()
                 .with_context(|| format!("writing {}", out.display()))?;
-            report.print_diagnostics();
-            for p in &problems {
+            print_diagnostics(&captured.report);
+            for p in &captured.not_captured {
                 eprintln!("atmlab wire pcap: {p}");
             }
             eprintln!("atmlab wire pcap: wrote {n} frame(s) to {}", out.display());
-            Ok(if problems.is_empty() {
-                report.exit_code()
-            } else {
-                ExitCode::from(1)
-            })
+            Ok(exit_code(captured.is_clean()))
         }
-        WireCmd::Decode { nni } => decode(&read_stdin()?, format_of(nni)),
+        WireCmd::Decode { nni } => {
+            let listing = stream::decode(
+                &read_stdin()?,
+                format_of(nni),
+                &mut std::io::stdout().lock(),
+            )?;
+            if let Some(n) = listing.partial {
+                eprintln!(
+                    "atmlab wire decode: input ends with {n} octet(s) that do not make a whole cell"
+                );
+            }
+            Ok(exit_code(listing.is_clean()))
+        }
         WireCmd::Roundtrip {
             file,
             vpi,
@@ -278,6 +265,8 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
     }
 }
 
+/// The four header octets of `atmlab wire hec`, from hex digits (spaces, colons,
+/// underscores and a leading `0x` allowed).
 fn parse_header_hex(s: &str) -> Result<[u8; 4]> {
     let digits: String = s
         .chars()
@@ -292,201 +281,6 @@ fn parse_header_hex(s: &str) -> Result<[u8; 4]> {
         );
     };
     Ok(h)
-}
-
-/// What the cell-stream processor reports to its caller, one event per finished frame.
-enum Event<'a> {
-    /// A good frame: its SDU and the whole CPCS-PDU it came in.
-    Frame {
-        vc: VcId,
-        time: Instant,
-        sdu: &'a [u8],
-        pdu: &'a [u8],
-    },
-    /// A bad frame or cell; `pdu` holds the PDU as received when there is one.
-    Bad {
-        vc: Option<VcId>,
-        time: Instant,
-        pdu: &'a [u8],
-    },
-}
-
-/// Counts and diagnostics of one cell stream.
-#[derive(Default)]
-struct Report {
-    cells: u64,
-    frames: u64,
-    octets: u64,
-    corrected_headers: u64,
-    errors: Vec<String>,
-}
-
-impl Report {
-    fn print_diagnostics(&self) {
-        for e in &self.errors {
-            eprintln!("atmlab wire: {e}");
-        }
-        if self.corrected_headers > 0 {
-            eprintln!(
-                "atmlab wire: note: {} cell header(s) had a single-bit error, corrected by the HEC",
-                self.corrected_headers
-            );
-        }
-    }
-    fn exit_code(&self) -> ExitCode {
-        if self.errors.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// Runs a stream of cells through the I.432.1 HEC receiver and per-VC AAL5 reassembly.
-fn process_cells(
-    data: &[u8],
-    format: HeaderFormat,
-    cfg: ReassemblerConfig,
-    mut sink: impl FnMut(Event<'_>),
-) -> Report {
-    let mut rep = Report::default();
-    let mut hec = HecReceiver::new();
-    let mut d = VcReassembler::new(format, cfg);
-    let mut frame_no: BTreeMap<VcId, u64> = BTreeMap::new();
-    for (i, chunk) in data.chunks(CELL_LEN).enumerate() {
-        let time = Instant::ZERO + CELL_TIME.saturating_mul(i as u64);
-        let Ok(cell) = <[u8; CELL_LEN]>::try_from(chunk) else {
-            rep.errors.push(format!(
-                "input ends with {} octet(s) that do not make a whole 53-octet cell",
-                chunk.len()
-            ));
-            break;
-        };
-        rep.cells += 1;
-        let mut cell = cell;
-        match hec.check(&mut cell) {
-            HecOutcome::Valid => {}
-            HecOutcome::Corrected(_) => rep.corrected_headers += 1,
-            HecOutcome::Discard => {
-                rep.errors.push(format!(
-                    "cell {i}: header error the HEC cannot correct; cell discarded"
-                ));
-                sink(Event::Bad {
-                    vc: None,
-                    time,
-                    pdu: &[],
-                });
-                continue;
-            }
-        }
-        let outcome = match d.handle_cell(time, &cell) {
-            None => continue,
-            Some((vc, Ok(f))) => (vc, Ok(f.sdu.len())),
-            Some((vc, Err(e))) => (vc, Err(e)),
-        };
-        let (vc, result) = outcome;
-        let Some(vc) = vc else {
-            if let Err(e) = result {
-                rep.errors.push(format!("cell {i}: {e}"));
-            }
-            continue;
-        };
-        let n = frame_no.entry(vc).or_default();
-        *n += 1;
-        let pdu = d.vc(vc).map(|r| r.last_pdu()).unwrap_or_default();
-        match result {
-            Ok(len) => {
-                rep.frames += 1;
-                rep.octets += len as u64;
-                sink(Event::Frame {
-                    vc,
-                    time,
-                    sdu: &pdu[..len.min(pdu.len())],
-                    pdu,
-                });
-            }
-            Err(e) => {
-                rep.errors
-                    .push(format!("VC {vc} frame {n} (ending at cell {i}): {e}"));
-                sink(Event::Bad {
-                    vc: Some(vc),
-                    time,
-                    pdu,
-                });
-            }
-        }
-    }
-    for (vc, r) in d.vcs() {
-        if r.pending() > 0 {
-            rep.errors.push(format!(
-                "VC {vc}: input ends inside a frame ({} octets received, no end-of-frame cell)",
-                r.pending()
-            ));
-        }
-    }
-    rep
-}
-
-fn pti_name(p: Pti) -> &'static str {
-    match p {
-        Pti::UserData {
-            congestion: false,
-            sdu_type: false,
-        } => "user",
-        Pti::UserData {
-            congestion: false,
-            sdu_type: true,
-        } => "user,end",
-        Pti::UserData {
-            congestion: true,
-            sdu_type: false,
-        } => "user,efci",
-        Pti::UserData {
-            congestion: true,
-            sdu_type: true,
-        } => "user,efci,end",
-        Pti::OamF5Segment => "oam-f5-segment",
-        Pti::OamF5EndToEnd => "oam-f5-end-to-end",
-        Pti::ResourceManagement => "rm",
-        Pti::Reserved => "reserved",
-    }
-}
-
-fn decode(data: &[u8], format: HeaderFormat) -> Result<ExitCode> {
-    let mut out = std::io::stdout().lock();
-    let mut bad = false;
-    for (i, chunk) in data.chunks(CELL_LEN).enumerate() {
-        let Ok(c) = Cell::new_checked(chunk) else {
-            eprintln!(
-                "atmlab wire decode: input ends with {} octet(s) that do not make a whole cell",
-                chunk.len()
-            );
-            bad = true;
-            break;
-        };
-        let hec_ok = c.verify_hec();
-        bad |= !hec_ok;
-        let vpi = c.vpi(format);
-        let v = c.vci();
-        let gfc = match format {
-            HeaderFormat::Uni => format!(" gfc={}", c.gfc()),
-            HeaderFormat::Nni => String::new(),
-        };
-        let note = vci::name(v).map(|n| format!(" ({n})")).unwrap_or_default();
-        writeln!(
-            out,
-            "{i:>6} {vpi}/{v}{note}{gfc} pt={} clp={} hec={:02x} {}",
-            pti_name(c.pti()),
-            u8::from(c.clp()),
-            c.hec(),
-            if hec_ok { "ok" } else { "BAD" },
-        )?;
-    }
-    Ok(if bad {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 struct RoundtripArgs {
@@ -520,26 +314,11 @@ fn roundtrip(a: RoundtripArgs) -> Result<ExitCode> {
         pti: Pti::user(false),
         clp: false,
     };
-    let mut cells = Vec::new();
-    let mut frames_sent = 0u64;
-    for frame in data.chunks(a.mtu) {
-        aal5::Segmenter::new(header, frame, 0, 0)
-            .map_err(|e: WireError| anyhow::anyhow!(e))
-            .context("segmenting")?
-            .write_all(&mut cells);
-        frames_sent += 1;
-    }
-    let n_cells = cells.len() / CELL_LEN;
+    let mut trip = Roundtrip::segment(&data, header, a.mtu).context("segmenting")?;
+    // The seeded generator draws the damage here, so that a seed gives the same run.
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
-    let mut hit = std::collections::BTreeSet::new();
-    while hit.len() < a.corrupt.min(n_cells) {
-        hit.insert(rng.random_range(0..n_cells));
-    }
-    for &c in &hit {
-        let bit = rng.random_range(0..48 * 8);
-        cells[c * CELL_LEN + 5 + bit / 8] ^= 0x80 >> (bit % 8);
-    }
-    let mut received = Vec::with_capacity(data.len());
+    let flips = stream::pick_flips(trip.cell_count(), a.corrupt, |n| rng.random_range(0..n));
+    trip.corrupt(&flips).context("corrupting")?;
     let mut writer = match &a.pcap {
         Some(p) => Some(PcapWriter::with_link_type(
             std::io::BufWriter::new(
@@ -549,74 +328,26 @@ fn roundtrip(a: RoundtripArgs) -> Result<ExitCode> {
         )?),
         None => None,
     };
-    let mut pcap_err = None;
-    let report = process_cells(
-        &cells,
-        HeaderFormat::Uni,
-        ReassemblerConfig::default(),
-        |ev| {
-            let (vc, time, pdu) = match ev {
-                Event::Frame { vc, time, sdu, pdu } => {
-                    received.extend_from_slice(sdu);
-                    (vc, time, pdu)
-                }
-                Event::Bad {
-                    vc: Some(vc),
-                    time,
-                    pdu,
-                } => (vc, time, pdu),
-                Event::Bad { .. } => return,
-            };
-            if let Some(w) = writer.as_mut()
-                && pcap_err.is_none()
-            {
-                pcap_err = w
-                    .write(&SunAtmRecord {
-                        time,
-                        direction: Direction::Received,
-                        vpi: vc.vpi.0,
-                        vci: vc.vci.0,
-                        pdu,
-                    })
-                    .err();
-            }
-        },
-    );
-    if let Some(e) = pcap_err {
-        return Err(e).context("writing the capture");
-    }
+    let got = trip
+        .receive(writer.as_mut())
+        .context("writing the capture")?;
     if let Some(w) = writer {
         w.finish().context("writing the capture")?;
     }
-    let bad_frames = report.errors.len() as u64;
-    // Every frame with a corrupted cell must be reported bad, and every other frame must
-    // come back intact and in order: the CRC-32 must miss nothing and spoil nothing.
-    let mut expected = Vec::with_capacity(data.len());
-    let mut frames_hit = 0u64;
-    let mut first_cell = 0;
-    for frame in data.chunks(a.mtu) {
-        let n = aal5::cells_for(frame.len());
-        if hit.range(first_cell..first_cell + n).next().is_some() {
-            frames_hit += 1;
-        } else {
-            expected.extend_from_slice(frame);
-        }
-        first_cell += n;
-    }
-    let intact = received == expected && bad_frames == frames_hit;
+    let (n_cells, frames_sent) = (trip.cell_count(), trip.frames_sent());
     let summary = serde_json::json!({
         "file": a.file.display().to_string(),
         "vc": a.vc.to_string(),
         "octets": data.len(),
         "frames_sent": frames_sent,
         "cells": n_cells,
-        "cells_corrupted": hit.len(),
-        "frames_delivered": report.frames,
-        "frames_bad": bad_frames,
-        "octets_delivered": received.len(),
-        "identical": received == data,
-        "frames_hit": frames_hit,
-        "check_passed": intact,
+        "cells_corrupted": trip.cells_corrupted(),
+        "frames_delivered": got.report.frames,
+        "frames_bad": got.frames_bad,
+        "octets_delivered": got.octets.len(),
+        "identical": got.identical,
+        "frames_hit": got.frames_hit,
+        "check_passed": got.check_passed,
         "capture": a.pcap.as_ref().map(|p| p.display().to_string()),
     });
     if a.json {
@@ -628,25 +359,25 @@ fn roundtrip(a: RoundtripArgs) -> Result<ExitCode> {
             a.file.display(),
             a.vc
         );
-        if !hit.is_empty() {
+        if trip.cells_corrupted() > 0 {
             println!(
                 "corrupted one payload bit in each of {} cell(s) (seed {})",
-                hit.len(),
+                trip.cells_corrupted(),
                 a.seed
             );
         }
         println!(
             "reassembled {} good frame(s), {} octets; {} bad frame(s) detected",
-            report.frames,
-            received.len(),
-            bad_frames
+            got.report.frames,
+            got.octets.len(),
+            got.frames_bad
         );
-        for e in &report.errors {
+        for e in &got.report.faults {
             println!("  {e}");
         }
-        if received == data {
+        if got.identical {
             println!("the file came back byte for byte");
-        } else if intact {
+        } else if got.check_passed {
             println!("every frame hit was detected; every other frame came back intact");
         } else {
             println!("MISMATCH: the frames delivered differ from the frames sent");
@@ -658,11 +389,7 @@ fn roundtrip(a: RoundtripArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(if intact {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_code(got.check_passed))
 }
 
 #[cfg(test)]

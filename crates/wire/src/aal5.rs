@@ -72,13 +72,7 @@ impl<T: AsRef<[u8]>> CpcsPdu<T> {
     /// Wraps a buffer, checking that it is a non-empty whole number of cell payloads.
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let got = buffer.as_ref().len();
-        if got < PAYLOAD_LEN {
-            return Err(WireError::Truncated {
-                what: WHAT,
-                need: PAYLOAD_LEN,
-                got,
-            });
-        }
+        WireError::check_len(WHAT, PAYLOAD_LEN, got)?;
         if got % PAYLOAD_LEN != 0 {
             return Err(WireError::Malformed {
                 what: WHAT,
@@ -207,14 +201,7 @@ impl<'a> CpcsPduRepr<'a> {
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
         self.check()?;
         let n = self.buffer_len();
-        let got = out.len();
-        let Some(out) = out.get_mut(..n) else {
-            return Err(WireError::BufferTooSmall {
-                what: WHAT,
-                need: n,
-                got,
-            });
-        };
+        let out = WireError::room(WHAT, n, out)?;
         out[..self.sdu.len()].copy_from_slice(self.sdu);
         out[self.sdu.len()..n - TRAILER_LEN].fill(0);
         let mut v = CpcsPdu::new_unchecked(out);

@@ -120,6 +120,32 @@ impl Pti {
             sdu_type,
         }
     }
+    /// A short name for listings: `user`, with `,efci` for congestion and `,end` for the
+    /// SDU-type bit; `oam-f5-segment`, `oam-f5-end-to-end`, `rm` or `reserved`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pti::UserData {
+                congestion: false,
+                sdu_type: false,
+            } => "user",
+            Pti::UserData {
+                congestion: false,
+                sdu_type: true,
+            } => "user,end",
+            Pti::UserData {
+                congestion: true,
+                sdu_type: false,
+            } => "user,efci",
+            Pti::UserData {
+                congestion: true,
+                sdu_type: true,
+            } => "user,efci,end",
+            Pti::OamF5Segment => "oam-f5-segment",
+            Pti::OamF5EndToEnd => "oam-f5-end-to-end",
+            Pti::ResourceManagement => "rm",
+            Pti::Reserved => "reserved",
+        }
+    }
 }
 
 /// The pre-assigned VCIs (I.361 §2.2.3 Table 1; ATM Forum UNI 4.0, LANE, PNNI). VCIs 0-31
@@ -185,14 +211,7 @@ impl<T: AsRef<[u8]>> Cell<T> {
 
     /// Wraps a buffer, checking it holds a whole cell (octets past 53 are ignored).
     pub fn new_checked(buffer: T) -> Result<Cell<T>, WireError> {
-        let got = buffer.as_ref().len();
-        if got < CELL_LEN {
-            return Err(WireError::Truncated {
-                what: "ATM cell",
-                need: CELL_LEN,
-                got,
-            });
-        }
+        WireError::check_len("ATM cell", CELL_LEN, buffer.as_ref().len())?;
         Ok(Cell { buffer })
     }
 
@@ -372,7 +391,14 @@ impl CellHeader {
                 computed,
             });
         }
-        Ok(CellHeader {
+        Ok(Self::parse_unchecked(cell, format))
+    }
+
+    /// The header fields of `cell` in `format` as they are, without checking the HEC: for
+    /// a listing that shows damaged cells too. Anything that acts on a cell uses
+    /// [`CellHeader::parse`].
+    pub fn parse_unchecked<T: AsRef<[u8]>>(cell: &Cell<T>, format: HeaderFormat) -> Self {
+        CellHeader {
             format,
             gfc: match format {
                 HeaderFormat::Uni => cell.gfc(),
@@ -382,7 +408,7 @@ impl CellHeader {
             vci: cell.vci(),
             pti: cell.pti(),
             clp: cell.clp(),
-        })
+        }
     }
 
     /// Checks every field fits its bits.
@@ -437,15 +463,8 @@ impl CellHeader {
     /// checking the fields.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, cell: &mut Cell<T>) -> Result<(), WireError> {
         self.check()?;
-        let got = cell.buffer.as_ref().len();
-        if got < HEADER_LEN {
-            return Err(WireError::BufferTooSmall {
-                what: "ATM cell header",
-                need: HEADER_LEN,
-                got,
-            });
-        }
-        cell.buffer.as_mut()[..HEADER_LEN].copy_from_slice(&self.to_bytes());
+        let out = WireError::room("ATM cell header", HEADER_LEN, cell.buffer.as_mut())?;
+        out.copy_from_slice(&self.to_bytes());
         Ok(())
     }
 }

@@ -112,3 +112,30 @@ pub enum WireError {
         etag: u8,
     },
 }
+
+impl WireError {
+    /// `Ok` when `got` octets hold the `need` that format `what` needs, `Truncated`
+    /// otherwise: the check every view's `new_checked` makes.
+    pub(crate) const fn check_len(
+        what: &'static str,
+        need: usize,
+        got: usize,
+    ) -> Result<(), WireError> {
+        if got < need {
+            return Err(WireError::Truncated { what, need, got });
+        }
+        Ok(())
+    }
+
+    /// The first `need` octets of `buf`, for an `emit` of format `what` to write into, or
+    /// `BufferTooSmall` when `buf` is shorter.
+    pub(crate) fn room<'b>(
+        what: &'static str,
+        need: usize,
+        buf: &'b mut [u8],
+    ) -> Result<&'b mut [u8], WireError> {
+        let got = buf.len();
+        buf.get_mut(..need)
+            .ok_or(WireError::BufferTooSmall { what, need, got })
+    }
+}

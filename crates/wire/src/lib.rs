@@ -11,16 +11,21 @@
 //! | [`smds`] | the SMDS Level 3 PDU | Bellcore TR-TSV-000772 |
 //! | [`e164`] | E.164 individual and group addresses | TR-TSV-000772 §2 |
 //! | [`pcap`] | capture files, LINKTYPE_SUNATM | libpcap, Wireshark |
+//! | [`stream`] | cell streams: HEC receiver and AAL5 reassembly over raw cells, the round trip | I.432.1, I.363.5 |
 //!
 //! Style (after smoltcp): a zero-copy view over bytes (`Cell<T: AsRef<[u8]>>`) with
 //! `new_checked` for untrusted input and accessor pairs, plus an owned `Repr` type with
 //! `parse`, `buffer_len` and `emit`. Reassemblers are sans-IO: the caller passes the time
 //! in; they never read a clock.
 //!
-//! What it is not: no I/O (the pcap writer writes to any `std::io::Write` the caller
-//! gives it), no clock, no threads, no allocation while parsing a cell, no `unsafe`.
+//! What it is not: no I/O (the pcap writer and the cell-stream functions write to any
+//! `std::io::Write` the caller gives them), no clock, no threads, no random numbers, no
+//! allocation while parsing a cell, no `unsafe`.
 //! Every decoder returns a [`WireError`] on bad bytes and never panics: this is
 //! property-tested over random bytes and fuzzed (`fuzz/`).
+//!
+//! `examples/segment_reassemble.rs` walks through the API: a frame segmented into AAL5
+//! cells, a cell header decoded, and the frame reassembled.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -32,7 +37,9 @@ pub mod crc;
 pub mod e164;
 pub mod pcap;
 pub mod smds;
+pub mod stream;
 
+mod envelope;
 mod error;
 pub use error::WireError;
 

@@ -8,11 +8,7 @@ use proptest::prelude::*;
 
 fn vc_header() -> impl Strategy<Value = CellHeader> {
     (any::<bool>(), 0u16..4096, 32u16..=u16::MAX, any::<bool>()).prop_map(|(nni, vpi, vci, clp)| {
-        let format = if nni {
-            HeaderFormat::Nni
-        } else {
-            HeaderFormat::Uni
-        };
+        let format = crate::format_of(nni);
         CellHeader {
             format,
             gfc: 0,

@@ -1,7 +1,7 @@
 //! Cell headers and the I.432.1 HEC receiver.
 
 use atmlab_wire::cell::{CELL_LEN, HecMode, HecOutcome};
-use atmlab_wire::{Cell, CellHeader, HeaderFormat, HecReceiver, Pti};
+use atmlab_wire::{Cell, CellHeader, HecReceiver, Pti};
 use proptest::prelude::*;
 
 fn header() -> impl Strategy<Value = CellHeader> {
@@ -14,11 +14,7 @@ fn header() -> impl Strategy<Value = CellHeader> {
         any::<bool>(),
     )
         .prop_map(|(nni, gfc, vpi, vci, pt, clp)| {
-            let format = if nni {
-                HeaderFormat::Nni
-            } else {
-                HeaderFormat::Uni
-            };
+            let format = crate::format_of(nni);
             CellHeader {
                 format,
                 gfc: if nni { 0 } else { gfc },

@@ -5,3 +5,12 @@ mod aal5_props;
 mod cell_props;
 pub mod harness;
 mod robustness;
+
+/// The header format a generated `nni` flag stands for.
+fn format_of(nni: bool) -> atmlab_wire::HeaderFormat {
+    if nni {
+        atmlab_wire::HeaderFormat::Nni
+    } else {
+        atmlab_wire::HeaderFormat::Uni
+    }
+}
