@@ -96,6 +96,7 @@ struct Shared {
 pub struct LiveServer {
     id: ServerId,
     addrs: Vec<SocketAddr>,
+    peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -198,6 +199,7 @@ impl LiveServer {
         Ok(LiveServer {
             id,
             addrs,
+            peers,
             shared,
             tasks,
         })
@@ -211,6 +213,12 @@ impl LiveServer {
     /// The bound address of each interface.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Where interface `iface` sends: its fixed peer, or the subscriber it last heard from
+    /// (`None` while no subscriber has attached).
+    pub fn peer(&self, iface: IfaceId) -> Option<SocketAddr> {
+        self.peers.get(iface.index()).and_then(|p| *lock(p))
     }
 
     /// A snapshot of the counters and routing state.
@@ -385,6 +393,13 @@ impl Subscriber {
             .await
             .map_err(|e| SmdsError::io(format!("attaching to {sni}"), e))?;
         Ok(Subscriber { sock, sni })
+    }
+
+    /// The subscriber's own address (what its SNI learns from the attach).
+    pub fn local_addr(&self) -> Result<SocketAddr, SmdsError> {
+        self.sock
+            .local_addr()
+            .map_err(|e| SmdsError::io("reading the subscriber's address", e))
     }
 
     /// Attaches again (if the server restarted or the first datagram was lost).

@@ -175,6 +175,22 @@ fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
 /// same address. Every call completes or fails cleanly, and once the burst is over and
 /// the manager stopped, the audit of every switch is clean: nothing leaked, neither the
 /// commits the dead server applied without answering nor the releases it never heard.
+/// Polls `check` every 10 ms until it holds, failing after 30 s.
+async fn poll<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[test]
 fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
     use atmlab_control::audit::{AuditOptions, audit, snapshot};
@@ -215,14 +231,7 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
                 .unwrap();
             clients.push((name.to_string(), GrpcSwitch::new(ch)));
         }
-        let route: Vec<HopSpec> = ["s1", "s2", "s3"]
-            .iter()
-            .map(|s| HopSpec {
-                switch: s.to_string(),
-                in_port: 0,
-                out_port: 1,
-            })
-            .collect();
+        let route = HopSpec::through(&["s1", "s2", "s3"], 0, 1);
         let config = CmConfig {
             command_timeout: atmlab_core::time::Duration::from_millis(100),
             max_retries: 4,
@@ -240,13 +249,20 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
         };
         let target = cm.clone();
         let burst = tokio::spawn(async move { callgen::run(target, &load).await });
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        // Mid-burst: once calls are being set up through s2.
+        poll("calls set up before the kill", || async {
+            cm.status().await.is_ok_and(|s| s.stats.established >= 50)
+        })
+        .await;
         servers[1].1.kill().unwrap(); // SIGKILL, mid-burst
         servers[1].1.wait().unwrap();
-        tokio::time::sleep(Duration::from_millis(700)).await;
         // Down longer than a command's five tries (5 x 100 ms): calls fail and roll back,
         // releases go unanswered and linger, commits' answers die with the server; the
         // audit below proves all of that is cleaned up.
+        poll("a call failed for the dead server", || async {
+            cm.status().await.is_ok_and(|s| s.stats.failed >= 1)
+        })
+        .await;
         let (child, addr) = serve(&file("s2", &s2_addr), &certs);
         assert_eq!(addr, s2_addr, "back at the same address");
         servers[1].1 = child;
@@ -257,16 +273,26 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
             "{report:?}"
         );
         assert!(report.established > 0 && report.offered > 400, "{report:?}");
-        // Give-backs the dead server never answered are re-sent every half second.
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        poll("every call released", || async {
+            cm.status().await.is_ok_and(|s| s.active == 0)
+        })
+        .await;
         let status = cm.status().await.unwrap();
-        assert_eq!(status.active, 0);
         cm.shutdown().await;
-        let r = audit(
-            &[],
-            &snapshot(&clients).await.unwrap(),
-            AuditOptions { quiescent: true },
-        );
+        // Give-backs the dead server never answered are re-sent every half second: the
+        // audit comes clean once they are all answered.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let r = loop {
+            let r = audit(
+                &[],
+                &snapshot(&clients).await.unwrap(),
+                AuditOptions { quiescent: true },
+            );
+            if r.is_clean() || tokio::time::Instant::now() > deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         eprintln!(
             "{} offered, {} set up, {} failed, {} re-sends; audit: {r}",
             report.offered, report.established, report.failed, status.stats.retries

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use atmlab_smds::IfaceId;
 use atmlab_smds::config::TopologyFile;
 use atmlab_smds::live::{LiveNetwork, Subscriber, describe};
 use atmlab_smds::msg::l3_pdu;
@@ -47,7 +48,15 @@ b = "s3"
     let any = "127.0.0.1:0".parse().unwrap();
     let alice = Subscriber::attach(any, sni1).await.unwrap();
     let bob = Subscriber::attach(any, sni3).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Both attach datagrams read: each SNI sends to its subscriber.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (sni, bob_at) = (IfaceId(0), bob.local_addr().unwrap());
+    while net.servers[2].1.peer(sni) != Some(bob_at)
+        || net.servers[0].1.peer(sni) != Some(alice.local_addr().unwrap())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "never attached");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let pdu = l3_pdu(a("I:15550101"), a("I:15550301"), b"over loopback", 1).unwrap();
     alice.send(&pdu).await.unwrap();
     // A spoofed one (alice claims bob's address) goes nowhere and is counted.
