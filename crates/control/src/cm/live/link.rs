@@ -5,6 +5,7 @@
 //! applied here in both directions; a switch's connections are listed for the manager
 //! when its stream re-opens (reconcile) and for sweeps.
 
+use atmlab_core::time::Duration;
 use atmlab_fabric::error::FabricError;
 use atmlab_fabric::live::convert as cv;
 use atmlab_fabric::live::grpc::GrpcSwitch;
@@ -13,7 +14,7 @@ use atmlab_rpc::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
-use crate::cm::faults::{Fate, FaultInjector, FaultPlan, stream_id};
+use crate::cm::faults::{Delivery, FaultPlan, FaultyChannel, stream_id};
 
 pub(super) type Inbox = mpsc::UnboundedSender<(u64, Result<Reply, FabricError>)>;
 
@@ -141,49 +142,43 @@ impl Link {
             }
         }
     }
+
+    /// Sends `batch` on the stream open now, once `d` has passed (later batches may
+    /// overtake it); lost if the switch is unreachable.
+    async fn send_after(&mut self, d: Duration, batch: Vec<(u64, Command)>) {
+        if let Some(tx) = self.stream().await {
+            let reqs = self.requests(batch);
+            tokio::spawn(async move {
+                delay(d).await;
+                for r in reqs {
+                    if tx.send(r).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    }
 }
 
+/// A link's task: each batch the manager sends goes out as its faults decide.
 pub(super) async fn run_link(
     mut link: Link,
     mut batches: mpsc::UnboundedReceiver<Vec<(u64, Command)>>,
 ) {
-    let mut faults = link
-        .faults
-        .map(|p| FaultInjector::new(p, stream_id(&link.name, true)));
-    // A batch held back to be reordered: it goes after the next one (a re-send, at the
-    // latest, comes when the manager's time-out expires).
-    let mut held: Option<Vec<(u64, Command)>> = None;
+    let mut faults = FaultyChannel::new(link.faults, stream_id(&link.name, true));
     while let Some(batch) = batches.recv().await {
-        match faults.as_mut().map_or(Fate::Deliver, FaultInjector::decide) {
-            Fate::Deliver => link.send(batch).await,
-            Fate::Drop => {}
-            Fate::Duplicate => {
-                link.send(batch.clone()).await;
-                link.send(batch).await;
+        for delivery in faults.apply(batch) {
+            match delivery {
+                Delivery::Now(b) => link.send(b).await,
+                Delivery::After(d, b) => link.send_after(d, b).await,
             }
-            Fate::Delay(d) => {
-                if let Some(tx) = link.stream().await {
-                    let reqs = link.requests(batch);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos())).await;
-                        for r in reqs {
-                            if tx.send(r).await.is_err() {
-                                break;
-                            }
-                        }
-                    });
-                }
-            }
-            Fate::Reorder if held.is_none() => {
-                held = Some(batch);
-                continue;
-            }
-            Fate::Reorder => link.send(batch).await,
-        }
-        if let Some(h) = held.take() {
-            link.send(h).await;
         }
     }
+}
+
+/// Waits `d` (a delayed message's delay).
+async fn delay(d: Duration) {
+    tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos())).await;
 }
 
 async fn open_stream(
@@ -204,10 +199,9 @@ async fn open_stream(
             return None;
         }
     };
-    let mut faults = faults.map(|p| FaultInjector::new(p, stream_id(name, false)));
+    let mut faults = FaultyChannel::new(faults, stream_id(name, false));
     let name = name.to_string();
     tokio::spawn(async move {
-        let mut held: Option<(u64, Result<Reply, FabricError>)> = None;
         while let Some(r) = replies.next().await {
             match r {
                 Ok(r) => {
@@ -215,38 +209,22 @@ async fn open_stream(
                         Some(x) => cv::result(x),
                         None => Err(FabricError::Invalid("a stream reply without a result")),
                     };
-                    let answer = (r.request_id, result);
-                    let delivered = match faults
-                        .as_mut()
-                        .map_or(Fate::Deliver, FaultInjector::decide)
-                    {
-                        Fate::Deliver => inbox.send(answer).is_ok(),
-                        Fate::Drop => true,
-                        Fate::Duplicate => {
-                            inbox.send(answer.clone()).is_ok() && inbox.send(answer).is_ok()
+                    for delivery in faults.apply((r.request_id, result)) {
+                        match delivery {
+                            Delivery::Now(answer) => {
+                                // The manager stopped: nobody listens any more.
+                                if inbox.send(answer).is_err() {
+                                    return;
+                                }
+                            }
+                            Delivery::After(d, answer) => {
+                                let inbox = inbox.clone();
+                                tokio::spawn(async move {
+                                    delay(d).await;
+                                    let _ = inbox.send(answer);
+                                });
+                            }
                         }
-                        Fate::Delay(d) => {
-                            let inbox = inbox.clone();
-                            tokio::spawn(async move {
-                                tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos()))
-                                    .await;
-                                let _ = inbox.send(answer);
-                            });
-                            true
-                        }
-                        Fate::Reorder if held.is_none() => {
-                            held = Some(answer);
-                            continue;
-                        }
-                        Fate::Reorder => inbox.send(answer).is_ok(),
-                    };
-                    if let Some(h) = held.take()
-                        && inbox.send(h).is_err()
-                    {
-                        return;
-                    }
-                    if !delivered {
-                        return;
                     }
                 }
                 Err(e) => {
@@ -255,7 +233,7 @@ async fn open_stream(
                 }
             }
         }
-        if let Some(h) = held.take() {
+        if let Some(h) = faults.take_held() {
             let _ = inbox.send(h);
         }
     });
