@@ -37,9 +37,11 @@ pub(super) struct Link {
 /// Why a switch's connections were listed for the manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Listing {
-    /// The switch came back: reconcile ([`CmCore::reconcile`]).
+    /// The switch came back: reconcile
+    /// ([`CmCore::reconcile`](crate::cm::core::CmCore::reconcile)).
     Reopened,
-    /// The periodic sweep ([`CmConfig::sweep_interval`]).
+    /// The periodic sweep
+    /// ([`CmConfig::sweep_interval`](crate::cm::core::CmConfig::sweep_interval)).
     Sweep,
     /// The last sweep of a stopping manager.
     Final,
