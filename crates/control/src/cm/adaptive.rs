@@ -1,8 +1,8 @@
 //! Adaptive message threshold (paper 000 §IV-B): estimate the call arrival rate and move
 //! between load regions, each with its own T. The paper used three regions, 0-50,
 //! 50-100 and over 100 calls/s, with T = 1, 4 (or 5) and 10; ours are configurable, and
-//! the defaults are scaled to a machine that sets up calls three orders of magnitude
-//! faster.
+//! the defaults keep the paper's shape, scaled to the call rates this manager handles
+//! (docs/performance.md has the measurements behind them).
 
 use atmlab_core::time::{Duration, Instant};
 

@@ -4,10 +4,13 @@
 //!
 //! [`FaultPlan`] says what fraction of messages to drop, duplicate, delay or reorder, in
 //! each direction; [`FaultInjector`] is the seeded, sans-IO decision for each message,
-//! and the live shell (`cm::live`) applies it on every switch link: a batch of commands
-//! going out, and every answer coming back. The manager's recovery (time-outs, re-sends
-//! with the same request id, which the switch answers once, rollback) must turn every
-//! call into a clean success or failure whatever the plan.
+//! and [`FaultyChannel`] applies it to one direction of a link: it turns each message
+//! into the [`Delivery`]s to make (now, or after a delay) and holds a reordered message
+//! back. The live shell (`cm::live`) runs one channel per direction of every switch link
+//! (a batch of commands going out, every answer coming back) and only performs the
+//! deliveries. The manager's recovery (time-outs, re-sends with the same request id,
+//! which the switch answers once, rollback) must turn every call into a clean success or
+//! failure whatever the plan.
 
 use std::str::FromStr;
 
@@ -195,6 +198,86 @@ impl FaultInjector {
     }
 }
 
+/// What to do with a message: deliver it now, or after a delay (later messages may
+/// overtake it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery<T> {
+    /// Send it now.
+    Now(T),
+    /// Send it once this long has passed.
+    After(Duration, T),
+}
+
+/// One direction of a link with faults: each message's fate decided by a seeded
+/// [`FaultInjector`] (none: every message delivered as sent), and the message held back
+/// to be reordered.
+#[derive(Debug, Clone)]
+pub struct FaultyChannel<T> {
+    injector: Option<FaultInjector>,
+    /// A message held back to be reordered: it goes after the next message (a re-send,
+    /// at the latest, comes when the manager's time-out expires).
+    held: Option<T>,
+}
+
+impl<T: Clone> FaultyChannel<T> {
+    /// A channel for one link direction; `stream` separates the links' decisions (see
+    /// [`stream_id`]). Without a plan, nothing is decided (no random draws) and every
+    /// message is delivered as sent.
+    pub fn new(plan: Option<FaultPlan>, stream: u64) -> Self {
+        FaultyChannel {
+            injector: plan.map(|p| FaultInjector::new(p, stream)),
+            held: None,
+        }
+    }
+
+    /// The deliveries to make for `item`, in order: one fate drawn (with a plan), then
+    /// the message held back for reordering, if any, after whatever `item` becomes,
+    /// unless `item` itself is held (then nothing goes).
+    pub fn apply(&mut self, item: T) -> Vec<Delivery<T>> {
+        let fate = self
+            .injector
+            .as_mut()
+            .map_or(Fate::Deliver, FaultInjector::decide);
+        self.apply_fate(fate, item)
+    }
+
+    /// [`FaultyChannel::apply`] with the fate given.
+    fn apply_fate(&mut self, fate: Fate, item: T) -> Vec<Delivery<T>> {
+        let mut out = Vec::new();
+        match fate {
+            Fate::Deliver => out.push(Delivery::Now(item)),
+            Fate::Drop => {}
+            Fate::Duplicate => {
+                out.push(Delivery::Now(item.clone()));
+                out.push(Delivery::Now(item));
+            }
+            Fate::Delay(d) => out.push(Delivery::After(d, item)),
+            Fate::Reorder if self.held.is_none() => {
+                self.held = Some(item);
+                return out;
+            }
+            // One message is held at a time: a second one to reorder goes now, before
+            // the first.
+            Fate::Reorder => out.push(Delivery::Now(item)),
+        }
+        if let Some(h) = self.held.take() {
+            out.push(Delivery::Now(h));
+        }
+        out
+    }
+
+    /// The message held back, if any (at the end of the stream).
+    pub fn take_held(&mut self) -> Option<T> {
+        self.held.take()
+    }
+
+    /// The decisions so far, by fate (see [`FaultInjector::counts`]); `None` without a
+    /// plan.
+    pub fn counts(&self) -> Option<[u64; 5]> {
+        self.injector.as_ref().map(|i| i.counts)
+    }
+}
+
 /// A stable 64-bit stream id for a link direction (FNV-1a of the name and direction).
 pub fn stream_id(switch: &str, outbound: bool) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -228,6 +311,90 @@ mod tests {
             Fate::Delay(d) => *d <= plan.max_delay,
             _ => true,
         }));
+    }
+
+    use Delivery::{After, Now};
+
+    fn channel<T: Clone>() -> FaultyChannel<T> {
+        FaultyChannel::new(None, 0)
+    }
+
+    #[test]
+    fn without_a_plan_everything_goes_now_in_order() {
+        let mut c = FaultyChannel::new(None, stream_id("s1", true));
+        for i in 0..100u32 {
+            assert_eq!(c.apply(i), vec![Now(i)]);
+        }
+        assert_eq!(c.take_held(), None);
+        assert_eq!(c.counts(), None);
+    }
+
+    #[test]
+    fn each_fate_makes_its_deliveries() {
+        let d = Duration::from_millis(3);
+        let mut c = channel();
+        assert_eq!(c.apply_fate(Fate::Deliver, "a"), vec![Now("a")]);
+        assert_eq!(c.apply_fate(Fate::Drop, "b"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Duplicate, "c"), vec![Now("c"), Now("c")]);
+        assert_eq!(c.apply_fate(Fate::Delay(d), "d"), vec![After(d, "d")]);
+        assert_eq!(c.take_held(), None);
+    }
+
+    #[test]
+    fn a_reordered_message_goes_after_the_next_whatever_its_fate() {
+        let d = Duration::from_millis(1);
+        let mut c = channel();
+        // Held, then released after the next message delivered.
+        assert_eq!(c.apply_fate(Fate::Reorder, "a"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Deliver, "b"), vec![Now("b"), Now("a")]);
+        // A drop of the next one releases it too.
+        assert_eq!(c.apply_fate(Fate::Reorder, "c"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Drop, "d"), vec![Now("c")]);
+        // After both copies of a duplicate.
+        assert_eq!(c.apply_fate(Fate::Reorder, "e"), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Duplicate, "f"),
+            vec![Now("f"), Now("f"), Now("e")]
+        );
+        // A delayed next one: the held one goes now, the delayed one later.
+        assert_eq!(c.apply_fate(Fate::Reorder, "g"), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Delay(d), "h"),
+            vec![After(d, "h"), Now("g")]
+        );
+        // A second reorder while one is held: the new one goes now, then the held one.
+        assert_eq!(c.apply_fate(Fate::Reorder, "i"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Reorder, "j"), vec![Now("j"), Now("i")]);
+        // Held at the end of the stream: taken by the shell.
+        assert_eq!(c.apply_fate(Fate::Reorder, "k"), vec![]);
+        assert_eq!(c.take_held(), Some("k"));
+        assert_eq!(c.take_held(), None);
+        assert_eq!(c.apply_fate(Fate::Deliver, "l"), vec![Now("l")]);
+    }
+
+    #[test]
+    fn duplicates_are_clones() {
+        let mut c = channel();
+        let item = (7u64, vec![1u8, 2, 3]);
+        let out = c.apply_fate(Fate::Duplicate, item.clone());
+        assert_eq!(out, vec![Now(item.clone()), Now(item)]);
+    }
+
+    #[test]
+    fn a_seeded_channel_draws_one_decision_per_message() {
+        // The channel's fates are the injector's, drawn in the same order, one per
+        // message: a seeded run makes the same choices as the injector alone.
+        let plan = FaultPlan::uniform(0.1, 5);
+        let stream = stream_id("s1", false);
+        let mut c = FaultyChannel::new(Some(plan), stream);
+        let mut alone = FaultInjector::new(plan, stream);
+        let mut replay = channel();
+        for i in 0..10_000u32 {
+            let fate = alone.decide();
+            assert_eq!(c.apply(i), replay.apply_fate(fate, i), "message {i}");
+        }
+        assert_eq!(c.counts(), Some(alone.counts));
+        assert_eq!(c.take_held(), replay.take_held());
     }
 
     #[test]

@@ -1,0 +1,234 @@
+//! A caller's handle on a running connection manager (paper 000 §II-C, Fig. 4: the
+//! manager's operations as its callers see them): [`CmHandle`], cheap to clone, and the
+//! requests it sends to the manager's task, each with the channel its answer comes back
+//! on.
+
+use atmlab_core::time::Duration;
+use atmlab_core::traffic::TrafficDescriptor;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{CallInfo, CmStatus, gone};
+use crate::cm::adaptive::Regions;
+use crate::cm::core::CallError;
+
+pub(super) enum Request {
+    Add {
+        source: String,
+        destinations: Vec<String>,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: String,
+        reply: oneshot::Sender<Result<CallInfo, CallError>>,
+    },
+    Delete {
+        id: u64,
+        reply: oneshot::Sender<Result<(), CallError>>,
+    },
+    AddLeaf {
+        id: u64,
+        leaf: String,
+        reply: ChangeWaiter,
+    },
+    DropLeaf {
+        id: u64,
+        leaf: String,
+        reply: ChangeWaiter,
+    },
+    Modify {
+        id: u64,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        reply: ChangeWaiter,
+    },
+    Get {
+        id: u64,
+        reply: oneshot::Sender<Option<CallInfo>>,
+    },
+    List {
+        reply: oneshot::Sender<Vec<CallInfo>>,
+    },
+    Status {
+        reply: oneshot::Sender<CmStatus>,
+    },
+    Tune {
+        threshold: u32,
+        flush_timeout: Duration,
+        adaptive: Option<Regions>,
+        reply: oneshot::Sender<CmStatus>,
+    },
+    Prefill {
+        ports: Vec<(String, u16)>,
+        reply: oneshot::Sender<()>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// A caller's handle on a running connection manager. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct CmHandle {
+    pub(super) tx: mpsc::Sender<Request>,
+}
+
+impl CmHandle {
+    /// Sets up a call from `source` to `destination` (host names).
+    pub async fn add(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: &str,
+    ) -> Result<CallInfo, CallError> {
+        self.add_multipoint(source, &[destination.to_string()], traffic, clr, tag)
+            .await
+    }
+
+    /// Sets up a point-to-multipoint call from `source` to every host of
+    /// `destinations` (one: point-to-point).
+    pub async fn add_multipoint(
+        &self,
+        source: &str,
+        destinations: &[String],
+        traffic: TrafficDescriptor,
+        clr: f64,
+        tag: &str,
+    ) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Add {
+                source: source.into(),
+                destinations: destinations.to_vec(),
+                traffic,
+                clr,
+                tag: tag.into(),
+                reply,
+            })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Releases a call.
+    pub async fn delete(&self, id: u64) -> Result<(), CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Delete { id, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Adds host `leaf` to call `id` (AddLeaf); returns the call as changed.
+    pub async fn add_leaf(&self, id: u64, leaf: &str) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        let leaf = leaf.to_string();
+        self.ask(Request::AddLeaf { id, leaf, reply }, rx).await
+    }
+
+    /// Drops host `leaf` from call `id` (DropLeaf); returns the call as changed.
+    pub async fn drop_leaf(&self, id: u64, leaf: &str) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        let leaf = leaf.to_string();
+        self.ask(Request::DropLeaf { id, leaf, reply }, rx).await
+    }
+
+    /// Changes call `id`'s contract in place (ModifyConnection); returns the call as
+    /// changed. On a refusal the call keeps its old contract.
+    pub async fn modify(
+        &self,
+        id: u64,
+        traffic: TrafficDescriptor,
+        clr: f64,
+    ) -> Result<CallInfo, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.ask(
+            Request::Modify {
+                id,
+                traffic,
+                clr,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    async fn ask(
+        &self,
+        r: Request,
+        rx: oneshot::Receiver<Result<CallInfo, CallError>>,
+    ) -> Result<CallInfo, CallError> {
+        self.tx.send(r).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// One call.
+    pub async fn get(&self, id: u64) -> Option<CallInfo> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Request::Get { id, reply }).await.ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// Every established call.
+    pub async fn list(&self) -> Vec<CallInfo> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Request::List { reply }).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Counters and tuning.
+    pub async fn status(&self) -> Result<CmStatus, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Status { reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Changes T and the flush time-out; `adaptive` lets T follow the arrival rate.
+    pub async fn tune(
+        &self,
+        threshold: u32,
+        flush_timeout: Duration,
+        adaptive: Option<Regions>,
+    ) -> Result<CmStatus, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Tune {
+                threshold,
+                flush_timeout,
+                adaptive,
+                reply,
+            })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Fills the VCI caches of these (switch, port)s ahead of calls, and waits until the
+    /// fills are sent.
+    pub async fn prefill(&self, ports: Vec<(String, u16)>) -> Result<(), CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Prefill { ports, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    /// Returns every cached identifier to its switch and stops the manager.
+    pub async fn shutdown(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Request::Shutdown { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// A caller waiting for a change (AddLeaf, DropLeaf, Modify) to end.
+pub(super) type ChangeWaiter = oneshot::Sender<Result<CallInfo, CallError>>;

@@ -1,0 +1,261 @@
+//! The live shell of the connection manager (paper 000 §II-C, Fig. 4: xbind's connection
+//! manager as a remote object over switch servers): one task owns the [`CmCore`], one
+//! link task per switch server carries its batches over the SwitchServer command stream
+//! (request ids make re-sends idempotent), and a handle serves callers (the gRPC
+//! ConnectionManager service, the in-process call generator).
+//!
+//! The core decides everything; this shell only moves messages and reads the clock
+//! (DESIGN.md §2), so the same core runs in the simulator.
+//!
+//! - this module: the [`Router`] a manager resolves routes with (and [`StaticRouter`]),
+//!   what the shell reports ([`CallInfo`], [`CmStatus`]), and starting a manager
+//!   ([`start`], [`start_with`], [`start_with_faults`], [`LiveOptions`]);
+//! - `handle`: [`CmHandle`], the callers' side, and the requests it sends;
+//! - `link`: the per-switch link task, its command stream and the faults injected on
+//!   it, and listing a switch's connections for reconciles and sweeps;
+//! - `recovery`: [`recover`], the start-up audit against the journal;
+//! - `manager`: the manager's task, which feeds the core and answers callers, and the
+//!   journal's writer thread.
+
+use std::collections::HashMap;
+
+use atmlab_core::time::{Duration, Instant};
+use atmlab_fabric::error::ErrorKind;
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use tokio::sync::mpsc;
+
+use super::core::{CallError, CallView, CmConfig, CmCore, CmStats, HopSpec};
+use super::dimension::NvProbe;
+use super::faults::FaultPlan;
+use super::journal::CmJournal;
+
+mod handle;
+mod link;
+mod manager;
+mod recovery;
+
+pub use handle::CmHandle;
+use link::{Link, run_link};
+use manager::{Channels, run_manager};
+pub use recovery::{Recovered, recover};
+
+/// Resolves a source-destination pair to a route (the route object with its cache).
+pub trait Router: Send + 'static {
+    /// The hops from `source`'s switch port to `destination`'s, with `bandwidth`
+    /// (cells/s) free on every output port.
+    fn route(
+        &mut self,
+        now: Instant,
+        source: &str,
+        destination: &str,
+        bandwidth: f64,
+    ) -> Result<Vec<HopSpec>, CallError>;
+}
+
+/// A call as the shell reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallInfo {
+    /// The tree and identifiers (its leaves are the destination hosts).
+    pub view: CallView,
+    /// Source host.
+    pub source: String,
+    /// The first destination host (every leaf: `view.leaves`).
+    pub destination: String,
+}
+
+/// The manager's counters and tuning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CmStatus {
+    /// "sequential" or "xbind".
+    pub kind: &'static str,
+    /// Counters.
+    pub stats: CmStats,
+    /// Calls held.
+    pub active: u64,
+    /// VCI cache hits and misses.
+    pub cache: (u64, u64),
+    /// Current T and flush time-out, and whether T adapts.
+    pub threshold: u32,
+    /// The flush time-out.
+    pub flush_timeout: Duration,
+    /// Whether T adapts.
+    pub adaptive: bool,
+    /// Arrival-rate estimate and region.
+    pub load: (f64, usize),
+    /// `N_v` per (switch, output port), as arrivals saw it (paper 000 §IV-A).
+    pub nv: Vec<(String, u16, NvProbe)>,
+    /// What the start-up audit against the journal found and did (empty without a
+    /// journal, or when everything matched).
+    pub recovery: Vec<String>,
+    /// The partition of the VCI space this manager reserves from.
+    pub partition: Option<(u16, u16)>,
+}
+
+fn gone() -> CallError {
+    CallError {
+        kind: ErrorKind::Unavailable,
+        message: "the connection manager stopped".into(),
+    }
+}
+
+/// Starts a connection manager over these switch servers. `client_id` names this
+/// manager's stream requests (unique per run, so a restarted manager's ids never collide
+/// with answers a switch remembers from before).
+pub fn start(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+) -> Result<CmHandle, CallError> {
+    start_with_faults(config, switches, router, None)
+}
+
+/// [`start`], with `faults` injected on every switch link in both directions (see
+/// [`super::faults`]).
+pub fn start_with_faults(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    faults: Option<FaultPlan>,
+) -> Result<CmHandle, CallError> {
+    let core = CmCore::new(config).map_err(|e| CallError {
+        kind: ErrorKind::InvalidArgument,
+        message: e.to_string(),
+    })?;
+    spawn(core, switches, router, faults, None)
+}
+
+/// How a manager runs besides its configuration.
+#[derive(Debug, Clone, Default)]
+pub struct LiveOptions {
+    /// Faults injected on every switch link.
+    pub faults: Option<FaultPlan>,
+    /// The SQLite journal: established connections are written to it before their
+    /// callers hear of them, and a manager started on an existing journal audits it
+    /// against the switches first (see [`recover`]).
+    pub journal: Option<std::path::PathBuf>,
+}
+
+/// Starts a manager with a journal and faults as `opts` says. With a journal, the
+/// start-up audit runs first; its findings are logged, returned, and reported by
+/// `status` (and the gRPC GetStatus).
+pub async fn start_with(
+    config: CmConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    opts: LiveOptions,
+) -> Result<(CmHandle, Vec<String>), CallError> {
+    let mut core = CmCore::new(config).map_err(|e| CallError {
+        kind: ErrorKind::InvalidArgument,
+        message: e.to_string(),
+    })?;
+    let recovered = match &opts.journal {
+        None => None,
+        Some(path) => {
+            let journal = CmJournal::open(path).map_err(|e| CallError {
+                kind: ErrorKind::Unavailable,
+                message: e.to_string(),
+            })?;
+            Some(recover(&mut core, journal, &switches).await?)
+        }
+    };
+    let findings = recovered
+        .as_ref()
+        .map(|r| r.findings.clone())
+        .unwrap_or_default();
+    let handle = spawn(core, switches, router, opts.faults, recovered)?;
+    Ok((handle, findings))
+}
+
+fn spawn(
+    core: CmCore,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    faults: Option<FaultPlan>,
+    recovered: Option<Recovered>,
+) -> Result<CmHandle, CallError> {
+    if let Some(f) = &faults {
+        f.validate().map_err(|message| CallError {
+            kind: ErrorKind::InvalidArgument,
+            message,
+        })?;
+    }
+    let (tx, rx) = mpsc::channel(65_536);
+    let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let client_id = format!("{}-{}-{nonce}", core.config().owner, std::process::id());
+    let (reconcile_tx, reconcile_rx) = mpsc::unbounded_channel();
+    let mut links = HashMap::new();
+    let listed = switches.clone();
+    for (name, client) in switches {
+        let (btx, brx) = mpsc::unbounded_channel();
+        tokio::spawn(run_link(
+            Link {
+                name: name.clone(),
+                client,
+                client_id: client_id.clone(),
+                inbox: inbox_tx.clone(),
+                stream_tx: None,
+                faults,
+                was_open: false,
+                reconcile: reconcile_tx.clone(),
+            },
+            brx,
+        ));
+        links.insert(name, btx);
+    }
+    tokio::spawn(run_manager(
+        core,
+        router,
+        Channels {
+            api: rx,
+            inbox: inbox_rx,
+            reconcile: reconcile_rx,
+            listings: reconcile_tx,
+            switches: listed,
+        },
+        links,
+        recovered,
+    ));
+    Ok(CmHandle { tx })
+}
+
+/// A fixed table of routes, for tests and for topologies known in advance.
+#[derive(Debug, Clone, Default)]
+pub struct StaticRouter {
+    routes: HashMap<(String, String), Vec<HopSpec>>,
+}
+
+impl StaticRouter {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a route.
+    pub fn with(mut self, source: &str, destination: &str, hops: Vec<HopSpec>) -> Self {
+        self.routes
+            .insert((source.into(), destination.into()), hops);
+        self
+    }
+}
+
+impl Router for StaticRouter {
+    fn route(
+        &mut self,
+        _: Instant,
+        source: &str,
+        destination: &str,
+        _: f64,
+    ) -> Result<Vec<HopSpec>, CallError> {
+        self.routes
+            .get(&(source.to_string(), destination.to_string()))
+            .cloned()
+            .ok_or_else(|| CallError {
+                kind: ErrorKind::InvalidArgument,
+                message: format!("no route from {source:?} to {destination:?}"),
+            })
+    }
+}
