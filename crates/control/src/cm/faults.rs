@@ -233,7 +233,7 @@ impl<T: Clone> FaultyChannel<T> {
     /// The deliveries to make for `item`, in order: one fate drawn (with a plan), then
     /// the message held back for reordering, if any, after whatever `item` becomes,
     /// unless `item` itself is held (then nothing goes).
-    pub fn apply(&mut self, item: T) -> Vec<Delivery<T>> {
+    pub fn apply(&mut self, item: T) -> Deliveries<T> {
         let fate = self
             .injector
             .as_mut()
@@ -242,28 +242,28 @@ impl<T: Clone> FaultyChannel<T> {
     }
 
     /// [`FaultyChannel::apply`] with the fate given.
-    fn apply_fate(&mut self, fate: Fate, item: T) -> Vec<Delivery<T>> {
-        let mut out = Vec::new();
+    fn apply_fate(&mut self, fate: Fate, item: T) -> Deliveries<T> {
+        // At most three deliveries (a duplicate and the held message): a fixed array, so
+        // the manager's path allocates nothing per message.
+        let mut out: [Option<Delivery<T>>; 3] = [None, None, None];
         match fate {
-            Fate::Deliver => out.push(Delivery::Now(item)),
+            Fate::Deliver => out[0] = Some(Delivery::Now(item)),
             Fate::Drop => {}
             Fate::Duplicate => {
-                out.push(Delivery::Now(item.clone()));
-                out.push(Delivery::Now(item));
+                out[0] = Some(Delivery::Now(item.clone()));
+                out[1] = Some(Delivery::Now(item));
             }
-            Fate::Delay(d) => out.push(Delivery::After(d, item)),
+            Fate::Delay(d) => out[0] = Some(Delivery::After(d, item)),
             Fate::Reorder if self.held.is_none() => {
                 self.held = Some(item);
-                return out;
+                return out.into_iter().flatten();
             }
             // One message is held at a time: a second one to reorder goes now, before
             // the first.
-            Fate::Reorder => out.push(Delivery::Now(item)),
+            Fate::Reorder => out[0] = Some(Delivery::Now(item)),
         }
-        if let Some(h) = self.held.take() {
-            out.push(Delivery::Now(h));
-        }
-        out
+        out[2] = self.held.take().map(Delivery::Now);
+        out.into_iter().flatten()
     }
 
     /// The message held back, if any (at the end of the stream).
@@ -277,6 +277,9 @@ impl<T: Clone> FaultyChannel<T> {
         self.injector.as_ref().map(|i| i.counts)
     }
 }
+
+/// The deliveries [`FaultyChannel::apply`] asks for, in order.
+pub type Deliveries<T> = std::iter::Flatten<std::array::IntoIter<Option<Delivery<T>>, 3>>;
 
 /// A stable 64-bit stream id for a link direction (FNV-1a of the name and direction).
 pub fn stream_id(switch: &str, outbound: bool) -> u64 {
@@ -323,7 +326,7 @@ mod tests {
     fn without_a_plan_everything_goes_now_in_order() {
         let mut c = FaultyChannel::new(None, stream_id("s1", true));
         for i in 0..100u32 {
-            assert_eq!(c.apply(i), vec![Now(i)]);
+            assert_eq!(c.apply(i).collect::<Vec<_>>(), vec![Now(i)]);
         }
         assert_eq!(c.take_held(), None);
         assert_eq!(c.counts(), None);
@@ -333,10 +336,19 @@ mod tests {
     fn each_fate_makes_its_deliveries() {
         let d = Duration::from_millis(3);
         let mut c = channel();
-        assert_eq!(c.apply_fate(Fate::Deliver, "a"), vec![Now("a")]);
-        assert_eq!(c.apply_fate(Fate::Drop, "b"), vec![]);
-        assert_eq!(c.apply_fate(Fate::Duplicate, "c"), vec![Now("c"), Now("c")]);
-        assert_eq!(c.apply_fate(Fate::Delay(d), "d"), vec![After(d, "d")]);
+        assert_eq!(
+            c.apply_fate(Fate::Deliver, "a").collect::<Vec<_>>(),
+            vec![Now("a")]
+        );
+        assert_eq!(c.apply_fate(Fate::Drop, "b").collect::<Vec<_>>(), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Duplicate, "c").collect::<Vec<_>>(),
+            vec![Now("c"), Now("c")]
+        );
+        assert_eq!(
+            c.apply_fate(Fate::Delay(d), "d").collect::<Vec<_>>(),
+            vec![After(d, "d")]
+        );
         assert_eq!(c.take_held(), None);
     }
 
@@ -345,38 +357,50 @@ mod tests {
         let d = Duration::from_millis(1);
         let mut c = channel();
         // Held, then released after the next message delivered.
-        assert_eq!(c.apply_fate(Fate::Reorder, "a"), vec![]);
-        assert_eq!(c.apply_fate(Fate::Deliver, "b"), vec![Now("b"), Now("a")]);
-        // A drop of the next one releases it too.
-        assert_eq!(c.apply_fate(Fate::Reorder, "c"), vec![]);
-        assert_eq!(c.apply_fate(Fate::Drop, "d"), vec![Now("c")]);
-        // After both copies of a duplicate.
-        assert_eq!(c.apply_fate(Fate::Reorder, "e"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Reorder, "a").collect::<Vec<_>>(), vec![]);
         assert_eq!(
-            c.apply_fate(Fate::Duplicate, "f"),
+            c.apply_fate(Fate::Deliver, "b").collect::<Vec<_>>(),
+            vec![Now("b"), Now("a")]
+        );
+        // A drop of the next one releases it too.
+        assert_eq!(c.apply_fate(Fate::Reorder, "c").collect::<Vec<_>>(), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Drop, "d").collect::<Vec<_>>(),
+            vec![Now("c")]
+        );
+        // After both copies of a duplicate.
+        assert_eq!(c.apply_fate(Fate::Reorder, "e").collect::<Vec<_>>(), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Duplicate, "f").collect::<Vec<_>>(),
             vec![Now("f"), Now("f"), Now("e")]
         );
         // A delayed next one: the held one goes now, the delayed one later.
-        assert_eq!(c.apply_fate(Fate::Reorder, "g"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Reorder, "g").collect::<Vec<_>>(), vec![]);
         assert_eq!(
-            c.apply_fate(Fate::Delay(d), "h"),
+            c.apply_fate(Fate::Delay(d), "h").collect::<Vec<_>>(),
             vec![After(d, "h"), Now("g")]
         );
         // A second reorder while one is held: the new one goes now, then the held one.
-        assert_eq!(c.apply_fate(Fate::Reorder, "i"), vec![]);
-        assert_eq!(c.apply_fate(Fate::Reorder, "j"), vec![Now("j"), Now("i")]);
+        assert_eq!(c.apply_fate(Fate::Reorder, "i").collect::<Vec<_>>(), vec![]);
+        assert_eq!(
+            c.apply_fate(Fate::Reorder, "j").collect::<Vec<_>>(),
+            vec![Now("j"), Now("i")]
+        );
         // Held at the end of the stream: taken by the shell.
-        assert_eq!(c.apply_fate(Fate::Reorder, "k"), vec![]);
+        assert_eq!(c.apply_fate(Fate::Reorder, "k").collect::<Vec<_>>(), vec![]);
         assert_eq!(c.take_held(), Some("k"));
         assert_eq!(c.take_held(), None);
-        assert_eq!(c.apply_fate(Fate::Deliver, "l"), vec![Now("l")]);
+        assert_eq!(
+            c.apply_fate(Fate::Deliver, "l").collect::<Vec<_>>(),
+            vec![Now("l")]
+        );
     }
 
     #[test]
     fn duplicates_are_clones() {
         let mut c = channel();
         let item = (7u64, vec![1u8, 2, 3]);
-        let out = c.apply_fate(Fate::Duplicate, item.clone());
+        let out = c.apply_fate(Fate::Duplicate, item.clone()).collect::<Vec<_>>();
         assert_eq!(out, vec![Now(item.clone()), Now(item)]);
     }
 
@@ -391,7 +415,11 @@ mod tests {
         let mut replay = channel();
         for i in 0..10_000u32 {
             let fate = alone.decide();
-            assert_eq!(c.apply(i), replay.apply_fate(fate, i), "message {i}");
+            assert_eq!(
+                c.apply(i).collect::<Vec<_>>(),
+                replay.apply_fate(fate, i).collect::<Vec<_>>(),
+                "message {i}"
+            );
         }
         assert_eq!(c.counts(), Some(alone.counts));
         assert_eq!(c.take_held(), replay.take_held());

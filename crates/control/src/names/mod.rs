@@ -14,7 +14,7 @@
 //!   once, whether or not `expire` has run yet, so answers never depend on when a shell
 //!   gets round to sweeping.
 //! - [`NameServiceImpl`] and [`serve_names`]: the live shell, a tonic service over a
-//!   mutex-guarded `Directory` and a [`LiveClock`](crate::clock::LiveClock), served over
+//!   mutex-guarded `Directory` and a [`LiveClock`](atmlab_core::clock::LiveClock), served over
 //!   mutual TLS with `atmlab_rpc::tls::grpc_incoming`; a sweeper task removes lapsed
 //!   entries and logs each one.
 //! - [`NameClient`]: a client; [`NameClient::register_and_renew`] keeps a registration

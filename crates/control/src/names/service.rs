@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status};
 
 use super::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
 use crate::ControlError;
-use crate::clock::LiveClock;
+use atmlab_core::clock::LiveClock;
 
 /// The name service: a [`Directory`] behind the generated tonic trait.
 ///

@@ -180,7 +180,7 @@ pub(super) async fn run_link(
 
 /// Waits `d` (a delayed message's delay).
 async fn delay(d: Duration) {
-    tokio::time::sleep(std::time::Duration::from_nanos(d.as_nanos())).await;
+    tokio::time::sleep(d.into()).await;
 }
 
 async fn open_stream(

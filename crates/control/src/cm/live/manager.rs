@@ -16,7 +16,7 @@ use super::handle::{ChangeWaiter, Request};
 use super::link::{Listing, SwitchListing, list_connections};
 use super::recovery::Recovered;
 use super::{CallInfo, CmStatus, Router, gone};
-use crate::clock::LiveClock;
+use atmlab_core::clock::LiveClock;
 use crate::cm::core::{CallError, CallEvent, CmCore, SetupRequest};
 use crate::cm::journal::{CmJournal, JournaledCall};
 
@@ -423,7 +423,7 @@ pub(super) async fn run_manager(
         }
     };
     let mut sweep_tick = core.config().sweep_interval.map(|d| {
-        let d = std::time::Duration::from_nanos(d.as_picos() / 1000);
+        let d = std::time::Duration::from(d);
         tokio::time::interval_at(tokio::time::Instant::now() + d, d)
     });
     // The last sweep's listings still to come (`None` until the manager stops).
@@ -454,7 +454,7 @@ pub(super) async fn run_manager(
         let now = sh.clock.now();
         let wake = sh.core.poll_timeout().map(|t| {
             let d = t.saturating_duration_since(now);
-            tokio::time::Instant::now() + std::time::Duration::from_nanos(d.as_picos() / 1000)
+            tokio::time::Instant::now() + std::time::Duration::from(d)
         });
         tokio::select! {
             biased;

@@ -9,7 +9,7 @@ use atmlab_fabric::error::ErrorKind;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::switch::Command;
 
-use crate::clock::LiveClock;
+use atmlab_core::clock::LiveClock;
 use crate::cm::core::{CallError, CmCore};
 use crate::cm::journal::CmJournal;
 
