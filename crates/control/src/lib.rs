@@ -31,13 +31,16 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+#[cfg(feature = "live")]
 pub mod clock;
 pub mod cm;
 mod error;
 pub mod names;
+#[cfg(feature = "live")]
 pub mod net;
 pub mod qos;
 pub mod route;
+#[cfg(feature = "live")]
 pub mod tina;
 
 pub use error::{ControlError, ErrorKind};

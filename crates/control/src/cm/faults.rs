@@ -400,7 +400,9 @@ mod tests {
     fn duplicates_are_clones() {
         let mut c = channel();
         let item = (7u64, vec![1u8, 2, 3]);
-        let out = c.apply_fate(Fate::Duplicate, item.clone()).collect::<Vec<_>>();
+        let out = c
+            .apply_fate(Fate::Duplicate, item.clone())
+            .collect::<Vec<_>>();
         assert_eq!(out, vec![Now(item.clone()), Now(item)]);
     }
 

@@ -21,8 +21,11 @@ pub mod cache;
 pub mod core;
 pub mod dimension;
 pub mod faults;
+#[cfg(feature = "live")]
 pub mod journal;
+#[cfg(feature = "live")]
 pub mod live;
 pub mod routes;
+#[cfg(feature = "live")]
 pub mod service;
 pub mod tree;

@@ -3,15 +3,31 @@
 //! [`RouteObject`], reused until it times out, so most setups need no route computation.
 //! A cached route may be stale (a link filled up since): the switches' admission control
 //! then refuses the call, and the entry is dropped so the next call routes afresh.
+//!
+//! Also here, pure like the cache: the [`Router`] trait a manager resolves routes with,
+//! and [`StaticRouter`], a fixed table for tests and known topologies.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use atmlab_core::time::{Duration, Instant};
+use atmlab_fabric::error::ErrorKind;
 
 use super::core::{CallError, HopSpec};
-use super::live::Router;
 use crate::route::RouteObject;
+
+/// Resolves a source-destination pair to a route (the route object with its cache).
+pub trait Router: Send + 'static {
+    /// The hops from `source`'s switch port to `destination`'s, with `bandwidth`
+    /// (cells/s) free on every output port.
+    fn route(
+        &mut self,
+        now: Instant,
+        source: &str,
+        destination: &str,
+        bandwidth: f64,
+    ) -> Result<Vec<HopSpec>, CallError>;
+}
 
 /// How long a cached route lives (the paper's 5 s).
 pub const ROUTE_CACHE_TTL: Duration = Duration::from_secs(5);
@@ -84,5 +100,43 @@ impl Router for CachedRouter {
             .collect();
         self.cache.insert(key, (hops.clone(), now));
         Ok(hops)
+    }
+}
+
+/// A fixed table of routes, for tests and for topologies known in advance.
+#[derive(Debug, Clone, Default)]
+pub struct StaticRouter {
+    routes: HashMap<(String, String), Vec<HopSpec>>,
+}
+
+impl StaticRouter {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a route.
+    pub fn with(mut self, source: &str, destination: &str, hops: Vec<HopSpec>) -> Self {
+        self.routes
+            .insert((source.into(), destination.into()), hops);
+        self
+    }
+}
+
+impl Router for StaticRouter {
+    fn route(
+        &mut self,
+        _: Instant,
+        source: &str,
+        destination: &str,
+        _: f64,
+    ) -> Result<Vec<HopSpec>, CallError> {
+        self.routes
+            .get(&(source.to_string(), destination.to_string()))
+            .cloned()
+            .ok_or_else(|| CallError {
+                kind: ErrorKind::InvalidArgument,
+                message: format!("no route from {source:?} to {destination:?}"),
+            })
     }
 }

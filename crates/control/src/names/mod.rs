@@ -20,10 +20,14 @@
 //! - [`NameClient`]: a client; [`NameClient::register_and_renew`] keeps a registration
 //!   alive from a background task until its [`RenewalHandle`] is stopped or dropped.
 
+#[cfg(feature = "live")]
 mod client;
 mod directory;
+#[cfg(feature = "live")]
 mod service;
 
+#[cfg(feature = "live")]
 pub use client::{NameClient, RenewalHandle};
 pub use directory::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
+#[cfg(feature = "live")]
 pub use service::{NameServiceImpl, serve_names};

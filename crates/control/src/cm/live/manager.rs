@@ -16,9 +16,9 @@ use super::handle::{ChangeWaiter, Request};
 use super::link::{Listing, SwitchListing, list_connections};
 use super::recovery::Recovered;
 use super::{CallInfo, CmStatus, Router, gone};
-use atmlab_core::clock::LiveClock;
 use crate::cm::core::{CallError, CallEvent, CmCore, SetupRequest};
 use crate::cm::journal::{CmJournal, JournaledCall};
+use atmlab_core::clock::LiveClock;
 
 /// A caller waiting for a setup, with the call's source and destination.
 type AddWaiter = (oneshot::Sender<Result<CallInfo, CallError>>, String, String);

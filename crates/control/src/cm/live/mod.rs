@@ -19,12 +19,12 @@
 
 use std::collections::HashMap;
 
-use atmlab_core::time::{Duration, Instant};
+use atmlab_core::time::Duration;
 use atmlab_fabric::error::ErrorKind;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use tokio::sync::mpsc;
 
-use super::core::{CallError, CallView, CmConfig, CmCore, CmStats, HopSpec};
+use super::core::{CallError, CallView, CmConfig, CmCore, CmStats};
 use super::dimension::NvProbe;
 use super::faults::FaultPlan;
 use super::journal::CmJournal;
@@ -39,18 +39,8 @@ use link::{Link, run_link};
 use manager::{Channels, run_manager};
 pub use recovery::{Recovered, recover};
 
-/// Resolves a source-destination pair to a route (the route object with its cache).
-pub trait Router: Send + 'static {
-    /// The hops from `source`'s switch port to `destination`'s, with `bandwidth`
-    /// (cells/s) free on every output port.
-    fn route(
-        &mut self,
-        now: Instant,
-        source: &str,
-        destination: &str,
-        bandwidth: f64,
-    ) -> Result<Vec<HopSpec>, CallError>;
-}
+// Routers are pure; they are named here too, where the shell that uses them is.
+pub use super::routes::{Router, StaticRouter};
 
 /// A call as the shell reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,42 +210,4 @@ fn spawn(
         recovered,
     ));
     Ok(CmHandle { tx })
-}
-
-/// A fixed table of routes, for tests and for topologies known in advance.
-#[derive(Debug, Clone, Default)]
-pub struct StaticRouter {
-    routes: HashMap<(String, String), Vec<HopSpec>>,
-}
-
-impl StaticRouter {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a route.
-    pub fn with(mut self, source: &str, destination: &str, hops: Vec<HopSpec>) -> Self {
-        self.routes
-            .insert((source.into(), destination.into()), hops);
-        self
-    }
-}
-
-impl Router for StaticRouter {
-    fn route(
-        &mut self,
-        _: Instant,
-        source: &str,
-        destination: &str,
-        _: f64,
-    ) -> Result<Vec<HopSpec>, CallError> {
-        self.routes
-            .get(&(source.to_string(), destination.to_string()))
-            .cloned()
-            .ok_or_else(|| CallError {
-                kind: ErrorKind::InvalidArgument,
-                message: format!("no route from {source:?} to {destination:?}"),
-            })
-    }
 }

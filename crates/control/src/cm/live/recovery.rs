@@ -9,9 +9,9 @@ use atmlab_fabric::error::ErrorKind;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::switch::Command;
 
-use atmlab_core::clock::LiveClock;
 use crate::cm::core::{CallError, CmCore};
 use crate::cm::journal::CmJournal;
+use atmlab_core::clock::LiveClock;
 
 fn unavailable(what: String) -> CallError {
     CallError {

@@ -3,7 +3,7 @@
 //! against what the switches hold.
 //!
 //! [`audit`] is a pure check over snapshots, so it is testable without a network; the
-//! shell [`snapshot`] reads each switch server (Describe, ListConnections,
+//! shell (`network`, feature `live`) [`snapshot`] reads each switch server (Describe, ListConnections,
 //! ListReservations) and `atmlab audit` adds each manager's ListConnections. It finds:
 //! a hop a manager holds that its switch does not have (or has differently); a
 //! cross-connect no manager knows (an orphan); port accounting that does not add up
@@ -16,12 +16,15 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use atmlab_fabric::live::backend::{Description, SwitchBackend};
-use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_fabric::ops::Description;
 use atmlab_fabric::switch::{Connection, Reservation};
 
-use crate::ControlError;
 use crate::cm::core::CallView;
+
+#[cfg(feature = "live")]
+mod network;
+#[cfg(feature = "live")]
+pub use network::{audit_network, call_from_pb, snapshot};
 
 /// One switch as read for the audit.
 #[derive(Debug, Clone)]
@@ -34,22 +37,6 @@ pub struct SwitchSnapshot {
     pub connections: Vec<Connection>,
     /// Identifiers reserved (phase 1) and by whom.
     pub reservations: Vec<Reservation>,
-}
-
-/// Reads every switch.
-pub async fn snapshot(
-    switches: &[(String, GrpcSwitch)],
-) -> Result<Vec<SwitchSnapshot>, ControlError> {
-    let mut v = Vec::with_capacity(switches.len());
-    for (name, c) in switches {
-        v.push(SwitchSnapshot {
-            name: name.clone(),
-            description: c.describe().await?,
-            connections: c.connections().await?,
-            reservations: c.reservations().await?,
-        });
-    }
-    Ok(v)
 }
 
 /// What the audit may assume.
@@ -349,99 +336,4 @@ pub fn audit(calls: &[CallView], switches: &[SwitchSnapshot], opts: AuditOptions
         }
     }
     r
-}
-
-/// A connection manager's call as its ListConnections reports it (the hops are what the
-/// audit needs; the traffic is left at its default).
-pub fn call_from_pb(i: &atmlab_rpc::v1::ConnectionInfo) -> Result<CallView, ControlError> {
-    use atmlab_fabric::live::convert as cv;
-    let bad = |what: &str| ControlError::Serve {
-        what: "the audit",
-        reason: format!("connection {} of a manager: {what}", i.id),
-    };
-    let vc = |v: Option<&atmlab_rpc::v1::VcId>, what: &str| {
-        cv::vc_id(v).map_err(|e| bad(&format!("{what}: {e}")))
-    };
-    let port = |p: u32, what: &str| u16::try_from(p).map_err(|_| bad(&format!("{what} {p}")));
-    let mut hops = Vec::with_capacity(i.hops.len());
-    for h in &i.hops {
-        // One entry per branch where a point-to-multipoint tree forks.
-        let mut outs = Vec::new();
-        for b in &h.branches {
-            outs.push((
-                port(b.port, "branch port")?,
-                vc(b.id.as_ref(), "branch identifier")?,
-            ));
-        }
-        if outs.is_empty() {
-            outs.push((
-                port(h.out_port, "output port")?,
-                vc(h.out_id.as_ref(), "output identifier")?,
-            ));
-        }
-        for (out_port, out_id) in outs {
-            hops.push((
-                crate::cm::core::HopSpec {
-                    switch: h.switch.clone(),
-                    in_port: port(h.in_port, "input port")?,
-                    out_port,
-                },
-                h.connection,
-                vc(h.in_id.as_ref(), "input identifier")?,
-                out_id,
-            ));
-        }
-    }
-    Ok(CallView {
-        id: i.id,
-        // The audit checks entries one by one; the tree's shape is not needed.
-        parents: vec![None; hops.len()],
-        leaves: Vec::new(),
-        hops,
-        source_vc: vc(i.source_vc.as_ref(), "source VC")?,
-        destination_vc: vc(i.destination_vcs.first(), "destination VC")?,
-        setup: atmlab_core::time::Duration::from_micros(i.setup_us),
-        // Not needed by the audit: a nominal contract.
-        traffic: atmlab_core::traffic::TrafficDescriptor::cbr(atmlab_core::units::CellRate(1.0)),
-        tag: i.tag.clone(),
-        invocations: i.invocations,
-    })
-}
-
-/// Audits the network a name service lists: every switch server it lists, and the
-/// calls of every connection manager it lists. Returns the report and the names of the
-/// managers read.
-pub async fn audit_network(
-    names_url: &str,
-    tls: Option<&atmlab_rpc::tls::TlsIdentity>,
-    opts: AuditOptions,
-) -> Result<(AuditReport, Vec<String>), ControlError> {
-    use crate::names::{NameClient, ObjectKind};
-    let nc = NameClient::connect(names_url, tls).await?;
-    let mut switches = Vec::new();
-    for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
-        let name = obj.name.trim_start_matches("switch/").to_string();
-        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
-        switches.push((name, GrpcSwitch::new(ch)));
-    }
-    let mut calls = Vec::new();
-    let mut managers = Vec::new();
-    for (obj, _) in nc.list(Some(ObjectKind::ConnectionManager)).await? {
-        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
-        let mut c = atmlab_rpc::v1::connection_manager_client::ConnectionManagerClient::new(ch);
-        let list = c
-            .list_connections(atmlab_rpc::v1::ListCmConnectionsRequest {})
-            .await
-            .map_err(|e| ControlError::Serve {
-                what: "the audit",
-                reason: format!("listing {}'s connections: {}", obj.name, e.message()),
-            })?
-            .into_inner();
-        for i in &list.connections {
-            calls.push(call_from_pb(i)?);
-        }
-        managers.push(obj.name);
-    }
-    let snaps = snapshot(&switches).await?;
-    Ok((audit(&calls, &snaps, opts), managers))
 }
