@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the tests need, then runs every test of the workspace.
+# Installs what the tests need, then runs every test of the workspace, both tiers.
 #
 # The tests need: a Rust toolchain (stable; rust-toolchain.toml pins nothing newer than
 # the machine's); tshark, which the capture tests run on files atmlab writes; and Python 3
@@ -58,5 +58,12 @@ fi
 PYTHON="$venv/bin/python" bash "$py_dir/generate.sh"
 export ATMLAB_PYTHON="$venv/bin/python"
 
-echo "== cargo test --workspace"
+# Two tiers. The default tier (plain `cargo test`) is fast: units, properties, the
+# robustness corpora, servers started on loopback. The heavy tier is the tests marked
+# `#[ignore = "heavy tier ..."]`: whole reproductions, the demo and the soak, processes
+# killed under load, the call generator against live managers. Both run here.
+echo "== cargo test --workspace (the default tier)"
 cargo test --workspace --locked
+
+echo "== cargo test --workspace -- --ignored (the heavy tier)"
+cargo test --workspace --locked -- --ignored

@@ -72,6 +72,7 @@ fn hops(i: &pb::ConnectionInfo) -> Vec<(String, u64)> {
 }
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a process killed under load"]
 fn a_killed_manager_restarts_on_its_journal_and_loses_no_acknowledged_connection() {
     let dir = tempfile::tempdir().unwrap();
     let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");

@@ -192,6 +192,7 @@ where
 }
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a process killed under load"]
 fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
     use atmlab_control::audit::{AuditOptions, audit, snapshot};
     use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};

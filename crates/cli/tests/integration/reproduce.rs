@@ -4,6 +4,7 @@
 use crate::atmlab;
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
     let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();

@@ -19,6 +19,7 @@ fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
 }
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_figure_with_sane_numbers() {
     let _cpu = crate::heavy_simulation();
     let dir = tempfile::tempdir().unwrap();

@@ -4,6 +4,7 @@
 use crate::atmlab;
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_rdma_quick_writes_the_report() {
     let _cpu = crate::heavy_simulation();
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@
 use crate::atmlab;
 
 #[test]
+#[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     let _cpu = crate::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
