@@ -29,10 +29,13 @@
 //! - [`service`]: [`service::TinaService`], the `atmlab.v1.ConnectionManager` service
 //!   over the LNC, the same trait every connection manager kind serves.
 
+pub mod convert;
+pub mod core;
 pub mod lnc;
 pub mod partition;
 pub mod performer;
 pub mod service;
+pub mod shell;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
