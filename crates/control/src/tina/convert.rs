@@ -21,8 +21,8 @@ use tonic::{Code, Status};
 use super::Counts;
 use super::core::lnc::{CallInfo, Contract};
 use super::core::{
-    BranchInfo, ErrorKind, HopInfo, HopSpec, SetupSnc, SncError, SncReply, SncRequest, SncResult,
-    SncSetUp, Traffic,
+    BranchAt, BranchInfo, ErrorKind, HopInfo, HopSpec, LinkEnd, SetupSnc, SncError, SncReply,
+    SncRequest, SncResult, SncSetUp, Traffic,
 };
 
 /// A core error as the status a gRPC caller sees.
@@ -57,6 +57,12 @@ pub fn error(s: &Status) -> SncError {
         other => ErrorKind::Other(other as i32),
     };
     SncError::new(kind, s.message())
+}
+
+impl From<Status> for SncError {
+    fn from(s: Status) -> Self {
+        error(&s)
+    }
 }
 
 /// A value the wire carried that a core cannot hold.
@@ -202,7 +208,7 @@ pub fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
     }
 }
 
-/// An SNC operation as its gRPC request, sent by a parent.
+/// SetupSnc as a parent sends it.
 pub fn pb_setup(s: &SetupSnc) -> pb::SetupSncRequest {
     pb::SetupSncRequest {
         hops: s
@@ -222,8 +228,71 @@ pub fn pb_setup(s: &SetupSnc) -> pb::SetupSncRequest {
     }
 }
 
-/// A ConnectionPerformer request as the core's operation, and the core's answer as its
-/// reply: one impl per operation of the service.
+/// ModifySnc as a parent sends it.
+pub fn pb_modify(snc: u64, traffic: Option<Traffic>) -> pb::ModifySncRequest {
+    let traffic = traffic.as_ref().map(pb_traffic);
+    pb::ModifySncRequest { snc, traffic }
+}
+
+/// ReserveLink as a parent sends it.
+pub fn pb_reserve_link(l: LinkEnd) -> pb::ReserveLinkRequest {
+    let port = u32::from(l.port.0);
+    pb::ReserveLinkRequest {
+        switch: l.switch,
+        port,
+    }
+}
+
+/// UnreserveLink as a parent sends it.
+pub fn pb_unreserve_link(l: LinkEnd, id: Option<VcId>) -> pb::UnreserveLinkRequest {
+    let (port, id) = (u32::from(l.port.0), pb_vc(id));
+    pb::UnreserveLinkRequest {
+        switch: l.switch,
+        port,
+        id,
+    }
+}
+
+/// AddBranch as the LNC sends it.
+pub fn pb_add_branch(b: BranchAt) -> pb::AddSncBranchRequest {
+    let port = u32::from(b.port.0);
+    let (switch, connection) = (b.switch, b.connection);
+    pb::AddSncBranchRequest {
+        switch,
+        connection,
+        port,
+    }
+}
+
+/// DropBranch as the LNC sends it.
+pub fn pb_drop_branch(b: BranchAt, id: Option<VcId>) -> pb::DropSncBranchRequest {
+    let (port, id) = (u32::from(b.port.0), pb_vc(id));
+    let (switch, connection) = (b.switch, b.connection);
+    pb::DropSncBranchRequest {
+        switch,
+        connection,
+        port,
+        id,
+    }
+}
+
+fn link_end(switch: String, p: u32) -> Result<LinkEnd, SncError> {
+    Ok(LinkEnd {
+        switch,
+        port: port(p)?,
+    })
+}
+
+fn branch_at(switch: String, connection: u64, p: u32) -> Result<BranchAt, SncError> {
+    Ok(BranchAt {
+        switch,
+        connection,
+        port: port(p)?,
+    })
+}
+
+/// A ConnectionPerformer request as the core's operation; one impl per operation of
+/// the service.
 pub trait Wire: Sized {
     /// The reply message.
     type Reply: WireReply;
@@ -293,21 +362,6 @@ impl Wire for pb::ReleaseSncRequest {
     }
 }
 
-impl WireReply for pb::ReleaseSncReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::Released { invocations } = r else {
-            return None;
-        };
-        Some(pb::ReleaseSncReply {
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        let invocations = counts(&self.invocations);
-        Ok(SncReply::Released { invocations })
-    }
-}
-
 impl Wire for pb::ModifySncRequest {
     type Reply = pb::ModifySncReply;
     fn into_core(self) -> Result<SncRequest, SncError> {
@@ -319,57 +373,21 @@ impl Wire for pb::ModifySncRequest {
     }
 }
 
-impl WireReply for pb::ModifySncReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::Modified { invocations } = r else {
-            return None;
-        };
-        Some(pb::ModifySncReply {
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        let invocations = counts(&self.invocations);
-        Ok(SncReply::Modified { invocations })
-    }
-}
-
 impl Wire for pb::ReserveLinkRequest {
     type Reply = pb::ReserveLinkReply;
     fn into_core(self) -> Result<SncRequest, SncError> {
-        Ok(SncRequest::ReserveLink {
-            port: port(self.port)?,
-            switch: self.switch,
-        })
-    }
-}
-
-impl WireReply for pb::ReserveLinkReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::LinkReserved { id, invocations } = r else {
-            return None;
-        };
-        Some(pb::ReserveLinkReply {
-            id: pb_vc(id),
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        Ok(SncReply::LinkReserved {
-            id: vc(self.id.as_ref())?,
-            invocations: counts(&self.invocations),
-        })
+        Ok(SncRequest::ReserveLink(link_end(self.switch, self.port)?))
     }
 }
 
 impl Wire for pb::UnreserveLinkRequest {
     type Reply = pb::UnreserveLinkReply;
     fn into_core(self) -> Result<SncRequest, SncError> {
-        Ok(SncRequest::UnreserveLink {
-            port: port(self.port)?,
-            id: vc(self.id.as_ref())?,
-            switch: self.switch,
-        })
+        let id = vc(self.id.as_ref())?;
+        Ok(SncRequest::UnreserveLink(
+            link_end(self.switch, self.port)?,
+            id,
+        ))
     }
 }
 
@@ -385,56 +403,17 @@ impl WireReply for pb::UnreserveLinkReply {
 impl Wire for pb::AddSncBranchRequest {
     type Reply = pb::AddSncBranchReply;
     fn into_core(self) -> Result<SncRequest, SncError> {
-        Ok(SncRequest::AddBranch {
-            connection: self.connection,
-            port: port(self.port)?,
-            switch: self.switch,
-        })
-    }
-}
-
-impl WireReply for pb::AddSncBranchReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::BranchAdded { id, invocations } = r else {
-            return None;
-        };
-        Some(pb::AddSncBranchReply {
-            id: pb_vc(id),
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        Ok(SncReply::BranchAdded {
-            id: vc(self.id.as_ref())?,
-            invocations: counts(&self.invocations),
-        })
+        let at = branch_at(self.switch, self.connection, self.port)?;
+        Ok(SncRequest::AddBranch(at))
     }
 }
 
 impl Wire for pb::DropSncBranchRequest {
     type Reply = pb::DropSncBranchReply;
     fn into_core(self) -> Result<SncRequest, SncError> {
-        Ok(SncRequest::DropBranch {
-            connection: self.connection,
-            port: port(self.port)?,
-            id: vc(self.id.as_ref())?,
-            switch: self.switch,
-        })
-    }
-}
-
-impl WireReply for pb::DropSncBranchReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::BranchDropped { invocations } = r else {
-            return None;
-        };
-        Some(pb::DropSncBranchReply {
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        let invocations = counts(&self.invocations);
-        Ok(SncReply::BranchDropped { invocations })
+        let id = vc(self.id.as_ref())?;
+        let at = branch_at(self.switch, self.connection, self.port)?;
+        Ok(SncRequest::DropBranch(at, id))
     }
 }
 
@@ -448,17 +427,53 @@ impl Wire for pb::TrimSncRequest {
     }
 }
 
-impl WireReply for pb::TrimSncReply {
-    fn from_core(r: SncReply) -> Option<Self> {
-        let SncReply::Trimmed { invocations } = r else {
-            return None;
-        };
-        Some(pb::TrimSncReply {
-            invocations: pb_counts(invocations),
-        })
-    }
-    fn into_core(self) -> SncResult {
-        let invocations = counts(&self.invocations);
-        Ok(SncReply::Trimmed { invocations })
-    }
+/// The replies that carry an identifier and the invocations.
+macro_rules! id_replies {
+    ($($msg:ident: $variant:ident;)*) => {$(
+        impl WireReply for pb::$msg {
+            fn from_core(r: SncReply) -> Option<Self> {
+                let SncReply::$variant { id, invocations } = r else {
+                    return None;
+                };
+                let invocations = pb_counts(invocations);
+                Some(pb::$msg { id: pb_vc(id), invocations })
+            }
+            fn into_core(self) -> SncResult {
+                let id = vc(self.id.as_ref())?;
+                let invocations = counts(&self.invocations);
+                Ok(SncReply::$variant { id, invocations })
+            }
+        }
+    )*};
+}
+
+id_replies! {
+    ReserveLinkReply: LinkReserved;
+    AddSncBranchReply: BranchAdded;
+}
+
+/// The replies that carry only the invocations.
+macro_rules! count_replies {
+    ($($msg:ident: $variant:ident;)*) => {$(
+        impl WireReply for pb::$msg {
+            fn from_core(r: SncReply) -> Option<Self> {
+                let SncReply::$variant { invocations } = r else {
+                    return None;
+                };
+                let invocations = pb_counts(invocations);
+                Some(pb::$msg { invocations })
+            }
+            fn into_core(self) -> SncResult {
+                let invocations = counts(&self.invocations);
+                Ok(SncReply::$variant { invocations })
+            }
+        }
+    )*};
+}
+
+count_replies! {
+    ReleaseSncReply: Released;
+    ModifySncReply: Modified;
+    DropSncBranchReply: BranchDropped;
+    TrimSncReply: Trimmed;
 }

@@ -5,8 +5,8 @@
 //! subnetwork and a switch alike.
 //!
 //! Each is a thin shell over its core ([`EmlCore`], [`NmlCore`]): [`Performer`] turns a
-//! request into the core's operation, lets the [`Driver`] run it, and turns the answer
-//! back; what an EML-CP invokes is its switch server (one unary call per switch
+//! request into the core's operation, lets the shell's driver run it, and turns the
+//! answer back; what an EML-CP invokes is its switch server (one unary call per switch
 //! command), what an NML-CP invokes is a [`Child`]. Every invocation waits the emulated
 //! round trip first ([`super::TinaConfig::invocation_delay`]) and counts in the
 //! deployment's totals ([`Invocations`]).
@@ -27,7 +27,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{self, Wire, WireReply};
 use super::core::eml::EmlCore;
 use super::core::nml::{ChildCall, NmlCore};
-use super::core::{InvocationId, OpId, SncError, SncReply, SncRequest, SncResult};
+use super::core::{SncError, SncReply, SncRequest, SncResult};
 use super::partition::Subnetwork;
 use super::shell::{Driver, Machine, wire};
 use super::{Invocations, SetupMode};
@@ -42,52 +42,6 @@ pub type EmlCp = Performer<EmlCore>;
 
 /// The Network Management Layer Connection Performer of one subnetwork.
 pub type NmlCp = Performer<NmlCore>;
-
-impl Machine for EmlCore {
-    type Request = SncRequest;
-    type Reply = SncReply;
-    type Call = Command;
-    type Answer = Result<Reply, SncError>;
-
-    fn request(&mut self, op: OpId, r: SncRequest) {
-        self.handle_request(op, r);
-    }
-    fn answer(&mut self, id: InvocationId, a: Self::Answer) {
-        self.handle_answer(id, a);
-    }
-    fn poll_call(&mut self) -> Option<(InvocationId, Option<&'static str>, Command)> {
-        self.poll_transmit().map(|t| (t.id, Some(t.iface), t.call))
-    }
-    fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
-        EmlCore::poll_reply(self)
-    }
-    fn lost(_: &Command, e: SncError) -> Self::Answer {
-        Err(e)
-    }
-}
-
-impl Machine for NmlCore {
-    type Request = SncRequest;
-    type Reply = SncReply;
-    type Call = ChildCall;
-    type Answer = SncResult;
-
-    fn request(&mut self, op: OpId, r: SncRequest) {
-        self.handle_request(op, r);
-    }
-    fn answer(&mut self, id: InvocationId, a: SncResult) {
-        self.handle_answer(id, a);
-    }
-    fn poll_call(&mut self) -> Option<(InvocationId, Option<&'static str>, ChildCall)> {
-        self.poll_transmit().map(|t| (t.id, Some(t.iface), t.call))
-    }
-    fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
-        NmlCore::poll_reply(self)
-    }
-    fn lost(_: &ChildCall, e: SncError) -> SncResult {
-        Err(e)
-    }
-}
 
 impl EmlCp {
     /// The EML-CP of `switch`, driving it through `client` as `owner`, each call to the
@@ -141,12 +95,6 @@ async fn switch_call(
     Ok(reply)
 }
 
-impl From<Status> for SncError {
-    fn from(s: Status) -> Self {
-        convert::error(&s)
-    }
-}
-
 /// A child of an NML-CP: a remote performer and the interface its invocations count
 /// under ("nml->nml" or "nml->eml"). The LNC invokes the root NML-CP as one, too.
 #[derive(Debug, Clone)]
@@ -170,50 +118,15 @@ impl Child {
                 answer(c.release_snc(pb::ReleaseSncRequest { snc }).await)
             }
             SncRequest::Modify { snc, traffic } => {
-                let traffic = traffic.as_ref().map(convert::pb_traffic);
-                answer(c.modify_snc(pb::ModifySncRequest { snc, traffic }).await)
+                answer(c.modify_snc(convert::pb_modify(snc, traffic)).await)
             }
-            SncRequest::ReserveLink { switch, port } => {
-                let port = u32::from(port.0);
-                answer(
-                    c.reserve_link(pb::ReserveLinkRequest { switch, port })
-                        .await,
-                )
+            SncRequest::ReserveLink(l) => answer(c.reserve_link(convert::pb_reserve_link(l)).await),
+            SncRequest::UnreserveLink(l, id) => {
+                answer(c.unreserve_link(convert::pb_unreserve_link(l, id)).await)
             }
-            SncRequest::UnreserveLink { switch, port, id } => {
-                let (port, id) = (u32::from(port.0), id.map(cv::pb_vc_id));
-                answer(
-                    c.unreserve_link(pb::UnreserveLinkRequest { switch, port, id })
-                        .await,
-                )
-            }
-            SncRequest::AddBranch {
-                switch,
-                connection,
-                port,
-            } => {
-                let port = u32::from(port.0);
-                let r = pb::AddSncBranchRequest {
-                    switch,
-                    connection,
-                    port,
-                };
-                answer(c.add_branch(r).await)
-            }
-            SncRequest::DropBranch {
-                switch,
-                connection,
-                port,
-                id,
-            } => {
-                let (port, id) = (u32::from(port.0), id.map(cv::pb_vc_id));
-                let r = pb::DropSncBranchRequest {
-                    switch,
-                    connection,
-                    port,
-                    id,
-                };
-                answer(c.drop_branch(r).await)
+            SncRequest::AddBranch(b) => answer(c.add_branch(convert::pb_add_branch(b)).await),
+            SncRequest::DropBranch(b, id) => {
+                answer(c.drop_branch(convert::pb_drop_branch(b, id)).await)
             }
             SncRequest::Trim { snc, keep } => {
                 answer(c.trim_snc(pb::TrimSncRequest { snc, keep }).await)

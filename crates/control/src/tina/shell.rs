@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::Invocations;
-use super::core::{InvocationId, OpId, SncError};
+use super::core::{InvocationId, OpId, SncCore, SncError, SncReply, SncRequest};
 
 /// Waits the emulated network round trip of one remote invocation (none when zero).
 pub(crate) async fn wire(delay: Duration) {
@@ -49,6 +49,35 @@ pub trait Machine: Send + 'static {
     fn poll_reply(&mut self) -> Option<(OpId, Result<Self::Reply, SncError>)>;
     /// The answer to `call` when performing it failed in the shell (its task died).
     fn lost(call: &Self::Call, e: SncError) -> Self::Answer;
+}
+
+/// The EML-CP's and the NML-CP's cores, as they are.
+impl<C> Machine for C
+where
+    C: SncCore + Send + 'static,
+    C::Call: Send + 'static,
+    C::Done: Send + 'static,
+{
+    type Request = SncRequest;
+    type Reply = SncReply;
+    type Call = C::Call;
+    type Answer = Result<C::Done, SncError>;
+
+    fn request(&mut self, op: OpId, r: SncRequest) {
+        self.handle_request(op, r);
+    }
+    fn answer(&mut self, id: InvocationId, a: Self::Answer) {
+        self.handle_answer(id, a);
+    }
+    fn poll_call(&mut self) -> Option<(InvocationId, Option<&'static str>, C::Call)> {
+        self.poll_transmit().map(|t| (t.id, Some(t.iface), t.call))
+    }
+    fn poll_reply(&mut self) -> Option<(OpId, Result<SncReply, SncError>)> {
+        SncCore::poll_reply(self)
+    }
+    fn lost(_: &C::Call, e: SncError) -> Self::Answer {
+        Err(e)
+    }
 }
 
 /// How a shell performs one invocation.

@@ -9,7 +9,7 @@
 //! the refusal goes up. A release that fails part-way keeps what is left under the same
 //! SNC, so a retried release finishes it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_fabric::switch::{
@@ -19,8 +19,8 @@ use atmlab_fabric::switch::{
 
 use super::super::{Counts, iface};
 use super::{
-    BranchInfo, HopInfo, InvocationId, OpId, SetupSnc, SncError, SncReply, SncRequest, SncResult,
-    SncSetUp, Traffic, Transmit, count, keeps_a_hop,
+    BranchInfo, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore, SncError, SncReply,
+    SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
 };
 
 /// What the EML-CP holds for one subnetwork connection (one hop).
@@ -54,9 +54,8 @@ enum Step {
     SetupCommit(Setup),
     /// Giving back a refused operation's reservations, one at a time, then the refusal.
     GiveBack(Vec<(PortId, VcId)>, SncError),
-    /// ReleaseSnc at the switch connection, then the source's VC.
-    ReleaseConnection(u64, EmlSnc),
-    ReleaseSource(u64, EmlSnc),
+    /// ReleaseSnc: the switch connection, then the source's VC.
+    Release(u64, EmlSnc),
     Modify(u64, Traffic),
     ReserveLink,
     UnreserveLink,
@@ -80,11 +79,7 @@ pub struct EmlCore {
     sncs: HashMap<u64, EmlSnc>,
     next_snc: u64,
     ops: HashMap<OpId, Op>,
-    waiting: HashMap<InvocationId, OpId>,
-    next_invocation: InvocationId,
-    transmits: VecDeque<Transmit<Command>>,
-    replies: VecDeque<(OpId, SncResult)>,
-    totals: Counts,
+    out: Outbox<Command, SncReply, OpId>,
 }
 
 impl EmlCore {
@@ -96,11 +91,7 @@ impl EmlCore {
             sncs: HashMap::new(),
             next_snc: 1,
             ops: HashMap::new(),
-            waiting: HashMap::new(),
-            next_invocation: 1,
-            transmits: VecDeque::new(),
-            replies: VecDeque::new(),
-            totals: Counts::new(),
+            out: Outbox::new(),
         }
     }
 
@@ -111,42 +102,12 @@ impl EmlCore {
 
     /// Every switch command emitted so far ("eml->switch").
     pub fn invocations(&self) -> &Counts {
-        &self.totals
+        &self.out.totals
     }
 
     /// Subnetwork connections held.
     pub fn sncs(&self) -> usize {
         self.sncs.len()
-    }
-
-    /// The next switch command to send.
-    pub fn poll_transmit(&mut self) -> Option<Transmit<Command>> {
-        self.transmits.pop_front()
-    }
-
-    /// The next finished operation.
-    pub fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
-        self.replies.pop_front()
-    }
-
-    /// A new operation `op`.
-    pub fn handle_request(&mut self, op: OpId, request: SncRequest) {
-        if let Err(e) = self.start(op, request) {
-            self.replies.push_back((op, Err(e)));
-        }
-    }
-
-    /// The switch's answer to command `id`.
-    pub fn handle_answer(&mut self, id: InvocationId, answer: Result<Reply, SncError>) {
-        let Some(op) = self.waiting.remove(&id) else {
-            return;
-        };
-        let Some(Op { step, tally }) = self.ops.remove(&op) else {
-            return;
-        };
-        if let Some(done) = self.advance(op, step, tally, answer) {
-            self.replies.push_back((op, done));
-        }
     }
 
     fn check(&self, switch: &str) -> Result<(), SncError> {
@@ -178,16 +139,8 @@ impl EmlCore {
 
     /// Emits `command` for `op`, which then waits at `step`.
     fn send(&mut self, op: OpId, step: Step, mut tally: Counts, command: Command) {
-        let id = self.next_invocation;
-        self.next_invocation += 1;
         count(&mut tally, iface::EML_SWITCH);
-        count(&mut self.totals, iface::EML_SWITCH);
-        self.transmits.push_back(Transmit {
-            id,
-            iface: iface::EML_SWITCH,
-            call: command,
-        });
-        self.waiting.insert(id, op);
+        self.out.emit(iface::EML_SWITCH, command, op);
         self.ops.insert(op, Op { step, tally });
     }
 
@@ -250,37 +203,29 @@ impl EmlCore {
                 });
                 self.send(op, Step::Modify(snc, traffic), t, command);
             }
-            SncRequest::ReserveLink { switch, port } => {
-                self.check(&switch)?;
-                self.send(op, Step::ReserveLink, t, self.reserve(port));
+            SncRequest::ReserveLink(l) => {
+                self.check(&l.switch)?;
+                self.send(op, Step::ReserveLink, t, self.reserve(l.port));
             }
-            SncRequest::UnreserveLink { switch, port, id } => {
-                self.check(&switch)?;
+            SncRequest::UnreserveLink(l, id) => {
+                self.check(&l.switch)?;
                 let id = id.ok_or_else(|| SncError::invalid("no identifier"))?;
-                self.send(op, Step::UnreserveLink, t, self.unreserve(port, id));
+                self.send(op, Step::UnreserveLink, t, self.unreserve(l.port, id));
             }
-            SncRequest::AddBranch {
-                switch,
-                connection,
-                port,
-            } => {
-                self.check(&switch)?;
-                self.owns(connection)?;
-                let step = Step::BranchReserve(connection, port);
-                self.send(op, step, t, self.reserve(port));
+            SncRequest::AddBranch(b) => {
+                self.check(&b.switch)?;
+                self.owns(b.connection)?;
+                let step = Step::BranchReserve(b.connection, b.port);
+                self.send(op, step, t, self.reserve(b.port));
             }
-            SncRequest::DropBranch {
-                switch,
-                connection,
-                port,
-                id,
-            } => {
-                self.check(&switch)?;
-                self.owns(connection)?;
+            SncRequest::DropBranch(b, id) => {
+                self.check(&b.switch)?;
+                self.owns(b.connection)?;
                 let id = id.ok_or_else(|| SncError::invalid("no identifier"))?;
+                let branch = Branch { port: b.port, id };
                 let change = BranchChange {
-                    connection,
-                    branch: Branch { port, id },
+                    connection: b.connection,
+                    branch,
                 };
                 self.send(op, Step::BranchDrop, t, Command::DropBranch(change));
             }
@@ -290,12 +235,8 @@ impl EmlCore {
                 if !self.sncs.contains_key(&snc) {
                     return Err(self.no_snc(snc));
                 }
-                self.replies.push_back((
-                    op,
-                    Ok(SncReply::Trimmed {
-                        invocations: Counts::new(),
-                    }),
-                ));
+                let invocations = Counts::new();
+                self.out.reply(op, Ok(SncReply::Trimmed { invocations }));
             }
         }
         Ok(())
@@ -332,19 +273,18 @@ impl EmlCore {
 
     /// The release's next command: the switch connection, then the source's VC.
     fn release_next(&mut self, op: OpId, snc: u64, held: EmlSnc, tally: Counts) {
-        if let Some(connection) = held.connection {
-            let command = Command::Release(Release {
+        let command = match (held.connection, held.source) {
+            (Some(connection), _) => Command::Release(Release {
                 connection,
                 keep_reserved: false,
-            });
-            self.send(op, Step::ReleaseConnection(snc, held), tally, command);
-        } else if let Some((port, vc)) = held.source {
-            let command = self.unreserve(port, vc);
-            self.send(op, Step::ReleaseSource(snc, held), tally, command);
-        } else {
-            self.replies
-                .push_back((op, Ok(SncReply::Released { invocations: tally })));
-        }
+            }),
+            (None, Some((port, vc))) => self.unreserve(port, vc),
+            (None, None) => {
+                let invocations = tally;
+                return self.out.reply(op, Ok(SncReply::Released { invocations }));
+            }
+        };
+        self.send(op, Step::Release(snc, held), tally, command);
     }
 
     /// Gives back `held` one at a time, then refuses with `error`; a failed give-back
@@ -357,7 +297,7 @@ impl EmlCore {
         tally: Counts,
     ) {
         if held.is_empty() {
-            self.replies.push_back((op, Err(error)));
+            self.out.reply(op, Err(error));
             return;
         }
         let (port, id) = held.remove(0);
@@ -402,25 +342,16 @@ impl EmlCore {
                 }
                 self.give_back(op, held, error, t);
             }
-            Step::ReleaseConnection(snc, mut held) => match answer {
+            Step::Release(snc, mut held) => match answer {
                 Ok(_) => {
-                    held.connection = None;
+                    if held.connection.take().is_none() {
+                        held.source = None;
+                    }
                     self.release_next(op, snc, held, t);
                 }
                 Err(e) => {
-                    // Still ours: a retry of the release can find it.
-                    self.sncs.insert(snc, held);
-                    return Some(Err(e));
-                }
-            },
-            Step::ReleaseSource(snc, mut held) => match answer {
-                Ok(_) => {
-                    held.source = None;
-                    self.release_next(op, snc, held, t);
-                }
-                Err(e) => {
-                    // The connection is gone; the source's VC is still held: a retry
-                    // gives back only that.
+                    // Still ours: a retry of the release finds what is left (after the
+                    // connection, only the source's VC to give back).
                     self.sncs.insert(snc, held);
                     return Some(Err(e));
                 }
@@ -502,6 +433,38 @@ impl EmlCore {
             }],
             invocations,
         })
+    }
+}
+
+impl SncCore for EmlCore {
+    type Call = Command;
+    type Done = Reply;
+
+    fn handle_request(&mut self, op: OpId, request: SncRequest) {
+        if let Err(e) = self.start(op, request) {
+            self.out.reply(op, Err(e));
+        }
+    }
+
+    /// The switch's answer to command `id`.
+    fn handle_answer(&mut self, id: InvocationId, answer: Result<Reply, SncError>) {
+        let Some(op) = self.out.answered(id) else {
+            return;
+        };
+        let Some(Op { step, tally }) = self.ops.remove(&op) else {
+            return;
+        };
+        if let Some(done) = self.advance(op, step, tally, answer) {
+            self.out.reply(op, done);
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit<Command>> {
+        self.out.transmits.pop_front()
+    }
+
+    fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
+        self.out.replies.pop_front()
     }
 }
 

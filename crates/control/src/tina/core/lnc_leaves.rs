@@ -7,9 +7,8 @@
 
 use atmlab_core::time::Instant;
 
-use super::lnc::{
-    AfterGraft, AfterRelease, AfterSegment, Call, LncCore, LncReply, Work, sum, tree_error,
-};
+use super::lnc::{LncCore, LncReply, sum, tree_error};
+use super::lnc_calls::{AfterGraft, AfterSegment, Call, Then, Work};
 use super::{HopSpec, OpId, SncError, SncReply, SncRequest, SncResult, unexpected};
 use crate::cm::tree::{Graft, Prune};
 
@@ -42,7 +41,7 @@ impl LncCore {
         call.grow();
         if let Some((h, s)) = graft.new_branch {
             let request = call.branch(h, s, false);
-            return self.invoke(op, started, call, Work::Branch { graft, then }, request);
+            return self.invoke(op, started, call, Work::Branch(graft, then), request);
         }
         self.graft_segment(op, started, call, graft, None, then);
     }
@@ -71,14 +70,12 @@ impl LncCore {
 
     /// The graft's segment answered: refused, the branch added at the fork is taken
     /// back.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn graft_segment_done(
         &mut self,
         op: OpId,
         started: Instant,
-        mut call: Call,
-        graft: Graft,
-        branch: Option<(usize, usize)>,
+        call: Call,
+        (graft, branch): (Graft, Option<(usize, usize)>),
         r: Result<(), SncError>,
         then: AfterGraft,
     ) {
@@ -86,17 +83,14 @@ impl LncCore {
             (Ok(()), _) => self.graft_done(op, started, call, Ok(()), then),
             (Err(error), Some((h, s))) => {
                 let request = call.branch(h, s, true);
-                let work = Work::Unbranch { graft, error, then };
+                let work = Work::Unbranch(graft, error, then);
                 self.invoke(op, started, call, work, request);
             }
-            (Err(e), None) => {
-                call.tree.ungraft(&graft);
-                call.grow();
-                self.graft_done(op, started, call, Err(e), then);
-            }
+            (Err(e), None) => self.graft_failed(op, started, call, graft, e, then),
         }
     }
 
+    /// The graft's outcome, for the operation that grafted.
     fn graft_done(
         &mut self,
         op: OpId,
@@ -105,75 +99,98 @@ impl LncCore {
         r: Result<(), SncError>,
         then: AfterGraft,
     ) {
-        match (then, r) {
-            (AfterGraft::Add(rest), Ok(())) => self.add_next(op, started, call, rest),
-            (AfterGraft::Add(_), Err(e)) => self.add_failed(op, started, call, e),
-            (AfterGraft::AddLeaf, r) => {
-                let info = self.put(call);
-                self.reply(op, r.map(|()| LncReply::Connection(info)));
-            }
+        let AfterGraft::Add(rest) = then else {
+            // AddLeaf: the call goes back, with the leaf or as it was.
+            let info = self.put(call);
+            return self.reply(op, r.map(|()| LncReply::Connection(Box::new(info))));
+        };
+        match r {
+            Ok(()) => self.add_next(op, started, call, rest),
+            Err(e) => self.add_failed(op, started, call, e),
         }
     }
 
-    /// An answer to a graft's or a prune's root invocation.
-    pub(super) fn leaf_answered(
+    /// The answer to a graft's AddBranch: the branch's identifier, then the segment.
+    pub(super) fn branch_answered(
         &mut self,
         op: OpId,
         started: Instant,
         mut call: Call,
-        work: Work,
+        (graft, then): (Graft, AfterGraft),
         answer: SncResult,
     ) {
-        match work {
-            Work::Branch { graft, then } => match (answer, graft.new_branch) {
-                (Ok(SncReply::BranchAdded { id, invocations }), Some((h, s))) => {
-                    call.invocations += invocations.values().sum::<u64>();
-                    call.ids[s] = id;
-                    self.graft_segment(op, started, call, graft, Some((h, s)), then);
-                }
-                (answer, _) => {
-                    let e = match answer {
-                        Err(e) => e,
-                        Ok(rep) => unexpected("AddBranch", &rep),
-                    };
-                    call.tree.ungraft(&graft);
-                    call.grow();
-                    self.graft_done(op, started, call, Err(e), then);
-                }
-            },
-            Work::Unbranch { graft, error, then } => {
-                match answer {
-                    Ok(rep) => call.invocations += sum(&rep),
-                    Err(de) => {
-                        tracing::warn!(call = call.id, error = %de, "LNC: taking back a refused leaf's branch failed");
-                    }
-                }
-                call.tree.ungraft(&graft);
-                call.grow();
-                self.graft_done(op, started, call, Err(error), then);
+        match (answer, graft.new_branch) {
+            (Ok(SncReply::BranchAdded { id, invocations }), Some((h, s))) => {
+                call.invocations += invocations.values().sum::<u64>();
+                call.ids[s] = id;
+                self.graft_segment(op, started, call, graft, Some((h, s)), then);
             }
-            Work::Prune(mut d, Some((i, keep))) => {
-                match answer {
-                    Ok(rep) => {
-                        call.invocations += sum(&rep);
-                        call.segments[i].hops.truncate(keep);
-                    }
-                    Err(e) => d.failed(&call, e),
-                }
-                self.drop_next(op, started, call, d);
+            (Ok(rep), _) => {
+                let e = unexpected("AddBranch", &rep);
+                self.graft_failed(op, started, call, graft, e, then);
             }
-            Work::Prune(mut d, None) => {
-                match answer {
-                    Ok(rep) => call.invocations += sum(&rep),
-                    Err(e) => {
-                        d.first_err.get_or_insert(e);
-                    }
-                }
-                let info = self.put(call);
-                self.reply(op, d.first_err.map_or(Ok(LncReply::Connection(info)), Err));
-            }
-            _ => {}
+            (Err(e), _) => self.graft_failed(op, started, call, graft, e, then),
         }
+    }
+
+    /// The answer to the DropBranch taking back a refused graft's branch.
+    pub(super) fn unbranch_answered(
+        &mut self,
+        op: OpId,
+        started: Instant,
+        mut call: Call,
+        (graft, error, then): (Graft, SncError, AfterGraft),
+        answer: SncResult,
+    ) {
+        match answer {
+            Ok(rep) => call.invocations += sum(&rep),
+            Err(de) => {
+                tracing::warn!(call = call.id, error = %de, "LNC: taking back a refused leaf's branch failed");
+            }
+        }
+        self.graft_failed(op, started, call, graft, error, then);
+    }
+
+    /// A refused graft: the tree is as it was.
+    fn graft_failed(
+        &mut self,
+        op: OpId,
+        started: Instant,
+        mut call: Call,
+        graft: Graft,
+        e: SncError,
+        then: AfterGraft,
+    ) {
+        call.tree.ungraft(&graft);
+        call.grow();
+        self.graft_done(op, started, call, Err(e), then);
+    }
+
+    /// The answer to a prune's TrimSnc of segment `i` to `keep` hops (`trim`), or to
+    /// its DropBranch (`None`).
+    pub(super) fn prune_answered(
+        &mut self,
+        (op, started): (OpId, Instant),
+        mut call: Call,
+        mut d: Dropping,
+        trim: Option<(usize, usize)>,
+        answer: SncResult,
+    ) {
+        match (trim, answer) {
+            (Some((i, keep)), Ok(rep)) => {
+                call.invocations += sum(&rep);
+                call.segments[i].hops.truncate(keep);
+            }
+            (Some(_), Err(e)) => d.failed(&call, e),
+            (None, Ok(rep)) => call.invocations += sum(&rep),
+            (None, Err(e)) => {
+                d.first_err.get_or_insert(e);
+            }
+        }
+        if trim.is_some() {
+            return self.drop_next(op, started, call, d);
+        }
+        self.pruned(op, call, d);
     }
 
     /// Drops `leaf` of the call: the hops that carried only it are released (whole
@@ -209,7 +226,7 @@ impl LncCore {
                 continue;
             };
             if keep == 0 {
-                let then = AfterRelease::DropLeaf(d);
+                let then = Then::DropLeaf(d);
                 return self.release_segments(op, started, call, vec![i], then);
             }
             let request = SncRequest::Trim {
@@ -223,8 +240,7 @@ impl LncCore {
             let request = call.branch(h, s, true);
             return self.invoke(op, started, call, Work::Prune(d, None), request);
         }
-        let info = self.put(call);
-        self.reply(op, d.first_err.map_or(Ok(LncReply::Connection(info)), Err));
+        self.pruned(op, call, d);
     }
 
     /// A whole segment of the prune released (or not).
@@ -240,6 +256,17 @@ impl LncCore {
             d.failed(&call, e);
         }
         self.drop_next(op, started, call, d);
+    }
+}
+
+impl LncCore {
+    /// DropLeaf's end: the call goes back, and the answer is its first failure, if any.
+    fn pruned(&mut self, op: OpId, call: Call, d: Dropping) {
+        let info = self.put(call);
+        let r = d
+            .first_err
+            .map_or(Ok(LncReply::Connection(Box::new(info))), Err);
+        self.reply(op, r);
     }
 }
 

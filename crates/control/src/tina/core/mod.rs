@@ -17,9 +17,19 @@
 //! Every emitted invocation counts once under its interface ([`super::iface`]) in the
 //! core's totals, failed ones too; the per-operation tally (a reply's `invocations`) is
 //! the core's own invocations plus what its callees' replies reported.
+//!
+//! Method kinds and the order a shell calls them. Inputs: `handle_request(op, request)`
+//! for each new operation, `handle_answer(id, answer)` for each answered invocation (the
+//! LNC's also take `now`, and it has `handle_route(now, id, route)` for the routes it
+//! asked for). Outputs, drained after every input: `poll_transmit()` (the invocations to
+//! perform, every one of a drain concurrently), `poll_route()` (LNC only) and
+//! `poll_reply()` (finished operations, by `op`). There is no `poll_timeout`: a core sets
+//! no timers; a shell whose transport gives up answers with an error. Queries (`get`,
+//! `list`, `stats`, `invocations`) read the state between inputs.
 
 pub mod eml;
 pub mod lnc;
+mod lnc_calls;
 mod lnc_leaves;
 pub mod nml;
 mod nml_setup;
@@ -122,41 +132,15 @@ pub enum SncRequest {
         traffic: Option<Traffic>,
     },
     /// Reserve one identifier on a switch's output port inside the subnetwork.
-    ReserveLink {
-        /// The switch.
-        switch: String,
-        /// Its output port.
-        port: PortId,
-    },
+    ReserveLink(LinkEnd),
     /// Give back an identifier ReserveLink reserved and nothing committed.
-    UnreserveLink {
-        /// The switch.
-        switch: String,
-        /// The port.
-        port: PortId,
-        /// The identifier.
-        id: Option<VcId>,
-    },
-    /// A new branch on a switch connection inside the subnetwork (AddLeaf).
-    AddBranch {
-        /// The switch.
-        switch: String,
-        /// The switch connection.
-        connection: u64,
-        /// The branch's output port (its identifier is chosen there).
-        port: PortId,
-    },
-    /// Remove a branch of a switch connection inside the subnetwork (DropLeaf).
-    DropBranch {
-        /// The switch.
-        switch: String,
-        /// The switch connection.
-        connection: u64,
-        /// The branch's port.
-        port: PortId,
-        /// The branch's identifier.
-        id: Option<VcId>,
-    },
+    UnreserveLink(LinkEnd, Option<VcId>),
+    /// A new branch on a switch connection inside the subnetwork (AddLeaf), on an
+    /// identifier chosen there.
+    AddBranch(BranchAt),
+    /// Remove a branch of a switch connection inside the subnetwork (DropLeaf), with its
+    /// identifier.
+    DropBranch(BranchAt, Option<VcId>),
     /// Keep the first `keep` hops of an SNC, release the rest (DropLeaf).
     Trim {
         /// The SNC.
@@ -164,6 +148,38 @@ pub enum SncRequest {
         /// Hops kept, at least 1.
         keep: u32,
     },
+}
+
+impl SncRequest {
+    /// The switch an operation on one switch names (ReserveLink, UnreserveLink,
+    /// AddBranch, DropBranch).
+    pub fn switch(&self) -> Option<&str> {
+        match self {
+            SncRequest::ReserveLink(l) | SncRequest::UnreserveLink(l, _) => Some(&l.switch),
+            SncRequest::AddBranch(b) | SncRequest::DropBranch(b, _) => Some(&b.switch),
+            _ => None,
+        }
+    }
+}
+
+/// An output port of a switch inside the subnetwork (ReserveLink, UnreserveLink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkEnd {
+    /// The switch.
+    pub switch: String,
+    /// Its output port.
+    pub port: PortId,
+}
+
+/// A branch of a switch connection inside the subnetwork (AddBranch, DropBranch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchAt {
+    /// The switch.
+    pub switch: String,
+    /// The switch connection.
+    pub connection: u64,
+    /// The branch's output port.
+    pub port: PortId,
 }
 
 /// One branch of a hop as an answer reports it.
@@ -363,6 +379,73 @@ impl std::fmt::Display for SncError {
 
 /// The outcome of one invocation or operation.
 pub type SncResult = Result<SncReply, SncError>;
+
+/// What the EML-CP and NML-CP cores share: the SNC interface in, invocations of
+/// [`SncCore::Call`] out. The order a shell calls them: [`SncCore::handle_request`] for
+/// each operation and [`SncCore::handle_answer`] for each answer, draining
+/// [`SncCore::poll_transmit`] and [`SncCore::poll_reply`] after every input.
+pub trait SncCore {
+    /// What the core invokes.
+    type Call;
+    /// What a successful invocation answers.
+    type Done;
+    /// A new operation `op`.
+    fn handle_request(&mut self, op: OpId, request: SncRequest);
+    /// The answer to invocation `id`.
+    fn handle_answer(&mut self, id: InvocationId, answer: Result<Self::Done, SncError>);
+    /// The next invocation to perform.
+    fn poll_transmit(&mut self) -> Option<Transmit<Self::Call>>;
+    /// The next finished operation.
+    fn poll_reply(&mut self) -> Option<(OpId, SncResult)>;
+}
+
+/// What every core keeps about its outputs: the invocations emitted and not yet polled,
+/// what each one's answer resumes (`W`), the replies not yet polled, and the totals of
+/// invocations by interface.
+#[derive(Debug)]
+struct Outbox<C, R, W> {
+    next: InvocationId,
+    waiting: std::collections::HashMap<InvocationId, W>,
+    transmits: std::collections::VecDeque<Transmit<C>>,
+    replies: std::collections::VecDeque<(OpId, Result<R, SncError>)>,
+    totals: Counts,
+}
+
+impl<C, R, W> Outbox<C, R, W> {
+    fn new() -> Self {
+        Outbox {
+            next: 1,
+            waiting: Default::default(),
+            transmits: Default::default(),
+            replies: Default::default(),
+            totals: Counts::new(),
+        }
+    }
+
+    /// A fresh id whose answer resumes `w`.
+    fn expect(&mut self, w: W) -> InvocationId {
+        let id = self.next;
+        self.next += 1;
+        self.waiting.insert(id, w);
+        id
+    }
+
+    /// Emits `call`, counted once under `iface`; its answer resumes `w`.
+    fn emit(&mut self, iface: &'static str, call: C, w: W) {
+        count(&mut self.totals, iface);
+        let id = self.expect(w);
+        self.transmits.push_back(Transmit { id, iface, call });
+    }
+
+    /// What the answer to `id` resumes (nothing for an unknown or repeated id).
+    fn answered(&mut self, id: InvocationId) -> Option<W> {
+        self.waiting.remove(&id)
+    }
+
+    fn reply(&mut self, op: OpId, r: Result<R, SncError>) {
+        self.replies.push_back((op, r));
+    }
+}
 
 /// TrimSnc keeps at least one hop: a cut before the first is a release.
 fn keeps_a_hop(keep: u32) -> Result<(), SncError> {

@@ -15,13 +15,13 @@
 //! the parts not released under the same SNC, so a retry releases only those; a refused
 //! modification changes back the parts already changed.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use super::super::partition::Subnetwork;
 use super::super::{Counts, SetupMode};
 use super::{
-    InvocationId, OpId, SncError, SncReply, SncRequest, SncResult, Traffic, Transmit, absorb,
-    count, keeps_a_hop,
+    InvocationId, OpId, Outbox, SncCore, SncError, SncReply, SncRequest, SncResult, Traffic,
+    Transmit, absorb, count, keeps_a_hop,
 };
 
 pub(super) use super::nml_setup::{Parallel, Sequential};
@@ -39,7 +39,7 @@ pub struct ChildCall {
 pub(super) type Part = (usize, u64);
 
 /// A link identifier reserved for a parallel setup: (child, switch, port, identifier).
-pub(super) type Link = (
+pub(super) type HeldLink = (
     usize,
     String,
     atmlab_core::ids::PortId,
@@ -56,51 +56,58 @@ pub(super) struct NmlSnc {
     pub(super) traffic: Traffic,
 }
 
-/// Releasing parts: sequentially one after another, in parallel all at once.
+/// Parts visited with one operation each (ReleaseSnc, or ModifySnc to one contract):
+/// sequentially one after another, in parallel all at once.
 #[derive(Debug)]
-pub(super) struct Releasing {
+pub(super) struct Sweep {
     parts: Vec<Part>,
     next: usize,
     in_flight: Vec<Part>,
-    /// The parts whose release failed (they stay held), and the first error.
-    held: Vec<Part>,
+    /// The parts that answered, and those refused (or whose child is not connected).
+    done: Vec<Part>,
+    failed: Vec<Part>,
     first_err: Option<SncError>,
 }
 
-/// What follows a release of parts.
+/// What a sweep does to each part, and what follows it.
 #[derive(Debug)]
-pub(super) enum AfterRelease {
-    /// A refused setup's rollback: then give back `links`, then refuse with `error`.
-    Rollback { error: SncError, links: Vec<Link> },
+pub(super) enum Then {
+    /// A refused setup's rollback (a release): then give back `links`, then refuse with
+    /// `error`.
+    Rollback {
+        error: SncError,
+        links: Vec<HeldLink>,
+    },
     /// ReleaseSnc of `snc`: what could not be released stays recorded.
     Release { snc: u64, record: NmlSnc },
     /// TrimSnc: the tail is released; the part the cut falls in is trimmed next.
     Trim(Trimming),
-}
-
-/// Changing the contract of parts: sequentially up to the first refusal, in parallel
-/// all at once.
-#[derive(Debug)]
-pub(super) struct Modifying {
-    jobs: Vec<Part>,
-    traffic: Traffic,
-    next: usize,
-    in_flight: Vec<Part>,
-    changed: Vec<Part>,
-    first_err: Option<SncError>,
-}
-
-/// What follows a change of contract.
-#[derive(Debug)]
-pub(super) enum AfterModify {
     /// ModifySnc of `snc` to `new`; refused, the changed parts go back to `old`.
     Change {
         snc: u64,
         new: Traffic,
         old: Traffic,
     },
-    /// The change back after `error`.
-    Restore(SncError),
+    /// The change back to `to` after `error`.
+    Restore { to: Traffic, error: SncError },
+}
+
+impl Then {
+    /// A change skips children not connected and, sequentially, stops at the first
+    /// refusal; a release counts them as failed and goes on.
+    fn modifies(&self) -> bool {
+        matches!(self, Then::Change { .. } | Then::Restore { .. })
+    }
+
+    fn request(&self, snc: u64) -> SncRequest {
+        match self {
+            Then::Change { new: t, .. } | Then::Restore { to: t, .. } => SncRequest::Modify {
+                snc,
+                traffic: Some(*t),
+            },
+            _ => SncRequest::Release { snc },
+        }
+    }
 }
 
 /// A TrimSnc past the release of its tail.
@@ -124,10 +131,9 @@ pub(super) enum Step {
     Sequential(Sequential),
     ReserveLinks(Parallel),
     SetupRuns(Parallel),
-    Release(Releasing, AfterRelease),
+    Sweep(Sweep, Then),
     /// Giving back link identifiers one at a time, then the refusal.
-    GiveBackLinks(Vec<Link>, SncError),
-    Modify(Modifying, AfterModify),
+    GiveBackLinks(Vec<HeldLink>, SncError),
     TrimInner(Trimming),
 }
 
@@ -149,11 +155,8 @@ pub struct NmlCore {
     pub(super) sncs: HashMap<u64, NmlSnc>,
     pub(super) next_snc: u64,
     ops: HashMap<OpId, Op>,
-    waiting: HashMap<InvocationId, (OpId, usize)>,
-    next_invocation: InvocationId,
-    transmits: VecDeque<Transmit<ChildCall>>,
-    replies: VecDeque<(OpId, SncResult)>,
-    totals: Counts,
+    /// Each invocation's operation and its place in the operation's batch.
+    out: Outbox<ChildCall, SncReply, (OpId, usize)>,
 }
 
 impl NmlCore {
@@ -168,11 +171,7 @@ impl NmlCore {
             sncs: HashMap::new(),
             next_snc: 1,
             ops: HashMap::new(),
-            waiting: HashMap::new(),
-            next_invocation: 1,
-            transmits: VecDeque::new(),
-            replies: VecDeque::new(),
-            totals: Counts::new(),
+            out: Outbox::new(),
         }
     }
 
@@ -183,7 +182,7 @@ impl NmlCore {
 
     /// Every child invocation emitted so far, by interface.
     pub fn invocations(&self) -> &Counts {
-        &self.totals
+        &self.out.totals
     }
 
     /// Subnetwork connections held.
@@ -191,51 +190,8 @@ impl NmlCore {
         self.sncs.len()
     }
 
-    /// The next child invocation to perform.
-    pub fn poll_transmit(&mut self) -> Option<Transmit<ChildCall>> {
-        self.transmits.pop_front()
-    }
-
-    /// The next finished operation.
-    pub fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
-        self.replies.pop_front()
-    }
-
-    /// A new operation `op`.
-    pub fn handle_request(&mut self, op: OpId, request: SncRequest) {
-        if let Err(e) = self.start(op, request) {
-            self.reply(op, Err(e));
-        }
-    }
-
-    /// A child's answer to invocation `id`.
-    pub fn handle_answer(&mut self, id: InvocationId, answer: SncResult) {
-        let Some((op, slot)) = self.waiting.remove(&id) else {
-            return;
-        };
-        let Some(o) = self.ops.get_mut(&op) else {
-            return;
-        };
-        if let Some(a) = o.answers.get_mut(slot) {
-            *a = Some(answer);
-            o.outstanding -= 1;
-        }
-        if o.outstanding > 0 {
-            return;
-        }
-        let Some(o) = self.ops.remove(&op) else {
-            return;
-        };
-        let answers = o
-            .answers
-            .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(SncError::internal("an invocation unanswered"))))
-            .collect();
-        self.advance(op, o.step, o.tally, answers);
-    }
-
     pub(super) fn reply(&mut self, op: OpId, r: SncResult) {
-        self.replies.push_back((op, r));
+        self.out.reply(op, r);
     }
 
     /// The interface of child `i`, if it is connected.
@@ -272,29 +228,24 @@ impl NmlCore {
         mut tally: Counts,
         calls: Vec<(usize, SncRequest)>,
     ) {
+        if calls.is_empty() {
+            return self.advance(op, step, tally, Vec::new());
+        }
         let n = calls.len();
         for (slot, (child, request)) in calls.into_iter().enumerate() {
             let iface = self.ifaces[child];
             count(&mut tally, iface);
-            count(&mut self.totals, iface);
-            let id = self.next_invocation;
-            self.next_invocation += 1;
-            self.waiting.insert(id, (op, slot));
-            self.transmits.push_back(Transmit {
-                id,
-                iface,
-                call: ChildCall { child, request },
-            });
+            self.out
+                .emit(iface, ChildCall { child, request }, (op, slot));
         }
-        self.ops.insert(
-            op,
-            Op {
-                step,
-                tally,
-                answers: vec![None; n],
-                outstanding: n,
-            },
-        );
+        let answers = vec![None; n];
+        let o = Op {
+            step,
+            tally,
+            answers,
+            outstanding: n,
+        };
+        self.ops.insert(op, o);
     }
 
     fn start(&mut self, op: OpId, request: SncRequest) -> Result<(), SncError> {
@@ -304,19 +255,19 @@ impl NmlCore {
             SncRequest::Release { snc } => {
                 let record = self.sncs.remove(&snc).ok_or_else(|| self.no_snc(snc))?;
                 let parts = record.parts.clone();
-                self.release(op, t, parts, AfterRelease::Release { snc, record });
+                self.sweep(op, t, parts, Then::Release { snc, record });
             }
             SncRequest::Modify { snc, traffic } => {
                 let new = traffic.ok_or_else(|| SncError::invalid("no traffic descriptor"))?;
                 let record = self.sncs.get(&snc).ok_or_else(|| self.no_snc(snc))?;
                 let (parts, old) = (record.parts.clone(), record.traffic);
-                self.modify(op, t, parts, new, AfterModify::Change { snc, new, old });
+                self.sweep(op, t, parts, Then::Change { snc, new, old });
             }
-            SncRequest::ReserveLink { ref switch, .. }
-            | SncRequest::UnreserveLink { ref switch, .. }
-            | SncRequest::AddBranch { ref switch, .. }
-            | SncRequest::DropBranch { ref switch, .. } => {
-                let child = self.child_of(switch)?;
+            SncRequest::ReserveLink(_)
+            | SncRequest::UnreserveLink(..)
+            | SncRequest::AddBranch(_)
+            | SncRequest::DropBranch(..) => {
+                let child = self.child_of(request.switch().unwrap_or_default())?;
                 self.park(op, Step::Forward, t, vec![(child, request)]);
             }
             SncRequest::Trim { snc, keep } => {
@@ -345,17 +296,20 @@ impl NmlCore {
             Step::Sequential(s) => self.sequential_answered(op, t, s, answers),
             Step::ReserveLinks(p) => self.links_answered(op, t, p, answers),
             Step::SetupRuns(p) => self.runs_answered(op, t, p, answers),
-            Step::Release(mut r, then) => {
-                for (part, a) in std::mem::take(&mut r.in_flight).into_iter().zip(answers) {
+            Step::Sweep(mut sw, then) => {
+                for (part, a) in std::mem::take(&mut sw.in_flight).into_iter().zip(answers) {
                     match a {
-                        Ok(rep) => absorb(&mut t, &rep),
+                        Ok(rep) => {
+                            absorb(&mut t, &rep);
+                            sw.done.push(part);
+                        }
                         Err(e) => {
-                            r.held.push(part);
-                            r.first_err.get_or_insert(e);
+                            sw.failed.push(part);
+                            sw.first_err.get_or_insert(e);
                         }
                     }
                 }
-                self.release_more(op, t, r, then);
+                self.sweep_more(op, t, sw, then);
             }
             Step::GiveBackLinks(links, error) => {
                 for a in answers {
@@ -364,20 +318,6 @@ impl NmlCore {
                     }
                 }
                 self.give_back_links(op, t, links, error);
-            }
-            Step::Modify(mut m, then) => {
-                for (part, a) in std::mem::take(&mut m.in_flight).into_iter().zip(answers) {
-                    match a {
-                        Ok(rep) => {
-                            absorb(&mut t, &rep);
-                            m.changed.push(part);
-                        }
-                        Err(e) => {
-                            m.first_err.get_or_insert(e);
-                        }
-                    }
-                }
-                self.modify_more(op, t, m, then);
             }
             Step::TrimInner(mut tr) => {
                 let mut trim_err = None;
@@ -394,84 +334,102 @@ impl NmlCore {
         }
     }
 
-    /// Releases `parts`, then goes on with `then`.
-    pub(super) fn release(&mut self, op: OpId, t: Counts, parts: Vec<Part>, then: AfterRelease) {
-        let r = Releasing {
+    /// Visits `parts` as `then` says, then goes on with it.
+    pub(super) fn sweep(&mut self, op: OpId, t: Counts, parts: Vec<Part>, then: Then) {
+        let sw = Sweep {
             parts,
             next: 0,
             in_flight: Vec::new(),
-            held: Vec::new(),
+            done: Vec::new(),
+            failed: Vec::new(),
             first_err: None,
         };
-        self.release_more(op, t, r, then);
+        self.sweep_more(op, t, sw, then);
     }
 
-    fn release_more(&mut self, op: OpId, t: Counts, mut r: Releasing, then: AfterRelease) {
-        let mut batch = Vec::new();
-        while r.next < r.parts.len() {
-            let part = r.parts[r.next];
-            r.next += 1;
-            if let Err(e) = self.iface(part.0) {
-                r.held.push(part);
-                r.first_err.get_or_insert(e);
-                continue;
+    fn sweep_more(&mut self, op: OpId, t: Counts, mut sw: Sweep, then: Then) {
+        let sequential = self.mode == SetupMode::Sequential;
+        let stopped = sequential && then.modifies() && sw.first_err.is_some();
+        while !stopped && sw.next < sw.parts.len() {
+            let part = sw.parts[sw.next];
+            sw.next += 1;
+            match self.iface(part.0) {
+                Ok(_) => sw.in_flight.push(part),
+                Err(_) if then.modifies() => continue,
+                Err(e) => {
+                    sw.failed.push(part);
+                    sw.first_err.get_or_insert(e);
+                    continue;
+                }
             }
-            batch.push(part);
-            if self.mode == SetupMode::Sequential {
+            if sequential {
                 break;
             }
         }
-        if batch.is_empty() {
-            return self.released(op, t, r, then);
+        if sw.in_flight.is_empty() {
+            return self.swept(op, t, sw, then);
         }
-        let calls = batch
+        let calls = sw
+            .in_flight
             .iter()
-            .map(|&(c, snc)| (c, SncRequest::Release { snc }))
+            .map(|&(c, snc)| (c, then.request(snc)))
             .collect();
-        r.in_flight = batch;
-        self.park(op, Step::Release(r, then), t, calls);
+        self.park(op, Step::Sweep(sw, then), t, calls);
     }
 
-    fn released(&mut self, op: OpId, t: Counts, mut r: Releasing, then: AfterRelease) {
+    fn swept(&mut self, op: OpId, t: Counts, mut sw: Sweep, then: Then) {
         // Route order, whatever order the failures came in.
-        let parts = &r.parts;
-        r.held.sort_by_key(|p| parts.iter().position(|q| q == p));
-        match then {
-            AfterRelease::Rollback { error, links } => {
-                if let Some(re) = r.first_err {
+        let parts = &sw.parts;
+        sw.failed.sort_by_key(|p| parts.iter().position(|q| q == p));
+        match (then, sw.first_err) {
+            (Then::Rollback { error, links }, re) => {
+                if let Some(re) = re {
                     tracing::warn!(subnetwork = %self.subnetwork.name, error = %re, "NML-CP: rollback incomplete");
                 }
                 self.give_back_links(op, t, links, error);
             }
-            AfterRelease::Release { snc, record } => match r.first_err {
-                Some(e) => {
-                    // What could not be released stays recorded under the same id, so a
-                    // retry of the release finds it (and releases only that).
-                    let lens = r
-                        .held
-                        .iter()
-                        .map(|p| {
-                            record
-                                .parts
-                                .iter()
-                                .position(|q| q == p)
-                                .map_or(0, |i| record.lens[i])
-                        })
-                        .collect();
-                    let kept = NmlSnc {
-                        parts: r.held,
-                        lens,
-                        traffic: record.traffic,
-                    };
-                    self.sncs.insert(snc, kept);
-                    self.reply(op, Err(e));
-                }
-                None => self.reply(op, Ok(SncReply::Released { invocations: t })),
-            },
-            AfterRelease::Trim(mut tr) => {
-                tr.held = r.held;
-                tr.err = r.first_err;
+            (Then::Release { snc, record }, Some(e)) => {
+                // What could not be released stays recorded under the same id, so a
+                // retry of the release finds it (and releases only that).
+                let lens = sw
+                    .failed
+                    .iter()
+                    .map(|p| {
+                        let at = record.parts.iter().position(|q| q == p);
+                        at.map_or(0, |i| record.lens[i])
+                    })
+                    .collect();
+                let kept = NmlSnc {
+                    parts: sw.failed,
+                    lens,
+                    traffic: record.traffic,
+                };
+                self.sncs.insert(snc, kept);
+                self.reply(op, Err(e));
+            }
+            (Then::Release { .. }, None) => {
+                self.reply(op, Ok(SncReply::Released { invocations: t }));
+            }
+            (Then::Trim(mut tr), err) => {
+                tr.held = sw.failed;
+                tr.err = err;
                 self.trim_inner(op, t, tr);
+            }
+            // Change back what was changed: the connection keeps its old contract.
+            (Then::Change { old, .. }, Some(error)) => {
+                self.sweep(op, t, sw.done, Then::Restore { to: old, error });
+            }
+            (Then::Change { snc, new, .. }, None) => {
+                if let Some(s) = self.sncs.get_mut(&snc) {
+                    s.traffic = new;
+                }
+                self.reply(op, Ok(SncReply::Modified { invocations: t }));
+            }
+            (Then::Restore { error, .. }, back) => {
+                if let Some(be) = back {
+                    tracing::error!(subnetwork = %self.subnetwork.name, error = %be, "NML-CP: restoring the old contract failed");
+                }
+                self.reply(op, Err(error));
             }
         }
     }
@@ -482,7 +440,7 @@ impl NmlCore {
         &mut self,
         op: OpId,
         t: Counts,
-        mut links: Vec<Link>,
+        mut links: Vec<HeldLink>,
         error: SncError,
     ) {
         while !links.is_empty() {
@@ -490,80 +448,11 @@ impl NmlCore {
             if self.iface(c).is_err() {
                 continue;
             }
-            let request = SncRequest::UnreserveLink {
-                switch,
-                port,
-                id: Some(id),
-            };
+            let request = SncRequest::UnreserveLink(super::LinkEnd { switch, port }, Some(id));
             self.park(op, Step::GiveBackLinks(links, error), t, vec![(c, request)]);
             return;
         }
         self.reply(op, Err(error));
-    }
-
-    fn modify(
-        &mut self,
-        op: OpId,
-        t: Counts,
-        parts: Vec<Part>,
-        traffic: Traffic,
-        then: AfterModify,
-    ) {
-        let jobs = parts
-            .into_iter()
-            .filter(|&(c, _)| self.iface(c).is_ok())
-            .collect();
-        let m = Modifying {
-            jobs,
-            traffic,
-            next: 0,
-            in_flight: Vec::new(),
-            changed: Vec::new(),
-            first_err: None,
-        };
-        self.modify_more(op, t, m, then);
-    }
-
-    fn modify_more(&mut self, op: OpId, t: Counts, mut m: Modifying, then: AfterModify) {
-        let end = match self.mode {
-            SetupMode::Sequential => (m.next + 1).min(m.jobs.len()),
-            SetupMode::Parallel => m.jobs.len(),
-        };
-        if m.first_err.is_some() || m.next == end {
-            return self.modified(op, t, m, then);
-        }
-        m.in_flight = m.jobs[m.next..end].to_vec();
-        m.next = end;
-        let calls = m
-            .in_flight
-            .iter()
-            .map(|&(c, snc)| {
-                let traffic = Some(m.traffic);
-                (c, SncRequest::Modify { snc, traffic })
-            })
-            .collect();
-        self.park(op, Step::Modify(m, then), t, calls);
-    }
-
-    fn modified(&mut self, op: OpId, t: Counts, m: Modifying, then: AfterModify) {
-        match (then, m.first_err) {
-            (AfterModify::Change { old, .. }, Some(e)) => {
-                // Change back what was changed: the connection keeps its old contract.
-                self.modify(op, t, m.changed, old, AfterModify::Restore(e));
-            }
-            (AfterModify::Change { snc, new, .. }, None) => {
-                if let Some(s) = self.sncs.get_mut(&snc) {
-                    s.traffic = new;
-                }
-                self.reply(op, Ok(SncReply::Modified { invocations: t }));
-            }
-            (AfterModify::Restore(e), back) => {
-                if let Some(be) = back {
-                    tracing::error!(subnetwork = %self.subnetwork.name, error = %be, "NML-CP: restoring the old contract failed");
-                }
-                self.reply(op, Err(e));
-            }
-        }
     }
 
     /// TrimSnc: the part the cut falls in is trimmed (if the cut is inside it); every
@@ -591,7 +480,7 @@ impl NmlCore {
             held: Vec::new(),
             err: None,
         };
-        self.release(op, t, tail, AfterRelease::Trim(tr));
+        self.sweep(op, t, tail, Then::Trim(tr));
     }
 
     fn trim_inner(&mut self, op: OpId, t: Counts, tr: Trimming) {
@@ -628,5 +517,51 @@ impl NmlCore {
             Some(e) => self.reply(op, Err(e)),
             None => self.reply(op, Ok(SncReply::Trimmed { invocations: t })),
         }
+    }
+}
+
+impl SncCore for NmlCore {
+    type Call = ChildCall;
+    type Done = SncReply;
+
+    fn handle_request(&mut self, op: OpId, request: SncRequest) {
+        if let Err(e) = self.start(op, request) {
+            self.reply(op, Err(e));
+        }
+    }
+
+    /// A child's answer to invocation `id`: the operation goes on once its whole batch
+    /// is answered.
+    fn handle_answer(&mut self, id: InvocationId, answer: SncResult) {
+        let Some((op, slot)) = self.out.answered(id) else {
+            return;
+        };
+        let Some(o) = self.ops.get_mut(&op) else {
+            return;
+        };
+        if let Some(a) = o.answers.get_mut(slot) {
+            *a = Some(answer);
+            o.outstanding -= 1;
+        }
+        if o.outstanding > 0 {
+            return;
+        }
+        let Some(o) = self.ops.remove(&op) else {
+            return;
+        };
+        let answers = o
+            .answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(SncError::internal("an invocation unanswered"))))
+            .collect();
+        self.advance(op, o.step, o.tally, answers);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit<ChildCall>> {
+        self.out.transmits.pop_front()
+    }
+
+    fn poll_reply(&mut self) -> Option<(OpId, SncResult)> {
+        self.out.replies.pop_front()
     }
 }

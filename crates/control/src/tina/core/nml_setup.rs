@@ -16,9 +16,10 @@ use std::ops::Range;
 use atmlab_core::ids::{PortId, VcId};
 
 use super::super::{Counts, SetupMode};
-use super::nml::{AfterRelease, Link, NmlCore, NmlSnc, Part, Step};
+use super::nml::{HeldLink, NmlCore, NmlSnc, Part, Step, Then};
 use super::{
-    OpId, SetupSnc, SncError, SncReply, SncRequest, SncResult, SncSetUp, Traffic, absorb, set_up,
+    LinkEnd, OpId, SetupSnc, SncError, SncReply, SncRequest, SncResult, SncSetUp, Traffic, absorb,
+    set_up,
 };
 
 /// A run of the route inside one child: (child, hop range).
@@ -49,7 +50,7 @@ pub(crate) struct Parallel {
 
 impl Parallel {
     /// The links whose identifier is known, for `which` of them.
-    fn held(&self, which: impl Iterator<Item = usize>) -> Vec<Link> {
+    fn held(&self, which: impl Iterator<Item = usize>) -> Vec<HeldLink> {
         which
             .filter_map(|k| {
                 let (c, switch, port) = self.links.get(k)?;
@@ -142,17 +143,15 @@ impl NmlCore {
             Err(error) => {
                 // Roll back what the children before this one set up, last first.
                 let parts: Vec<Part> = s.done.iter().rev().map(|(c, r)| (*c, r.snc)).collect();
-                let then = AfterRelease::Rollback {
-                    error,
-                    links: Vec::new(),
-                };
-                self.release(op, t, parts, then);
+                let links = Vec::new();
+                self.sweep(op, t, parts, Then::Rollback { error, links });
             }
         }
     }
 
-    /// 1. The identifiers on the links between consecutive runs, all at once: each is
-    /// reserved on the output port of the run's last hop, by the child holding it.
+    /// Parallel, first: the identifiers on the links between consecutive runs, all at
+    /// once, each reserved on the output port of the run's last hop by the child holding
+    /// it.
     fn reserve_links(&mut self, op: OpId, req: SetupSnc, traffic: Traffic, runs: Vec<Run>) {
         let links: Vec<(usize, String, PortId)> = runs[..runs.len() - 1]
             .iter()
@@ -165,7 +164,7 @@ impl NmlCore {
             .iter()
             .map(|(c, switch, port)| {
                 let (switch, port) = (switch.clone(), *port);
-                (*c, SncRequest::ReserveLink { switch, port })
+                (*c, SncRequest::ReserveLink(LinkEnd { switch, port }))
             })
             .collect();
         let p = Parallel {
@@ -206,7 +205,7 @@ impl NmlCore {
             });
             return self.give_back_links(op, t, held, error);
         }
-        // 2. Every child at once, its end identifiers known.
+        // Then every child at once, its end identifiers known.
         let last = p.runs.len() - 1;
         let calls = p
             .runs
@@ -251,7 +250,7 @@ impl NmlCore {
         // A link identifier is carried (and freed on release) by the run ending at it;
         // where that run failed, it is still only reserved: give it back.
         let links = p.held(failed.into_iter());
-        self.release(op, t, parts, AfterRelease::Rollback { error, links });
+        self.sweep(op, t, parts, Then::Rollback { error, links });
     }
 
     /// The reply of a setup whose children all answered, in route order.

@@ -16,7 +16,9 @@ use super::super::{Counts, SetupMode, iface};
 use super::eml::EmlCore;
 use super::lnc::{CallInfo, Contract, LncCore, LncReply, LncRequest};
 use super::nml::NmlCore;
-use super::{ErrorKind, HopSpec, InvocationId, OpId, SncError, SncRequest, SncResult, Traffic};
+use super::{
+    ErrorKind, HopSpec, InvocationId, OpId, SncCore, SncError, SncRequest, SncResult, Traffic,
+};
 
 enum Node {
     Nml(NmlCore),
@@ -285,7 +287,7 @@ impl Net {
             contract,
             tag: "unit".into(),
         })? {
-            LncReply::Connection(info) => Ok(info),
+            LncReply::Connection(info) => Ok(*info),
             LncReply::Deleted => panic!("an Add answered Deleted"),
         }
     }
