@@ -1,5 +1,5 @@
 //! The Layer Network Coordinator's shell (paper 001 §1.2.1): the LNC's core
-//! ([`LncCore`]) behind the [`Driver`], its routes from the same [`Router`] the other
+//! ([`LncCore`]) behind the shell's `Driver`, its routes from the same [`Router`] the other
 //! managers use, its root invocations to the root NML-CP over gRPC (a [`Child`] counted
 //! under "lnc->nml"), and the answers as cm.proto's ConnectionInfo.
 //!

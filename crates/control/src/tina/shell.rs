@@ -2,7 +2,7 @@
 //! re-engineered CM "processing multiple requests concurrently and parallelizing the
 //! establishment of sub-connections"; DESIGN.md §2: one core, thin shells).
 //!
-//! A [`Driver`] holds a core behind a lock. An operation enters under a fresh id; after
+//! A `Driver` holds a core behind a lock. An operation enters under a fresh id; after
 //! every input the driver drains the core: each emitted invocation is counted in the
 //! deployment's totals and performed on a task of its own (the emulated round trip, then
 //! the remote call), whose answer goes back into the core, which is drained again; each

@@ -6,7 +6,7 @@
 //! keeps the calls it set up.
 //!
 //! A point-to-multipoint call (paper 001 §1 asks for connections beyond point-to-point)
-//! is a [`Tree`], the same pure tree the sequential and xbind managers use, held as
+//! is a [`Tree`](crate::cm::tree::Tree), the same pure tree the sequential and xbind managers use, held as
 //! *segments*: the route to the first leaf is one subnetwork connection (SNC); each
 //! further leaf is grafted where its route leaves the tree, with a branch on the fork's
 //! switch connection (AddBranch, forwarded down to that switch's EML-CP) and one SNC for
