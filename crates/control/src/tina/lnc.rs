@@ -1,29 +1,17 @@
-//! The Layer Network Coordinator (paper 001 §1.2.1): the top of TINA's connection
-//! management for one layer network. It takes a connection request, gets the route from
-//! the same [`Router`] the other managers use, and hands the whole route to the root
-//! NML-CP as one subnetwork connection; it keeps the connections it set up.
-//!
-//! A point-to-multipoint connection (paper 001 §4 asks for multipoint connections and
-//! sessions) is a [`Tree`], the same pure tree the sequential and xbind managers use,
-//! held as *segments*: the route to the first leaf is one subnetwork connection (SNC);
-//! each further leaf is grafted where its route leaves the tree, with a branch on the
-//! fork's switch connection (AddBranch, forwarded down to that switch's EML-CP) and one
-//! SNC for the rest of its route. Dropping a leaf releases the hops that carried only
-//! it, which are a tail of every segment they lie in (each such hop had one branch, to
-//! the next hop of its own segment): whole segments are released, the one cut inside is
-//! trimmed (TrimSnc), leaf side first, then the branch at the fork is dropped.
+//! The Layer Network Coordinator's shell (paper 001 §1.2.1): the LNC's core
+//! ([`LncCore`]) behind the shell's `Driver`, its routes from the same [`Router`] the other
+//! managers use, its root invocations to the root NML-CP over gRPC (a [`Child`] counted
+//! under "lnc->nml"), and the answers as cm.proto's ConnectionInfo.
 //!
 //! [`start`] brings a deployment up: one EML-CP per switch and one NML-CP per subnetwork
 //! of the [`hierarchy`], each serving `atmlab.v1.ConnectionPerformer` on its own loopback
 //! endpoint (mutual TLS when given an identity), children first, so every parent can
 //! connect to its children.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use atmlab_fabric::live::convert as cv;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_rpc::tls::TlsIdentity;
 use atmlab_rpc::v1 as pb;
@@ -32,150 +20,123 @@ use atmlab_rpc::v1::connection_performer_server::{ConnectionPerformer, Connectio
 use tonic::Status;
 use tonic::transport::Channel;
 
+use super::convert::{self, pb_info};
+use super::core::lnc::{LncCore, LncReply, LncRequest, RouteRequest};
+use super::core::{HopSpec, InvocationId, OpId, SncError, SncRequest, SncResult};
 use super::partition::hierarchy;
 use super::performer::{Child, EmlCp, NmlCp};
+use super::shell::{Driver, Machine};
 use super::{Counts, Invocations, TinaConfig, iface};
 use crate::ControlError;
 use crate::clock::LiveClock;
-use crate::cm::core::{CmCore, HopSpec};
+use crate::cm::core::CallError;
 use crate::cm::live::Router;
-use crate::cm::service::call_status;
-use crate::cm::tree::{Graft, Tree, TreeError};
 
-/// Counters of the LNC.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LncStats {
-    /// Connections set up.
-    pub established: u64,
-    /// Connections released.
-    pub released: u64,
-    /// Setups refused for lack of resources (route or admission).
-    pub blocked: u64,
-    /// Setups failed otherwise.
-    pub failed: u64,
-    /// Setups refused part-way and rolled back below.
-    pub rollbacks: u64,
-    /// Contracts changed.
-    pub modified: u64,
+pub use super::core::lnc::LncStats;
+
+/// What the LNC's core asks of its shell.
+enum LncCall {
+    /// An invocation of the root NML-CP.
+    Root(SncRequest),
+    /// A route, from the route object (a local call, not counted).
+    Route(RouteRequest),
 }
 
-/// A subnetwork connection the LNC holds for a call: a chain of tree hops set up by one
-/// SetupSnc of the root NML-CP. A point-to-point call is one segment; each leaf added
-/// later grows one more, below the branch it forks from. Segments are kept in the order
-/// they were set up, so every segment comes after the one it hangs from.
-#[derive(Debug, Clone)]
-struct Segment {
-    snc: u64,
-    /// Tree hop indices, upstream first.
-    hops: Vec<usize>,
+/// The answer to an [`LncCall`].
+enum LncAnswer {
+    Root(SncResult),
+    Route(Result<Vec<HopSpec>, CallError>),
 }
 
-/// One call as the LNC keeps it: its tree ([`Tree`], shared with the other managers),
-/// the identifier of every slot, the switch connection of every hop, and the segments
-/// that hold them in the hierarchy.
-#[derive(Debug, Clone)]
-struct Call {
-    id: u64,
-    source: String,
-    tree: Tree,
-    /// Per tree slot.
-    ids: Vec<Option<pb::VcId>>,
-    /// Per tree hop: the switch connection.
-    conns: Vec<u64>,
-    segments: Vec<Segment>,
-    cell: pb::CellQos,
-    tag: String,
-    setup_us: u64,
-    /// Remote invocations made for this call so far (setup, changes), the LNC's own
-    /// included.
-    invocations: u64,
+/// The LNC's core with the clock its shell hands it.
+struct LncMachine {
+    core: LncCore,
+    clock: LiveClock,
 }
 
-impl Call {
-    /// The call as cm.proto's ConnectionInfo: one HopInfo per switch connection, every
-    /// branch where the tree forks; destinations in the order they joined.
-    fn info(&self) -> pb::ConnectionInfo {
-        let t = &self.tree;
-        let hops = t
-            .live_hops()
-            .map(|h| {
-                let hop = t.hop(h);
-                let branches: Vec<pb::Branch> = hop
-                    .outs
-                    .iter()
-                    .map(|&s| pb::Branch {
-                        port: u32::from(t.slot(s).port),
-                        id: self.ids[s],
-                    })
-                    .collect();
-                pb::HopInfo {
-                    switch: hop.switch.clone(),
-                    connection: self.conns[h],
-                    in_port: u32::from(hop.in_port),
-                    in_id: self.ids[hop.in_slot],
-                    out_port: branches.first().map_or(0, |b| b.port),
-                    out_id: branches.first().and_then(|b| b.id),
-                    branches,
-                }
-            })
-            .collect();
-        let (destinations, destination_vcs) = t
-            .leaves()
-            .into_iter()
-            .map(|(l, s)| (l.to_string(), self.ids[s].unwrap_or_default()))
-            .unzip();
-        pb::ConnectionInfo {
-            id: self.id,
-            source: self.source.clone(),
-            destinations,
-            source_vc: self.ids[0],
-            destination_vcs,
-            hops,
-            cell_qos: Some(self.cell),
-            setup_us: self.setup_us,
-            tag: self.tag.clone(),
-            invocations: u32::try_from(self.invocations).unwrap_or(u32::MAX),
+impl Machine for LncMachine {
+    type Request = LncRequest;
+    type Reply = LncReply;
+    type Call = LncCall;
+    type Answer = LncAnswer;
+
+    fn request(&mut self, op: OpId, r: LncRequest) {
+        self.core.handle_request(self.clock.now(), op, r);
+    }
+    fn answer(&mut self, id: InvocationId, a: LncAnswer) {
+        let now = self.clock.now();
+        match a {
+            LncAnswer::Root(a) => self.core.handle_answer(now, id, a),
+            LncAnswer::Route(r) => self.core.handle_route(now, id, r),
         }
     }
-
-    /// Per-slot and per-hop vectors the tree's size (after a graft, or an ungraft).
-    fn grow(&mut self) {
-        self.ids.resize(self.tree.slots().len(), None);
-        self.conns.resize(self.tree.hops().len(), 0);
+    fn poll_call(&mut self) -> Option<(InvocationId, Option<&'static str>, LncCall)> {
+        if let Some(t) = self.core.poll_transmit() {
+            return Some((t.id, Some(t.iface), LncCall::Root(t.call)));
+        }
+        let r = self.core.poll_route()?;
+        Some((r.id, None, LncCall::Route(r)))
     }
-}
-
-/// A call in the LNC's table: its last answer, and the call itself unless a change
-/// (AddLeaf, DropLeaf, Modify, Delete) has it out.
-struct Held {
-    info: pb::ConnectionInfo,
-    call: Option<Call>,
+    fn poll_reply(&mut self) -> Option<(OpId, Result<LncReply, SncError>)> {
+        self.core.poll_reply()
+    }
+    fn lost(call: &LncCall, e: SncError) -> LncAnswer {
+        match call {
+            LncCall::Root(_) => LncAnswer::Root(Err(e)),
+            LncCall::Route(_) => LncAnswer::Route(Err(CallError {
+                kind: atmlab_fabric::error::ErrorKind::Unavailable,
+                message: e.message,
+            })),
+        }
+    }
 }
 
 /// The Layer Network Coordinator.
 pub struct Lnc {
-    router: Mutex<Box<dyn Router>>,
-    clock: LiveClock,
-    root: ConnectionPerformerClient<Channel>,
+    driver: Arc<Driver<LncMachine>>,
     config: TinaConfig,
     totals: Invocations,
-    connections: Mutex<BTreeMap<u64, Held>>,
-    next: AtomicU64,
-    stats: Mutex<LncStats>,
 }
 
-fn sum(m: &HashMap<String, u64>) -> u64 {
-    m.values().sum()
-}
-
-fn tree_status(e: TreeError) -> Status {
-    match e {
-        TreeError::LastLeaf(_) => Status::failed_precondition(e.to_string()),
-        e => call_status(&CmCore::tree_error(e)),
+/// The call an answer describes.
+fn connection(r: Result<LncReply, SncError>) -> Result<pb::ConnectionInfo, Status> {
+    match r.map_err(|e| convert::status(&e))? {
+        LncReply::Connection(info) => Ok(pb_info(&info)),
+        LncReply::Deleted => Err(Status::internal("the LNC answered another operation")),
     }
 }
 
 impl Lnc {
+    fn new(root: Child, router: Box<dyn Router>, config: TinaConfig, totals: Invocations) -> Lnc {
+        let clock = LiveClock::start();
+        let router = Arc::new(Mutex::new(router));
+        let perform = Box::new(move |call: LncCall| {
+            let (root, router) = (root.clone(), router.clone());
+            Box::pin(async move {
+                match call {
+                    LncCall::Root(r) => LncAnswer::Root(root.invoke(r).await),
+                    LncCall::Route(r) => {
+                        LncAnswer::Route(router.lock().unwrap_or_else(|e| e.into_inner()).route(
+                            clock.now(),
+                            &r.source,
+                            &r.destination,
+                            r.bandwidth,
+                        ))
+                    }
+                }
+            }) as _
+        });
+        let machine = LncMachine {
+            core: LncCore::new(),
+            clock,
+        };
+        Lnc {
+            driver: Driver::new(machine, perform, totals.clone()),
+            config,
+            totals,
+        }
+    }
+
     /// The configuration it runs with.
     pub fn config(&self) -> &TinaConfig {
         &self.config
@@ -188,171 +149,7 @@ impl Lnc {
 
     /// The counters.
     pub fn stats(&self) -> LncStats {
-        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn count(&self, f: impl FnOnce(&mut LncStats)) {
-        f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
-    }
-
-    fn route(&self, source: &str, destination: &str, pcr: f64) -> Result<Vec<HopSpec>, Status> {
-        self.router
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .route(self.clock.now(), source, destination, pcr)
-            .map_err(|e| {
-                self.count(|s| {
-                    if e.blocked() {
-                        s.blocked += 1
-                    } else {
-                        s.failed += 1
-                    }
-                });
-                call_status(&e)
-            })
-    }
-
-    /// One invocation of the root NML-CP by the LNC: counted, after the emulated round
-    /// trip.
-    async fn invoke(&self, call: &mut Call) -> ConnectionPerformerClient<Channel> {
-        self.totals.count(iface::LNC_NML);
-        call.invocations += 1;
-        super::performer::wire(self.config.invocation_delay).await;
-        self.root.clone()
-    }
-
-    /// Sets up `hops` (new tree hops, a chain, upstream first) as one subnetwork
-    /// connection entering on `in_id` (`None`: the source's VC, chosen below).
-    async fn setup_segment(
-        &self,
-        call: &mut Call,
-        hops: &[usize],
-        in_id: Option<pb::VcId>,
-    ) -> Result<(), Status> {
-        let t = &call.tree;
-        let req = pb::SetupSncRequest {
-            hops: hops
-                .iter()
-                .map(|&h| {
-                    let hop = t.hop(h);
-                    pb::SncHop {
-                        switch: hop.switch.clone(),
-                        in_port: u32::from(hop.in_port),
-                        out_port: u32::from(t.slot(hop.outs[0]).port),
-                    }
-                })
-                .collect(),
-            in_id,
-            out_id: None,
-            traffic: call.cell.traffic,
-            buffer_cells: 0,
-            tag: call.tag.clone(),
-        };
-        let rep = self.invoke(call).await.setup_snc(req).await?.into_inner();
-        call.invocations += sum(&rep.invocations);
-        if rep.hops.len() != hops.len() {
-            return Err(Status::internal(format!(
-                "the root NML-CP set up {} hops of {}",
-                rep.hops.len(),
-                hops.len()
-            )));
-        }
-        for (&h, info) in hops.iter().zip(&rep.hops) {
-            let hop = call.tree.hop(h);
-            let (in_slot, out_slot) = (hop.in_slot, hop.outs[0]);
-            call.conns[h] = info.connection;
-            call.ids[in_slot] = info.in_id;
-            call.ids[out_slot] = info.out_id;
-        }
-        call.segments.push(Segment {
-            snc: rep.snc,
-            hops: hops.to_vec(),
-        });
-        Ok(())
-    }
-
-    /// Adds `leaf` along `route` to the call: a new branch where the route leaves the
-    /// tree (AddBranch at that switch's EML-CP), then the rest of the route as one new
-    /// segment. Refused, the call is as it was, at the switches too.
-    async fn graft(&self, call: &mut Call, leaf: &str, route: &[HopSpec]) -> Result<(), Status> {
-        let g = call.tree.graft(leaf, route).map_err(tree_status)?;
-        call.grow();
-        let result = self.graft_commands(call, &g).await;
-        if result.is_err() {
-            call.tree.ungraft(&g);
-            call.grow();
-        }
-        result
-    }
-
-    async fn graft_commands(&self, call: &mut Call, g: &Graft) -> Result<(), Status> {
-        let mut branch = None;
-        if let Some((h, s)) = g.new_branch {
-            let req = pb::AddSncBranchRequest {
-                switch: call.tree.hop(h).switch.clone(),
-                connection: call.conns[h],
-                port: u32::from(call.tree.slot(s).port),
-            };
-            let rep = self.invoke(call).await.add_branch(req).await?.into_inner();
-            call.invocations += sum(&rep.invocations);
-            call.ids[s] = rep.id;
-            branch = Some((h, s));
-        }
-        if g.new_hops.is_empty() {
-            return Ok(());
-        }
-        let in_id = call.ids[call.tree.hop(g.new_hops[0]).in_slot];
-        let Err(e) = self.setup_segment(call, &g.new_hops, in_id).await else {
-            return Ok(());
-        };
-        if let Some((h, s)) = branch
-            && let Err(de) = self.drop_branch(call, h, s).await
-        {
-            tracing::warn!(call = call.id, error = %de, "LNC: taking back a refused leaf's branch failed");
-        }
-        Err(e)
-    }
-
-    async fn drop_branch(&self, call: &mut Call, h: usize, s: usize) -> Result<(), Status> {
-        let req = pb::DropSncBranchRequest {
-            switch: call.tree.hop(h).switch.clone(),
-            connection: call.conns[h],
-            port: u32::from(call.tree.slot(s).port),
-            id: call.ids[s],
-        };
-        let rep = self.invoke(call).await.drop_branch(req).await?.into_inner();
-        call.invocations += sum(&rep.invocations);
-        Ok(())
-    }
-
-    /// Releases the segments at `which` (indices into `call.segments`), downstream
-    /// first; the ones released leave the call, the others stay for a retry.
-    async fn release_segments(&self, call: &mut Call, mut which: Vec<usize>) -> Result<(), Status> {
-        which.sort_unstable();
-        let mut first_err = None;
-        let mut gone = Vec::new();
-        for &i in which.iter().rev() {
-            let snc = call.segments[i].snc;
-            match self
-                .invoke(call)
-                .await
-                .release_snc(pb::ReleaseSncRequest { snc })
-                .await
-            {
-                Ok(r) => {
-                    call.invocations += sum(&r.into_inner().invocations);
-                    gone.push(i);
-                }
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        // `gone` is in descending order: removing from the back keeps indices valid.
-        for i in gone {
-            call.segments.remove(i);
-        }
-        first_err.map_or(Ok(()), Err)
+        self.driver.with(|m| m.core.stats())
     }
 
     /// Sets up a connection from `source` to `destination` (host names) with the
@@ -381,256 +178,60 @@ impl Lnc {
         cell: pb::CellQos,
         tag: &str,
     ) -> Result<pb::ConnectionInfo, Status> {
-        let started = std::time::Instant::now();
-        let (traffic, _) = cv::traffic(cell.traffic.as_ref())
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let Some((first, rest)) = destinations.split_first() else {
-            return Err(Status::invalid_argument("no destination"));
-        };
-        let pcr = traffic.pcr.per_sec();
-        let mut routes = Vec::with_capacity(destinations.len());
-        for d in destinations {
-            routes.push(self.route(source, d, pcr)?);
-        }
-        let tree = Tree::path(first, &routes[0]).map_err(tree_status)?;
-        let mut call = Call {
-            id: 0,
+        let request = LncRequest::Add {
             source: source.to_string(),
-            ids: vec![None; tree.slots().len()],
-            conns: vec![0; tree.hops().len()],
-            tree,
-            segments: Vec::new(),
-            cell,
+            destinations: destinations.to_vec(),
+            contract: convert::contract(&cell)?,
             tag: tag.to_string(),
-            setup_us: 0,
-            invocations: 0,
         };
-        let all: Vec<usize> = (0..call.tree.hops().len()).collect();
-        let mut result = self.setup_segment(&mut call, &all, None).await;
-        if result.is_ok() {
-            for (leaf, route) in rest.iter().zip(&routes[1..]) {
-                result = self.graft(&mut call, leaf, route).await;
-                if result.is_err() {
-                    break;
-                }
-            }
-        }
-        if let Err(e) = result {
-            self.count(|s| {
-                if e.code() == tonic::Code::ResourceExhausted {
-                    s.blocked += 1
-                } else {
-                    s.failed += 1
-                }
-                s.rollbacks += 1;
-            });
-            let n = call.segments.len();
-            if let Err(re) = self.release_segments(&mut call, (0..n).collect()).await {
-                tracing::error!(error = %re, "LNC: rolling back a refused multipoint setup failed");
-            }
-            return Err(e);
-        }
-        call.id = self.next.fetch_add(1, Ordering::Relaxed);
-        call.setup_us = started.elapsed().as_micros() as u64;
-        let info = call.info();
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                call.id,
-                Held {
-                    info: info.clone(),
-                    call: Some(call),
-                },
-            );
-        self.count(|s| s.established += 1);
-        Ok(info)
-    }
-
-    /// Takes call `id` out of the table for a change; refused if there is none or
-    /// another change has it.
-    fn take(&self, id: u64) -> Result<Call, Status> {
-        let mut conns = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        let held = conns
-            .get_mut(&id)
-            .ok_or_else(|| Status::not_found(format!("no connection {id}")))?;
-        held.call.take().ok_or_else(|| {
-            Status::aborted(format!(
-                "connection {id} is already being changed; try again"
-            ))
-        })
-    }
-
-    /// Puts a call back after a change; returns its answer.
-    fn put(&self, call: Call) -> pb::ConnectionInfo {
-        let info = call.info();
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                call.id,
-                Held {
-                    info: info.clone(),
-                    call: Some(call),
-                },
-            );
-        info
+        connection(self.driver.run(request).await)
     }
 
     /// Releases a connection down the hierarchy, every segment, downstream first. What
     /// could not be released stays with the call, so a retried delete finishes it.
     pub async fn delete(&self, id: u64) -> Result<(), Status> {
-        let mut call = self.take(id)?;
-        let n = call.segments.len();
-        if let Err(e) = self.release_segments(&mut call, (0..n).collect()).await {
-            self.put(call);
-            return Err(e);
-        }
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        self.count(|s| s.released += 1);
-        Ok(())
+        let r = self.driver.run(LncRequest::Delete { id }).await;
+        r.map(drop).map_err(|e| convert::status(&e))
     }
 
     /// Adds the leaf `leaf` (a host) to connection `id`, while it carries traffic: the
     /// switches upstream of the fork are not touched. Refused, the connection is as it
     /// was.
     pub async fn add_leaf(&self, id: u64, leaf: &str) -> Result<pb::ConnectionInfo, Status> {
-        let mut call = self.take(id)?;
-        let pcr = cv::traffic(call.cell.traffic.as_ref())
-            .map(|(t, _)| t.pcr.per_sec())
-            .unwrap_or(0.0);
-        let result = match self.route(&call.source, leaf, pcr) {
-            Ok(route) => self.graft(&mut call, leaf, &route).await,
-            Err(e) => Err(e),
-        };
-        let info = self.put(call);
-        result.map(|()| info)
+        let leaf = leaf.to_string();
+        connection(self.driver.run(LncRequest::AddLeaf { id, leaf }).await)
     }
 
     /// Drops leaf `leaf` of connection `id`: the hops that carried only it are released
     /// (whole segments, or the tail of one: TrimSnc), then its branch at the fork is
     /// dropped; the other leaves keep receiving throughout. Refused for the last leaf.
-    /// A release that fails leaves those hops with the call (the leaf is gone from the
-    /// tree); deleting the connection releases them.
     pub async fn drop_leaf(&self, id: u64, leaf: &str) -> Result<pb::ConnectionInfo, Status> {
-        let mut call = self.take(id)?;
-        let p = match call.tree.prune(leaf) {
-            Ok(p) => p,
-            Err(e) => {
-                self.put(call);
-                return Err(tree_status(e));
-            }
-        };
-        let mut first_err = None;
-        // Downstream segments first.
-        for i in (0..call.segments.len()).rev() {
-            let seg = &call.segments[i];
-            let Some(keep) = seg.hops.iter().position(|h| p.released_hops.contains(h)) else {
-                continue;
-            };
-            let snc = seg.snc;
-            let r = if keep == 0 {
-                self.release_segments(&mut call, vec![i]).await
-            } else {
-                let req = pb::TrimSncRequest {
-                    snc,
-                    keep: u32::try_from(keep).unwrap_or(u32::MAX),
-                };
-                match self.invoke(&mut call).await.trim_snc(req).await {
-                    Ok(r) => {
-                        call.invocations += sum(&r.into_inner().invocations);
-                        call.segments[i].hops.truncate(keep);
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
-            };
-            if let Err(e) = r {
-                tracing::warn!(call = id, leaf, error = %e, "LNC: releasing a dropped leaf's hops failed; they stay with the call");
-                first_err.get_or_insert(e);
-            }
-        }
-        if let Some((h, s)) = p.dropped_branch
-            && let Err(e) = self.drop_branch(&mut call, h, s).await
-        {
-            first_err.get_or_insert(e);
-        }
-        let info = self.put(call);
-        first_err.map_or(Ok(info), Err)
+        let leaf = leaf.to_string();
+        connection(self.driver.run(LncRequest::DropLeaf { id, leaf }).await)
     }
 
     /// Changes a connection's contract on every hop, admission first; refused, every
     /// hop keeps the old one.
     pub async fn modify(&self, id: u64, cell: pb::CellQos) -> Result<pb::ConnectionInfo, Status> {
-        cv::traffic(cell.traffic.as_ref()).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let mut call = self.take(id)?;
-        let mut changed = Vec::new();
-        let mut err = None;
-        for i in 0..call.segments.len() {
-            let snc = call.segments[i].snc;
-            let req = pb::ModifySncRequest {
-                snc,
-                traffic: cell.traffic,
-            };
-            match self.invoke(&mut call).await.modify_snc(req).await {
-                Ok(r) => {
-                    call.invocations += sum(&r.into_inner().invocations);
-                    changed.push(snc);
-                }
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
-            }
-        }
-        if let Some(e) = err {
-            // Change back the segments already changed: going back is a decrease where
-            // the new contract was an increase, so it is not refused.
-            for snc in changed {
-                let req = pb::ModifySncRequest {
-                    snc,
-                    traffic: call.cell.traffic,
-                };
-                if let Err(be) = self.invoke(&mut call).await.modify_snc(req).await {
-                    tracing::error!(call = id, error = %be, "LNC: restoring the old contract failed");
-                }
-            }
-            self.put(call);
-            return Err(e);
-        }
-        call.cell = cell;
-        let info = self.put(call);
-        self.count(|s| s.modified += 1);
-        Ok(info)
+        let contract = convert::contract(&cell)?;
+        connection(self.driver.run(LncRequest::Modify { id, contract }).await)
     }
 
     /// One connection.
     pub fn get(&self, id: u64) -> Option<pb::ConnectionInfo> {
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
-            .map(|h| h.info.clone())
+        self.driver.with(|m| m.core.get(id).map(pb_info))
     }
 
     /// Every connection held.
     pub fn list(&self) -> Vec<pb::ConnectionInfo> {
-        self.connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|h| h.info.clone())
-            .collect()
+        self.driver.with(|m| m.core.list().map(pb_info).collect())
     }
 
     /// The status as GetStatus answers it: kind "tina", the counters, and the remote
     /// invocations by interface (`messages` is their total, `commands` the switch
     /// operations among them).
     pub fn status(&self) -> pb::CmStatus {
-        let s = self.stats();
+        let (s, active) = self.driver.with(|m| (m.core.stats(), m.core.active()));
         let inv = self.invocations();
         pb::CmStatus {
             kind: "tina".into(),
@@ -638,11 +239,7 @@ impl Lnc {
             released: s.released,
             blocked: s.blocked,
             failed: s.failed,
-            active: self
-                .connections
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .len() as u64,
+            active: active as u64,
             messages: inv.values().sum(),
             commands: inv.get(iface::EML_SWITCH).copied().unwrap_or(0),
             rollbacks: s.rollbacks,
@@ -791,16 +388,12 @@ pub async fn start(
             return Err(e);
         }
     };
-    let lnc = Lnc {
-        router: Mutex::new(router),
-        clock: LiveClock::start(),
-        root,
-        config,
-        totals,
-        connections: Mutex::new(BTreeMap::new()),
-        next: AtomicU64::new(1),
-        stats: Mutex::new(LncStats::default()),
+    let root = Child {
+        client: root,
+        iface: iface::LNC_NML,
+        delay: config.invocation_delay,
     };
+    let lnc = Lnc::new(root, router, config, totals);
     Ok(Tina {
         lnc: Arc::new(lnc),
         endpoints,

@@ -1,16 +1,15 @@
-//! TINA connection management as ReTINA measured it (paper 001 §1.2.1, §4.2): a Layer
-//! Network Coordinator (LNC) takes a connection request, gets its route, and hands it to
-//! a hierarchy of Network Management Layer Connection Performers (NML-CPs), one per
+//! TINA connection management as ReTINA measured it (paper 001 §1.2.1, §4.2, §4.3): a
+//! Layer Network Coordinator (LNC) takes a connection request, gets its route, and hands
+//! it to a hierarchy of Network Management Layer Connection Performers (NML-CPs), one per
 //! subnetwork, recursively, down to one Element Management Layer Connection Performer
 //! (EML-CP) per switch, which drives its switch server.
 //!
 //! The paper found the Alcin implementation controlled the EML-CPs one after another, so
-//! that setup time grew with the switches crossed (28 ms for one switch, about 44 ms
-//! across three, 90% of it in the ORB), and asked for fewer invocations, concurrent
-//! requests and parallel sub-connection setup. Both are here, by configuration
-//! ([`SetupMode`]): `sequential` passes each child's output identifier to the next child;
-//! `parallel` reserves the identifiers on the links between subnetworks first, then
-//! invokes every child at once.
+//! that setup time grew with the switches crossed, most of it spent in the ORB, and
+//! asked for fewer invocations, concurrent requests and parallel sub-connection setup
+//! (§4.3). Both are here, by configuration ([`SetupMode`]): `sequential` passes each
+//! child's output identifier to the next child; `parallel` reserves the identifiers on
+//! the links between subnetworks first, then invokes every child at once.
 //!
 //! Every invocation between performers is a real remote invocation: each NML-CP and
 //! EML-CP serves the `atmlab.v1.ConnectionPerformer` gRPC service (tina.proto) on its
@@ -18,21 +17,31 @@
 //! NML -> NML and NML -> EML calls cross gRPC just as EML -> switch calls do. They are
 //! counted per interface ([`Invocations`]), per call and in total.
 //!
+//! - [`core`]: the three performers as sans-IO state machines (operations and answers
+//!   in, invocations and replies out), where every protocol decision lives: sequential
+//!   or parallel batches, rollback, what a failed release keeps, the invocation tallies,
+//!   the multipoint segments. A simulator can drive them as the shells here do.
+//! - [`shell`]: the one driver every shell runs its core with; [`convert`]: protobuf to
+//!   the cores' types and back.
 //! - [`partition`]: the subnetwork hierarchy over the switches (depth, fan-out) and the
 //!   split of a route into the runs inside each child subnetwork (pure).
-//! - [`performer`]: the EML-CP and NML-CP, both behind the one ConnectionPerformer
+//! - [`performer`]: the EML-CP and NML-CP shells, both behind the one ConnectionPerformer
 //!   service (TINA: the EML-CP specializes the NML-CP's subnetwork connection interface).
-//! - [`lnc`]: the LNC and [`lnc::start`], which brings the whole hierarchy up. The LNC
-//!   also builds point-to-multipoint connections (both papers ask for them; paper 001
-//!   §4): a tree of route segments, one subnetwork connection each, grown at a fork
-//!   with AddBranch and cut back with DropBranch and TrimSnc.
+//! - [`lnc`]: the LNC's shell and [`lnc::start`], which brings the whole hierarchy up.
+//!   The LNC also builds point-to-multipoint connections (paper 001 §1 asks for
+//!   connections beyond point-to-point): a tree of route segments, one subnetwork
+//!   connection each, grown at a fork with AddBranch and cut back with DropBranch and
+//!   TrimSnc.
 //! - [`service`]: [`service::TinaService`], the `atmlab.v1.ConnectionManager` service
 //!   over the LNC, the same trait every connection manager kind serves.
 
+pub mod convert;
+pub mod core;
 pub mod lnc;
 pub mod partition;
 pub mod performer;
 pub mod service;
+pub mod shell;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -53,7 +62,7 @@ pub mod iface {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetupMode {
     /// One child after another, each child's output identifier the next one's input
-    /// (Alcin, paper 001 §4.2).
+    /// (Alcin, paper 001 §4.3).
     #[default]
     Sequential,
     /// The identifiers on the links between children reserved first (concurrently),

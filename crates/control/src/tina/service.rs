@@ -100,28 +100,26 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::AddLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        let r = r.into_inner();
-        Ok(Response::new(
-            self.lnc.add_leaf(r.id, &r.destination).await?,
-        ))
+        let pb::AddLeafRequest { id, destination } = r.into_inner();
+        self.lnc.add_leaf(id, &destination).await.map(Response::new)
     }
 
+    /// The leaf's hops are released before its branch at the fork is dropped.
     async fn drop_leaf(
         &self,
         r: Request<pb::DropLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        let r = r.into_inner();
-        Ok(Response::new(
-            self.lnc.drop_leaf(r.id, &r.destination).await?,
-        ))
+        let leaf = r.into_inner();
+        let info = self.lnc.drop_leaf(leaf.id, &leaf.destination).await?;
+        Ok(Response::new(info))
     }
 
     async fn modify_connection(
         &self,
         r: Request<pb::ModifyConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
-        let r = r.into_inner();
-        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
-        Ok(Response::new(self.lnc.modify(r.id, cell).await?))
+        let pb::ModifyConnectionRequest { id, qos, cell_qos } = r.into_inner();
+        let cell = resolve_qos(cell_qos.as_ref(), qos.as_ref(), self.mapper.as_ref())?;
+        self.lnc.modify(id, cell).await.map(Response::new)
     }
 }
