@@ -1,38 +1,34 @@
 //! # atmlab-control: the control plane of xbind and ReTINA
 //!
-//! The objects that set up connections across software switches (paper 000 §II-III,
-//! paper 001 §3-4), as cores plus live shells that talk gRPC (`atmlab.v1`, in
-//! `atmlab-rpc`) over mutual TLS.
+//! The objects that set up connections across software switches (paper 000 §II-IV,
+//! paper 001 §3-4), each a sans-IO core with a live shell that talks gRPC (`atmlab.v1`,
+//! in `atmlab-rpc`) over mutual TLS:
 //!
-//! Built so far:
-//! - [`names`]: the name service, where objects find each other: a sans-IO
-//!   [`names::Directory`] of leased registrations, the tonic service over it
-//!   ([`names::NameServiceImpl`], [`names::serve_names`]), and a client
-//!   ([`names::NameClient`]) whose [`names::RenewalHandle`] keeps a registration alive.
-//! - [`clock`]: [`clock::LiveClock`], the OS monotonic clock mapped onto
-//!   `atmlab_core::time::Instant` for live shells.
-//! - [`net`]: topology files and `Network::up`, the whole network on loopback.
-//! - [`qos`]: the QoS mapper (paper 000 §II-B step 2): [`qos::QosMapper`], the sans-IO
-//!   mapping of user QoS (frames) to the cell-level contract and back; served by
-//!   [`qos::QosMapperService`], called through [`qos::RemoteQosMapper`]; [`qos::MapQos`]
-//!   and [`qos::Mapper`] let a connection manager use it collocated or remote.
-//! - [`route`]: the route object (paper 000 §II-B step 3): [`route::RouteObject`], a
-//!   sans-IO link-state view with QoS-constrained fewest-hop routes and k loop-free
-//!   alternates; [`route::discover`] builds the view from the name service and the switch
-//!   servers, [`route::spawn_refresher`] keeps it fresh.
-//! - [`tina`]: TINA's connection management as ReTINA measured it (paper 001 §1.2.1,
-//!   §4.2): the LNC over a recursive hierarchy of NML-CPs over one EML-CP per switch,
-//!   every invocation a gRPC call, sequential or parallel sub-connection setup.
+//! - [`names`]: the name service (leased registrations): [`names::Directory`] (core),
+//!   its tonic service and client (shell).
+//! - [`qos`]: the QoS mapper (paper 000 §II-B step 2): [`qos::QosMapper`] (core), its
+//!   service, client and IDL conversions (shell).
+//! - [`route`]: the route object (paper 000 §II-B step 3): [`route::RouteObject`]
+//!   (core), discovery from the name service and the switches (shell).
+//! - [`cm`]: the connection managers (paper 000 §II-C): [`cm::core::CmCore`], sequential
+//!   and xbind, with caches, aggregation, recovery and multipoint trees (core);
+//!   `cm::live`, `cm::service`, `cm::journal` (shell).
+//! - [`tina`]: TINA's LNC / NML-CP / EML-CP hierarchy (paper 001 §1.2.1, §4):
+//!   `tina::core` (cores), the performers' gRPC services (shell).
+//! - [`audit`]: managers' calls against the switches' tables (a pure check, and its
+//!   network shell).
+//! - `net` (shell): topology files and `Network::up`, a whole network on loopback.
 //!
-//! Cores here do no I/O and read no clock; shells (tokio, tonic) are the only code that
-//! knows protobuf. Error type: [`ControlError`].
+//! What it is not: no experiments (they are in `atmlab-lab`), no simulator. The cores do
+//! no I/O and read no clock; everything that does sits behind the default feature
+//! `live`, so `cargo check --no-default-features` proves the cores free of tokio, tonic,
+//! SQLite and serde. Error type: [`ControlError`] (its [`ErrorKind`] is mapped to gRPC
+//! codes in the shells only).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod audit;
-#[cfg(feature = "live")]
-pub mod clock;
 pub mod cm;
 mod error;
 pub mod names;
@@ -40,7 +36,6 @@ pub mod names;
 pub mod net;
 pub mod qos;
 pub mod route;
-#[cfg(feature = "live")]
 pub mod tina;
 
 pub use error::{ControlError, ErrorKind};

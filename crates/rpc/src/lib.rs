@@ -14,7 +14,7 @@
 //!   a raw-TCP protocol) authenticated streams and logs every refused handshake.
 //! - [`client_channel`] / [`endpoint`]: a tonic channel to an address, with or without TLS.
 //! - [`serve`]: every control interface's start-up (TLS accept loop, the server
-//!   settings), over [`server`], a tonic server builder with the HTTP/2 limits every
+//!   settings), over [`server()`], a tonic server builder with the HTTP/2 limits every
 //!   control interface shares, so that an overloaded server holds requests back instead
 //!   of dropping the connection they came on.
 //!
@@ -33,7 +33,7 @@ pub mod tls;
 
 pub use client::{client_channel, endpoint};
 pub use error::{RpcError, chain as error_chain};
-pub use server::{serve, server};
+pub use server::{serve, serve_incoming, server};
 
 /// The `atmlab.v1` package, generated from `proto/atmlab/v1/*.proto`.
 ///

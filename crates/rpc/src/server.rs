@@ -25,7 +25,7 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 
 use crate::error::{RpcError, chain};
-use crate::tls::{TlsIdentity, grpc_incoming};
+use crate::tls::{Incoming, TlsIdentity, grpc_incoming};
 
 /// Streams a client may have open on one connection at once: 1,024 unread unary requests
 /// cost at most 256 KiB of the data-frame budget.
@@ -71,7 +71,16 @@ pub async fn serve(
     routes: Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
-    let incoming = grpc_incoming(listener, tls)?;
+    serve_incoming(grpc_incoming(listener, tls)?, routes, shutdown).await
+}
+
+/// [`serve`] on an accept loop already made (so that a TLS configuration error shows
+/// before the server's task is spawned).
+pub async fn serve_incoming(
+    incoming: Incoming,
+    routes: Routes,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RpcError> {
     server()
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)

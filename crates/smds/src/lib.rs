@@ -15,13 +15,16 @@
 //! - [`server`]: [`server::Control`] and [`server::Server`], a whole server;
 //! - [`msg`]: the ISSI frames (Data envelope, Hello, LSU, LSAck, CMP).
 //!
-//! Around them: [`harness`] runs many servers in simulated time (tests, reproduction);
-//! [`parallel`] is the parallel server and its throughput measurement; [`config`] reads
-//! server and topology files (serde, TOML); [`live`] is the tokio UDP shell
-//! (`atmlab smds serve`, `send`, `recv`, `net up`); [`reproduce`] writes `reports/smds/`.
+//! Around them: [`harness`] runs many servers in simulated time (tests, the
+//! reproduction); [`parallel`] is the parallel server and its throughput measurement,
+//! [`workload`] the PDUs and networks it measures with. Behind the default feature
+//! `live`: `config` reads server and topology files (serde, TOML) and `live` is the
+//! tokio UDP shell (`atmlab smds serve`, `send`, `recv`, `net up`); without it the crate
+//! builds with no tokio and no serde, which CI checks.
 //!
-//! Not here: the byte formats (L3_PDU, E.164, AAL3/4) are in `atmlab-wire`; this crate
-//! has no gRPC and no cell switching. Error type: [`SmdsError`].
+//! Not here: the byte formats (L3_PDU, E.164, AAL3/4) are in `atmlab-wire`; the
+//! reproduction of paper 002 is in `atmlab-lab`; this crate has no gRPC and no cell
+//! switching. Error type: [`SmdsError`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -27,7 +27,7 @@
 //! | UBR | `F * k(S)` | = PCR | `k(S)` | 0 |
 //!
 //! CBR and UBR have no SCR in TM 4.0; their SCR is set to the PCR, as
-//! [`TrafficDescriptor::cbr`] does. Their MBS is not a TM 4.0 parameter either (switches
+//! [`TrafficDescriptor::cbr`](atmlab_core::traffic::TrafficDescriptor::cbr) does. Their MBS is not a TM 4.0 parameter either (switches
 //! ignore it: admission control charges CBR its PCR and UBR nothing); it records the cells
 //! per frame so that [`QosMapper::unmap`] can tell frame rate from frame size.
 //!

@@ -50,7 +50,7 @@ impl PortState {
 }
 
 /// A snapshot of the network: what [`RouteObject::new`] and [`RouteObject::update`] take
-/// and [`discover`] makes.
+/// and [`discover`](crate::route::discover) makes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NetworkView {
     /// Each switch with its ports.

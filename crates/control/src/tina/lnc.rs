@@ -28,9 +28,9 @@ use super::performer::{Child, EmlCp, NmlCp};
 use super::shell::{Driver, Machine};
 use super::{Counts, Invocations, TinaConfig, iface};
 use crate::ControlError;
-use crate::clock::LiveClock;
 use crate::cm::core::CallError;
 use crate::cm::live::Router;
+use atmlab_core::clock::LiveClock;
 
 pub use super::core::lnc::LncStats;
 
@@ -300,15 +300,12 @@ async fn serve<S: ConnectionPerformer>(
     let addr = listener.local_addr().map_err(serve_err)?;
     let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let routes = tonic::service::Routes::new(ConnectionPerformerServer::new(svc));
     let task = tokio::spawn(async move {
-        if let Err(e) = atmlab_rpc::server()
-            .tcp_nodelay(true)
-            .add_service(ConnectionPerformerServer::new(svc))
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = rx.await;
-            })
-            .await
-        {
+        let stopped = async {
+            let _ = rx.await;
+        };
+        if let Err(e) = atmlab_rpc::serve_incoming(incoming, routes, stopped).await {
             tracing::error!(error = %e, "a TINA connection performer stopped");
         }
     });

@@ -35,12 +35,17 @@
 //! - [`service`]: [`service::TinaService`], the `atmlab.v1.ConnectionManager` service
 //!   over the LNC, the same trait every connection manager kind serves.
 
+#[cfg(feature = "live")]
 pub mod convert;
 pub mod core;
+#[cfg(feature = "live")]
 pub mod lnc;
 pub mod partition;
+#[cfg(feature = "live")]
 pub mod performer;
+#[cfg(feature = "live")]
 pub mod service;
+#[cfg(feature = "live")]
 pub mod shell;
 
 use std::collections::BTreeMap;
