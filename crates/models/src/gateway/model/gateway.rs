@@ -74,15 +74,7 @@ impl Gateway {
         self.transmit
             .set(now, self.mpp.transmit_occupancy() as f64 / self.full_frame);
         let want = self.mpp.poll_timeout();
-        if want != self.mpp_timer.map(|t| t.0) {
-            if let Some((_, id)) = self.mpp_timer.take() {
-                ctx.cancel(id);
-            }
-            if let Some(at) = want {
-                let id = ctx.timer(at - now, InPort(1), GwMsg::MppTimer);
-                self.mpp_timer = Some((at, id));
-            }
-        }
+        rearm(ctx, &mut self.mpp_timer, want, InPort(1), GwMsg::MppTimer);
     }
 
     fn drain_reverse(&mut self, ctx: &mut Ctx<'_, GwMsg>) {
@@ -100,14 +92,33 @@ impl Gateway {
         self.receive
             .set(now, self.reverse.occupancy() as f64 / self.full_frame);
         let want = self.reverse.poll_timeout();
-        if want != self.reverse_timer.map(|t| t.0) {
-            if let Some((_, id)) = self.reverse_timer.take() {
-                ctx.cancel(id);
-            }
-            if let Some(at) = want {
-                let id = ctx.timer(at - now, InPort(2), GwMsg::ReverseTimer);
-                self.reverse_timer = Some((at, id));
-            }
+        rearm(
+            ctx,
+            &mut self.reverse_timer,
+            want,
+            InPort(2),
+            GwMsg::ReverseTimer,
+        );
+    }
+}
+
+/// Keeps the engine timer `armed` (its deadline and event) on the deadline a core wants:
+/// the armed timer is cancelled and a new one set only when the deadline changed, so a
+/// core polled after every input costs no events while its deadline stands.
+fn rearm(
+    ctx: &mut Ctx<'_, GwMsg>,
+    armed: &mut Option<(Instant, EventId)>,
+    want: Option<Instant>,
+    port: InPort,
+    msg: GwMsg,
+) {
+    if want != armed.map(|t| t.0) {
+        if let Some((_, id)) = armed.take() {
+            ctx.cancel(id);
+        }
+        if let Some(at) = want {
+            let id = ctx.timer(at - ctx.now(), port, msg);
+            *armed = Some((at, id));
         }
     }
 }
