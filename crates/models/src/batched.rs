@@ -1,6 +1,7 @@
 //! Running a model whose one measuring component reports the metrics: by duration, with
 //! a warm-up by time and, optionally, batch means (the runner's `[run] batches`). Paper
-//! 003's `access` and `backbone` models run this way.
+//! 003's `access` and `backbone` models run this way, and read their common `link`
+//! parameter here ([`link_rate`]).
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
