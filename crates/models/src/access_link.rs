@@ -44,7 +44,7 @@ use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
 use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng};
-use atmlab_sim::scenario::{Params, RunConfig, parse_bit_rate, show};
+use atmlab_sim::scenario::{Params, RunConfig, show};
 use atmlab_sim::stats::{Histogram, Ratio, Tally};
 
 use crate::access::{
@@ -593,13 +593,7 @@ impl ModelKind for AccessKind {
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         crate::batched::check_run(params, run, "access")?;
-        let link = match params.raw("link") {
-            None => 150e6,
-            Some(v) => parse_bit_rate(v).map_err(|m| params.error("link", m))?,
-        };
-        if link <= 0.0 {
-            return Err(params.error("link", "must be faster than 0 b/s"));
-        }
+        let link = crate::batched::link_rate(params)?;
         let cell_time = Duration::from_secs_f64(424.0 / link);
         let cfg = AccessConfig {
             source: parse_source(params, "source")?,

@@ -59,7 +59,7 @@ use atmlab_sim::component::{Component, Ctx, InPort, Simulation};
 use atmlab_sim::event_set::{EventId, LaneId};
 use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng};
-use atmlab_sim::scenario::{Params, RunConfig, parse_bit_rate};
+use atmlab_sim::scenario::{Params, RunConfig};
 use atmlab_sim::stats::Tally;
 
 use crate::ModelsError;
@@ -823,13 +823,7 @@ impl ModelKind for BackboneKind {
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         crate::batched::check_run(params, run, "backbone")?;
-        let link = match params.raw("link") {
-            None => 150e6,
-            Some(v) => parse_bit_rate(v).map_err(|m| params.error("link", m))?,
-        };
-        if !(link.is_finite() && link > 0.0) {
-            return Err(params.error("link", "must be faster than 0 b/s"));
-        }
+        let link = crate::batched::link_rate(params)?;
         let load = params.number("load")?;
         if !(load.is_finite() && load > 0.0 && load <= 2.0) {
             return Err(params.error(

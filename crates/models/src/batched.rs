@@ -1,12 +1,13 @@
 //! Running a model whose one measuring component reports the metrics: by duration, with
 //! a warm-up by time and, optionally, batch means (the runner's `[run] batches`). Paper
-//! 003's `access` and `backbone` models run this way.
+//! 003's `access` and `backbone` models run this way, and read their common `link`
+//! parameter here ([`link_rate`]).
 
 use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::SimError;
 use atmlab_sim::component::{Component, ComponentId, Simulation};
 use atmlab_sim::model::{RepResult, Replication, grand_means};
-use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
+use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup, parse_bit_rate};
 
 /// The component that measures a run.
 pub(crate) trait Measured {
@@ -83,4 +84,18 @@ pub(crate) fn check_run(params: &Params<'_>, run: &RunConfig, model: &str) -> Re
         ));
     }
     Ok(())
+}
+
+/// The `link` parameter of paper 003's models: the link rate in bits/s, 150 Mb/s (the
+/// paper's links) when absent. A rate of zero is refused: every cell time derives from it.
+pub(crate) fn link_rate(params: &Params<'_>) -> Result<f64, SimError> {
+    let link = match params.raw("link") {
+        None => 150e6,
+        Some(v) => parse_bit_rate(v).map_err(|m| params.error("link", m))?,
+    };
+    // `parse_bit_rate` already refuses negative and non-finite rates.
+    if !(link.is_finite() && link > 0.0) {
+        return Err(params.error("link", "must be faster than 0 b/s"));
+    }
+    Ok(link)
 }

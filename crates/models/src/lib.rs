@@ -1,13 +1,25 @@
 //! # atmlab-models: simulation models built from the sans-IO cores
 //!
-//! Traffic sources ([`source`]), access-control cores ([`access`]: `Gcra`, `LeakyBucket`,
-//! `VirtualClock`, `Rdma`), the ATM-FDDI gateway of paper 004 ([`gateway`]: `Spp`, `Mpp`
-//! with the NPE, `TimedTokenRing`), the model kinds `atmlab sim run` understands
-//! ([`registry`]: the validation model [`queue`], paper 003's [`access_link`] and
-//! [`backbone`], paper 004's `gateway`), and the papers' reproductions ([`reproduce`]:
-//! `rdma`, `gateway`).
+//! The systems of papers 003 and 004 as cores that compute and do nothing else, and the
+//! model kinds that put them on the engine (`atmlab-sim`) for `atmlab sim run`:
 //!
-//! What it is not: no I/O; the engine is `atmlab-sim`, the byte formats `atmlab-wire`.
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`source`] | traffic sources as sans-IO cores: Poisson, CBR, voice ON-OFF, AR(1) video, MMPP-2, bursty ⟨Λp, Λa, B⟩ |
+//! | [`access`] | access-control cores: `Gcra` (ITU-T I.371), paper 003's `LeakyBucket`, `VirtualClock` and `Rdma` |
+//! | [`gateway`] | paper 004's ATM-FDDI gateway: the cell format, `Spp`, `Mpp` with the NPE, the timed-token ring, and the model kind `gateway` |
+//! | [`queue`] | the model kind `queue`: one FIFO server, the validation model (M/M/1, M/D/1, M/M/1/K) and the engine's benchmark |
+//! | [`access_link`] | the model kind `access`: paper 003's source, mechanism and access link (Figure 5) |
+//! | [`backbone`] | the model kind `backbone`: paper 003's two MMPP LANs contending at an internal node (Figures 6-11) |
+//!
+//! [`registry`] lists the model kinds by name and [`model_kind`] finds one; a private
+//! module runs the models measured by one component (paper 003's, with batch means).
+//! Errors: [`ModelsError`]. `examples/new_model_kind.rs` shows how to write a model kind.
+//!
+//! What it is not: no I/O, no clock and no sockets (a live host paces real cells with the
+//! same cores elsewhere); not the engine (`atmlab-sim`), not the byte formats
+//! (`atmlab-wire`), and not the papers' reproductions or their reports, which run these
+//! models from `atmlab-lab`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -237,8 +237,8 @@ const DEPARTURES: InPort = InPort(1);
 /// Poisson arrivals, the reference load of the queueing formulas this model checks, are held
 /// by value and called directly; any other source goes through the trait object. Behind the
 /// `dyn` call the Poisson draw paid a call, six register saves and restores and an
-/// `Option<Arrival>` returned through memory: about 17 instructions an arrival, a twentieth
-/// of the M/M/1 benchmark. The draws and their order are the same either way.
+/// `Option<Arrival>` returned through memory on every arrival. The draws and their order
+/// are the same either way.
 enum StationSource {
     Poisson(Poisson),
     Other(Box<dyn TrafficSource + Send>),
@@ -297,8 +297,8 @@ pub struct QueueStation {
     observe_from: Instant,
     /// Statistics. The means are kept exactly in integer picoseconds (`DurationMean`,
     /// `TimeWeightedCount`): the metrics need no variance or extremes, and the float
-    /// `Tally` and `TimeWeighted` that kept those too were a fifth of the M/M/1
-    /// benchmark's time.
+    /// `Tally` and `TimeWeighted` that kept those too were a large share of the M/M/1
+    /// benchmark's time (docs/performance.md).
     wait: DurationMean,
     system: DurationMean,
     wait_hist: Histogram,
@@ -381,8 +381,8 @@ impl QueueStation {
     }
 
     // The three functions on every customer's path are always inlined: called out of line,
-    // each paid a call and the saving and restoring of six registers (cachegrind: 17-19
-    // instructions a call, about a tenth of the benchmark with the RNG's calls).
+    // each paid a call and the saving and restoring of six registers on every customer
+    // (cachegrind showed it, with the RNG's calls; docs/performance.md).
     #[inline(always)]
     fn schedule_next_arrival(&mut self, ctx: &mut Ctx<'_, QueueMsg>) {
         if let Some(a) = self.source.next_arrival(&mut self.rng_arrival, ctx.now()) {

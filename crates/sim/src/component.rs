@@ -13,8 +13,8 @@
 //! Keep a model's message type to two machine words with a plain layout (say, a struct
 //! of two `u64`, with an enum view for matching): such a value moves in registers. A tagged
 //! enum of the same size is passed through a stack copy that the CPU often cannot forward
-//! from the event set's stores; on the M/M/1 benchmark that one change made the whole
-//! run 21% faster (see `atmlab_models::queue::QueueMsg`).
+//! from the event set's stores, and the handler waits on it (see
+//! `atmlab_models::queue::QueueMsg`; docs/performance.md has the measurements).
 //!
 //! # Guarantees
 //!
@@ -38,9 +38,8 @@
 //! that holds `C` by value and calls its `handle` directly. The compiler then inlines the
 //! handler into the run loop: no `dyn` call (with its register saves and restores) and no
 //! [`Ctx`] built in memory for each message, whose fields the handler would reload after
-//! every call it cannot see into. On the M/M/1 benchmark this was a tenth of the
-//! instructions per event (docs/performance.md). Both kinds give the same runs: the
-//! event order, the guarantees below and the API are the same.
+//! every call it cannot see into (docs/performance.md has the measurements). Both kinds
+//! give the same runs: the event order, the guarantees below and the API are the same.
 //!
 //! # What makes a run stall
 //!
@@ -416,9 +415,9 @@ impl<M: 'static, C: Component<M>> Simulation<M, C> {
         self.init()?;
         // The stop flag is a local: in `self` it was loaded and stored for every message
         // (the compiler cannot tell it apart from the component and event-set stores
-        // around it), and the run was 3-4% slower. (The count and the time kept as locals
-        // too were slower again: registers the handler needs.) A stop ends the call that
-        // saw it; the next call resumes the model.
+        // around it). The count and the time stay in `self`: as locals they would take
+        // registers the handler needs. A stop ends the call that saw it; the next call
+        // resumes the model.
         let mut stopped = false;
         // No budget is a budget never reached (`processed` would have to reach u64::MAX,
         // centuries away): one comparison per message instead of an `Option` test and a

@@ -20,8 +20,8 @@
 //! next arrival, a single server's departure), so never touches its queue, and no event in
 //! a lane costs a slot, a free-list pop and push, or a ring buffer's index arithmetic. A
 //! payload type with a niche (the engine's envelopes have one) also makes the head's
-//! `Option` free of a tag word. On the M/M/1 benchmark, where every event goes through a
-//! lane, these took about 30 of its 335 instructions per event (docs/performance.md).
+//! `Option` free of a tag word. Models whose events all go through lanes (the M/M/1
+//! queue) save that work on every event; docs/performance.md has the measurements.
 //!
 //! Cancellation: [`EventSet::cancel`] frees a heap event's slot at once; its key stays in the
 //! heap and is skipped when it surfaces (lazy deletion), so cancelling is O(1). A lane event
@@ -63,8 +63,8 @@ const NO_LANE: u32 = u32::MAX;
 ///
 /// The slot and the lane share one `u64` (`slot | lane << 32`): written as two `u32`s,
 /// they would be read back as one 8-byte word by the heap's sift and defeat the CPU's
-/// store-to-load forwarding, a stall that `perf annotate` showed costing a fifth of the
-/// M/M/1 benchmark.
+/// store-to-load forwarding, a stall that `perf annotate` showed on the heap's hottest
+/// path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     time: u64,
@@ -179,7 +179,7 @@ impl KeyHeap {
     //
     // The sifts take the moving key by value and store it once, at its final place: storing
     // it first and loading it back would make the CPU read 16 bytes that three 8-byte stores
-    // just wrote, a store-to-load forwarding stall (`perf annotate` put 84% of the sift on
+    // just wrote, a store-to-load forwarding stall (`perf annotate` put most of the sift on
     // that load).
 
     /// Places `k` at `i` (a hole) or above it.
@@ -245,8 +245,8 @@ impl KeyHeap {
         // While both children exist.
         let mut c = 2 * i + 1;
         while c + 1 < n {
-            // The smaller child without a branch: which one it is, is random, and a
-            // mispredicted branch per level cost a fifth of the hold benchmark at 10^3.
+            // The smaller child without a branch: which one it is, is random, so a branch
+            // would be mispredicted about once per level.
             c += usize::from(keys[c + 1].before(&keys[c]));
             keys[i] = keys[c];
             i = c;
@@ -420,7 +420,7 @@ impl<E> EventSet<E> {
     /// Schedules `event` at `at` in `lane`, whose events must come in non-decreasing time.
     // Always inlined: called out of line, the event travels through memory and its copy
     // into the slot reads 16 bytes the caller just wrote as two 8-byte stores (a
-    // store-to-load forwarding stall, 40% of this function in `perf annotate`).
+    // store-to-load forwarding stall, which `perf annotate` showed in this function).
     #[inline(always)]
     pub fn schedule_in_lane(
         &mut self,

@@ -220,8 +220,8 @@ pub fn run(
     };
     // One thread: no pool, the jobs run here, in order. A pool of one would hand each job
     // to a fresh thread whose allocator heap starts empty, so the first job paid for
-    // faulting in that heap's pages inside the measured time (1-7% of the M/M/1 benchmark
-    // in alternated runs); there is nothing to gain from the hand-over.
+    // faulting in that heap's pages inside the measured wall-clock time; there is nothing
+    // to gain from the hand-over.
     let pool = (opts.threads != 1)
         .then(|| {
             rayon::ThreadPoolBuilder::new()

@@ -197,13 +197,7 @@ pub fn parse_rate(v: &Value) -> Result<f64, String> {
             ));
         }
     };
-    if !x.is_finite() || x < 0.0 {
-        return Err(format!(
-            "a rate must be finite and not negative, got {}",
-            show(v)
-        ));
-    }
-    Ok(x)
+    finite_non_negative(x, "a rate", v)
 }
 
 /// Parses a duration: `"125 us"`, or a bare number of seconds.
@@ -216,13 +210,7 @@ pub fn parse_duration(v: &Value) -> Result<Duration, String> {
         }),
         _ => return Err(format!("expected a duration such as \"125 us\", got {}", show(v))),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!(
-            "a duration must be finite and not negative, got {}",
-            show(v)
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    finite_non_negative(secs, "a duration", v).map(Duration::from_secs_f64)
 }
 
 /// Parses a bit rate: `"155.52 Mb/s"`, or a bare number of bits per second.
@@ -238,9 +226,14 @@ pub fn parse_bit_rate(v: &Value) -> Result<f64, String> {
             ));
         }
     };
+    finite_non_negative(x, "a bit rate", v)
+}
+
+/// `x`, read from `v`, if it is finite and not negative; else the error for `what`.
+fn finite_non_negative(x: f64, what: &str, v: &Value) -> Result<f64, String> {
     if !x.is_finite() || x < 0.0 {
         return Err(format!(
-            "a bit rate must be finite and not negative, got {}",
+            "{what} must be finite and not negative, got {}",
             show(v)
         ));
     }

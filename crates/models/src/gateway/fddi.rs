@@ -641,36 +641,26 @@ mod tests {
     #[test]
     fn bad_configuration_is_an_error() {
         let ok = RingConfig::new(4, ms(8), 100e6, Duration::from_micros(1));
-        assert!(
-            TimedTokenRing::new(
-                RingConfig {
-                    stations: 1,
-                    ..ok.clone()
-                },
-                Instant::ZERO
-            )
-            .is_err()
-        );
-        assert!(
-            TimedTokenRing::new(
-                RingConfig {
-                    ttrt: Duration::ZERO,
-                    ..ok.clone()
-                },
-                Instant::ZERO
-            )
-            .is_err()
-        );
-        assert!(
-            TimedTokenRing::new(
-                RingConfig {
-                    sync_allocation: vec![ms(1)],
-                    ..ok.clone()
-                },
-                Instant::ZERO
-            )
-            .is_err()
-        );
+        let bad = [
+            RingConfig {
+                stations: 1,
+                ..ok.clone()
+            },
+            RingConfig {
+                ttrt: Duration::ZERO,
+                ..ok.clone()
+            },
+            RingConfig {
+                sync_allocation: vec![ms(1)],
+                ..ok.clone()
+            },
+        ];
+        for cfg in bad {
+            assert!(
+                TimedTokenRing::new(cfg.clone(), Instant::ZERO).is_err(),
+                "{cfg:?}"
+            );
+        }
         let mut ring = TimedTokenRing::new(ok, Instant::ZERO).unwrap();
         assert!(
             ring.enqueue(Instant::ZERO, 9, frame(10, FrameClass::Synchronous, 0))

@@ -512,6 +512,17 @@ mod tests {
         std::iter::from_fn(|| m.poll_event()).collect()
     }
 
+    /// Fires the core's timer until it wants none; returns the instant of the last (t(0)
+    /// if none fired).
+    fn run_clock(m: &mut Mpp) -> Instant {
+        let mut now = t(0);
+        while let Some(at) = m.poll_timeout() {
+            now = at;
+            m.handle_timeout(now);
+        }
+        now
+    }
+
     #[test]
     fn frame_goes_through_npe_then_copy() {
         let mut m = mpp();
@@ -568,11 +579,7 @@ mod tests {
             m.handle_request(t(0), req(q, FrameStatus::NoError, 85));
         }
         // Run the clock: two frames fit, the third is granted by the NPE and held.
-        let mut now = t(0);
-        while let Some(at) = m.poll_timeout() {
-            now = at;
-            m.handle_timeout(now);
-        }
+        let now = run_clock(&mut m);
         let written = drain(&mut m);
         assert_eq!(written.len(), 2);
         assert!(m.is_held());
@@ -603,11 +610,7 @@ mod tests {
         for q in 0..100 {
             m.handle_request(t(0), req(q, FrameStatus::NoError, 8));
         }
-        let mut now = t(0);
-        while let Some(at) = m.poll_timeout() {
-            now = at;
-            m.handle_timeout(now);
-        }
+        let now = run_clock(&mut m);
         assert_eq!(drain(&mut m).len(), 100);
         // 100 requests at 40 us plus 100 copies of 360 octets (2.25 us each).
         assert_eq!(now, t(100 * 40) + Duration::from_nanos(100 * 2250));

@@ -136,8 +136,7 @@ impl TrafficSource for Bursty {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::testutil::{REPS, assert_ci, rng, run_until};
-    use atmlab_core::time::Duration;
+    use crate::source::testutil::{assert_ci, two_phase_samples};
 
     #[test]
     fn paper_section_6_3_bursts() {
@@ -158,23 +157,13 @@ mod tests {
         // E[A] = 43/(40,000 − 10,000) s = 1.43 ms, E[I] = 4.3 ms, mean burst 57.3 cells.
         // 20 replications of 8 s: ~80,000 cells and ~1,400 cycles each.
         let mk = || Bursty::new(40_000.0, 10_000.0, 43.0, Instant::ZERO).unwrap();
-        let horizon = Instant::ZERO + Duration::from_secs(8);
-        let (mut rate, mut burst, mut active, mut idle) = (vec![], vec![], vec![], vec![]);
-        for rep in 0..REPS {
-            let mut src = mk();
-            let (n, _) = run_until(&mut src, &mut rng(41, rep), horizon, false);
-            rate.push(n as f64 / 8.0);
-            let s = src.stats();
-            burst.push(s.mean_units(1).unwrap());
-            active.push(s.mean_duration_secs(1).unwrap());
-            idle.push(s.mean_duration_secs(0).unwrap());
-        }
+        let x = two_phase_samples(mk, Bursty::stats, 41, 8);
         let b = mk();
         assert!((b.mean_burst_cells() - 43.0 * 4.0 / 3.0).abs() < 1e-9);
-        assert_ci("Bursty rate (cells/s)", &rate, b.mean_rate());
-        assert_ci("Bursty mean burst (cells)", &burst, b.mean_burst_cells());
-        assert_ci("Bursty mean active (s)", &active, b.mean_active_secs());
-        assert_ci("Bursty mean idle (s)", &idle, b.mean_idle_secs());
+        assert_ci("Bursty rate (cells/s)", &x.rate, b.mean_rate());
+        assert_ci("Bursty mean burst (cells)", &x.burst, b.mean_burst_cells());
+        assert_ci("Bursty mean active (s)", &x.on, b.mean_active_secs());
+        assert_ci("Bursty mean idle (s)", &x.off, b.mean_idle_secs());
     }
 
     #[test]

@@ -217,7 +217,7 @@ impl TrafficSource for OnOff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::testutil::{REPS, assert_ci, rng, run_until};
+    use crate::source::testutil::{assert_ci, rng, run_until, two_phase_samples};
     use atmlab_core::time::Duration;
 
     /// Paper 003's voice source.
@@ -238,25 +238,12 @@ mod tests {
     /// 20 replications of 2,000 s (≈ 2,000 talkspurt cycles, 120,000 cells) each.
     #[test]
     fn voice_rate_bursts_and_periods_match() {
-        let horizon = Instant::ZERO + Duration::from_secs(2000);
-        let mut rate = Vec::new();
-        let mut burst = Vec::new();
-        let mut on = Vec::new();
-        let mut off = Vec::new();
-        for rep in 0..REPS {
-            let mut src = voice();
-            let (n, _) = run_until(&mut src, &mut rng(21, rep), horizon, false);
-            rate.push(n as f64 / 2000.0);
-            let s = src.stats();
-            burst.push(s.mean_units(1).unwrap());
-            on.push(s.mean_duration_secs(1).unwrap());
-            off.push(s.mean_duration_secs(0).unwrap());
-        }
+        let x = two_phase_samples(voice, OnOff::stats, 21, 2000);
         let v = voice();
-        assert_ci("OnOff voice rate (cells/s)", &rate, v.mean_rate());
-        assert_ci("OnOff mean burst (cells)", &burst, 60.0);
-        assert_ci("OnOff mean ON (s)", &on, v.mean_on_secs());
-        assert_ci("OnOff mean OFF (s)", &off, v.mean_off_secs());
+        assert_ci("OnOff voice rate (cells/s)", &x.rate, v.mean_rate());
+        assert_ci("OnOff mean burst (cells)", &x.burst, 60.0);
+        assert_ci("OnOff mean ON (s)", &x.on, v.mean_on_secs());
+        assert_ci("OnOff mean OFF (s)", &x.off, v.mean_off_secs());
     }
 
     #[test]

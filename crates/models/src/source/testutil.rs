@@ -6,10 +6,10 @@
 //! interval misses the truth in 5 % of seeds by design; the seeds are fixed, so a test
 //! that passes keeps passing.
 
-use atmlab_core::time::Instant;
+use atmlab_core::time::{Duration, Instant};
 use atmlab_sim::rng::{RngFactory, SimRng};
 
-use super::{Arrival, TrafficSource};
+use super::{Arrival, PhaseStats, TrafficSource};
 
 /// Independent replications per statistical check.
 pub(crate) const REPS: u32 = 20;
@@ -72,4 +72,41 @@ pub(crate) fn run_until<S: TrafficSource>(
         }
     }
     (units, kept)
+}
+
+/// What a two-phase source (phase 1 the burst, phase 0 the silence) showed in each of
+/// `REPS` replications: its rate, its mean units per burst, and its mean burst and silence
+/// durations in seconds.
+pub(crate) struct TwoPhaseSamples {
+    pub(crate) rate: Vec<f64>,
+    pub(crate) burst: Vec<f64>,
+    pub(crate) on: Vec<f64>,
+    pub(crate) off: Vec<f64>,
+}
+
+/// Runs `REPS` replications of `secs` seconds of the source `mk` makes (replication `rep`
+/// on stream [`rng`]`(seed, rep)`) and collects its [`TwoPhaseSamples`] from `stats`.
+pub(crate) fn two_phase_samples<S: TrafficSource>(
+    mk: impl Fn() -> S,
+    stats: impl Fn(&S) -> &PhaseStats,
+    seed: u64,
+    secs: u64,
+) -> TwoPhaseSamples {
+    let horizon = Instant::ZERO + Duration::from_secs(secs);
+    let mut out = TwoPhaseSamples {
+        rate: Vec::new(),
+        burst: Vec::new(),
+        on: Vec::new(),
+        off: Vec::new(),
+    };
+    for rep in 0..REPS {
+        let mut src = mk();
+        let (n, _) = run_until(&mut src, &mut rng(seed, rep), horizon, false);
+        out.rate.push(n as f64 / secs as f64);
+        let s = stats(&src);
+        out.burst.push(s.mean_units(1).unwrap());
+        out.on.push(s.mean_duration_secs(1).unwrap());
+        out.off.push(s.mean_duration_secs(0).unwrap());
+    }
+    out
 }

@@ -8,8 +8,8 @@
 //! order of the observations, and cheaper on a model's hot path: recording is an integer
 //! add with carry, where a [`Tally`] stores the observation and folds a block of them
 //! every sixteenth time, and a [`TimeWeighted`] converts to floating point and tracks the
-//! extremes. On the M/M/1 benchmark the two tallies and two time averages of the `queue`
-//! model were a fifth of the run's time; docs/performance.md has the figures.
+//! extremes. The `queue` model's two tallies and two time averages were a large share of
+//! the M/M/1 benchmark's time; docs/performance.md has the figures.
 //!
 //! They keep only what a mean needs: use [`Tally`] for a variance or extremes.
 //!

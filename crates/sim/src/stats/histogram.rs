@@ -20,7 +20,8 @@ const MAX_PICOS: u64 = (1 << 62) - 1;
 /// of the value, `d` being the number of significant digits (3 by default). Quantiles and
 /// fractions follow the crate's rules, so they are the values that crate would report (a
 /// test records the same values into both); the counting is done here because the
-/// crate's general `record` was a tenth of the M/M/1 benchmark's instructions.
+/// crate's general `record` showed in the M/M/1 benchmark's profile, where a delay is
+/// recorded for every customer.
 ///
 /// Precision of [`quantile`](Histogram::quantile): let `x` be the exact sample quantile by
 /// the nearest-rank rule (the `⌈q·n⌉`-th smallest value, at least the first). The result

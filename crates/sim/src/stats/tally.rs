@@ -14,7 +14,7 @@ const BLOCK: usize = 16;
 ///
 /// Why blocks rather than Welford's (1962) one-pass recurrence, used here before: Welford
 /// divides by the count at every observation, and that division and the update that depends
-/// on it were a fifth of the M/M/1 benchmark's time (docs/performance.md). A block costs one
+/// on it dominated the M/M/1 benchmark's statistics (docs/performance.md). A block costs one
 /// division, its sums are independent of each other (four interleaved partial sums,
 /// which the CPU overlaps), and recording is a store. The accuracy is at least Welford's:
 /// within a block the two-pass sums are the textbook accurate method, and across blocks the
