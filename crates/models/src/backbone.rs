@@ -2,7 +2,7 @@
 //! MMPP Traffic" (Figures 6-11).
 //!
 //! Two peripheral networks, LAN1 and LAN2, each offer the aggregate of many ON-OFF
-//! sources, modelled as a two-state MMPP (the paper's [1]). Each enters the backbone
+//! sources, modelled as a two-state MMPP (the paper's \[1\]). Each enters the backbone
 //! through a peripheral node that applies the access-control mechanism (Leaky Bucket,
 //! Virtual Clock or RDMA) and sends on a 150 Mb/s link to the internal node C3, where
 //! both flows contend for the one output link towards C4 ("Both flows contend for the

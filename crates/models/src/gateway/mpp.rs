@@ -19,7 +19,7 @@
 //! Frame Fields* and *Header Build* add the FDDI frame's overhead octets.
 //!
 //! The pipeline is one server: a request held for room blocks every request behind it,
-//! whatever its connection. That is the paper's "service mechanism [that] depends on the
+//! whatever its connection. That is the paper's "service mechanism \[that\] depends on the
 //! state of the transmit buffer ... and thus is not work conserving" (§2, Fig. 4).
 //!
 //! Order of calls: [`Mpp::handle_request`] (from the SPP), [`Mpp::handle_transmitted`]
