@@ -11,11 +11,10 @@ use atmlab_control::cm::adaptive::Regions;
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::faults::FaultPlan;
 use atmlab_control::cm::live;
-use atmlab_control::cm::routes::{CachedRouter, ROUTE_CACHE_TTL};
-use atmlab_control::cm::service::CmService;
-use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind};
+use atmlab_control::cm::server::{ManagerKind, ManagerServer, switch_clients};
+use atmlab_control::names::NameClient;
 use atmlab_control::net::Topology;
-use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_control::tina::TinaConfig;
 use atmlab_lab::callgen::{self, Load, RemoteCm};
 use atmlab_lab::demo::{self, DemoOptions};
 use atmlab_lab::launch::{Lab, LabSpec};
@@ -159,6 +158,24 @@ pub struct CmTuning {
 }
 
 impl CmTuning {
+    /// The manager to run: a core kind with its options, or TINA.
+    fn kind(&self) -> Result<ManagerKind> {
+        if self.kind != "tina" {
+            return Ok(ManagerKind::Core(self.config()?, self.options()?));
+        }
+        if self.faults.is_some() || self.journal.is_some() {
+            bail!("--faults and --journal are not supported by --kind tina");
+        }
+        Ok(ManagerKind::Tina(TinaConfig {
+            mode: self
+                .tina_mode
+                .parse()
+                .map_err(|e| anyhow!("--tina-mode: {e}"))?,
+            depth: self.tina_depth,
+            ..TinaConfig::default()
+        }))
+    }
+
     fn options(&self) -> Result<live::LiveOptions> {
         Ok(live::LiveOptions {
             faults: self.faults()?,
@@ -208,35 +225,6 @@ impl CmTuning {
     }
 }
 
-/// Binds the manager's gRPC listener and registers it in the name service as
-/// `cm/WHO` (renewed until the handle stops): (listener, scheme, address, handle).
-async fn listen_and_register(
-    nc: &NameClient,
-    who: &str,
-    listen: SocketAddr,
-    tls: bool,
-) -> Result<(
-    tokio::net::TcpListener,
-    &'static str,
-    SocketAddr,
-    atmlab_control::names::RenewalHandle,
-)> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let scheme = if tls { "https" } else { "http" };
-    let addr = listener.local_addr()?;
-    let reg = nc
-        .register_and_renew(
-            ObjectInfo::new(
-                format!("cm/{who}"),
-                ObjectKind::ConnectionManager,
-                format!("{scheme}://{addr}"),
-            ),
-            Duration::from_secs(10),
-        )
-        .await?;
-    Ok((listener, scheme, addr, reg))
-}
-
 /// "LO-HI", an inclusive VCI range.
 fn parse_partition(p: &str) -> Result<(u16, u16), String> {
     let (lo, hi) = p.split_once('-').ok_or("expected LO-HI, e.g. 1000-1999")?;
@@ -276,8 +264,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         Some(p) => Topology::load(p)?,
         None => atmlab_lab::launch::default_topology()?,
     };
-    let config = args.tuning.config()?;
-    let options = args.tuning.options()?;
+    let kind = ManagerKind::Core(args.tuning.config()?, args.tuning.options()?);
     let spec = LabSpec {
         topology,
         certs: (!args.security.insecure).then(|| args.security.certs.clone()),
@@ -286,54 +273,41 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     };
     shell::runtime()?.block_on(async move {
         let lab = Lab::start(spec, &mut |_| {}).await?;
-        let cm_id = lab.identity.clone();
-        let scheme = if cm_id.is_some() { "https" } else { "http" };
-        let (handle, recovery) =
-            live::start_with(config, lab.clients.clone(), Box::new(lab.router()), options)
-                .await
-                .map_err(|e| anyhow!(e.message))?;
-        for line in &recovery {
+        let names = NameClient::connect(&lab.net.names_url(), lab.identity.as_ref()).await?;
+        let server = ManagerServer::start(
+            kind,
+            lab.clients.clone(),
+            lab.route.clone(),
+            &names,
+            "xbind",
+            args.listen,
+            lab.identity.clone(),
+        )
+        .await?;
+        for line in &server.recovery {
             say!("start-up audit: {line}");
         }
-        let listener = tokio::net::TcpListener::bind(args.listen).await?;
-        let cm_addr = listener.local_addr()?;
-        let names = NameClient::connect(&lab.net.names_url(), cm_id.as_ref()).await?;
-        let reg = names
-            .register_and_renew(
-                ObjectInfo::new(
-                    "cm/xbind",
-                    ObjectKind::ConnectionManager,
-                    format!("{scheme}://{cm_addr}"),
-                ),
-                Duration::from_secs(10),
-            )
-            .await?;
         let mut info = lab.net.to_json();
-        info["cm"] = serde_json::Value::String(format!("{scheme}://{cm_addr}"));
-        std::fs::write(
-            args.data.join("net.json"),
-            serde_json::to_string_pretty(&info)? + "\n",
-        )?;
+        info["cm"] = serde_json::Value::String(server.url.clone());
+        let net_json = args.data.join("net.json");
+        std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")?;
         say!(
-            "network up; connection manager at {scheme}://{cm_addr}; addresses in {}",
-            args.data.join("net.json").display()
+            "network up; connection manager at {}; addresses in {}",
+            server.url,
+            net_json.display()
         );
         let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),
             None => "--insecure".into(),
         };
+        let cm_addr = server
+            .url
+            .split("://")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
         say!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
-        let service = CmService::new(
-            handle.clone(),
-            Some(atmlab_control::cm::service::collocated_mapper(
-                atmlab_control::qos::QosMapper::default(),
-            )),
-            Regions::default(),
-        );
-        let routes = tonic::service::Routes::new(service.into_server());
-        atmlab_rpc::serve(listener, cm_id.as_ref(), routes, shell::shutdown_signal()).await?;
-        handle.shutdown().await;
-        reg.stop().await;
+        server.serve(shell::shutdown_signal()).await?;
         lab.down().await;
         Ok(ExitCode::SUCCESS)
     })
@@ -454,139 +428,34 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         } => (names, switches, tuning, listen, who, security),
     };
     shell::init_logging();
-    if tuning.kind == "tina" {
-        return serve_tina(&names, &switches, &tuning, listen, &who, &security);
-    }
-
-    let config = tuning.config()?;
-    let options = tuning.options()?;
+    let kind = tuning.kind()?;
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
-        let clients = switch_clients(&nc, &names, &switches, id.as_ref()).await?;
-        let (route, _refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
-        let (handle, recovery) = live::start_with(
-            config,
-            clients,
-            Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL)),
-            options,
-        )
-        .await
-        .map_err(|e| anyhow!(e.message))?;
-        for line in &recovery {
+        let clients = switch_clients(&nc, &switches, id.as_ref()).await?;
+        if clients.is_empty() {
+            bail!("the name service at {names} lists no switch servers");
+        }
+        let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
+        let server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        for line in &server.recovery {
             say!("start-up audit: {line}");
         }
-        let (listener, scheme, addr, reg) =
-            listen_and_register(&nc, &who, listen, id.is_some()).await?;
-        say!("connection manager: {scheme}://{addr}");
-        let routes = tonic::service::Routes::new(
-            CmService::new(
-                handle.clone(),
-                Some(atmlab_control::cm::service::collocated_mapper(
-                    atmlab_control::qos::QosMapper::default(),
-                )),
-                Regions::default(),
-            )
-            .into_server(),
-        );
-        atmlab_rpc::serve(listener, id.as_ref(), routes, shell::shutdown_signal()).await?;
-        handle.shutdown().await;
-        reg.stop().await;
-        Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// A gRPC client of every switch server the name service lists (of those in `only`,
-/// when given), by switch name.
-async fn switch_clients(
-    nc: &NameClient,
-    names: &str,
-    only: &[String],
-    id: Option<&atmlab_rpc::tls::TlsIdentity>,
-) -> Result<Vec<(String, GrpcSwitch)>> {
-    let mut clients = Vec::new();
-    for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
-        let name = obj.name.trim_start_matches("switch/").to_string();
-        if !only.is_empty() && !only.contains(&name) {
-            continue;
+        match server.tina_config() {
+            Some(c) => say!(
+                "connection manager (tina, {}, {} NML-CP level(s)): {}",
+                c.mode.name(),
+                c.depth,
+                server.url
+            ),
+            None => say!("connection manager: {}", server.url),
         }
-        let ch = atmlab_rpc::client_channel(&obj.address, id)
-            .await
-            .with_context(|| format!("connecting to {}", obj.name))?;
-        clients.push((name, GrpcSwitch::new(ch)));
-    }
-    if clients.is_empty() {
-        bail!("the name service at {names} lists no switch servers");
-    }
-    Ok(clients)
-}
-
-/// `atmlab cm serve --kind tina`: TINA's LNC over NML-CPs over one EML-CP per switch
-/// (paper 001), each performer on its own loopback gRPC endpoint with our certificate,
-/// behind the same ConnectionManager service as the other kinds.
-fn serve_tina(
-    names: &str,
-    only: &[String],
-    tuning: &CmTuning,
-    listen: SocketAddr,
-    who: &str,
-    security: &Security,
-) -> Result<ExitCode> {
-    use atmlab_control::tina::{self, TinaConfig};
-    if tuning.faults.is_some() || tuning.journal.is_some() {
-        bail!("--faults and --journal are not supported by --kind tina");
-    }
-    let config = TinaConfig {
-        mode: tuning
-            .tina_mode
-            .parse()
-            .map_err(|e| anyhow!("--tina-mode: {e}"))?,
-        depth: tuning.tina_depth,
-        ..TinaConfig::default()
-    };
-    shell::runtime()?.block_on(async move {
-        let id = security.identity(who)?;
-        let nc = NameClient::connect(names, id.as_ref()).await?;
-        let mut clients = switch_clients(&nc, names, only, id.as_ref()).await?;
-        // Subnetworks are contiguous runs of this order: s2 before s10.
-        clients.sort_by_key(|(n, _)| {
-            let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
-            (
-                n.len() - digits.len(),
-                digits.parse::<u64>().ok(),
-                n.clone(),
-            )
-        });
-        let (route, _refresher) = atmlab_control::route::start(names, id.as_ref()).await?;
-        let deployment = tina::lnc::start(
-            config,
-            clients,
-            Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL)),
-            id.as_ref(),
-        )
-        .await?;
-        let (listener, scheme, addr, reg) =
-            listen_and_register(&nc, who, listen, id.is_some()).await?;
-        say!(
-            "connection manager (tina, {}, {} NML-CP level(s)): {scheme}://{addr}",
-            deployment.lnc.config().mode.name(),
-            deployment.lnc.config().depth
-        );
-        for (name, at) in &deployment.endpoints {
+        let scheme = server.url.split("://").next().unwrap_or("http").to_string();
+        for (name, at) in &server.performers {
             say!("  performer {name}: {scheme}://{at}");
         }
-        let routes = tonic::service::Routes::new(
-            tina::service::TinaService::new(
-                deployment.lnc.clone(),
-                Some(atmlab_control::cm::service::collocated_mapper(
-                    atmlab_control::qos::QosMapper::default(),
-                )),
-            )
-            .into_server(),
-        );
-        atmlab_rpc::serve(listener, id.as_ref(), routes, shell::shutdown_signal()).await?;
-        deployment.shutdown().await;
-        reg.stop().await;
+        server.serve(shell::shutdown_signal()).await?;
+        refresher.abort();
         Ok(ExitCode::SUCCESS)
     })
 }

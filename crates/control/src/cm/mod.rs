@@ -27,5 +27,7 @@ pub mod journal;
 pub mod live;
 pub mod routes;
 #[cfg(feature = "live")]
+pub mod server;
+#[cfg(feature = "live")]
 pub mod service;
 pub mod tree;

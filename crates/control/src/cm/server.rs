@@ -1,0 +1,190 @@
+//! A connection manager as a network object (paper 000 §II-C, Fig. 4: the connection
+//! manager is a remote object that clients invoke; paper 001 §3: the TINA LNC behind
+//! the same interface): a manager of any kind started over a set of switch servers,
+//! registered in the name service as `cm/NAME` with a renewing lease, and serving
+//! `atmlab.v1.ConnectionManager` until told to stop. `atmlab cm serve` and `atmlab up`
+//! are thin shells over it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_rpc::tls::TlsIdentity;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+
+use super::adaptive::Regions;
+use super::core::CmConfig;
+use super::live::{self, CmHandle, LiveOptions};
+use super::routes::{CachedRouter, ROUTE_CACHE_TTL};
+use super::service::{CmService, collocated_mapper};
+use crate::ControlError;
+use crate::names::{NameClient, ObjectInfo, ObjectKind, RenewalHandle};
+use crate::qos::QosMapper;
+use crate::route::RouteObject;
+use crate::tina::TinaConfig;
+use crate::tina::lnc::Tina;
+use crate::tina::service::TinaService;
+
+/// Which manager to run.
+#[derive(Debug, Clone)]
+pub enum ManagerKind {
+    /// The sequential or xbind manager ([`super::core::CmCore`]), with its shell options
+    /// (journal, faults).
+    Core(CmConfig, LiveOptions),
+    /// TINA's LNC over NML-CPs over one EML-CP per switch, each performer a gRPC server
+    /// of its own.
+    Tina(TinaConfig),
+}
+
+/// How long the manager's registration lives without renewal.
+const LEASE: StdDuration = StdDuration::from_secs(10);
+
+enum Running {
+    Core(CmHandle),
+    Tina(Tina),
+}
+
+/// A manager started, registered and listening, not yet serving (see
+/// [`ManagerServer::serve`]).
+pub struct ManagerServer {
+    running: Running,
+    listener: TcpListener,
+    registration: RenewalHandle,
+    tls: Option<TlsIdentity>,
+    /// Where the manager listens, `http://` or `https://`.
+    pub url: String,
+    /// What the start-up audit against the journal found and did (sequential and xbind
+    /// with a journal).
+    pub recovery: Vec<String>,
+    /// TINA: every performer's name and endpoint.
+    pub performers: Vec<(String, SocketAddr)>,
+}
+
+/// A gRPC client of every switch server the name service lists (of those in `only`,
+/// when given), by switch name, in the order listed.
+pub async fn switch_clients(
+    names: &NameClient,
+    only: &[String],
+    tls: Option<&TlsIdentity>,
+) -> Result<Vec<(String, GrpcSwitch)>, ControlError> {
+    let mut clients = Vec::new();
+    for (obj, _) in names.list(Some(ObjectKind::SwitchServer)).await? {
+        let name = obj.name.trim_start_matches("switch/").to_string();
+        if !only.is_empty() && !only.contains(&name) {
+            continue;
+        }
+        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
+        clients.push((name, GrpcSwitch::new(ch)));
+    }
+    Ok(clients)
+}
+
+impl ManagerServer {
+    /// Starts a manager of `kind` over `switches` (routing with the route object
+    /// `route`, through xbind's route cache), binds `listen`, and registers it in the
+    /// name service `names` as `cm/NAME`. With `tls`, the manager's listener, its
+    /// clients of the switches and of the name service, and TINA's performers all use
+    /// that identity.
+    pub async fn start(
+        kind: ManagerKind,
+        mut switches: Vec<(String, GrpcSwitch)>,
+        route: Arc<Mutex<RouteObject>>,
+        names: &NameClient,
+        name: &str,
+        listen: SocketAddr,
+        tls: Option<TlsIdentity>,
+    ) -> Result<ManagerServer, ControlError> {
+        let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
+        let (running, recovery, performers) = match kind {
+            ManagerKind::Core(config, options) => {
+                let (handle, recovery) = live::start_with(config, switches, router, options)
+                    .await
+                    .map_err(|e| ControlError::Serve {
+                        what: "the connection manager",
+                        reason: e.message,
+                    })?;
+                (Running::Core(handle), recovery, Vec::new())
+            }
+            ManagerKind::Tina(config) => {
+                // Subnetworks are contiguous runs of this order: s2 before s10.
+                switches.sort_by_key(|(n, _)| {
+                    let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
+                    (
+                        n.len() - digits.len(),
+                        digits.parse::<u64>().ok(),
+                        n.clone(),
+                    )
+                });
+                let tina = crate::tina::lnc::start(config, switches, router, tls.as_ref()).await?;
+                let performers = tina.endpoints.clone();
+                (Running::Tina(tina), Vec::new(), performers)
+            }
+        };
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|e| ControlError::Serve {
+                what: "the connection manager",
+                reason: format!("binding {listen}: {e}"),
+            })?;
+        let addr = listener.local_addr().map_err(|e| ControlError::Serve {
+            what: "the connection manager",
+            reason: e.to_string(),
+        })?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}");
+        let registration = names
+            .register_and_renew(
+                ObjectInfo::new(
+                    format!("cm/{name}"),
+                    ObjectKind::ConnectionManager,
+                    url.clone(),
+                ),
+                LEASE,
+            )
+            .await?;
+        Ok(ManagerServer {
+            running,
+            listener,
+            registration,
+            tls,
+            url,
+            recovery,
+            performers,
+        })
+    }
+
+    /// What TINA's LNC is configured as (`None` for the other kinds).
+    pub fn tina_config(&self) -> Option<&TinaConfig> {
+        match &self.running {
+            Running::Tina(t) => Some(t.lnc.config()),
+            Running::Core(_) => None,
+        }
+    }
+
+    /// Serves `atmlab.v1.ConnectionManager` (user-level QoS mapped by a collocated QoS
+    /// mapper) until `shutdown` resolves, then stops the manager (answering what is in
+    /// flight) and withdraws its registration.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ControlError> {
+        let mapper = Some(collocated_mapper(QosMapper::default()));
+        let routes = match &self.running {
+            Running::Core(handle) => Routes::new(
+                CmService::new(handle.clone(), mapper, Regions::default()).into_server(),
+            ),
+            Running::Tina(tina) => {
+                Routes::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
+            }
+        };
+        let served = atmlab_rpc::serve(self.listener, self.tls.as_ref(), routes, shutdown).await;
+        match self.running {
+            Running::Core(handle) => handle.shutdown().await,
+            Running::Tina(tina) => tina.shutdown().await,
+        }
+        self.registration.stop().await;
+        Ok(served?)
+    }
+}
