@@ -62,28 +62,34 @@ pub fn server() -> Server {
 /// Serves `routes` (one or more tonic services: `Routes::new(service)`) on `listener`
 /// until `shutdown` resolves: every connection's TLS handshake through
 /// [`grpc_incoming`] (mutual TLS with `tls`, plain HTTP/2 without), the settings of
-/// [`server`]. The one start-up of every control interface (switch servers, the name
+/// [`server`], and a log line (`name`, at `info`) when it starts listening and when it
+/// stops. The one start-up of every control interface (switch servers, the name
 /// service, the QoS mapper, connection managers, TINA's performers), so that all of them
 /// authenticate, log refusals and hold back excess requests the same way.
 pub async fn serve(
+    name: &str,
     listener: TcpListener,
     tls: Option<&TlsIdentity>,
     routes: Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
-    serve_incoming(grpc_incoming(listener, tls)?, routes, shutdown).await
+    serve_incoming(name, grpc_incoming(listener, tls)?, routes, shutdown).await
 }
 
 /// [`serve`] on an accept loop already made (so that a TLS configuration error shows
 /// before the server's task is spawned).
 pub async fn serve_incoming(
+    name: &str,
     incoming: Incoming,
     routes: Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
-    server()
+    tracing::info!(server = name, addr = %incoming.local_addr(), "listening");
+    let result = server()
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
-        .map_err(|e| RpcError::Serve { reason: chain(&e) })
+        .map_err(|e| RpcError::Serve { reason: chain(&e) });
+    tracing::info!(server = name, "stopped");
+    result
 }

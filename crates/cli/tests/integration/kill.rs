@@ -194,7 +194,7 @@ where
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a process killed under load"]
 fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
-    use atmlab_control::audit::{AuditOptions, audit, snapshot};
+    use atmlab_control::audit::{AuditOptions, audit_settled};
     use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
     use atmlab_control::cm::live::{self, StaticRouter};
     use atmlab_lab::callgen::{self, Load};
@@ -282,18 +282,14 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
         cm.shutdown().await;
         // Give-backs the dead server never answered are re-sent every half second: the
         // audit comes clean once they are all answered.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let r = loop {
-            let r = audit(
-                &[],
-                &snapshot(&clients).await.unwrap(),
-                AuditOptions { quiescent: true },
-            );
-            if r.is_clean() || tokio::time::Instant::now() > deadline {
-                break r;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let r = audit_settled(
+            &[],
+            &clients,
+            AuditOptions { quiescent: true },
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         eprintln!(
             "{} offered, {} set up, {} failed, {} re-sends; audit: {r}",
             report.offered, report.established, report.failed, status.stats.retries

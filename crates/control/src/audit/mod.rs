@@ -24,7 +24,7 @@ use crate::cm::core::CallView;
 #[cfg(feature = "live")]
 mod network;
 #[cfg(feature = "live")]
-pub use network::{audit_network, call_from_pb, snapshot};
+pub use network::{audit_network, audit_settled, call_from_pb, snapshot};
 
 /// One switch as read for the audit.
 #[derive(Debug, Clone)]

@@ -24,6 +24,27 @@ pub async fn snapshot(
     Ok(v)
 }
 
+/// Audits `switches` against `calls` until the report is clean or `within` has passed,
+/// polling every 20 ms, and returns the last report. A network that has just been
+/// through faults settles for a while (give-backs are re-sent every half second, late
+/// answers arrive), and the audit that counts is the one after it has settled; one that
+/// never comes clean returns its findings at the deadline.
+pub async fn audit_settled(
+    calls: &[CallView],
+    switches: &[(String, GrpcSwitch)],
+    opts: AuditOptions,
+    within: std::time::Duration,
+) -> Result<AuditReport, ControlError> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let report = audit(calls, &snapshot(switches).await?, opts);
+        if report.is_clean() || tokio::time::Instant::now() >= deadline {
+            return Ok(report);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A connection manager's call as its ListConnections reports it (the hops are what the
 /// audit needs; the traffic is left at its default).
 pub fn call_from_pb(i: &atmlab_rpc::v1::ConnectionInfo) -> Result<CallView, ControlError> {

@@ -179,7 +179,14 @@ impl ManagerServer {
                 Routes::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
             }
         };
-        let served = atmlab_rpc::serve(self.listener, self.tls.as_ref(), routes, shutdown).await;
+        let served = atmlab_rpc::serve(
+            "connection manager",
+            self.listener,
+            self.tls.as_ref(),
+            routes,
+            shutdown,
+        )
+        .await;
         match self.running {
             Running::Core(handle) => handle.shutdown().await,
             Running::Tina(tina) => tina.shutdown().await,

@@ -79,19 +79,14 @@ impl NameServiceImpl {
         tls: Option<TlsIdentity>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControlError> {
-        tracing::info!(
-            addr = ?listener.local_addr(),
-            tls = tls.is_some(),
-            "name service listening"
-        );
         let sweeper = tokio::spawn({
             let service = self.clone();
             async move { service.sweep().await }
         });
         let routes = tonic::service::Routes::new(self.server());
-        let result = atmlab_rpc::serve(listener, tls.as_ref(), routes, shutdown).await;
+        let result =
+            atmlab_rpc::serve("name service", listener, tls.as_ref(), routes, shutdown).await;
         sweeper.abort();
-        tracing::info!("name service stopped");
         Ok(result?)
     }
 

@@ -37,15 +37,8 @@ impl QosMapperService {
         tls: Option<TlsIdentity>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControlError> {
-        tracing::info!(
-            addr = ?listener.local_addr(),
-            tls = tls.is_some(),
-            "QoS mapper listening"
-        );
         let routes = tonic::service::Routes::new(self.server());
-        let result = atmlab_rpc::serve(listener, tls.as_ref(), routes, shutdown).await;
-        tracing::info!("QoS mapper stopped");
-        Ok(result?)
+        Ok(atmlab_rpc::serve("QoS mapper", listener, tls.as_ref(), routes, shutdown).await?)
     }
 }
 

@@ -305,7 +305,9 @@ async fn serve<S: ConnectionPerformer>(
         let stopped = async {
             let _ = rx.await;
         };
-        if let Err(e) = atmlab_rpc::serve_incoming(incoming, routes, stopped).await {
+        if let Err(e) =
+            atmlab_rpc::serve_incoming("TINA connection performer", incoming, routes, stopped).await
+        {
             tracing::error!(error = %e, "a TINA connection performer stopped");
         }
     });

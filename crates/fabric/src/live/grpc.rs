@@ -594,7 +594,7 @@ pub async fn serve<B: SwitchBackend>(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FabricError> {
     let routes = tonic::service::Routes::new(service.into_server());
-    atmlab_rpc::serve(listener, tls, routes, shutdown)
+    atmlab_rpc::serve("switch server", listener, tls, routes, shutdown)
         .await
         .map_err(|e| match e {
             atmlab_rpc::RpcError::Serve { .. } => FabricError::Unavailable(e.to_string()),

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use atmlab_control::audit::{AuditOptions, audit, snapshot};
+use atmlab_control::audit::{AuditOptions, audit_settled};
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::faults::FaultPlan;
 use atmlab_control::cm::live::{self, StaticRouter};
@@ -173,18 +173,14 @@ async fn five_percent_faults_every_call_ends_cleanly_and_nothing_leaks() {
         assert_eq!(status.active, 0, "{kind:?}: every call released");
         cm.shutdown().await;
         // Late duplicates and delayed answers settle: poll the audit against a deadline.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let r = loop {
-            let r = audit(
-                &[],
-                &snapshot(&clients).await.unwrap(),
-                AuditOptions { quiescent: true },
-            );
-            if r.is_clean() || tokio::time::Instant::now() > deadline {
-                break r;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let r = audit_settled(
+            &[],
+            &clients,
+            AuditOptions { quiescent: true },
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         assert!(r.is_clean(), "{kind:?}: {r}");
         eprintln!(
             "{kind:?}: {} calls offered, {} set up, {} failed, {} re-sends; audit {r}",
