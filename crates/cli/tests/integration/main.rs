@@ -61,6 +61,61 @@ pub fn heavy_simulation() -> std::sync::RwLockReadGuard<'static, ()> {
     CPU.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What `atmlab reproduce PAPER --quick` wrote, in a scratch directory kept for the
+/// test's life.
+pub struct Reproduced {
+    _dir: tempfile::TempDir,
+    /// The report directory.
+    pub out: std::path::PathBuf,
+    /// What the command printed.
+    pub stdout: String,
+}
+
+/// Runs `atmlab reproduce PAPER --quick` into a scratch directory (state in its `data`,
+/// two simulation threads) and asserts it succeeded.
+pub fn reproduce_quick(paper: &str) -> Reproduced {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(paper);
+    let data = dir.path().join("data");
+    let o = atmlab(
+        &[
+            "reproduce",
+            paper,
+            "--quick",
+            "--data",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--threads",
+            "2",
+        ],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "reproduce {paper}: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Reproduced {
+        _dir: dir,
+        out,
+        stdout,
+    }
+}
+
+/// Every file of `files` is in `dir` and not empty.
+pub fn assert_written(dir: &Path, files: &[&str]) {
+    for f in files {
+        let p = dir.join(f);
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 0),
+            "{f} missing or empty in {}",
+            dir.display()
+        );
+    }
+}
+
 /// Deterministic test bytes.
 pub fn bytes(n: usize, seed: u8) -> Vec<u8> {
     (0..n)

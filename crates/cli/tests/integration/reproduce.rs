@@ -7,27 +7,8 @@ use crate::atmlab;
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
     let _cpu = crate::measuring_alone();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = dir.path().join("xbind");
-    let o = atmlab(
-        &[
-            "reproduce",
-            "xbind",
-            "--quick",
-            "--data",
-            data.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        b"",
-    );
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let r = crate::reproduce_quick("xbind");
+    let out = &r.out;
     for f in [
         "README.md",
         "results.json",
@@ -42,7 +23,7 @@ fn reproduce_xbind_quick_writes_every_table_and_figure() {
         "invocations.csv",
         "invocations.png",
     ] {
-        assert!(out.join(f).exists(), "{f} missing; stdout:\n{text}");
+        assert!(out.join(f).exists(), "{f} missing; stdout:\n{}", r.stdout);
     }
     let md = std::fs::read_to_string(out.join("README.md")).unwrap();
     for heading in ["Baseline", "Throughput-delay", "N_v", "Table I", "Fig. 10"] {

@@ -1,8 +1,6 @@
 //! `atmlab reproduce gateway --quick` as CI runs it: every figure of paper 004 written, and
 //! the numbers that must hold whatever the noise of a short run.
 
-use crate::atmlab;
-
 fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
@@ -22,23 +20,8 @@ fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_figure_with_sane_numbers() {
     let _cpu = crate::heavy_simulation();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("gateway");
-    let o = atmlab(
-        &[
-            "reproduce",
-            "gateway",
-            "--quick",
-            "--out",
-            out.to_str().unwrap(),
-            "--threads",
-            "2",
-        ],
-        b"",
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{err}");
+    let r = crate::reproduce_quick("gateway");
+    let (out, stdout) = (&r.out, &r.stdout);
     assert!(
         stdout.contains("events") && stdout.contains("report.md"),
         "{stdout}"

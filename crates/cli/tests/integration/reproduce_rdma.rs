@@ -1,29 +1,13 @@
 //! `atmlab reproduce rdma --quick`: the form CI runs. Checks the report's files and that
 //! its tables hold numbers, not placeholders.
 
-use crate::atmlab;
-
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_rdma_quick_writes_the_report() {
     let _cpu = crate::heavy_simulation();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("rdma");
-    let o = atmlab(
-        &[
-            "reproduce",
-            "rdma",
-            "--quick",
-            "--out",
-            out.to_str().unwrap(),
-            "--threads",
-            "2",
-        ],
-        b"",
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("report.md"));
+    let r = crate::reproduce_quick("rdma");
+    let out = &r.out;
+    assert!(r.stdout.contains("report.md"));
     for f in [
         "report.md",
         "table1.csv",

@@ -4,33 +4,12 @@
 //! the NML-CP drives its children one after another, and does not when it drives them
 //! in parallel. Compared within the one run, never against wall-clock thresholds.
 
-use crate::atmlab;
-
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     let _cpu = crate::measuring_alone();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = dir.path().join("retina");
-    let o = atmlab(
-        &[
-            "reproduce",
-            "retina",
-            "--quick",
-            "--data",
-            data.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        b"",
-    );
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let r = crate::reproduce_quick("retina");
+    let (out, text) = (&r.out, &r.stdout);
     for f in [
         "README.md",
         "results.json",

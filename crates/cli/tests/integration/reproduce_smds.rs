@@ -1,27 +1,13 @@
 //! `atmlab reproduce smds --quick` as CI runs it: every file written, and the numbers
 //! that must hold whatever the machine (never its speed).
 
-use crate::atmlab;
-
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_table_and_figure() {
     let _cpu = crate::measuring_alone();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("smds");
-    let o = atmlab(
-        &[
-            "reproduce",
-            "smds",
-            "--quick",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        b"",
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("README.md"));
+    let r = crate::reproduce_quick("smds");
+    let out = &r.out;
+    assert!(r.stdout.contains("README.md"));
     for f in [
         "table1.csv",
         "fig3_flow_rate.csv",
