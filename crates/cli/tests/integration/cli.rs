@@ -1,6 +1,6 @@
 //! The command line as users and outside tools see it.
 
-use crate::{atmlab, bytes};
+use crate::common::{atmlab, bytes};
 
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::atmlab;
+use crate::common::atmlab;
 
 /// Runs `atmlab cm OP --insecure --cm CM ARGS`; (success, stdout, stderr).
 fn cm(op: &str, at: &str, args: &[&str]) -> (bool, String, String) {

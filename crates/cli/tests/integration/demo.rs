@@ -2,12 +2,12 @@
 //! finishes in seconds): the connection carries frames, every manager runs, every audit
 //! is clean, and the reports exist.
 
-use crate::atmlab;
+use crate::common::atmlab;
 
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): the live lab under load"]
 fn the_demo_runs_every_manager_and_writes_its_reports() {
-    let _cpu = crate::measuring_alone();
+    let _cpu = crate::common::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let reports = dir.path().join("reports");
@@ -70,7 +70,7 @@ fn the_demo_runs_every_manager_and_writes_its_reports() {
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): the live lab under load"]
 fn a_short_soak_with_faults_ends_with_no_leaks() {
-    let _cpu = crate::measuring_alone();
+    let _cpu = crate::common::measuring_alone();
     let dir = tempfile::tempdir().unwrap();
     let o = atmlab(
         &[

@@ -10,7 +10,7 @@ use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_rpc::v1 as pb;
 use tokio_stream::StreamExt;
 
-use crate::serve_switch as serve;
+use crate::common::serve_switch as serve;
 
 fn commit_request(i: u32) -> pb::Command {
     pb::Command {

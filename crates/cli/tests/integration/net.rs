@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{atmlab, bytes};
+use crate::common::{atmlab, bytes};
 
 struct Up(Child);
 

@@ -19,7 +19,7 @@ use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::switch::{Branch, ConnectionKind};
 use serde_json::Value;
 
-use crate::serve_switch;
+use crate::common::serve_switch;
 
 /// A switch server process, killed when the test ends, even by a panic.
 struct Server(Child);

@@ -1,13 +1,13 @@
 //! `atmlab reproduce xbind --quick` end to end on the live laboratory, and the cache
 //! dimensioning command it is built on.
 
-use crate::atmlab;
+use crate::common::atmlab;
 
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
-    let _cpu = crate::measuring_alone();
-    let r = crate::reproduce_quick("xbind");
+    let _cpu = crate::common::measuring_alone();
+    let r = crate::common::reproduce_quick("xbind");
     let out = &r.out;
     for f in [
         "README.md",

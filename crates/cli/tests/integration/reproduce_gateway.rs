@@ -19,8 +19,8 @@ fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_figure_with_sane_numbers() {
-    let _cpu = crate::heavy_simulation();
-    let r = crate::reproduce_quick("gateway");
+    let _cpu = crate::common::heavy_simulation();
+    let r = crate::common::reproduce_quick("gateway");
     let (out, stdout) = (&r.out, &r.stdout);
     assert!(
         stdout.contains("events") && stdout.contains("report.md"),

@@ -4,32 +4,29 @@
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_rdma_quick_writes_the_report() {
-    let _cpu = crate::heavy_simulation();
-    let r = crate::reproduce_quick("rdma");
+    let _cpu = crate::common::heavy_simulation();
+    let r = crate::common::reproduce_quick("rdma");
     let out = &r.out;
     assert!(r.stdout.contains("report.md"));
-    for f in [
-        "report.md",
-        "table1.csv",
-        "table2.csv",
-        "fig08.png",
-        "fig08.csv",
-        "fig09.png",
-        "fig09.csv",
-        "fig10.png",
-        "fig10.csv",
-        "fig11.png",
-        "fig11.csv",
-        "table1-voice/results.json",
-        "table2-video/results.csv",
-        "fig08-11-backbone/results.json",
-    ] {
-        let p = out.join(f);
-        assert!(
-            p.exists() && std::fs::metadata(&p).unwrap().len() > 0,
-            "{f} missing"
-        );
-    }
+    crate::common::assert_written(
+        out,
+        &[
+            "report.md",
+            "table1.csv",
+            "table2.csv",
+            "fig08.png",
+            "fig08.csv",
+            "fig09.png",
+            "fig09.csv",
+            "fig10.png",
+            "fig10.csv",
+            "fig11.png",
+            "fig11.csv",
+            "table1-voice/results.json",
+            "table2-video/results.csv",
+            "fig08-11-backbone/results.json",
+        ],
+    );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Table 1: voice source") && md.contains("## Table 2: video source"));
     // Every table row: the paper's number then ours, mean ± CI, all numeric.

@@ -7,8 +7,8 @@
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
-    let _cpu = crate::measuring_alone();
-    let r = crate::reproduce_quick("retina");
+    let _cpu = crate::common::measuring_alone();
+    let r = crate::common::reproduce_quick("retina");
     let (out, text) = (&r.out, &r.stdout);
     for f in [
         "README.md",

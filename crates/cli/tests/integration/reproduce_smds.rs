@@ -4,28 +4,28 @@
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_table_and_figure() {
-    let _cpu = crate::measuring_alone();
-    let r = crate::reproduce_quick("smds");
+    let _cpu = crate::common::measuring_alone();
+    let r = crate::common::reproduce_quick("smds");
     let out = &r.out;
     assert!(r.stdout.contains("README.md"));
-    for f in [
-        "table1.csv",
-        "fig3_flow_rate.csv",
-        "fig3_flow_rate.png",
-        "fig3_flow_rate.svg",
-        "fig5_densities.csv",
-        "fig5_densities.png",
-        "fig6_aggregate.csv",
-        "fig6_aggregate.png",
-        "routing.csv",
-        "routing.png",
-        "adjacency.csv",
-        "cmp.csv",
-        "README.md",
-    ] {
-        let p = out.join(f);
-        assert!(p.metadata().map(|m| m.len() > 0).unwrap_or(false), "{p:?}");
-    }
+    crate::common::assert_written(
+        out,
+        &[
+            "table1.csv",
+            "fig3_flow_rate.csv",
+            "fig3_flow_rate.png",
+            "fig3_flow_rate.svg",
+            "fig5_densities.csv",
+            "fig5_densities.png",
+            "fig6_aggregate.csv",
+            "fig6_aggregate.png",
+            "routing.csv",
+            "routing.png",
+            "adjacency.csv",
+            "cmp.csv",
+            "README.md",
+        ],
+    );
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(j["table1"].as_array().unwrap().len(), 3);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::atmlab;
+use crate::common::atmlab;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::{atmlab, bytes};
+use crate::common::{atmlab, bytes};
 
 fn tshark(args: &[&str]) -> String {
     let o = Command::new("tshark")

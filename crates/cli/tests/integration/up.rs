@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::atmlab;
+use crate::common::atmlab;
 
 #[test]
 fn callgen_against_atmlab_up_reports_json() {

@@ -1,0 +1,129 @@
+//! Helpers the CLI's tests share: running the binary, the CPU lock between heavy tests,
+//! test bytes, a switch server started as a process, and the reproductions' quick runs.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+/// Runs `atmlab ARGS` with `stdin` on its standard input.
+pub fn atmlab(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start atmlab");
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    // Write from another thread so a large output cannot deadlock against the input.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("run atmlab");
+    writer.join().unwrap();
+    out
+}
+
+/// The CPU, shared between tests that are heavy. A test that measures the live
+/// laboratory and checks the numbers (the xbind, retina and SMDS reproductions, the demo,
+/// the soak) takes it exclusively: on a 2-core machine two of them at once, or one beside
+/// a simulation, starve each other until the measured numbers are the machine's, not the
+/// code's. Heavy simulations (deterministic, no timing in their checks) share it with each
+/// other. Other tests are light and take nothing.
+static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs the caller alone among the heavy tests (see [`CPU`]).
+pub fn measuring_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the caller beside other heavy simulations but not beside a measurement.
+pub fn heavy_simulation() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What `atmlab reproduce PAPER --quick` wrote, in a scratch directory kept for the
+/// test's life.
+pub struct Reproduced {
+    _dir: tempfile::TempDir,
+    /// The report directory.
+    pub out: std::path::PathBuf,
+    /// What the command printed.
+    pub stdout: String,
+}
+
+/// Runs `atmlab reproduce PAPER --quick` into a scratch directory (state in its `data`,
+/// two simulation threads) and asserts it succeeded.
+pub fn reproduce_quick(paper: &str) -> Reproduced {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(paper);
+    let data = dir.path().join("data");
+    let o = atmlab(
+        &[
+            "reproduce",
+            paper,
+            "--quick",
+            "--data",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--threads",
+            "2",
+        ],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "reproduce {paper}: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Reproduced {
+        _dir: dir,
+        out,
+        stdout,
+    }
+}
+
+/// Every file of `files` is in `dir` and not empty.
+pub fn assert_written(dir: &Path, files: &[&str]) {
+    for f in files {
+        let p = dir.join(f);
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 0),
+            "{f} missing or empty in {}",
+            dir.display()
+        );
+    }
+}
+
+/// Deterministic test bytes.
+pub fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Starts `atmlab switch serve` and returns the child and its gRPC address (`host:port`).
+pub fn serve_switch(config: &Path, certs: &Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["switch", "serve", "--config"])
+        .arg(config)
+        .arg("--certs")
+        .arg(certs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start atmlab switch serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server printed its address").unwrap();
+        if let Some(rest) = line.split("gRPC https://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
