@@ -33,8 +33,8 @@ use std::process::ExitCode;
 
 /// mimalloc instead of glibc's allocator: under a high call rate the live parts (gRPC,
 /// TLS, per-call tasks) allocate and free small blocks from several threads, and a profile
-/// of an overloaded run spent about 30% of its time in glibc malloc and free
-/// (`malloc_consolidate` among them). See docs/performance.md.
+/// of an overloaded run spent a large share of its time in glibc malloc and free
+/// (`malloc_consolidate` among them). The figures are in docs/performance.md.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -99,9 +99,9 @@ fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
 /// 2 MiB page the first time any byte of it is touched. A simulation's working set is
 /// small (an event set, a few queues, histograms of a few hundred KiB) and gains nothing
 /// measurable from fewer TLB misses, but each replication's fresh allocations touched
-/// new huge pages: on the machines of docs/performance.md about 3 ms each, 1-2% of the
-/// M/M/1 benchmark in alternated runs. The live parts (and the reproductions of the live
-/// papers) keep the default.
+/// new huge pages, and zeroing them showed in the M/M/1 benchmark's wall time
+/// (docs/performance.md has the figures). The live parts (and the reproductions of the
+/// live papers) keep the default.
 fn no_huge_pages_for_simulation() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;

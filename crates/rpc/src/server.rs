@@ -8,9 +8,9 @@
 //! connection's flow-control window, and when the budget runs out the connection is closed
 //! with `ENHANCE_YOUR_CALM` and every call in flight on it fails. A unary request is one
 //! such frame, so with hyper's 1 MiB window about 2,500 requests waiting for a busy
-//! manager's handlers were enough: measured, `atmlab callgen` at 30,000 calls/s over gRPC
-//! lost tens of thousands of calls to "transport error", and connections whose release
-//! was lost with them stayed up.
+//! manager's handlers were enough: `atmlab callgen` past the manager's knee over gRPC lost
+//! calls by the thousand to "transport error", and connections whose release was lost
+//! with them stayed up (docs/performance.md, "The manager over gRPC past its knee").
 //!
 //! So every server here limits the streams a client may have open at once
 //! ([`MAX_CONCURRENT_STREAMS`]); the client's HTTP/2 layer queues the rest, which is the
@@ -32,11 +32,11 @@ use crate::tls::{Incoming, TlsIdentity, grpc_incoming};
 ///
 /// Fewer than a connection manager's overload guard lets be in setup (2,000), so one
 /// client past the manager's knee queues in its own HTTP/2 layer instead of being refused:
-/// measured (`bench/callgen-grpc`), that carried about twice the setups per second of a
-/// cap of 4,096, under which the manager spent its time refusing the excess, at the price
-/// of latency that grows in the client's queue. A client that wants a bound sets a
-/// deadline; the manager releases the setups it abandons. Many clients together still meet
-/// the guard.
+/// that carries more setups per second than a cap above the guard (measured with
+/// `bench/callgen-grpc` against 4,096, under which the manager spent its time refusing
+/// the excess; figures in docs/performance.md), at the price of latency that grows in the
+/// client's queue. A client that wants a bound sets a deadline; the manager releases the
+/// setups it abandons. Many clients together still meet the guard.
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// The flow-control window of one stream: the bytes a lagging handler may leave unread
