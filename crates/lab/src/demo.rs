@@ -14,9 +14,12 @@ use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::host::HostPort;
 
-use crate::LabError;
+use atmlab_sim::plot::PlotSpec;
+
 use crate::callgen::{self, Load, Report};
 use crate::launch::{Lab, managers};
+use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
+use crate::{LabError, cells};
 
 fn err(what: &str, e: impl std::fmt::Display) -> LabError {
     LabError::run("the demo", format!("{what}: {e}"))
@@ -206,15 +209,28 @@ async fn run_on(
 
 /// Writes `results.csv`, `results.json` and the throughput-delay plots.
 pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|e| err("creating the reports directory", e))?;
-    let mut csv = String::from(
-        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p95_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed\n",
-    );
+    report::create_dir(dir)?;
+    let mut csv = Table::new([
+        Column::csv("manager"),
+        Column::csv("offered_per_s"),
+        Column::csv("setups_per_s").format(Format::Fixed(1)),
+        Column::csv("operations_per_s").format(Format::Fixed(1)),
+        Column::csv("mean_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p50_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p95_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p99_setup_ms").format(Format::Fixed(4)),
+        Column::csv("max_setup_ms").format(Format::Fixed(4)),
+        Column::csv("established"),
+        Column::csv("blocked"),
+        Column::csv("failed"),
+    ]);
+    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
+    // manager, mean setup latency against throughput.
+    let mut series = SeriesSet::new();
     for r in rows {
         let p = &r.report;
-        csv.push_str(&format!(
-            "{},{},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{}\n",
-            r.manager,
+        csv.csv_row(cells![
+            &r.manager,
             p.offered_per_s,
             p.setups_per_s,
             p.operations_per_s,
@@ -226,9 +242,10 @@ pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
             p.established,
             p.blocked,
             p.failed
-        ));
+        ]);
+        series.push(&r.manager, (p.setups_per_s, p.mean_setup_ms, 0.0));
     }
-    std::fs::write(dir.join("results.csv"), csv).map_err(|e| err("results.csv", e))?;
+    write(dir, "results.csv", &csv.csv())?;
     let json: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -237,34 +254,16 @@ pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
             v
         })
         .collect();
-    std::fs::write(
-        dir.join("results.json"),
-        serde_json::to_string_pretty(&json).unwrap_or_default() + "\n",
-    )
-    .map_err(|e| err("results.json", e))?;
-    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
-    // manager, mean setup latency against throughput.
-    let mut series: Vec<atmlab_sim::plot::Series> = Vec::new();
-    for r in rows {
-        let pt = (r.report.setups_per_s, r.report.mean_setup_ms, 0.0);
-        match series.iter_mut().find(|s| s.label == r.manager) {
-            Some(s) => s.points.push(pt),
-            None => series.push(atmlab_sim::plot::Series {
-                label: r.manager.clone(),
-                points: vec![pt],
-            }),
-        }
-    }
-    atmlab_sim::plot::plot_metric(
-        &dir.join("throughput_delay"),
-        &atmlab_sim::plot::PlotSpec {
+    report::write_json(dir, "results.json", &serde_json::Value::Array(json))?;
+    plot(
+        dir,
+        "throughput_delay",
+        PlotSpec {
             title: "Call setup: mean latency against throughput (3 hops, loopback)",
             x_label: "setups per second",
             y_label: "mean setup latency (ms)",
             log_y: true,
         },
-        &series,
+        series.as_slice(),
     )
-    .map_err(|e| err("plotting", e))?;
-    Ok(())
 }

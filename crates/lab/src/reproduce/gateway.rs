@@ -44,9 +44,20 @@ struct Experiment {
 /// The loads of the quick form of §6.1-§6.4.
 const QUICK_LOADS: &[&str] = &["40 Mb/s", "100 Mb/s", "130 Mb/s"];
 
-/// An [`Experiment`] of the scenario `scenarios/gateway/NAME.toml`.
+/// An [`Experiment`] of the scenario `scenarios/gateway/NAME.toml`: by default over the
+/// offered load, the quick form at [`QUICK_LOADS`]; `keep K = V` keeps only that value
+/// of another swept key in the quick form; `x KEY at [...]` sweeps another x.
 macro_rules! experiment {
-    ($section:literal, $name:literal, $x_key:literal, $quick_x:expr, $quick_other:expr) => {
+    ($section:literal, $name:literal) => {
+        experiment!(@ $section, $name, "offered_load", QUICK_LOADS, &[])
+    };
+    ($section:literal, $name:literal, keep $key:literal = $value:literal) => {
+        experiment!(@ $section, $name, "offered_load", QUICK_LOADS, &[($key, $value)])
+    };
+    ($section:literal, $name:literal, x $x_key:literal at [$($q:literal),*]) => {
+        experiment!(@ $section, $name, $x_key, &[$($q),*], &[])
+    };
+    (@ $section:literal, $name:literal, $x_key:literal, $quick_x:expr, $quick_other:expr) => {
         Experiment {
             section: $section,
             name: $name,
@@ -59,35 +70,11 @@ macro_rules! experiment {
 }
 
 const EXPERIMENTS: &[Experiment] = &[
-    experiment!("6.1", "6.1-burst-factor", "offered_load", QUICK_LOADS, &[]),
-    experiment!(
-        "6.2",
-        "6.2-peak-to-average",
-        "offered_load",
-        QUICK_LOADS,
-        &[]
-    ),
-    experiment!(
-        "6.3",
-        "6.3-npe-rate",
-        "offered_load",
-        QUICK_LOADS,
-        &[("burst_factor", "43")]
-    ),
-    experiment!(
-        "6.4",
-        "6.4-transmit-buffer",
-        "offered_load",
-        QUICK_LOADS,
-        &[]
-    ),
-    experiment!(
-        "6.5",
-        "6.5-reverse-path",
-        "reverse.load",
-        &["40 Mb/s", "90 Mb/s"],
-        &[]
-    ),
+    experiment!("6.1", "6.1-burst-factor"),
+    experiment!("6.2", "6.2-peak-to-average"),
+    experiment!("6.3", "6.3-npe-rate", keep "burst_factor" = "43"),
+    experiment!("6.4", "6.4-transmit-buffer"),
+    experiment!("6.5", "6.5-reverse-path", x "reverse.load" at ["40 Mb/s", "90 Mb/s"]),
 ];
 
 /// One regenerated figure (what the paper says it shows is in the template).
