@@ -2,7 +2,8 @@
 //! §III's testbed, on loopback). A ring of four switch servers with a host on each side,
 //! a name service, connection managers of each kind; one connection carries AAL5 frames
 //! host to host; then the call generator measures throughput and setup latency at a few
-//! loads per manager, and the table, CSV, JSON and plots go to the reports directory.
+//! loads per manager, and the CSV, JSON and plots go to the reports directory (written
+//! with [`crate::report`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
@@ -70,9 +71,8 @@ pub struct DemoRow {
 /// Runs the demo; `say` hears progress lines.
 pub async fn run(opts: &DemoOptions, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>, LabError> {
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
-    let result = run_on(opts, &lab, &mut say).await;
-    lab.down().await;
-    result
+    lab.within(async |lab| run_on(opts, lab, &mut say).await)
+        .await
 }
 
 async fn run_on(

@@ -306,6 +306,16 @@ impl Lab {
         Ok(())
     }
 
+    /// Runs `f` on the lab, then stops the lab whatever `f` returned.
+    pub async fn within<T>(
+        self,
+        f: impl AsyncFnOnce(&Lab) -> Result<T, LabError>,
+    ) -> Result<T, LabError> {
+        let result = f(&self).await;
+        self.down().await;
+        result
+    }
+
     /// Stops everything.
     pub async fn down(self) {
         self.refresher.abort();

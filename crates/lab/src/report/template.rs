@@ -6,6 +6,7 @@
 //! - block tags (`{% if %}`, `{% for %}`) on a line of their own leave no line behind
 //!   (`trim_blocks`, `lstrip_blocks`), and a template's last newline is kept, so the
 //!   text reads as the report it renders;
+//! - `{% macro %}` is there for a phrase a template repeats;
 //! - a name the code did not pass is an error, not an empty string;
 //! - nothing is escaped (markdown, not HTML);
 //! - a real number prints as Rust's `{}` does (`0.5`, `100`), and two filters format

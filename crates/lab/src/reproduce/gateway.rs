@@ -8,6 +8,9 @@
 //! `OUT/report.md` puts the paper's findings beside ours, with the numbers of every
 //! point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
 //! points, two short replications each: its numbers show the shape, not the precision.
+//!
+//! The files are written with [`crate::report`]; the report's prose, with the paper's
+//! statement about each figure, is `templates/gateway.md`.
 
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,9 @@
 //! - [`smds`]: paper 002, on the SMDS servers in simulated time and live;
 //! - [`rdma`]: paper 003, scenarios through the simulation runner;
 //! - [`gateway`]: paper 004, scenarios through the simulation runner.
+//!
+//! Each writes its files with [`crate::report`]: its tables as [`crate::report::Table`]s,
+//! its words as the template `crates/lab/templates/PAPER.md`.
 
 pub mod gateway;
 pub mod rdma;

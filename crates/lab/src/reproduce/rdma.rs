@@ -13,6 +13,9 @@
 //! - `fig08.png` … `fig11.png` (and `.svg`) with `fig08.csv` … `fig11.csv`;
 //! - `table1-voice/`, `table2-video/`, `fig08-11-backbone/`: the runner's own result
 //!   files (`results.json`, `results.csv`, `replications.csv`, `run.json`).
+//!
+//! The files are written with [`crate::report`]; the report's prose, with the paper's
+//! statement about each figure, is `templates/rdma.md`.
 
 use std::path::{Path, PathBuf};
 

@@ -22,7 +22,8 @@
 //! 6. **The CMP**: a server overloaded by two neighbours, with and without the CMP.
 //!
 //! Wall-clock figures depend on the machine and on what else runs; the README says so
-//! and gives the core count. Nothing is fitted to the paper's numbers.
+//! and gives the core count. Nothing is fitted to the paper's numbers. The report is
+//! built with [`crate::report`]; its prose is `templates/smds.md`.
 
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
