@@ -11,8 +11,7 @@ use std::time::Duration as StdDuration;
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live;
 use atmlab_core::ids::PortId;
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::{BitRate, CellRate};
+use atmlab_core::units::BitRate;
 use atmlab_fabric::live::host::HostPort;
 
 use atmlab_sim::plot::PlotSpec;
@@ -88,14 +87,7 @@ async fn run_on(
         Box::new(lab.router()),
     )
     .map_err(|e| err("starting the connection manager", e.message))?;
-    let call = cm
-        .add(
-            "a",
-            "b",
-            TrafficDescriptor::cbr(CellRate(100_000.0)),
-            0.0,
-            "demo",
-        )
+    let call = crate::launch::call_a_to_b(&cm, 100_000.0, "demo")
         .await
         .map_err(|e| err("setting up a -> b", e.message))?;
     let path: Vec<String> = call.view.hops.iter().map(|h| h.0.switch.clone()).collect();

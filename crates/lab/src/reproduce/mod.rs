@@ -16,3 +16,15 @@ pub mod rdma;
 pub mod retina;
 pub mod smds;
 pub mod xbind;
+
+/// Runs `write` (a reproduction's `write_report`) into a fresh directory; returns the
+/// directory, to read the other files from, and the `README.md` written there.
+#[cfg(test)]
+fn written(
+    write: impl FnOnce(&std::path::Path) -> Result<(), crate::LabError>,
+) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write(dir.path()).expect("the report is written");
+    let md = std::fs::read_to_string(dir.path().join("README.md")).expect("README.md");
+    (dir, md)
+}
