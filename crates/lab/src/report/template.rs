@@ -33,12 +33,13 @@ fn environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_formatter(|out, state, value| {
-        if value.is_number() && !value.is_integer() {
-            if let Ok(x) = f64::try_from(value.clone()) {
-                return out.write_fmt(format_args!("{x}")).map_err(|e| {
-                    minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
-                });
-            }
+        if value.is_number()
+            && !value.is_integer()
+            && let Ok(x) = f64::try_from(value.clone())
+        {
+            return out.write_fmt(format_args!("{x}")).map_err(|e| {
+                minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
+            });
         }
         minijinja::escape_formatter(out, state, value)
     });

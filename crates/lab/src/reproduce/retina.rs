@@ -22,6 +22,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::net::Topology;
+use atmlab_control::tina::{Counts, SetupMode, TinaConfig};
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::CellRate;
@@ -32,17 +35,12 @@ use atmlab_fabric::live::raw::RawClient;
 use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release, Reply};
 use atmlab_rpc::tls::TlsIdentity;
 use atmlab_rpc::v1 as pb;
+use atmlab_sim::plot::{PlotSpec, Series};
 use hdrhistogram::Histogram;
+use minijinja::context;
 use serde_json::json;
 
-use atmlab_sim::plot::{PlotSpec, Series};
-use minijinja::context;
-
 use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
-use atmlab_control::cm::routes::CachedRouter;
-use atmlab_control::net::Topology;
-use atmlab_control::tina::{Counts, SetupMode, TinaConfig};
-
 use crate::report::{self, Column, Format, SeriesSet, Table, Value, plot, write};
 use crate::{LabError, cells};
 
