@@ -2,7 +2,8 @@
 //! §III's testbed, on loopback). A ring of four switch servers with a host on each side,
 //! a name service, connection managers of each kind; one connection carries AAL5 frames
 //! host to host; then the call generator measures throughput and setup latency at a few
-//! loads per manager, and the table, CSV, JSON and plots go to the reports directory.
+//! loads per manager, and the CSV, JSON and plots go to the reports directory (written
+//! with [`crate::report`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
@@ -10,13 +11,15 @@ use std::time::Duration as StdDuration;
 use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live;
 use atmlab_core::ids::PortId;
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::{BitRate, CellRate};
+use atmlab_core::units::BitRate;
 use atmlab_fabric::live::host::HostPort;
 
-use crate::LabError;
+use atmlab_sim::plot::PlotSpec;
+
 use crate::callgen::{self, Load, Report};
 use crate::launch::{Lab, managers};
+use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
+use crate::{LabError, cells};
 
 fn err(what: &str, e: impl std::fmt::Display) -> LabError {
     LabError::run("the demo", format!("{what}: {e}"))
@@ -67,9 +70,8 @@ pub struct DemoRow {
 /// Runs the demo; `say` hears progress lines.
 pub async fn run(opts: &DemoOptions, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>, LabError> {
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
-    let result = run_on(opts, &lab, &mut say).await;
-    lab.down().await;
-    result
+    lab.within(async |lab| run_on(opts, lab, &mut say).await)
+        .await
 }
 
 async fn run_on(
@@ -85,14 +87,7 @@ async fn run_on(
         Box::new(lab.router()),
     )
     .map_err(|e| err("starting the connection manager", e.message))?;
-    let call = cm
-        .add(
-            "a",
-            "b",
-            TrafficDescriptor::cbr(CellRate(100_000.0)),
-            0.0,
-            "demo",
-        )
+    let call = crate::launch::call_a_to_b(&cm, 100_000.0, "demo")
         .await
         .map_err(|e| err("setting up a -> b", e.message))?;
     let path: Vec<String> = call.view.hops.iter().map(|h| h.0.switch.clone()).collect();
@@ -206,15 +201,28 @@ async fn run_on(
 
 /// Writes `results.csv`, `results.json` and the throughput-delay plots.
 pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|e| err("creating the reports directory", e))?;
-    let mut csv = String::from(
-        "manager,offered_per_s,setups_per_s,operations_per_s,mean_setup_ms,p50_setup_ms,p95_setup_ms,p99_setup_ms,max_setup_ms,established,blocked,failed\n",
-    );
+    report::create_dir(dir)?;
+    let mut csv = Table::new([
+        Column::csv("manager"),
+        Column::csv("offered_per_s"),
+        Column::csv("setups_per_s").format(Format::Fixed(1)),
+        Column::csv("operations_per_s").format(Format::Fixed(1)),
+        Column::csv("mean_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p50_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p95_setup_ms").format(Format::Fixed(4)),
+        Column::csv("p99_setup_ms").format(Format::Fixed(4)),
+        Column::csv("max_setup_ms").format(Format::Fixed(4)),
+        Column::csv("established"),
+        Column::csv("blocked"),
+        Column::csv("failed"),
+    ]);
+    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
+    // manager, mean setup latency against throughput.
+    let mut series = SeriesSet::new();
     for r in rows {
         let p = &r.report;
-        csv.push_str(&format!(
-            "{},{},{:.1},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{},{},{}\n",
-            r.manager,
+        csv.csv_row(cells![
+            &r.manager,
             p.offered_per_s,
             p.setups_per_s,
             p.operations_per_s,
@@ -226,9 +234,10 @@ pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
             p.established,
             p.blocked,
             p.failed
-        ));
+        ]);
+        series.push(&r.manager, (p.setups_per_s, p.mean_setup_ms, 0.0));
     }
-    std::fs::write(dir.join("results.csv"), csv).map_err(|e| err("results.csv", e))?;
+    write(dir, "results.csv", &csv.csv())?;
     let json: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -237,34 +246,16 @@ pub fn write_reports(dir: &Path, rows: &[DemoRow]) -> Result<(), LabError> {
             v
         })
         .collect();
-    std::fs::write(
-        dir.join("results.json"),
-        serde_json::to_string_pretty(&json).unwrap_or_default() + "\n",
-    )
-    .map_err(|e| err("results.json", e))?;
-    // Throughput-delay, in the manner of the paper's Figs. 6, 7 and 11: one curve per
-    // manager, mean setup latency against throughput.
-    let mut series: Vec<atmlab_sim::plot::Series> = Vec::new();
-    for r in rows {
-        let pt = (r.report.setups_per_s, r.report.mean_setup_ms, 0.0);
-        match series.iter_mut().find(|s| s.label == r.manager) {
-            Some(s) => s.points.push(pt),
-            None => series.push(atmlab_sim::plot::Series {
-                label: r.manager.clone(),
-                points: vec![pt],
-            }),
-        }
-    }
-    atmlab_sim::plot::plot_metric(
-        &dir.join("throughput_delay"),
-        &atmlab_sim::plot::PlotSpec {
+    report::write_json(dir, "results.json", &serde_json::Value::Array(json))?;
+    plot(
+        dir,
+        "throughput_delay",
+        PlotSpec {
             title: "Call setup: mean latency against throughput (3 hops, loopback)",
             x_label: "setups per second",
             y_label: "mean setup latency (ms)",
             log_y: true,
         },
-        &series,
+        series.as_slice(),
     )
-    .map_err(|e| err("plotting", e))?;
-    Ok(())
 }

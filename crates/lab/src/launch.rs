@@ -12,11 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use atmlab_control::cm::adaptive::Regions;
-use atmlab_control::cm::core::{CmConfig, CmKind};
-use atmlab_control::cm::live;
+use atmlab_control::cm::core::{CallError, CmConfig, CmKind};
+use atmlab_control::cm::live::{self, CallInfo, CmHandle};
 use atmlab_control::cm::routes::CachedRouter;
 use atmlab_control::net::{NetSecurity, Network, Topology};
 use atmlab_control::route::RouteObject;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
 use atmlab_fabric::live::backend::SwitchBackend;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_rpc::tls::TlsIdentity;
@@ -306,9 +308,26 @@ impl Lab {
         Ok(())
     }
 
+    /// Runs `f` on the lab, then stops the lab whatever `f` returned.
+    pub async fn within<T>(
+        self,
+        f: impl AsyncFnOnce(&Lab) -> Result<T, LabError>,
+    ) -> Result<T, LabError> {
+        let result = f(&self).await;
+        self.down().await;
+        result
+    }
+
     /// Stops everything.
     pub async fn down(self) {
         self.refresher.abort();
         self.net.down().await;
     }
+}
+
+/// Sets up a CBR call from host `a` to host `b` (three switches apart on the default
+/// ring) at `pcr` cells/s, tagged `tag`.
+pub async fn call_a_to_b(cm: &CmHandle, pcr: f64, tag: &str) -> Result<CallInfo, CallError> {
+    cm.add("a", "b", TrafficDescriptor::cbr(CellRate(pcr)), 0.0, tag)
+        .await
 }

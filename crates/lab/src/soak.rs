@@ -127,9 +127,8 @@ pub async fn run(opts: &SoakOptions, mut say: impl FnMut(&str)) -> Result<SoakRe
         ));
     }
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
-    let result = run_on(opts, &lab, &mut say).await;
-    lab.down().await;
-    result
+    lab.within(async |lab| run_on(opts, lab, &mut say).await)
+        .await
 }
 
 async fn run_on(

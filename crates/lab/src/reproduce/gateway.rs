@@ -8,20 +8,27 @@
 //! `OUT/report.md` puts the paper's findings beside ours, with the numbers of every
 //! point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
 //! points, two short replications each: its numbers show the shape, not the precision.
+//!
+//! The files are written with [`crate::report`]; the report's prose, with the paper's
+//! statement about each figure, is `templates/gateway.md`.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use atmlab_core::time::Duration;
-use atmlab_sim::plot::{PlotSpec, Series, plot_metric};
+use atmlab_sim::plot::{PlotSpec, Series};
 use atmlab_sim::report::write_results;
 use atmlab_sim::runner::{self, RunOptions, RunReport};
 use atmlab_sim::scenario::{RunLength, Scenario, Warmup, parse_bit_rate, show};
 use toml::Value;
 
 use atmlab_models::gateway::GatewayKind;
+use minijinja::context;
 
-use crate::LabError;
+use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
+use crate::{LabError, cells};
+
+/// The report's prose.
+const TEMPLATE: &str = include_str!("../../templates/gateway.md");
 
 /// One experiment of §6: its scenario file, embedded.
 struct Experiment {
@@ -37,50 +44,43 @@ struct Experiment {
     quick_other: &'static [(&'static str, &'static str)],
 }
 
+/// The loads of the quick form of §6.1-§6.4.
+const QUICK_LOADS: &[&str] = &["40 Mb/s", "100 Mb/s", "130 Mb/s"];
+
+/// An [`Experiment`] of the scenario `scenarios/gateway/NAME.toml`: by default over the
+/// offered load, the quick form at [`QUICK_LOADS`]; `keep K = V` keeps only that value
+/// of another swept key in the quick form; `x KEY at [...]` sweeps another x.
+macro_rules! experiment {
+    ($section:literal, $name:literal) => {
+        experiment!(@ $section, $name, "offered_load", QUICK_LOADS, &[])
+    };
+    ($section:literal, $name:literal, keep $key:literal = $value:literal) => {
+        experiment!(@ $section, $name, "offered_load", QUICK_LOADS, &[($key, $value)])
+    };
+    ($section:literal, $name:literal, x $x_key:literal at [$($q:literal),*]) => {
+        experiment!(@ $section, $name, $x_key, &[$($q),*], &[])
+    };
+    (@ $section:literal, $name:literal, $x_key:literal, $quick_x:expr, $quick_other:expr) => {
+        Experiment {
+            section: $section,
+            name: $name,
+            text: include_str!(concat!("../../../../scenarios/gateway/", $name, ".toml")),
+            x_key: $x_key,
+            quick_x: $quick_x,
+            quick_other: $quick_other,
+        }
+    };
+}
+
 const EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        section: "6.1",
-        name: "6.1-burst-factor",
-        text: include_str!("../../../../scenarios/gateway/6.1-burst-factor.toml"),
-        x_key: "offered_load",
-        quick_x: &["40 Mb/s", "100 Mb/s", "130 Mb/s"],
-        quick_other: &[],
-    },
-    Experiment {
-        section: "6.2",
-        name: "6.2-peak-to-average",
-        text: include_str!("../../../../scenarios/gateway/6.2-peak-to-average.toml"),
-        x_key: "offered_load",
-        quick_x: &["40 Mb/s", "100 Mb/s", "130 Mb/s"],
-        quick_other: &[],
-    },
-    Experiment {
-        section: "6.3",
-        name: "6.3-npe-rate",
-        text: include_str!("../../../../scenarios/gateway/6.3-npe-rate.toml"),
-        x_key: "offered_load",
-        quick_x: &["40 Mb/s", "100 Mb/s", "130 Mb/s"],
-        quick_other: &[("burst_factor", "43")],
-    },
-    Experiment {
-        section: "6.4",
-        name: "6.4-transmit-buffer",
-        text: include_str!("../../../../scenarios/gateway/6.4-transmit-buffer.toml"),
-        x_key: "offered_load",
-        quick_x: &["40 Mb/s", "100 Mb/s", "130 Mb/s"],
-        quick_other: &[],
-    },
-    Experiment {
-        section: "6.5",
-        name: "6.5-reverse-path",
-        text: include_str!("../../../../scenarios/gateway/6.5-reverse-path.toml"),
-        x_key: "reverse.load",
-        quick_x: &["40 Mb/s", "90 Mb/s"],
-        quick_other: &[],
-    },
+    experiment!("6.1", "6.1-burst-factor"),
+    experiment!("6.2", "6.2-peak-to-average"),
+    experiment!("6.3", "6.3-npe-rate", keep "burst_factor" = "43"),
+    experiment!("6.4", "6.4-transmit-buffer"),
+    experiment!("6.5", "6.5-reverse-path", x "reverse.load" at ["40 Mb/s", "90 Mb/s"]),
 ];
 
-/// One regenerated figure.
+/// One regenerated figure (what the paper says it shows is in the template).
 struct Figure {
     /// File stem, e.g. `fig13-throughput`.
     stem: &'static str,
@@ -91,8 +91,6 @@ struct Figure {
     metric: &'static str,
     y_label: &'static str,
     log_y: bool,
-    /// What the paper says the figure shows.
-    paper: &'static str,
 }
 
 const FIGURES: &[Figure] = &[
@@ -103,7 +101,6 @@ const FIGURES: &[Figure] = &[
         metric: "throughput_mbps",
         y_label: "throughput, carried load (Mb/s)",
         log_y: false,
-        paper: "Up to a threshold, throughput increases linearly with the load, independent of the burst factor, about 15 percent below the offered load (8 of 53 octets are SAR overhead); beyond it the throughput levels off at the FDDI link speed of 100 Mb/s, lower for higher burst factors because of cell and frame loss.",
     },
     Figure {
         stem: "fig14-cell-loss",
@@ -112,7 +109,6 @@ const FIGURES: &[Figure] = &[
         metric: "cell_loss_probability",
         y_label: "SPP cell loss probability",
         log_y: true,
-        paper: "The cutoff bandwidth beyond which the SPP begins to drop cells is sensitive to the burst factor; near the cutoff the loss is small, at very high loads it reaches about 5 percent.",
     },
     Figure {
         stem: "fig15-frame-loss",
@@ -121,7 +117,6 @@ const FIGURES: &[Figure] = &[
         metric: "frame_loss_probability",
         y_label: "MPP frame loss probability",
         log_y: true,
-        paper: "Same cutoff as the cell loss; even a small cell loss probability becomes a large frame loss probability, since one lost cell loses its whole segment.",
     },
     Figure {
         stem: "fig16-latency",
@@ -130,7 +125,6 @@ const FIGURES: &[Figure] = &[
         metric: "latency_mean",
         y_label: "latency of complete frames (s)",
         log_y: true,
-        paper: "At low loads the latency is dominated by reassembly delay, which falls as the load rises; at very high loads it is independent of the burst factor (the transmit buffer is full and served by the timed token).",
     },
     Figure {
         stem: "fig17-throughput",
@@ -139,7 +133,6 @@ const FIGURES: &[Figure] = &[
         metric: "throughput_mbps",
         y_label: "throughput, carried load (Mb/s)",
         log_y: false,
-        paper: "At high loads the throughput is lower for higher peak-to-average ratios, because of increased frame and cell loss.",
     },
     Figure {
         stem: "fig18-cell-loss",
@@ -148,7 +141,6 @@ const FIGURES: &[Figure] = &[
         metric: "cell_loss_probability",
         y_label: "SPP cell loss probability",
         log_y: true,
-        paper: "At high loads, doubling the peak-to-average ratio increases the cell loss probability dramatically.",
     },
     Figure {
         stem: "fig19-throughput",
@@ -157,7 +149,6 @@ const FIGURES: &[Figure] = &[
         metric: "throughput_mbps",
         y_label: "throughput, carried load (Mb/s)",
         log_y: false,
-        paper: "Throughput rises linearly up to a knee where the segment request rate matches the NPE rate, then stays constant at the rate the NPE can handle; for a slow NPE the maximum throughput is restricted by the NPE rate.",
     },
     Figure {
         stem: "fig20-cell-loss",
@@ -166,7 +157,6 @@ const FIGURES: &[Figure] = &[
         metric: "cell_loss_probability",
         y_label: "SPP cell loss probability",
         log_y: true,
-        paper: "Cell loss increases dramatically with a slower node processor and grows rapidly with load once the throughput saturates.",
     },
     Figure {
         stem: "fig21-throughput",
@@ -175,7 +165,6 @@ const FIGURES: &[Figure] = &[
         metric: "throughput_mbps",
         y_label: "throughput, carried load (Mb/s)",
         log_y: false,
-        paper: "A larger transmit buffer improves the gateway throughput significantly.",
     },
     Figure {
         stem: "fig22-cell-loss",
@@ -184,7 +173,6 @@ const FIGURES: &[Figure] = &[
         metric: "cell_loss_probability",
         y_label: "SPP cell loss probability",
         log_y: true,
-        paper: "The cutoff bandwidth depends strongly on the transmit buffer size; even the SUPERNET maximum (68 frames, 256 KB) is inadequate for a high, very bursty load.",
     },
     Figure {
         stem: "fig23-latency",
@@ -193,7 +181,6 @@ const FIGURES: &[Figure] = &[
         metric: "latency_mean",
         y_label: "latency of complete frames (s)",
         log_y: true,
-        paper: "Larger transmit buffers give greater delay, remarkably higher at high loads with the maximum buffer: a trade-off between cell/frame loss and latency.",
     },
     Figure {
         stem: "figx1-transmit-occupancy",
@@ -202,7 +189,6 @@ const FIGURES: &[Figure] = &[
         metric: "transmit_buffer_occupancy",
         y_label: "mean transmit buffer occupancy (full frames)",
         log_y: false,
-        paper: "§6.1: at high loads the transmit buffer occupancy reaches its maximum and incoming frames always see it full.",
     },
     Figure {
         stem: "figr1-reverse-throughput",
@@ -211,7 +197,6 @@ const FIGURES: &[Figure] = &[
         metric: "reverse_throughput_mbps",
         y_label: "data carried to the ATM side (Mb/s)",
         log_y: false,
-        paper: "The reverse path has no bottleneck and carries a 100 Mb/s load from FDDI to ATM; a receive buffer of 16 full-size FDDI frames is sufficient for very bursty traffic.",
     },
     Figure {
         stem: "figr2-reverse-loss",
@@ -220,7 +205,6 @@ const FIGURES: &[Figure] = &[
         metric: "reverse_frame_loss_probability",
         y_label: "frames refused by the receive buffer",
         log_y: true,
-        paper: "A receive buffer of 16 full-size FDDI frames is sufficient (no loss).",
     },
     Figure {
         stem: "figr3-receive-max",
@@ -229,7 +213,6 @@ const FIGURES: &[Figure] = &[
         metric: "receive_buffer_max",
         y_label: "largest receive buffer occupancy (full frames)",
         log_y: false,
-        paper: "16 frames suffice.",
     },
 ];
 
@@ -260,10 +243,6 @@ pub struct Outcome {
     pub wall_seconds: f64,
     /// Threads used.
     pub threads: usize,
-}
-
-fn io_err(path: &Path, e: std::io::Error) -> LabError {
-    LabError::io(format!("writing {}", path.display()), e)
 }
 
 /// The experiment's scenario, shortened for the quick form.
@@ -304,7 +283,7 @@ fn label(key: &str, v: &Value) -> String {
 
 /// The series of `metric` in `r`: one per combination of the non-x swept keys, x in Mb/s.
 fn series(r: &RunReport, x_key: &str, metric: &str) -> Vec<Series> {
-    let mut out: Vec<Series> = Vec::new();
+    let mut out = SeriesSet::new();
     for p in &r.points {
         let Some(x) = p
             .swept
@@ -324,16 +303,9 @@ fn series(r: &RunReport, x_key: &str, metric: &str) -> Vec<Series> {
         let Some((_, e)) = p.metrics.iter().find(|(m, _)| m == metric) else {
             continue;
         };
-        let pt = (x / 1e6, e.mean, e.ci95);
-        match out.iter_mut().find(|s| s.label == name) {
-            Some(s) => s.points.push(pt),
-            None => out.push(Series {
-                label: name,
-                points: vec![pt],
-            }),
-        }
+        out.push(&name, (x / 1e6, e.mean, e.ci95));
     }
-    out
+    out.into_vec()
 }
 
 fn fmt(x: f64) -> String {
@@ -348,9 +320,46 @@ fn fmt(x: f64) -> String {
     }
 }
 
+/// A figure's points: its CSV (series, x, mean, ci95) and its markdown (a row per x
+/// value, a column per series).
+fn figure_tables(ss: &[Series]) -> (Table, Table) {
+    let mut csv = Table::new([
+        Column::csv("series").csv_format(Format::Quoted),
+        Column::csv("x_mbps"),
+        Column::csv("mean"),
+        Column::csv("ci95"),
+    ]);
+    for s in ss {
+        for &(x, m, h) in &s.points {
+            csv.csv_row(cells![&s.label, x, m, h]);
+        }
+    }
+    let mut xs: Vec<f64> = ss
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let mut md = Table::new(
+        std::iter::once(Column::md("load (Mb/s)")).chain(ss.iter().map(|s| Column::md(&s.label))),
+    );
+    for x in xs {
+        let mut row = cells![x];
+        row.extend(ss.iter().map(|s| {
+            s.points
+                .iter()
+                .find(|p| p.0 == x)
+                .map(|(_, m, h)| format!("{} ± {}", fmt(*m), fmt(*h)))
+                .into()
+        }));
+        md.md_row(row);
+    }
+    (csv, md)
+}
+
 /// Runs the reproduction and writes everything into `out`.
 pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
-    std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
+    report::create_dir(out)?;
     let mut files = Vec::new();
     let mut reports = Vec::new();
     let (mut events, mut wall, mut threads) = (0u64, 0f64, 0usize);
@@ -375,56 +384,30 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
         reports.push(r);
     }
 
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# Paper 004 reproduced: Simulation of an ATM-FDDI Gateway\n\n\
-         Buddhikot, Kapoor and Parulkar, WUCS-92-36 (1992), §6, Figures 13-23, regenerated by \
-         `atmlab reproduce gateway{}`.\n",
-        if opts.quick { " --quick" } else { "" }
-    );
-    if opts.quick {
-        let _ = writeln!(
-            md,
-            "**Quick form**: few points, two replications of 0.25 s each. The shapes are \
-             indicative only; the committed full run is in `docs/reproductions/gateway.md`.\n"
-        );
-    }
-    let _ = writeln!(
-        md,
-        "Every point is the mean of independent replications with its 95% Student-t \
-         confidence half-width (`mean ± ci`). The scenario files are in \
-         `scenarios/gateway/`; each experiment's raw results (results.json, results.csv, \
-         replications.csv, run.json) are in the subdirectory of its name.\n"
-    );
-    for exp in EXPERIMENTS.iter().zip(&reports) {
-        let (e, r) = exp;
-        let _ = writeln!(
-            md,
-            "- §{} `{}`: {} points x {} replications of {} s (warm-up {} s), seed {}, {} events",
-            e.section,
-            e.name,
-            r.points.len(),
-            r.scenario.run.replications,
-            match r.scenario.run.length {
-                RunLength::Duration(d) => d.as_secs_f64(),
-                RunLength::Count(n) => n as f64,
-            },
-            match r.scenario.run.warmup {
-                Warmup::Time(d) => d.as_secs_f64(),
-                _ => f64::NAN,
-            },
-            r.scenario.run.seed,
-            r.events
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\nCost: {events} events in {wall:.1} s of wall-clock time on {threads} thread(s), \
-         {:.2} M events/s.\n",
-        events as f64 / wall.max(1e-9) / 1e6
-    );
+    let experiments: Vec<minijinja::Value> = EXPERIMENTS
+        .iter()
+        .zip(&reports)
+        .map(|(e, r)| {
+            context! {
+                section => e.section,
+                name => e.name,
+                points => r.points.len(),
+                replications => r.scenario.run.replications,
+                length => match r.scenario.run.length {
+                    RunLength::Duration(d) => d.as_secs_f64(),
+                    RunLength::Count(n) => n as f64,
+                },
+                warmup => match r.scenario.run.warmup {
+                    Warmup::Time(d) => d.as_secs_f64(),
+                    _ => f64::NAN,
+                },
+                seed => r.scenario.run.seed,
+                events => r.events,
+            }
+        })
+        .collect();
 
+    let mut figures = Vec::new();
     for fig in FIGURES {
         let exp = &EXPERIMENTS[fig.experiment];
         let r = &reports[fig.experiment];
@@ -440,59 +423,37 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
             y_label: fig.y_label,
             log_y: fig.log_y,
         };
-        let stem = out.join(fig.stem);
-        plot_metric(&stem, &spec, &ss)?;
-        let mut csv = String::from("series,x_mbps,mean,ci95\n");
-        for s in &ss {
-            for (x, m, h) in &s.points {
-                let _ = writeln!(csv, "\"{}\",{x},{m},{h}", s.label);
-            }
-        }
-        let csv_path = stem.with_extension("csv");
-        std::fs::write(&csv_path, csv).map_err(|e| io_err(&csv_path, e))?;
-        files.push(csv_path);
+        plot(out, fig.stem, spec, &ss)?;
+        let (csv, md) = figure_tables(&ss);
+        let csv_name = format!("{}.csv", fig.stem);
+        write(out, &csv_name, &csv.csv())?;
+        files.push(out.join(csv_name));
         files.push(out.join(format!("{}.png", fig.stem)));
         files.push(out.join(format!("{}.svg", fig.stem)));
-
-        let _ = writeln!(md, "## {}\n", fig.caption);
-        let _ = writeln!(md, "![{}]({}.png)\n", fig.caption, fig.stem);
-        let _ = writeln!(md, "**Paper:** {}\n", fig.paper);
-        let _ = writeln!(md, "**Ours** (`{}`, §{}):\n", fig.metric, exp.section);
-        // A table: rows are x values, columns are series.
-        let mut xs: Vec<f64> = ss
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.0))
-            .collect();
-        xs.sort_by(f64::total_cmp);
-        xs.dedup();
-        let _ = write!(md, "| load (Mb/s) |");
-        for s in &ss {
-            let _ = write!(md, " {} |", s.label);
-        }
-        let _ = write!(md, "\n| --- |");
-        for _ in &ss {
-            let _ = write!(md, " --- |");
-        }
-        let _ = writeln!(md);
-        for x in xs {
-            let _ = write!(md, "| {x} |");
-            for s in &ss {
-                match s.points.iter().find(|p| p.0 == x) {
-                    Some((_, m, h)) => {
-                        let _ = write!(md, " {} ± {} |", fmt(*m), fmt(*h));
-                    }
-                    None => {
-                        let _ = write!(md, " |");
-                    }
-                }
-            }
-            let _ = writeln!(md);
-        }
-        let _ = writeln!(md);
+        figures.push(context! {
+            stem => fig.stem,
+            caption => fig.caption,
+            metric => fig.metric,
+            section => exp.section,
+            table => md.markdown(),
+        });
     }
-    let _ = writeln!(md, "{}", findings(&reports));
+    let text = report::render(
+        "gateway.md",
+        TEMPLATE,
+        context! {
+            quick => opts.quick,
+            experiments => experiments,
+            events => events,
+            wall => wall,
+            threads => threads,
+            mevents_per_s => events as f64 / wall.max(1e-9) / 1e6,
+            figures => figures,
+            findings => findings(&reports),
+        },
+    )?;
+    write(out, "report.md", &text)?;
     let report = out.join("report.md");
-    std::fs::write(&report, md).map_err(|e| io_err(&report, e))?;
     files.push(report.clone());
     Ok(Outcome {
         report,
@@ -518,9 +479,8 @@ pub fn value_at(r: &RunReport, metric: &str, at: &[(&str, &str)]) -> Option<f64>
         .map(|(_, e)| e.mean)
 }
 
-/// Findings computed from the runs, stated next to the paper's.
-fn findings(reports: &[RunReport]) -> String {
-    let mut md = String::from("## Findings, computed from these runs\n\n");
+/// The findings computed from the runs, for the template to state next to the paper's.
+fn findings(reports: &[RunReport]) -> minijinja::Value {
     // §6.1: the SAR overhead gap below the threshold, the cap at the FDDI rate.
     let r = &reports[0];
     let mut lowest: Option<(f64, f64, f64)> = None;
@@ -534,93 +494,46 @@ fn findings(reports: &[RunReport]) -> String {
             }
         }
     }
-    if let Some((o, t, ratio)) = lowest {
-        let _ = writeln!(
-            md,
-            "- §6.1, below the threshold: at {o:.1} Mb/s offered the gateway carries {t:.1} Mb/s, \
-             {:.1}% less (the SAR overhead alone is 8/53 = 15.1%; the paper: \"approximately 15 percent\").",
-            (1.0 - ratio) * 100.0
-        );
-    }
-    let _ = writeln!(
-        md,
-        "- §6.1, the cap: the largest throughput measured is {max_tp:.1} Mb/s (FDDI: 100 Mb/s \
-         minus its 28 octets of framing per 3853-octet frame and the token's passes)."
-    );
+    let below = lowest.map(|(o, t, ratio)| {
+        context! { offered => o, carried => t, less_pct => (1.0 - ratio) * 100.0 }
+    });
     // Cut-offs: the smallest load with a measured cell loss, per series.
-    for (i, what) in [
-        (0usize, "burst factor"),
-        (1, "peak-to-average ratio"),
-        (3, "transmit buffer"),
-    ] {
-        let r = &reports[i];
-        let ss = series(r, "offered_load", "cell_loss_probability");
-        let cut: Vec<String> = ss
+    let cutoff = |i: usize| -> Vec<minijinja::Value> {
+        series(&reports[i], "offered_load", "cell_loss_probability")
             .iter()
             .map(|s| {
-                let c = s
-                    .points
-                    .iter()
-                    .find(|p| p.1 > 1e-4)
-                    .map_or("none up to the largest load".to_string(), |p| {
-                        format!("{} Mb/s", p.0)
-                    });
-                format!("{}: {c}", s.label)
+                let cut = s.points.iter().find(|p| p.1 > 1e-4).map(|p| p.0);
+                context! { label => &s.label, cut => cut }
             })
-            .collect();
-        let _ = writeln!(
-            md,
-            "- §6.{}, cut-off (first load with cell loss above 1e-4) by {what}: {}.",
-            i + 1,
-            cut.join("; ")
-        );
-    }
+            .collect()
+    };
     // §6.3: the NPE knee.
-    let r = &reports[2];
-    let ss = series(r, "offered_load", "throughput_mbps");
-    let knees: Vec<String> = ss
+    let knees: Vec<minijinja::Value> = series(&reports[2], "offered_load", "throughput_mbps")
         .iter()
         .map(|s| {
             let m = s.points.iter().map(|p| p.1).fold(0.0, f64::max);
-            format!("{}: {m:.1} Mb/s", s.label)
+            context! { label => &s.label, max => m }
         })
         .collect();
-    let _ = writeln!(
-        md,
-        "- §6.3, the largest throughput per NPE rate (an NPE serving R segments of 8 cells per \
-         second cannot carry more than R x 8 x 45 x 8 bits/s, 72 Mb/s at R = 25 /ms, or \
-         68.2 Mb/s with the 2.25 us copy of each segment): {}.",
-        knees.join("; ")
-    );
     // §6.4: the loss-latency trade-off at the highest load.
     let r = &reports[3];
     let lat = series(r, "offered_load", "latency_mean");
     let loss = series(r, "offered_load", "cell_loss_probability");
-    let t: Vec<String> = lat
+    let tradeoff: Vec<minijinja::Value> = lat
         .iter()
         .zip(&loss)
         .filter_map(|(l, c)| {
             let (x, lm, _) = *l.points.last()?;
             let (_, cm, _) = *c.points.last()?;
-            Some(format!(
-                "{}: latency {:.1} ms, cell loss {} at {x} Mb/s",
-                l.label,
-                lm * 1e3,
-                fmt(cm)
-            ))
+            Some(context! { label => &l.label, latency_ms => lm * 1e3, loss => fmt(cm), x => x })
         })
         .collect();
-    let _ = writeln!(
-        md,
-        "- §6.4, the trade-off at the highest load: {}.",
-        t.join("; ")
-    );
     // §6.5: the reverse path.
     let r = &reports[4];
     let tp = series(r, "reverse.load", "reverse_throughput_mbps");
     let mx = series(r, "reverse.load", "receive_buffer_max");
     let lo = series(r, "reverse.load", "reverse_frame_loss_probability");
-    let t: Vec<String> = tp
+    let reverse: Vec<minijinja::Value> = tp
         .iter()
         .zip(&mx)
         .zip(&lo)
@@ -628,15 +541,19 @@ fn findings(reports: &[RunReport]) -> String {
             let (x, tm, _) = *a.points.last()?;
             let bm = b.points.iter().map(|p| p.1).fold(0.0, f64::max);
             let cm = c.points.iter().map(|p| p.1).fold(0.0, f64::max);
-            Some(format!(
-                "{}: {tm:.1} Mb/s carried at {x} Mb/s sent, at most {bm:.1} frames held, largest loss {}",
-                a.label,
-                fmt(cm)
-            ))
+            Some(context! { label => &a.label, carried => tm, x => x, held => bm, loss => fmt(cm) })
         })
         .collect();
-    let _ = writeln!(md, "- §6.5, the reverse path: {}.", t.join("; "));
-    md
+    context! {
+        below => below,
+        max_tp => max_tp,
+        cutoff_burst => cutoff(0),
+        cutoff_peak => cutoff(1),
+        cutoff_buffer => cutoff(3),
+        knees => knees,
+        tradeoff => tradeoff,
+        reverse => reverse,
+    }
 }
 
 #[cfg(test)]

@@ -13,18 +13,24 @@
 //! - `fig08.png` … `fig11.png` (and `.svg`) with `fig08.csv` … `fig11.csv`;
 //! - `table1-voice/`, `table2-video/`, `fig08-11-backbone/`: the runner's own result
 //!   files (`results.json`, `results.csv`, `replications.csv`, `run.json`).
+//!
+//! The files are written with [`crate::report`]; the report's prose, with the paper's
+//! statement about each figure, is `templates/rdma.md`.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use atmlab_core::time::Duration;
-use atmlab_sim::plot::{PlotSpec, Series, plot_metric};
+use atmlab_sim::plot::{PlotSpec, Series};
 use atmlab_sim::report::write_results;
 use atmlab_sim::runner::{self, PointResult, RunOptions, RunReport};
 use atmlab_sim::scenario::{RunLength, Scenario, Warmup};
-use toml::Value;
+use minijinja::context;
 
-use crate::LabError;
+use crate::report::{self, Column, Format, Table, Value, plot, write};
+use crate::{LabError, cells};
+
+/// The report's prose.
+const TEMPLATE: &str = include_str!("../../templates/rdma.md");
 
 const TABLE1: &str = include_str!("../../../../scenarios/rdma/table1-voice.toml");
 const TABLE2: &str = include_str!("../../../../scenarios/rdma/table2-video.toml");
@@ -70,56 +76,30 @@ struct PaperRow {
     values: [f64; 4],
 }
 
+const fn paper(label: &'static str, values: [f64; 4]) -> PaperRow {
+    PaperRow { label, values }
+}
+
 /// Table 1, voice, as printed.
 const PAPER_TABLE1: [PaperRow; 5] = [
-    PaperRow {
-        label: "RDMA",
-        values: [0.0001, 0.000116, 0.000009, 0.5],
-    },
-    PaperRow {
-        label: "L. Bucket C=1.2",
-        values: [1.0058, 0.0138, 0.00523, 65.57],
-    },
-    PaperRow {
-        label: "L. Bucket C=1.4",
-        values: [0.2930, 0.0119, 0.00242, 22.29],
-    },
-    PaperRow {
-        label: "V. Clock",
-        values: [0.2814, 0.6501, 0.0335, 27.22],
-    },
-    PaperRow {
-        label: "V. Clock C=1.2",
-        values: [0.1930, 0.6501, 0.0144, 19.03],
-    },
+    paper("RDMA", [0.0001, 0.000116, 0.000009, 0.5]),
+    paper("L. Bucket C=1.2", [1.0058, 0.0138, 0.00523, 65.57]),
+    paper("L. Bucket C=1.4", [0.2930, 0.0119, 0.00242, 22.29]),
+    paper("V. Clock", [0.2814, 0.6501, 0.0335, 27.22]),
+    paper("V. Clock C=1.2", [0.1930, 0.6501, 0.0144, 19.03]),
 ];
 
 /// Table 2, video, as printed.
 const PAPER_TABLE2: [PaperRow; 6] = [
-    PaperRow {
-        label: "RDMA",
-        values: [0.00787, 0.0001217, 0.000041, 125.65],
-    },
-    PaperRow {
-        label: "L. Bucket C=1.15",
-        values: [0.16115, 0.000086, 0.000010, 1282.0],
-    },
-    PaperRow {
-        label: "L. Bucket C=1.15 Credits=918",
-        values: [0.13198, 0.000086, 0.000008, 947.34],
-    },
-    PaperRow {
-        label: "L. Bucket C=1.4",
-        values: [0.0166, 0.00007, 0.000002, 210.79],
-    },
-    PaperRow {
-        label: "V. Clock",
-        values: [0.00904, 0.03300, 0.000102, 88.22],
-    },
-    PaperRow {
-        label: "V. Clock C=1.2",
-        values: [0.00456, 0.03300, 0.000027, 45.19],
-    },
+    paper("RDMA", [0.00787, 0.0001217, 0.000041, 125.65]),
+    paper("L. Bucket C=1.15", [0.16115, 0.000086, 0.000010, 1282.0]),
+    paper(
+        "L. Bucket C=1.15 Credits=918",
+        [0.13198, 0.000086, 0.000008, 947.34],
+    ),
+    paper("L. Bucket C=1.4", [0.0166, 0.00007, 0.000002, 210.79]),
+    paper("V. Clock", [0.00904, 0.03300, 0.000102, 88.22]),
+    paper("V. Clock C=1.2", [0.00456, 0.03300, 0.000027, 45.19]),
 ];
 
 /// The table columns: the paper's heading and our metric.
@@ -139,16 +119,15 @@ const CURVES: [&str; 5] = [
     "Virtual Clock (5 ms)",
 ];
 
+/// A figure: its file stem and title (the plot's and the report's), what it plots, and
+/// which of [`CURVES`] the paper draws. What the paper says of it is in the template.
 struct Figure {
     stem: &'static str,
     title: &'static str,
     metric: &'static str,
     y_label: &'static str,
     log_y: bool,
-    /// Which of [`CURVES`] the paper draws.
     curves: &'static [usize],
-    /// What the paper says about it.
-    paper: &'static str,
 }
 
 const FIGURES: [Figure; 5] = [
@@ -159,7 +138,6 @@ const FIGURES: [Figure; 5] = [
         y_label: "cells lost / cells offered",
         log_y: false,
         curves: &[0, 1, 2, 3],
-        paper: "Losses occur after an offered load of 50% (the load the mechanisms are configured for); very high for RDMA and the Leaky Bucket (an instability region); Virtual Clock practically suffers no losses, even in overload.",
     },
     Figure {
         stem: "fig09",
@@ -168,7 +146,6 @@ const FIGURES: [Figure; 5] = [
         y_label: "mean cells waiting at C3",
         log_y: false,
         curves: &[0, 1, 2, 3],
-        paper: "RDMA with two routing trees has the lowest occupancy, nearly zero even in overload. Leaky Bucket occupancy appears only once the load reaches its dimensioning load, and does not grow indefinitely. With one tree RDMA's occupancy is very high already at low load, reaching the 20,000-cell memory from 30%.",
     },
     Figure {
         stem: "fig10",
@@ -177,7 +154,6 @@ const FIGURES: [Figure; 5] = [
         y_label: "cells lost / cells arriving at C3",
         log_y: false,
         curves: &[0, 1, 2, 3],
-        paper: "Virtual Clock's discards at C3 grow without bound after 50%. RDMA with one tree loses cells from 30%, its losses smoothed from 50% on as the periphery limits what enters.",
     },
     Figure {
         stem: "fig10-cells",
@@ -186,7 +162,6 @@ const FIGURES: [Figure; 5] = [
         y_label: "cells lost at C3 per second",
         log_y: false,
         curves: &[0, 1, 2, 3],
-        paper: "The same losses as a count per second (the paper's axis is \"the average number of rejected cells\").",
     },
     Figure {
         stem: "fig11",
@@ -195,7 +170,6 @@ const FIGURES: [Figure; 5] = [
         y_label: "mean access delay (s)",
         log_y: true,
         curves: &[0, 2, 3, 4],
-        paper: "RDMA's delay is larger than the others' at low load; as the load grows the Leaky Bucket and Virtual Clock delays surpass RDMA's (except Virtual Clock with a 5 ms penalty).",
     },
 ];
 
@@ -222,7 +196,7 @@ fn scenario(name: &str, text: &str, quick: bool) -> Result<Scenario, LabError> {
         scn.run.batches = Some(5);
         for (k, values) in &mut scn.sweep {
             if k == "load" {
-                *values = vec![Value::Float(0.3), Value::Float(0.5), Value::Float(0.7)];
+                *values = [0.3, 0.5, 0.7].map(toml::Value::Float).to_vec();
             }
         }
     }
@@ -302,57 +276,56 @@ fn fmt_ci(mean: f64, ci: f64) -> String {
     }
 }
 
-/// Writes a table's markdown and CSV.
-fn table(
-    md: &mut String,
-    csv_path: &Path,
-    title: &str,
-    paper: &[PaperRow],
-    report: &RunReport,
-) -> Result<(), LabError> {
-    let _ = writeln!(md, "## {title}\n");
-    let _ = write!(md, "| Mechanism |");
+/// A CI half-width in a CSV: empty where there is none.
+fn ci_field(ci: f64) -> Value {
+    if ci.is_finite() {
+        Value::Float(ci)
+    } else {
+        Value::Empty
+    }
+}
+
+/// A table of the paper beside ours: wide in the markdown (paper, atmlab per metric),
+/// long in the CSV (mechanism, metric, paper, mean, ci95).
+fn table(paper: &[PaperRow], report: &RunReport) -> Table {
+    let mut columns = vec![Column::md("Mechanism")];
     for (h, _) in TABLE_METRICS {
-        let _ = write!(md, " {h}: paper | atmlab |");
+        columns.push(
+            Column::md(&format!("{h}: paper"))
+                .right()
+                .format(Format::Custom(fmt)),
+        );
+        columns.push(Column::md("atmlab").right());
     }
-    let _ = write!(md, " Loss (atmlab) |\n|---|");
-    for _ in TABLE_METRICS {
-        let _ = write!(md, "---:|---:|");
-    }
-    let _ = writeln!(md, "---:|");
-    let mut csv = String::from("mechanism,metric,paper,mean,ci95\n");
+    columns.push(Column::md("Loss (atmlab)").right());
+    columns.extend(["mechanism", "metric", "paper", "mean", "ci95"].map(Column::csv));
+    let mut t = Table::new(columns).compact();
     for (row, point) in paper.iter().zip(&report.points) {
-        let _ = write!(md, "| {} |", row.label);
+        let mut md = cells![row.label];
         for (i, (_, m)) in TABLE_METRICS.iter().enumerate() {
             let (mean, ci) = metric(point, m);
-            let _ = write!(md, " {} | {} |", fmt(row.values[i]), fmt_ci(mean, ci));
-            let _ = writeln!(
-                csv,
-                "{},{m},{},{mean},{}",
-                row.label,
-                row.values[i],
-                if ci.is_finite() {
-                    ci.to_string()
-                } else {
-                    String::new()
-                }
-            );
+            md.extend(cells![row.values[i], fmt_ci(mean, ci)]);
+            t.csv_row(cells![row.label, *m, row.values[i], mean, ci_field(ci)]);
         }
         let (loss, lci) = metric(point, "loss_probability");
-        let _ = writeln!(md, " {} |", fmt_ci(loss, lci));
+        md.push(fmt_ci(loss, lci).into());
+        t.md_row(md);
     }
-    let _ = writeln!(
-        md,
-        "\natmlab: {} events, {:.1} s wall on {} thread(s); CI over {} batches of one long run.\n",
-        report.events,
-        report.wall_seconds,
-        report.threads,
-        report
+    t
+}
+
+/// What the report says of a table's run.
+fn table_context(t: &Table, report: &RunReport) -> minijinja::Value {
+    context! {
+        table => t.markdown(),
+        events => report.events,
+        wall => report.wall_seconds,
+        threads => report.threads,
+        batches => report
             .points
             .first()
-            .map_or(0, |p| p.metrics.first().map_or(0, |m| m.1.n))
-    );
-    std::fs::write(csv_path, csv).map_err(|e| err(&csv_path.display().to_string(), e))
+            .map_or(0, |p| p.metrics.first().map_or(0, |m| m.1.n)),
+    }
 }
 
 /// The backbone point of curve `c` at each load, in load order.
@@ -388,12 +361,13 @@ fn first_load_above(report: &RunReport, c: usize, m: &str, threshold: f64) -> Op
         .map(|(l, _)| l)
 }
 
+/// Plots and writes each figure (PNG, SVG, CSV); returns what the report shows of them.
 fn figures(
-    md: &mut String,
     out: &Path,
     report: &RunReport,
     files: &mut Vec<PathBuf>,
-) -> Result<(), LabError> {
+) -> Result<Vec<minijinja::Value>, LabError> {
+    let mut shown = Vec::new();
     for f in &FIGURES {
         let series: Vec<Series> = f
             .curves
@@ -409,73 +383,54 @@ fn figures(
                     .collect(),
             })
             .collect();
-        let stem = out.join(f.stem);
-        plot_metric(
-            &stem,
-            &PlotSpec {
-                title: f.title,
-                x_label: "offered load of each LAN (share of 150 Mb/s)",
-                y_label: f.y_label,
-                log_y: f.log_y,
-            },
-            &series,
-        )
-        .map_err(|e| err(f.stem, e))?;
-        let mut csv = String::from("load,curve,mean,ci95\n");
+        let spec = PlotSpec {
+            title: f.title,
+            x_label: "offered load of each LAN (share of 150 Mb/s)",
+            y_label: f.y_label,
+            log_y: f.log_y,
+        };
+        plot(out, f.stem, spec, &series)?;
+        let mut csv = Table::new(["load", "curve", "mean", "ci95"].map(Column::csv));
         for s in &series {
-            for (l, m, ci) in &s.points {
-                let ci = if ci.is_finite() {
-                    ci.to_string()
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(csv, "{l},{},{m},{ci}", s.label);
+            for &(l, m, ci) in &s.points {
+                csv.csv_row(cells![l, &s.label, m, ci_field(ci)]);
             }
         }
-        let csv_path = out.join(format!("{}.csv", f.stem));
-        std::fs::write(&csv_path, csv).map_err(|e| err(f.stem, e))?;
-        files.push(stem.with_extension("png"));
-        files.push(csv_path);
+        let csv_name = format!("{}.csv", f.stem);
+        write(out, &csv_name, &csv.csv())?;
+        files.push(out.join(f.stem).with_extension("png"));
+        files.push(out.join(csv_name));
 
-        let _ = writeln!(md, "## {}\n", f.title);
-        let _ = writeln!(md, "![{}]({}.png)\n", f.title, f.stem);
-        let _ = writeln!(md, "The paper: {}\n", f.paper);
-        let _ = write!(md, "| load |");
-        for s in &series {
-            let _ = write!(md, " {} |", s.label);
-        }
-        let _ = write!(md, "\n|---:|");
-        for _ in &series {
-            let _ = write!(md, "---:|");
-        }
-        let _ = writeln!(md);
+        // The markdown: a row per load, a column per curve.
+        let mut t = Table::new(
+            std::iter::once(Column::md("load").right())
+                .chain(series.iter().map(|s| Column::md(&s.label).right())),
+        )
+        .compact();
         let n = series.first().map_or(0, |s| s.points.len());
         for i in 0..n {
-            let _ = write!(md, "| {} |", series[0].points[i].0);
-            for s in &series {
+            let mut row = cells![series[0].points[i].0];
+            row.extend(series.iter().map(|s| {
                 let (_, m, ci) = s.points[i];
-                let _ = write!(md, " {} |", fmt_ci(m, ci));
-            }
-            let _ = writeln!(md);
+                Value::from(fmt_ci(m, ci))
+            }));
+            t.md_row(row);
         }
-        let _ = writeln!(md);
+        shown.push(context! { stem => f.stem, title => f.title, table => t.markdown() });
     }
-    Ok(())
+    Ok(shown)
 }
 
-/// The paper's conclusions, each checked on our numbers.
-fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) {
-    let _ = writeln!(md, "## The paper's conclusions, checked\n");
-    let mut check = |claim: &str, holds: bool, detail: String| {
-        let _ = writeln!(
-            md,
-            "- {} **{claim}** — {detail}",
-            if holds { "holds:" } else { "does not hold:" }
-        );
-    };
-    let delays =
+/// A mechanism and its value, as a conclusion names them.
+fn named(label: &str, v: f64) -> minijinja::Value {
+    context! { label => label, value => fmt(v) }
+}
+
+/// The paper's conclusions, each checked on our numbers: for each, whether it holds and
+/// the numbers that say so.
+fn conclusions(t1: &RunReport, t2: &RunReport, bb: &RunReport) -> minijinja::Value {
+    let values =
         |r: &RunReport, m: &str| -> Vec<f64> { r.points.iter().map(|p| metric(p, m).0).collect() };
-    let d1 = delays(t1, "mean_delay");
     let argmin = |v: &[f64]| {
         v.iter()
             .enumerate()
@@ -488,30 +443,13 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map_or(0, |x| x.0)
     };
-    check(
-        "Table 1: RDMA has the smallest voice delay, the Leaky Bucket the largest",
-        argmin(&d1) == 0 && (argmax(&d1) == 1 || argmax(&d1) == 2),
-        format!(
-            "smallest {} ({} s), largest {} ({} s)",
-            PAPER_TABLE1[argmin(&d1)].label,
-            fmt(d1[argmin(&d1)]),
-            PAPER_TABLE1[argmax(&d1)].label,
-            fmt(d1[argmax(&d1)])
-        ),
-    );
-    for (name, m) in [("jitter", "mean_jitter"), ("occupation", "mean_occupancy")] {
-        let v = delays(t1, m);
-        check(
-            &format!("Table 1: RDMA's voice {name} is the smallest"),
-            argmin(&v) == 0,
-            format!(
-                "smallest {} ({})",
-                PAPER_TABLE1[argmin(&v)].label,
-                fmt(v[argmin(&v)])
-            ),
-        );
-    }
-    let d2 = delays(t2, "mean_delay");
+    let smallest = |table: &[PaperRow], v: &[f64]| named(table[argmin(v)].label, v[argmin(v)]);
+    let largest = |table: &[PaperRow], v: &[f64]| named(table[argmax(v)].label, v[argmax(v)]);
+
+    let d1 = values(t1, "mean_delay");
+    let j1 = values(t1, "mean_jitter");
+    let o1 = values(t1, "mean_occupancy");
+    let d2 = values(t2, "mean_delay");
     let below_rdma: Vec<&str> = d2
         .iter()
         .enumerate()
@@ -519,46 +457,13 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
         .filter(|(_, d)| **d < d2[0])
         .map(|(i, _)| PAPER_TABLE2[i].label)
         .collect();
-    check(
-        "Table 2: RDMA's video delay exceeds only Leaky Bucket C=1.4 and Virtual Clock C=1.2",
-        below_rdma == ["L. Bucket C=1.4", "V. Clock C=1.2"],
-        format!(
-            "below RDMA's {} s: {}",
-            fmt(d2[0]),
-            if below_rdma.is_empty() {
-                "none".to_owned()
-            } else {
-                below_rdma.join(", ")
-            }
-        ),
-    );
-    let occ2 = delays(t2, "mean_occupancy");
-    check(
-        "Table 2: the Leaky Bucket with C=1.15 has the highest occupation",
-        argmax(&occ2) == 1 || argmax(&occ2) == 2,
-        format!(
-            "highest {} ({} cells)",
-            PAPER_TABLE2[argmax(&occ2)].label,
-            fmt(occ2[argmax(&occ2)])
-        ),
-    );
+    let o2 = values(t2, "mean_occupancy");
+
     let onset = |c: usize, m: &str| first_load_above(bb, c, m, 1e-3);
-    let show =
-        |x: Option<f64>| x.map_or("none in the range".to_owned(), |l| format!("from load {l}"));
     let (r1, lb, vc) = (
         onset(0, "periphery_loss"),
         onset(2, "periphery_loss"),
         onset(3, "periphery_loss"),
-    );
-    check(
-        "Fig. 8: periphery losses start above the 50% dimensioning load for RDMA and the Leaky Bucket",
-        r1.is_some_and(|l| l > 0.5) && lb.is_some_and(|l| l > 0.5),
-        format!("loss > 0.1%: RDMA {}, Leaky Bucket {}", show(r1), show(lb)),
-    );
-    check(
-        "Fig. 8: Virtual Clock practically suffers no periphery loss",
-        vc.is_none(),
-        format!("Virtual Clock (0.1 ms) loss > 0.1% {}", show(vc)),
     );
     let max_over = |c: usize, m: &str| {
         curve(bb, c)
@@ -571,60 +476,62 @@ fn conclusions(md: &mut String, t1: &RunReport, t2: &RunReport, bb: &RunReport) 
         .iter()
         .map(|&c| max_over(c, "internal_occupancy"))
         .collect();
-    check(
-        "Fig. 9: RDMA with two trees keeps C3's occupancy lowest, nearly zero",
-        others.iter().all(|o| two <= *o),
-        format!(
-            "largest mean C3 occupancy over the loads: two trees {}, one tree {}, Leaky Bucket {}, Virtual Clock {} cells",
-            fmt(two),
-            fmt(others[0]),
-            fmt(others[1]),
-            fmt(others[2])
-        ),
-    );
     let one_tree = onset(0, "internal_loss");
-    check(
-        "Fig. 10: with one tree RDMA loses cells at C3 from about 30% load",
-        one_tree.is_some_and(|l| l <= 0.35),
-        format!("C3 loss > 0.1% with one tree {}", show(one_tree)),
-    );
-    let low = |c: usize| {
-        curve(bb, c)
-            .first()
-            .map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0)
+    let delay_at = |c: usize, last: bool| {
+        let points = curve(bb, c);
+        let p = if last { points.last() } else { points.first() };
+        p.map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0)
     };
-    let high = |c: usize| {
-        curve(bb, c)
-            .last()
-            .map_or(f64::NAN, |(_, p)| metric(p, "periphery_delay").0)
+    let delays = |last: bool| -> Vec<f64> { (0..5).map(|c| delay_at(c, last)).collect() };
+    let (low, high) = (delays(false), delays(true));
+    let fig11 = |d: &[f64], holds: bool| {
+        context! {
+            holds => holds,
+            rdma => fmt(d[0]),
+            lb => fmt(d[2]),
+            vc_short => fmt(d[3]),
+            vc_long => fmt(d[4]),
+        }
     };
-    check(
-        "Fig. 11: at low load RDMA's periphery delay is the largest",
-        [2, 3, 4].iter().all(|&c| low(0) > low(c)),
-        format!(
-            "lowest load: RDMA {} s, Leaky Bucket {} s, VC 0.1 ms {} s, VC 5 ms {} s",
-            fmt(low(0)),
-            fmt(low(2)),
-            fmt(low(3)),
-            fmt(low(4))
-        ),
-    );
-    check(
-        "Fig. 11: at high load the Leaky Bucket and Virtual Clock (0.1 ms) delays surpass RDMA's",
-        high(2) > high(0) && high(3) > high(0),
-        format!(
-            "highest load: RDMA {} s, Leaky Bucket {} s, VC 0.1 ms {} s, VC 5 ms {} s",
-            fmt(high(0)),
-            fmt(high(2)),
-            fmt(high(3)),
-            fmt(high(4))
-        ),
-    );
+    context! {
+        t1_delay => context! {
+            holds => argmin(&d1) == 0 && (argmax(&d1) == 1 || argmax(&d1) == 2),
+            smallest => smallest(&PAPER_TABLE1, &d1),
+            largest => largest(&PAPER_TABLE1, &d1),
+        },
+        t1_jitter => context! { holds => argmin(&j1) == 0, smallest => smallest(&PAPER_TABLE1, &j1) },
+        t1_occupation => context! { holds => argmin(&o1) == 0, smallest => smallest(&PAPER_TABLE1, &o1) },
+        t2_delay => context! {
+            holds => below_rdma == ["L. Bucket C=1.4", "V. Clock C=1.2"],
+            rdma => fmt(d2[0]),
+            below => below_rdma,
+        },
+        t2_occupation => context! {
+            holds => argmax(&o2) == 1 || argmax(&o2) == 2,
+            largest => largest(&PAPER_TABLE2, &o2),
+        },
+        fig8_onset => context! {
+            holds => r1.is_some_and(|l| l > 0.5) && lb.is_some_and(|l| l > 0.5),
+            rdma => r1,
+            lb => lb,
+        },
+        fig8_vc => context! { holds => vc.is_none(), vc => vc },
+        fig9 => context! {
+            holds => others.iter().all(|o| two <= *o),
+            two => fmt(two),
+            one => fmt(others[0]),
+            lb => fmt(others[1]),
+            vc => fmt(others[2]),
+        },
+        fig10 => context! { holds => one_tree.is_some_and(|l| l <= 0.35), one_tree => one_tree },
+        fig11_low => fig11(&low, [2, 3, 4].iter().all(|&c| low[0] > low[c])),
+        fig11_high => fig11(&high, high[2] > high[0] && high[3] > high[0]),
+    }
 }
 
 /// Runs the reproduction into `out` (created if needed).
 pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
-    std::fs::create_dir_all(out).map_err(|e| err(&out.display().to_string(), e))?;
+    report::create_dir(out)?;
     let mut files = Vec::new();
     let mut runs = Vec::new();
     let t1 = run_one("table1-voice", TABLE1, opts, out, &mut files, &mut runs)?;
@@ -638,55 +545,36 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
         &mut runs,
     )?;
 
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# Paper 003 (RDMA / Isochronets): reproduction{}\n",
-        if opts.quick {
-            " (quick form: short runs, wide intervals)"
-        } else {
-            ""
-        }
-    );
-    let _ = writeln!(
-        md,
-        "Generated by `atmlab reproduce rdma{}`. Each table gives the paper's value, then \
-         atmlab's mean ± the half-width of its 95% confidence interval (batch means). The \
-         scenarios are `scenarios/rdma/*.toml`; how each unclear value was read, and every \
-         difference, is discussed in `docs/reproductions/rdma.md`. Jitter is the increase of \
-         the access delay from one cell to the next (see `atmlab_models::access_link`).\n",
-        if opts.quick { " --quick" } else { "" }
-    );
-    let t1_csv = out.join("table1.csv");
-    table(
-        &mut md,
-        &t1_csv,
-        "Table 1: voice source",
-        &PAPER_TABLE1,
-        &t1,
-    )?;
-    let t2_csv = out.join("table2.csv");
-    table(
-        &mut md,
-        &t2_csv,
-        "Table 2: video source",
-        &PAPER_TABLE2,
-        &t2,
-    )?;
-    files.push(t1_csv);
-    files.push(t2_csv);
-    figures(&mut md, out, &bb, &mut files)?;
-    conclusions(&mut md, &t1, &t2, &bb);
-    let _ = writeln!(md);
-    let _ = writeln!(
-        md,
-        "## Runs\n\n| experiment | events | wall (s) |\n|---|---:|---:|"
-    );
+    let table1 = table(&PAPER_TABLE1, &t1);
+    let table2 = table(&PAPER_TABLE2, &t2);
+    write(out, "table1.csv", &table1.csv())?;
+    write(out, "table2.csv", &table2.csv())?;
+    files.push(out.join("table1.csv"));
+    files.push(out.join("table2.csv"));
+    let figures = figures(out, &bb, &mut files)?;
+    let mut run_table = Table::new([
+        Column::md("experiment"),
+        Column::md("events").right(),
+        Column::md("wall (s)").right().format(Format::Fixed(1)),
+    ])
+    .compact();
     for r in &runs {
-        let _ = writeln!(md, "| {} | {} | {:.1} |", r.name, r.events, r.wall_seconds);
+        run_table.md_row(cells![r.name, r.events, r.wall_seconds]);
     }
+    let md = report::render(
+        "rdma.md",
+        TEMPLATE,
+        context! {
+            quick => opts.quick,
+            table1 => table_context(&table1, &t1),
+            table2 => table_context(&table2, &t2),
+            figures => figures,
+            checks => conclusions(&t1, &t2, &bb),
+            runs => run_table.markdown(),
+        },
+    )?;
+    write(out, "report.md", &md)?;
     let report = out.join("report.md");
-    std::fs::write(&report, md).map_err(|e| err("report.md", e))?;
     files.insert(0, report.clone());
     Ok(RdmaReport {
         report,

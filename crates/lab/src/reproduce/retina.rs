@@ -12,13 +12,19 @@
 //!   protocol (the hybrid of §3.4), and SNMP-like per-attribute operations (one UDP
 //!   request/response per attribute of the cross-connect row, §3.6).
 //!
-//! Nothing is fitted to the paper: the machine is some thousand times faster per
-//! invocation, so the comparison is of shapes (growth with path length, ratios between
+//! Nothing is fitted to the paper: the machine is far faster per invocation than the
+//! paper's, so the comparison is of shapes (growth with path length, ratios between
 //! interfaces), not of milliseconds.
+//!
+//! The report (`README.md`, its CSVs and figures) is built with [`crate::report`]; its
+//! prose is `templates/retina.md`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::net::Topology;
+use atmlab_control::tina::{Counts, SetupMode, TinaConfig};
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::CellRate;
@@ -29,14 +35,17 @@ use atmlab_fabric::live::raw::RawClient;
 use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release, Reply};
 use atmlab_rpc::tls::TlsIdentity;
 use atmlab_rpc::v1 as pb;
+use atmlab_sim::plot::{PlotSpec, Series};
 use hdrhistogram::Histogram;
+use minijinja::context;
 use serde_json::json;
 
-use crate::LabError;
 use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
-use atmlab_control::cm::routes::CachedRouter;
-use atmlab_control::net::Topology;
-use atmlab_control::tina::{Counts, SetupMode, TinaConfig};
+use crate::report::{self, Column, Format, SeriesSet, Table, Value, plot, write};
+use crate::{LabError, cells};
+
+/// The report's prose.
+const TEMPLATE: &str = include_str!("../../templates/retina.md");
 
 /// The longest path measured (switches crossed).
 pub const MAX_PATH: usize = 8;
@@ -231,9 +240,9 @@ pub async fn run(
         &mut say,
     )
     .await?;
-    let result = run_on(opts, &lab, &mut say).await;
-    lab.down().await;
-    let mut results = result?;
+    let mut results = lab
+        .within(async |lab| run_on(opts, lab, &mut say).await)
+        .await?;
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
     Ok(results)
@@ -295,14 +304,7 @@ async fn run_on(
                 depth,
                 ..TinaConfig::default()
             };
-            let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
-            let tina = atmlab_control::tina::lnc::start(
-                config,
-                lab.clients.clone(),
-                Box::new(router),
-                tina_id.as_ref(),
-            )
-            .await?;
+            let tina = start_tina(lab, config, tina_id.as_ref()).await?;
             let before = tina.lnc.invocations();
             let c = tina
                 .lnc
@@ -328,6 +330,20 @@ async fn run_on(
         quick: opts.quick,
         seconds: 0.0,
     })
+}
+
+/// A TINA LNC (over its NML-CP and EML-CP hierarchy) on the lab's switches, routing
+/// through a cache of the lab's route object.
+async fn start_tina(
+    lab: &Lab,
+    config: TinaConfig,
+    tls: Option<&TlsIdentity>,
+) -> Result<atmlab_control::tina::lnc::Tina, LabError> {
+    let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
+    Ok(
+        atmlab_control::tina::lnc::start(config, lab.clients.clone(), Box::new(router), tls)
+            .await?,
+    )
 }
 
 /// The manager's name in a sweep: bare with the emulated round trip, marked without.
@@ -361,14 +377,7 @@ async fn sweep(
             invocation_delay: delay,
             ..TinaConfig::default()
         };
-        let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
-        let tina = atmlab_control::tina::lnc::start(
-            config,
-            lab.clients.clone(),
-            Box::new(router),
-            tina_id,
-        )
-        .await?;
+        let tina = start_tina(lab, config, tina_id).await?;
         let r = measure_tina(&tina.lnc, &name, lengths, calls, warm, say).await;
         tina.shutdown().await;
         lab.audit(&name).await?;
@@ -909,10 +918,6 @@ mod snmp {
 
 // ----- the report ----------------------------------------------------------------------------
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), LabError> {
-    std::fs::write(dir.join(name), text).map_err(|e| err(name, e))
-}
-
 fn counts_text(c: &Counts, calls: u64) -> String {
     c.iter()
         .map(|(k, v)| format!("{k} {:.1}", *v as f64 / calls.max(1) as f64))
@@ -920,176 +925,162 @@ fn counts_text(c: &Counts, calls: u64) -> String {
         .join(", ")
 }
 
+/// §4.2: the paper's two points beside every point we measured, and the curves.
+fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
+    let ms = |md: &str, csv: &str| Column::new(md, csv).right().fixed(3, 4);
+    let mut t = Table::new([
+        Column::md("manager"),
+        Column::csv("manager"),
+        Column::new("switches", "switches").right(),
+        Column::new("calls", "calls").right(),
+        ms("mean ms", "mean_ms"),
+        ms("p50 ms", "p50_ms"),
+        ms("p99 ms", "p99_ms"),
+        Column::md("invocations per setup"),
+        Column::csv("invocations_per_setup").format(Format::Fixed(2)),
+        Column::csv("by_interface"),
+    ]);
+    let e = Value::Empty;
+    t.md_row(cells![
+        "paper, Alcin (sequential)",
+        1u64,
+        e.clone(),
+        "28",
+        e.clone(),
+        e.clone(),
+        "13 (9 + 4)"
+    ]);
+    t.md_row(cells![
+        "paper, Alcin (sequential, estimated)",
+        3u64,
+        e.clone(),
+        "44",
+        e.clone(),
+        e,
+        "21 (9 + 3 x 4)"
+    ]);
+    let mut series = SeriesSet::new();
+    for p in &r.setup {
+        let counts = counts_text(&p.invocations, p.calls);
+        t.row(cells![
+            format!("atmlab, {}", p.manager),
+            &p.manager,
+            p.switches,
+            p.calls,
+            p.mean_ms,
+            p.p50_ms,
+            p.p99_ms,
+            format!("{:.1} ({counts})", p.total_invocations()),
+            p.total_invocations(),
+            counts.replace(", ", ";")
+        ]);
+        series.push(&p.manager, (p.switches as f64, p.mean_ms, f64::NAN));
+    }
+    (t, series)
+}
+
 /// Writes README.md, the CSVs, the plot and results.json.
 pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
-    use atmlab_sim::plot::{PlotSpec, Series};
-    std::fs::create_dir_all(dir).map_err(|e| err("creating the report directory", e))?;
-    let mut md = String::new();
-    md.push_str("# ReTINA (paper 001), reproduced\n\n");
-    md.push_str(&format!(
-        "Generated by `atmlab reproduce retina{}` in {:.0} s: a chain of {MAX_PATH} switch \
-         servers on loopback (mutual TLS unless `--insecure`), host `a` on s1 and host `hL` \
-         on sL, so a call a -> hL crosses L switches. TINA: the LNC over a 2-level NML-CP \
-         hierarchy (fan-out 2) over one EML-CP per switch, every invocation a gRPC call. \
-         One setup at a time (latency, not throughput); the connections of a point are released together after it. \
-         Every object here shares one machine's cores, where an invocation is mostly CPU \
-         time that concurrency cannot overlap; in the paper's network they were machines \
-         apart and an invocation mostly waited. The headline rows therefore add an \
-         emulated {} ms round trip to every remote invocation (tina: each gRPC call; \
-         xbind: a uniform delay up to it on each message, each way); the rows marked \
-         \"no added delay\" are the machine as it is.\n\n",
-        if r.quick { " --quick" } else { "" },
-        r.seconds,
-        EMULATED_RTT.as_millis()
-    ));
-    md.push_str("## Setup time against path length (§4.2)\n\n");
-    md.push_str(
-        "The paper (Alcin on Orbix 2.0 MT, one Ultra1): 28 ms for a connection through one \
-         switch (9 invocations client -> Alcin, 4 Alcin -> EML-CP, about 2 ms each, 90% of \
-         the time in the ORB); about 44 ms estimated across three switches, since Alcin \
-         drives the EML-CPs one after another (4 interactions, 8 ms, per switch). It asks \
-         for fewer invocations and parallel sub-connection setup.\n\n",
-    );
-    md.push_str(
-        "| manager | switches | calls | mean ms | p50 ms | p99 ms | invocations per setup |\n",
-    );
-    md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
-    md.push_str("| paper, Alcin (sequential) | 1 | | 28 | | | 13 (9 + 4) |\n");
-    md.push_str("| paper, Alcin (sequential, estimated) | 3 | | 44 | | | 21 (9 + 3 x 4) |\n");
-    let mut csv = String::from(
-        "manager,switches,calls,mean_ms,p50_ms,p99_ms,invocations_per_setup,by_interface\n",
-    );
-    let mut series: Vec<Series> = Vec::new();
-    for p in &r.setup {
-        md.push_str(&format!(
-            "| atmlab, {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.1} ({}) |\n",
-            p.manager,
-            p.switches,
-            p.calls,
-            p.mean_ms,
-            p.p50_ms,
-            p.p99_ms,
-            p.total_invocations(),
-            counts_text(&p.invocations, p.calls)
-        ));
-        csv.push_str(&format!(
-            "{},{},{},{:.4},{:.4},{:.4},{:.2},{}\n",
-            p.manager,
-            p.switches,
-            p.calls,
-            p.mean_ms,
-            p.p50_ms,
-            p.p99_ms,
-            p.total_invocations(),
-            counts_text(&p.invocations, p.calls).replace(", ", ";")
-        ));
-        let pt = (p.switches as f64, p.mean_ms, f64::NAN);
-        match series.iter_mut().find(|s| s.label == p.manager) {
-            Some(s) => s.points.push(pt),
-            None => series.push(Series {
-                label: p.manager.clone(),
-                points: vec![pt],
-            }),
-        }
-    }
-    write(dir, "setup_time.csv", &csv)?;
-    let managers: Vec<String> = series.iter().map(|s| s.label.clone()).collect();
-    md.push_str("\nLeast-squares slope of the median setup time over path length:\n\n");
-    for m in &managers {
-        md.push_str(&format!("- {m}: {:+.4} ms per switch\n", r.slope_of(m)));
-    }
+    report::create_dir(dir)?;
+    let (setup, series) = setup_table(r);
+    write(dir, "setup_time.csv", &setup.csv())?;
+    let managers = series.labels();
+    let slopes: Vec<minijinja::Value> = managers
+        .iter()
+        .map(|m| context! { manager => m, slope => r.slope_of(m) })
+        .collect();
     let (bare, emulated): (Vec<Series>, Vec<Series>) = series
+        .into_vec()
         .into_iter()
         .partition(|s| s.label.ends_with("no added delay"));
-    atmlab_sim::plot::plot_metric(
-        &dir.join("setup_time"),
-        &PlotSpec {
-            title: "§4.2: setup time, 20 ms round trip per invocation",
-            x_label: "switches on the path",
-            y_label: "mean setup time (ms)",
-            log_y: false,
-        },
+    let spec = |title| PlotSpec {
+        title,
+        x_label: "switches on the path",
+        y_label: "mean setup time (ms)",
+        log_y: false,
+    };
+    plot(
+        dir,
+        "setup_time",
+        spec("§4.2: setup time, 20 ms round trip per invocation"),
         &emulated,
-    )
-    .map_err(|e| err("plotting setup_time", e))?;
-    atmlab_sim::plot::plot_metric(
-        &dir.join("setup_time_no_delay"),
-        &PlotSpec {
-            title: "§4.2: setup time, no added delay",
-            x_label: "switches on the path",
-            y_label: "mean setup time (ms)",
-            log_y: false,
-        },
+    )?;
+    plot(
+        dir,
+        "setup_time_no_delay",
+        spec("§4.2: setup time, no added delay"),
         &bare,
-    )
-    .map_err(|e| err("plotting setup_time_no_delay", e))?;
-    let paper = vec![Series {
-        label: "paper, Alcin sequential (Orbix)".into(),
-        points: vec![(1.0, 28.0, f64::NAN), (3.0, 44.0, f64::NAN)],
-    }];
-    atmlab_sim::plot::plot_metric(
-        &dir.join("setup_time_paper"),
-        &PlotSpec {
-            title: "§4.2, the paper (Alcin, Orbix)",
-            x_label: "switches on the path",
-            y_label: "setup time (ms)",
-            log_y: false,
-        },
-        &paper,
-    )
-    .map_err(|e| err("plotting setup_time_paper", e))?;
-    md.push_str(
-        "\n![setup time](setup_time.png) ![no added delay](setup_time_no_delay.png) ![the paper's](setup_time_paper.png)\n",
+    )?;
+    let mut paper = SeriesSet::new();
+    paper.add(
+        "paper, Alcin sequential (Orbix)",
+        vec![(1.0, 28.0, f64::NAN), (3.0, 44.0, f64::NAN)],
     );
+    plot(
+        dir,
+        "setup_time_paper",
+        PlotSpec {
+            title: "§4.2, the paper (Alcin, Orbix)",
+            y_label: "setup time (ms)",
+            ..spec("")
+        },
+        paper.as_slice(),
+    )?;
 
-    md.push_str(&format!(
-        "\n## Invocations per setup by depth of the hierarchy ({MAX_PATH} switches)\n\n"
-    ));
-    md.push_str("| mode | NML-CP levels | total | by interface |\n| --- | ---: | ---: | --- |\n");
-    let mut csv = String::from("mode,depth,total,by_interface\n");
+    let mut depths = Table::new([
+        Column::new("mode", "mode"),
+        Column::new("NML-CP levels", "depth").right(),
+        Column::new("total", "total").right(),
+        Column::md("by interface"),
+        Column::csv("by_interface"),
+    ]);
     for (mode, depth, c) in &r.depths {
         let total: u64 = c.values().sum();
-        md.push_str(&format!(
-            "| {mode} | {depth} | {total} | {} |\n",
-            counts_text(c, 1)
-        ));
-        csv.push_str(&format!(
-            "{mode},{depth},{total},{}\n",
-            counts_text(c, 1).replace(", ", ";")
-        ));
+        let counts = counts_text(c, 1);
+        depths.row(cells![
+            mode,
+            *depth,
+            total,
+            &counts,
+            counts.replace(", ", ";")
+        ]);
     }
-    write(dir, "invocations.csv", &csv)?;
+    write(dir, "invocations.csv", &depths.csv())?;
 
-    md.push_str("\n## The switch interface (§3.3-3.6), today\n\n");
-    md.push_str(
-        "The paper, connection creations or deletions per second, one at a time: JORB 418 \
-         vs sockets 1,818 (row 9 vs 10, client and server on one Pentium Pro, JIT); JORB to \
-         the switch 16 vs sockets 121 (rows 5, 6); OrbixWeb 600 (row 15); the hybrid, a JORB \
-         proxy forwarding over sockets, 97 to the Java server on the switch and 251 to the C \
-         server (vs 600 direct); SNMP about 50. Ours: one create (commit) and one delete \
-         (release) of a cross-connect on s1, one after another, over mutual TLS on loopback \
-         except the SNMP-like agent (UDP, no security, as SNMPv1/v2c):\n\n",
-    );
-    md.push_str("| interface | pairs | invocations per create + delete | operations/s | median create + delete µs |\n");
-    md.push_str("| --- | ---: | ---: | ---: | ---: |\n");
-    let mut csv = String::from("interface,pairs,invocations_per_pair,ops_per_s,p50_pair_us\n");
+    let mut interfaces = Table::new([
+        Column::new("interface", "interface"),
+        Column::new("pairs", "pairs").right(),
+        Column::new("invocations per create + delete", "invocations_per_pair").right(),
+        Column::new("operations/s", "ops_per_s").right().fixed(0, 1),
+        Column::new("median create + delete µs", "p50_pair_us")
+            .right()
+            .fixed(1, 2),
+    ]);
     for i in &r.interfaces {
-        md.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {:.1} |\n",
-            i.interface, i.pairs, i.invocations_per_pair, i.ops_per_s, i.p50_pair_us
-        ));
-        csv.push_str(&format!(
-            "{},{},{},{:.1},{:.2}\n",
-            i.interface, i.pairs, i.invocations_per_pair, i.ops_per_s, i.p50_pair_us
-        ));
+        interfaces.row(cells![
+            &i.interface,
+            i.pairs,
+            i.invocations_per_pair,
+            i.ops_per_s,
+            i.p50_pair_us
+        ]);
     }
-    write(dir, "switch_interface.csv", &csv)?;
-    md.push_str(
-        "\nThe SNMP-like row models SNMP as ATM-MIB cross-connect SETs, one UDP round trip \
-         per attribute (9 to create, 1 to destroy), against an agent on the switch; text \
-         datagrams, no BER, no MIB walk: a lower bound of SNMP's cost. See \
-         docs/reproductions/retina.md for the discussion.\n",
-    );
+    write(dir, "switch_interface.csv", &interfaces.csv())?;
+
+    let md = report::render(
+        "retina.md",
+        TEMPLATE,
+        context! {
+            quick => r.quick,
+            seconds => r.seconds,
+            max_path => MAX_PATH,
+            rtt_ms => u64::try_from(EMULATED_RTT.as_millis()).unwrap_or(u64::MAX),
+            setup => setup.markdown(),
+            slopes => slopes,
+            depths => depths.markdown(),
+            interfaces => interfaces.markdown(),
+        },
+    )?;
     write(dir, "README.md", &md)?;
     let json = json!({
         "quick": r.quick,
@@ -1109,10 +1100,52 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         "paper": {"alcin_one_switch_ms": 28.0, "alcin_three_switches_ms": 44.0, "orb_share": 0.9,
                   "jorb_rpc_per_s": 418, "socket_rpc_per_s": 1818, "hybrid_rpc_per_s": 97, "snmp_per_s": 50},
     });
-    write(
-        dir,
-        "results.json",
-        &(serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"),
-    )?;
-    Ok(())
+    report::write_json(dir, "results.json", &json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_renders_every_section() {
+        let point = |manager: &str, switches: usize, p50_ms: f64| SetupPoint {
+            manager: manager.into(),
+            switches,
+            calls: 2,
+            mean_ms: p50_ms,
+            p50_ms,
+            p99_ms: p50_ms,
+            invocations: [("cm->switch".to_string(), 2 * switches as u64)]
+                .into_iter()
+                .collect(),
+        };
+        let r = RetinaResults {
+            setup: vec![
+                point("xbind T=1", 1, 1.0),
+                point("xbind T=1", 2, 2.0),
+                point("xbind T=1, no added delay", 1, 0.1),
+            ],
+            depths: vec![("sequential".into(), 1, Counts::new())],
+            interfaces: vec![InterfaceRow {
+                interface: "raw TCP (sockets)".into(),
+                pairs: 10,
+                invocations_per_pair: 2,
+                ops_per_s: 1000.0,
+                p50_pair_us: 95.5,
+            }],
+            quick: false,
+            seconds: 12.0,
+        };
+        let (dir, md) = super::super::written(|dir| write_report(dir, &r));
+        assert!(md.starts_with("# ReTINA (paper 001), reproduced\n\nGenerated by `atmlab reproduce retina` in 12 s: a chain of 8 switch"));
+        assert!(md.contains(
+            "| atmlab, xbind T=1 | 2 | 2 | 2.000 | 2.000 | 2.000 | 2.0 (cm->switch 2.0) |\n"
+        ));
+        assert!(md.contains("- xbind T=1: +1.0000 ms per switch\n"));
+        assert!(md.contains("| raw TCP (sockets) | 10 | 2 | 1000 | 95.5 |\n"));
+        assert!(md.ends_with("for the discussion.\n"));
+        let csv = std::fs::read_to_string(dir.path().join("setup_time.csv")).unwrap();
+        assert!(csv.contains("\nxbind T=1,2,2,2.0000,2.0000,2.0000,2.00,cm->switch 2.0\n"));
+    }
 }

@@ -22,19 +22,21 @@
 //! 6. **The CMP**: a server overloaded by two neighbours, with and without the CMP.
 //!
 //! Wall-clock figures depend on the machine and on what else runs; the README says so
-//! and gives the core count. Nothing is fitted to the paper's numbers.
+//! and gives the core count. Nothing is fitted to the paper's numbers. The report is
+//! built with [`crate::report`]; its prose is `templates/smds.md`.
 
-use std::fmt::Write as _;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use atmlab_core::time::Duration;
-use atmlab_sim::plot::{PlotSpec, Series, plot_metric};
+use atmlab_sim::plot::PlotSpec;
+use minijinja::context;
 use rand::{Rng, SeedableRng};
 
-use crate::LabError;
+use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
+use crate::{LabError, cells};
 use atmlab_smds::cmp::CmpConfig;
 use atmlab_smds::config::TopologyFile;
 use atmlab_smds::fib::Forwarder;
@@ -45,6 +47,9 @@ use atmlab_smds::live::{LiveNetwork, Subscriber};
 use atmlab_smds::msg::l3_pdu;
 use atmlab_smds::parallel::{ParallelPoint, measure, slope};
 use atmlab_smds::workload::{Path, Workload, random_network, recompute};
+
+/// The report's prose.
+const TEMPLATE: &str = include_str!("../../templates/smds.md");
 
 /// How to run the reproduction.
 #[derive(Default)]
@@ -140,15 +145,6 @@ fn step(opts: &Options<'_>, name: &str) {
     if let Some(p) = opts.progress {
         p(name);
     }
-}
-
-fn write(dir: &FsPath, name: &str, text: &str) -> Result<(), LabError> {
-    std::fs::write(dir.join(name), text).map_err(|e| LabError::io(format!("writing {name}"), e))
-}
-
-fn plot(dir: &FsPath, stem: &str, spec: PlotSpec<'_>, series: &[Series]) -> Result<(), LabError> {
-    plot_metric(&dir.join(stem), &spec, series)
-        .map_err(|e| LabError::run("the smds reproduction", format!("plotting {stem}: {e}")))
 }
 
 /// Table 1 in memory: headers per second on each path, best of `rounds` runs of `run`.
@@ -496,8 +492,7 @@ pub fn cmp_point(cmp: bool, run: Duration) -> Result<CmpPoint, LabError> {
 pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let t0 = StdInstant::now();
     let q = opts.quick;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
+    report::create_dir(dir)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     step(opts, "Table 1: header processing");
@@ -596,6 +591,87 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     })
 }
 
+/// Table 1: the paper's rate on each path beside ours.
+fn table1_table(table1: &[HeaderRate]) -> Table {
+    let mut t = Table::new([
+        Column::new("path", "path"),
+        Column::new("paper headers/s", "paper_per_s")
+            .right()
+            .md_format(Format::Fixed(0)),
+        Column::new("paper us", "paper_us")
+            .right()
+            .md_format(Format::Fixed(0)),
+        Column::new("atmlab headers/s", "atmlab_per_s")
+            .right()
+            .format(Format::Fixed(0)),
+        Column::new("atmlab us", "atmlab_us").right().fixed(3, 5),
+        Column::md("ratio")
+            .right()
+            .format(Format::Custom(|x| format!("{x:.0}x"))),
+    ]);
+    for r in table1 {
+        let (pp, pu) = r.path.paper();
+        t.row(cells![
+            r.path.name(),
+            pp,
+            pu,
+            r.per_s,
+            1e6 / r.per_s,
+            r.per_s / pp
+        ]);
+    }
+    t
+}
+
+/// Fig. 6: both PDU sizes per worker count, speed-ups against one worker.
+fn fig6_table(fig6: &[ParallelPoint], fig6_small: &[ParallelPoint], cores: usize) -> Table {
+    let num = |md: &str, csv: &str| Column::new(md, csv).right();
+    let mut t = Table::new([
+        Column::md("workers").right(),
+        Column::csv("workers"),
+        num("9,188-octet PDUs/s", "pdus_per_s").format(Format::Fixed(0)),
+        num("Mb/s", "mbps").fixed(0, 1),
+        num("speed-up", "speedup").fixed(2, 4),
+        num("64-octet PDUs/s", "small_pdus_per_s").format(Format::Fixed(0)),
+        num("speed-up", "small_speedup").fixed(2, 4),
+        num("cores obtained", "small_cores_used").fixed(2, 3),
+        num("64-octet PDUs per CPU-second", "small_pdus_per_cpu_s").format(Format::Fixed(0)),
+        Column::md("paper Mb/s").right(),
+    ]);
+    let base = fig6[0].mbps();
+    let base_small = fig6_small[0].pdus_per_s();
+    for (p, q) in fig6.iter().zip(fig6_small) {
+        let workers = if p.workers > cores {
+            format!("{} (oversubscribed)", p.workers)
+        } else {
+            p.workers.to_string()
+        };
+        let paper = match p.workers {
+            1 => "130",
+            8 => "~430",
+            _ => "",
+        };
+        t.row(cells![
+            workers,
+            p.workers,
+            p.pdus_per_s(),
+            p.mbps(),
+            p.mbps() / base,
+            q.pdus_per_s(),
+            q.pdus_per_s() / base_small,
+            q.cores_used(),
+            q.pdus_per_cpu_s(),
+            paper
+        ]);
+    }
+    t
+}
+
+/// A share as a percentage with one decimal.
+fn percent(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
 #[allow(clippy::too_many_arguments)] // reason: one report of six experiments
 fn write_report(
     dir: &FsPath,
@@ -611,91 +687,26 @@ fn write_report(
     adjacency: &[AdjacencyPoint],
     cmp: &[CmpPoint],
 ) -> Result<(), LabError> {
-    let mut md = String::new();
-    let _ = writeln!(md, "# SMDS server (paper 002), reproduced\n");
-    let _ = writeln!(
-        md,
-        "Generated by `atmlab reproduce smds{}` in {seconds:.0} s on a machine with {cores} \
-         core(s). Wall-clock figures (Table 1, Figs. 3 and 6, recomputation) depend on the \
-         machine and on whatever else ran; ratios within one run are the robust part.\n",
-        if quick { " --quick" } else { "" }
-    );
-
     // Table 1.
-    let _ = writeln!(md, "## Table 1: header processing speed\n");
-    let _ = writeln!(
-        md,
-        "In memory, as the paper measured it: predefined PDUs (1,024 octets of Info) handed \
-         to the forwarder, transmission reduced to dropping the queued transmit. One core.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| path | paper headers/s | paper us | atmlab headers/s | atmlab us | ratio |"
-    );
-    let _ = writeln!(md, "| --- | ---: | ---: | ---: | ---: | ---: |");
-    let mut csv = String::from("path,paper_per_s,paper_us,atmlab_per_s,atmlab_us\n");
-    for r in table1 {
-        let (pp, pu) = r.path.paper();
-        let _ = writeln!(
-            md,
-            "| {} | {pp:.0} | {pu:.0} | {:.0} | {:.3} | {:.0}x |",
-            r.path.name(),
-            r.per_s,
-            1e6 / r.per_s,
-            r.per_s / pp
-        );
-        let _ = writeln!(
-            csv,
-            "{},{pp},{pu},{:.0},{:.5}",
-            r.path.name(),
-            r.per_s,
-            1e6 / r.per_s
-        );
-    }
-    write(dir, "table1.csv", &csv)?;
+    let t1 = table1_table(table1);
+    write(dir, "table1.csv", &t1.csv())?;
     let slowest = table1.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min);
-    let _ = writeln!(
-        md,
-        "\nThe paper's point was that header processing is not the bottleneck: its slowest \
-         path (5,025/s) times a 64 KiB PDU is 2.6 Gb/s (it quotes 3.29 Gb/s, which we cannot \
-         derive from Table 1). Our slowest path, {slowest:.0}/s, times SMDS's largest PDU \
-         (9,188 octets of Info) is {:.0} Gb/s. As in the paper, the ISSI-to-SNI path is the \
-         quickest only if it avoids work the others do: ours does the same checks on every \
-         path (the whole L3_PDU validated, then one hash look-up), so the three are close.\n",
-        slowest * 9228.0 * 8.0 / 1e9
-    );
 
     // Fig. 3.
-    let _ = writeln!(
-        md,
-        "## Fig. 3: flow rate against PDU size, through two servers\n"
-    );
-    let _ = writeln!(
-        md,
-        "User to user through two servers joined by one ISSI, all on loopback UDP in one \
-         process (the subscribers too), the sender at most ten PDUs ahead of the receiver. \
-         The paper's figure did not survive in our copy of the text; what it says of it: on \
-         Ethernet (10 Mb/s), ATM (Fore SBA-200, 150 Mb/s) and the Paragon's network \
-         (640 Mb/s) alike, the server's flow rate stayed well below both the link and the \
-         header processing rate, the bottleneck being the network-server interface, SAR and \
-         the operating system.\n"
-    );
-    let _ = writeln!(md, "| Info octets | PDUs/s | Mb/s (Info) | lost |");
-    let _ = writeln!(md, "| ---: | ---: | ---: | ---: |");
-    let mut csv = String::from("info_octets,pdus_per_s,mbps,lost\n");
+    let mut t3 = Table::new([
+        Column::new("Info octets", "info_octets").right(),
+        Column::new("PDUs/s", "pdus_per_s").right().fixed(0, 1),
+        Column::new("Mb/s (Info)", "mbps").right().fixed(1, 3),
+        Column::new("lost", "lost").right(),
+    ]);
     for p in fig3 {
-        let _ = writeln!(
-            md,
-            "| {} | {:.0} | {:.1} | {} |",
-            p.info, p.pdus_per_s, p.mbps, p.lost
-        );
-        let _ = writeln!(
-            csv,
-            "{},{:.1},{:.3},{}",
-            p.info, p.pdus_per_s, p.mbps, p.lost
-        );
+        t3.row(cells![p.info, p.pdus_per_s, p.mbps, p.lost]);
     }
-    write(dir, "fig3_flow_rate.csv", &csv)?;
+    write(dir, "fig3_flow_rate.csv", &t3.csv())?;
+    let mut series = SeriesSet::new();
+    for p in fig3 {
+        series.push("atmlab", (p.info as f64, p.mbps, f64::NAN));
+    }
     plot(
         dir,
         "fig3_flow_rate",
@@ -705,88 +716,14 @@ fn write_report(
             y_label: "user data (Mb/s)",
             log_y: false,
         },
-        &[Series {
-            label: "atmlab".into(),
-            points: fig3
-                .iter()
-                .map(|p| (p.info as f64, p.mbps, f64::NAN))
-                .collect(),
-        }],
+        series.as_slice(),
     )?;
-    let best = fig3.iter().map(|p| p.mbps).fold(0.0, f64::max);
-    let hp = table1.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min);
-    let pps = fig3.iter().map(|p| p.pdus_per_s).fold(0.0, f64::max);
-    let _ = writeln!(
-        md,
-        "\n![Fig. 3](fig3_flow_rate.png)\n\nThe paper's conclusion holds here too: at most \
-         {pps:.0} PDUs/s cross the two servers, against {hp:.0} headers/s of processing, and \
-         the best flow rate ({best:.0} Mb/s) is set by the system calls and copies of UDP \
-         on loopback (each PDU is received and sent twice by the servers and once by each \
-         subscriber), not by the header processing.\n"
-    );
 
     // Fig. 6.
-    let _ = writeln!(md, "## Figs. 5 and 6: the parallel server\n");
-    let _ = writeln!(
-        md,
-        "atmlab's parallel server is one logical server (one id, one routing table shared \
-         read-only by every worker) rather than the paper's one server per node; \
-         `atmlab_smds::parallel` says why. Fig. 6 measures its switching capacity in \
-         memory: N threads switch 9,188-octet PDUs ISSI to ISSI over the shared table and \
-         copy each out. This machine has {cores} core(s): points beyond that are \
-         oversubscribed.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| workers | 9,188-octet PDUs/s | Mb/s | speed-up | 64-octet PDUs/s | speed-up | cores obtained | 64-octet PDUs per CPU-second | paper Mb/s |"
-    );
-    let _ = writeln!(
-        md,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    );
-    let paper6 = |w: usize| match w {
-        1 => "130",
-        8 => "~430",
-        _ => "",
-    };
+    let t6 = fig6_table(fig6, fig6_small, cores);
+    write(dir, "fig6_aggregate.csv", &t6.csv())?;
     let base = fig6[0].mbps();
     let base_small = fig6_small[0].pdus_per_s();
-    let mut csv = String::from(
-        "workers,pdus_per_s,mbps,speedup,small_pdus_per_s,small_speedup,small_cores_used,small_pdus_per_cpu_s\n",
-    );
-    for (p, q) in fig6.iter().zip(fig6_small) {
-        let _ = writeln!(
-            md,
-            "| {}{} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {} |",
-            p.workers,
-            if p.workers > cores {
-                " (oversubscribed)"
-            } else {
-                ""
-            },
-            p.pdus_per_s(),
-            p.mbps(),
-            p.mbps() / base,
-            q.pdus_per_s(),
-            q.pdus_per_s() / base_small,
-            q.cores_used(),
-            q.pdus_per_cpu_s(),
-            paper6(p.workers)
-        );
-        let _ = writeln!(
-            csv,
-            "{},{:.0},{:.1},{:.4},{:.0},{:.4},{:.3},{:.0}",
-            p.workers,
-            p.pdus_per_s(),
-            p.mbps(),
-            p.mbps() / base,
-            q.pdus_per_s(),
-            q.pdus_per_s() / base_small,
-            q.cores_used(),
-            q.pdus_per_cpu_s()
-        );
-    }
-    write(dir, "fig6_aggregate.csv", &csv)?;
     let within =
         |v: &[ParallelPoint], b: f64, f: &dyn Fn(&ParallelPoint) -> f64| -> Vec<(f64, f64)> {
             v.iter()
@@ -796,11 +733,22 @@ fn write_report(
         };
     let s = slope(&within(fig6, base, &|p| p.mbps()));
     let s_small = slope(&within(fig6_small, base_small, &|p| p.pdus_per_s()));
-    let _ = writeln!(
-        md,
-        "\nSpeed-up per added worker up to the core count: **{s:.2}** with 9,188-octet PDUs, \
-         **{s_small:.2}** with 64-octet ones (the paper: 1/2, a speed-up of about 4 at 8 \
-         nodes: 130 to ~430 Mb/s; the issue's target: 0.9).\n"
+    let mut series = SeriesSet::new();
+    series.add(
+        "atmlab (in memory)",
+        fig6.iter()
+            .map(|p| (p.workers as f64, p.mbps() / base, f64::NAN))
+            .collect(),
+    );
+    series.add(
+        "paper (Paragon XP/S)",
+        vec![(1.0, 1.0, f64::NAN), (8.0, 430.0 / 130.0, f64::NAN)],
+    );
+    series.add(
+        "ideal",
+        fig6.iter()
+            .map(|p| (p.workers as f64, p.workers as f64, f64::NAN))
+            .collect(),
     );
     plot(
         dir,
@@ -811,73 +759,32 @@ fn write_report(
             y_label: "aggregate / one worker",
             log_y: false,
         },
-        &[
-            Series {
-                label: "atmlab (in memory)".into(),
-                points: fig6
-                    .iter()
-                    .map(|p| (p.workers as f64, p.mbps() / base, f64::NAN))
-                    .collect(),
-            },
-            Series {
-                label: "paper (Paragon XP/S)".into(),
-                points: vec![(1.0, 1.0, f64::NAN), (8.0, 430.0 / 130.0, f64::NAN)],
-            },
-            Series {
-                label: "ideal".into(),
-                points: fig6
-                    .iter()
-                    .map(|p| (p.workers as f64, p.workers as f64, f64::NAN))
-                    .collect(),
-            },
-        ],
+        series.as_slice(),
     )?;
-    let _ = writeln!(md, "![Fig. 6](fig6_aggregate.png)\n");
 
-    let _ = writeln!(
-        md,
-        "Fig. 5 is a model on the simulated harness: eight traffic servers send Poisson \
-         traffic to each other through the parallel server, whose N workers each serve one \
-         PDU per the service time measured above, from an input queue of 10 PDUs per \
-         worker that discards when full; the CMP is on. Load and carried traffic are in \
-         units of one worker's capacity. The paper (32 KiB PDUs, three densities): under \
-         heavy traffic servers of fewer than 4 nodes were congested and carried under \
-         50 Mb/s, discarding up to 87%, while larger ones carried over 300 Mb/s; under light \
-         traffic more nodes brought nothing.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| offered (x one worker) | workers | carried | discarded at the server | cut by CMP at the neighbours |"
-    );
-    let _ = writeln!(md, "| ---: | ---: | ---: | ---: | ---: |");
-    let mut csv = String::from("density,workers,carried,discarded,cut\n");
-    let mut series5: Vec<Series> = Vec::new();
+    // Fig. 5.
+    let mut t5 = Table::new([
+        Column::new("offered (x one worker)", "density").right(),
+        Column::new("workers", "workers").right(),
+        Column::new("carried", "carried").right().fixed(2, 4),
+        Column::new("discarded at the server", "discarded")
+            .right()
+            .md_format(Format::Custom(percent))
+            .csv_format(Format::Fixed(4)),
+        Column::new("cut by CMP at the neighbours", "cut")
+            .right()
+            .md_format(Format::Custom(percent))
+            .csv_format(Format::Fixed(4)),
+    ]);
+    let mut series = SeriesSet::new();
     for p in fig5 {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.2} | {:.1}% | {:.1}% |",
-            p.density,
-            p.workers,
-            p.carried,
-            100.0 * p.discarded,
-            100.0 * p.cut
+        t5.row(cells![p.density, p.workers, p.carried, p.discarded, p.cut]);
+        series.push(
+            &format!("offered {} x one worker", p.density),
+            (p.workers as f64, p.carried, f64::NAN),
         );
-        let _ = writeln!(
-            csv,
-            "{},{},{:.4},{:.4},{:.4}",
-            p.density, p.workers, p.carried, p.discarded, p.cut
-        );
-        let label = format!("offered {} x one worker", p.density);
-        let pt = (p.workers as f64, p.carried, f64::NAN);
-        match series5.iter_mut().find(|s| s.label == label) {
-            Some(s) => s.points.push(pt),
-            None => series5.push(Series {
-                label,
-                points: vec![pt],
-            }),
-        }
     }
-    write(dir, "fig5_densities.csv", &csv)?;
+    write(dir, "fig5_densities.csv", &t5.csv())?;
     plot(
         dir,
         "fig5_densities",
@@ -887,68 +794,49 @@ fn write_report(
             y_label: "carried / one worker's capacity",
             log_y: false,
         },
-        &series5,
+        series.as_slice(),
     )?;
-    let _ = writeln!(md, "\n![Fig. 5](fig5_densities.png)\n");
 
     // Routing.
-    let _ = writeln!(md, "## Route recomputation against network size (§3.3.2)\n");
-    let _ = writeln!(
-        md,
-        "Random connected networks (a ring plus one random link per server on average, \
-         costs 1-10). \"One tree\" is what a server does when its database changes: Dijkstra \
-         from itself (petgraph), the first hops, and its forwarding state rebuilt. \"All n \
-         trees\" is the paper's worst case, O(n² log n). Bellcore's bound: 100 ms. Median \
-         of the runs, one core.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| servers | one tree + forwarding state, ms | all n trees, ms | within 100 ms |"
-    );
-    let _ = writeln!(md, "| ---: | ---: | ---: | --- |");
-    let mut csv = String::from("servers,one_ms,all_ms\n");
+    let mut routing = Table::new([
+        Column::new("servers", "servers").right(),
+        Column::new("one tree + forwarding state, ms", "one_ms")
+            .right()
+            .fixed(3, 5),
+        Column::md("all n trees, ms").right(),
+        Column::csv("all_ms").format(Format::Fixed(4)),
+        Column::md("within 100 ms"),
+    ]);
     for p in spf {
-        let all = p.all_ms.map_or("-".to_string(), |a| format!("{a:.2}"));
-        let _ = writeln!(
-            md,
-            "| {} | {:.3} | {all} | {} |",
+        routing.row(cells![
             p.servers,
             p.one_ms,
+            p.all_ms.map_or("-".to_string(), |a| format!("{a:.2}")),
+            p.all_ms,
             if p.one_ms <= 100.0 { "yes" } else { "no" }
-        );
-        let _ = writeln!(
-            csv,
-            "{},{:.5},{}",
-            p.servers,
-            p.one_ms,
-            p.all_ms.map_or(String::new(), |a| format!("{a:.4}"))
-        );
+        ]);
     }
-    write(dir, "routing.csv", &csv)?;
-    let mut series = vec![Series {
-        label: "one tree + forwarding state".into(),
-        points: spf
-            .iter()
+    write(dir, "routing.csv", &routing.csv())?;
+    let mut series = SeriesSet::new();
+    series.add(
+        "one tree + forwarding state",
+        spf.iter()
             .map(|p| (p.servers as f64, p.one_ms, f64::NAN))
             .collect(),
-    }];
+    );
     let all: Vec<(f64, f64, f64)> = spf
         .iter()
         .filter_map(|p| p.all_ms.map(|a| (p.servers as f64, a, f64::NAN)))
         .collect();
     if !all.is_empty() {
-        series.push(Series {
-            label: "all n trees".into(),
-            points: all,
-        });
+        series.add("all n trees", all);
     }
-    series.push(Series {
-        label: "Bellcore bound (100 ms)".into(),
-        points: spf
-            .iter()
+    series.add(
+        "Bellcore bound (100 ms)",
+        spf.iter()
             .map(|p| (p.servers as f64, 100.0, f64::NAN))
             .collect(),
-    });
+    );
     plot(
         dir,
         "routing",
@@ -958,86 +846,75 @@ fn write_report(
             y_label: "ms",
             log_y: true,
         },
-        &series,
+        series.as_slice(),
     )?;
-    let _ = writeln!(
-        md,
-        "\n![recomputation](routing.png)\n\nThe paper's parallel server would have put N \
-         servers in the database per parallel server: N = 8 turns a 100-server network into \
-         800, and the table above gives the price of that (one tree) directly. atmlab's \
-         parallel server keeps one id.\n"
-    );
 
     // Adjacency.
-    let _ = writeln!(md, "## §3.3.2: two subnets joined by one link\n");
-    let _ = writeln!(
-        md,
-        "Two full meshes of {k} servers joined by one link A, which comes up after each \
-         subnet has converged (hello 1 s, dead 4 s, LSRefreshTime 30 min; simulated time). \
-         Time from A coming up until every server holds every LSA and every adjacency is \
-         formed:\n"
-    );
-    let _ = writeln!(md, "| synchronisation | time to full adjacency |");
-    let _ = writeln!(md, "| --- | ---: |");
-    let mut csv = String::from("flood_sync,seconds\n");
+    let mut adj = Table::new([
+        Column::md("synchronisation"),
+        Column::csv("flood_sync"),
+        Column::new("time to full adjacency", "seconds")
+            .right()
+            .md_format(Format::Custom(|x| format!("{x:.3} s")))
+            .csv_format(Format::Fixed(4)),
+    ]);
     for a in adjacency {
-        let _ = writeln!(
-            md,
-            "| {} | {:.3} s |",
+        adj.row(cells![
             if a.flood_sync {
                 "atmlab: LSAs learned in the sync are flooded onward"
             } else {
                 "as the paper describes: kept to the synchronising pair"
             },
+            a.flood_sync,
             a.seconds
-        );
-        let _ = writeln!(csv, "{},{:.4}", a.flood_sync, a.seconds);
+        ]);
     }
-    write(dir, "adjacency.csv", &csv)?;
-    let _ = writeln!(
-        md,
-        "\nThe paper: \"half an hour (LSRefreshTime)\". Restoring its behaviour reproduces the \
-         wait (the far servers learn the other subnet only when its LSAs are refreshed, \
-         within one LSRefreshTime of their last origination); flooding onward what the sync \
-         brings removes it.\n"
-    );
+    write(dir, "adjacency.csv", &adj.csv())?;
 
     // CMP.
-    let _ = writeln!(md, "## The Congestion Management Protocol\n");
-    let _ = writeln!(
-        md,
-        "s2 serves one PDU per 100 us (10,000/s) from a 200-PDU queue; s1 and s3 each send \
-         8,000 PDUs/s to s2's subscriber (1.6 times what s2 can serve), simulated.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| CMP | offered | delivered | discarded at s2 | cut at s1, s3 |"
-    );
-    let _ = writeln!(md, "| --- | ---: | ---: | ---: | ---: |");
-    let mut csv = String::from("cmp,offered,delivered,overload,cut\n");
+    let mut tc = Table::new([
+        Column::md("CMP"),
+        Column::csv("cmp"),
+        Column::new("offered", "offered").right(),
+        Column::new("delivered", "delivered").right(),
+        Column::new("discarded at s2", "overload").right(),
+        Column::new("cut at s1, s3", "cut").right(),
+    ]);
     for c in cmp {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} |",
+        tc.row(cells![
             if c.cmp { "on" } else { "off" },
+            c.cmp,
             c.offered,
             c.delivered,
             c.overload,
             c.cut
-        );
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{}",
-            c.cmp, c.offered, c.delivered, c.overload, c.cut
-        );
+        ]);
     }
-    write(dir, "cmp.csv", &csv)?;
-    let _ = writeln!(
-        md,
-        "\nWith the CMP the excess is dropped at the neighbours before it crosses the ISSI, \
-         and the congested server's own queue stops overflowing most of the time; what it \
-         delivers stays at its capacity.\n"
-    );
+    write(dir, "cmp.csv", &tc.csv())?;
+
+    let md = report::render(
+        "smds.md",
+        TEMPLATE,
+        context! {
+            quick => quick,
+            seconds => seconds,
+            cores => cores,
+            table1 => t1.markdown(),
+            slowest => slowest,
+            slowest_gbps => slowest * 9228.0 * 8.0 / 1e9,
+            fig3 => t3.markdown(),
+            fig3_pdus => fig3.iter().map(|p| p.pdus_per_s).fold(0.0, f64::max),
+            fig3_best => fig3.iter().map(|p| p.mbps).fold(0.0, f64::max),
+            fig6 => t6.markdown(),
+            slope => s,
+            slope_small => s_small,
+            fig5 => t5.markdown(),
+            routing => routing.markdown(),
+            k => k,
+            adjacency => adj.markdown(),
+            cmp => tc.markdown(),
+        },
+    )?;
     write(dir, "README.md", &md)?;
 
     let json = serde_json::json!({
@@ -1066,12 +943,5 @@ fn write_report(
             "cmp": c.cmp, "offered": c.offered, "delivered": c.delivered,
             "overload": c.overload, "cut": c.cut })).collect::<Vec<_>>(),
     });
-    write(
-        dir,
-        "results.json",
-        &(serde_json::to_string_pretty(&json)
-            .map_err(|e| LabError::run("the smds reproduction", e.to_string()))?
-            + "\n"),
-    )?;
-    Ok(())
+    report::write_json(dir, "results.json", &json)
 }
