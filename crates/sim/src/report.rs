@@ -269,7 +269,9 @@ pub fn run_json(r: &RunReport) -> Json {
     })
 }
 
-fn write(dir: &Path, name: &str, contents: &str) -> Result<(), SimError> {
+/// Writes `contents` to `dir/name`; an error names the file. The one file writer of the
+/// result files and of the reports (`atmlab-lab` writes through it too).
+pub fn write(dir: &Path, name: &str, contents: &str) -> Result<(), SimError> {
     let path = dir.join(name);
     std::fs::write(&path, contents).map_err(|e| SimError::Io {
         path: path.display().to_string(),

@@ -35,8 +35,7 @@ pub use template::render;
 
 /// Writes `text` to `dir/name`, naming the file if it fails.
 pub fn write(dir: &Path, name: &str, text: &str) -> Result<(), LabError> {
-    let path = dir.join(name);
-    std::fs::write(&path, text).map_err(|e| LabError::io(format!("writing {}", path.display()), e))
+    Ok(atmlab_sim::report::write(dir, name, text)?)
 }
 
 /// Writes `value` to `dir/name` as pretty-printed JSON with a final newline.

@@ -391,7 +391,7 @@ async fn sweep(
         let router = CachedRouter::new(lab.route.clone(), ROUTE_CACHE_TTL);
         let faults = (!delay.is_zero()).then(|| atmlab_control::cm::faults::FaultPlan {
             delay: 1.0,
-            max_delay: atmlab_core::time::Duration::from_nanos(delay.as_nanos() as u64),
+            max_delay: delay.into(),
             ..Default::default()
         });
         let cm = atmlab_control::cm::live::start_with_faults(
