@@ -5,31 +5,19 @@
 use atmlab_core::time::Duration;
 use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
 use atmlab_core::units::CellRate;
+use atmlab_fabric::live::convert::{pb_service_class, service_class};
 use atmlab_rpc::v1 as pb;
 
 use super::mapper::{CellQos, UserQos, invalid, is_vbr};
 use crate::ControlError;
 
 fn class_from_pb(v: i32, field: &'static str) -> Result<ServiceClass, ControlError> {
-    match pb::ServiceClass::try_from(v) {
-        Ok(pb::ServiceClass::Cbr) => Ok(ServiceClass::Cbr),
-        Ok(pb::ServiceClass::RtVbr) => Ok(ServiceClass::RtVbr),
-        Ok(pb::ServiceClass::NrtVbr) => Ok(ServiceClass::NrtVbr),
-        Ok(pb::ServiceClass::Ubr) => Ok(ServiceClass::Ubr),
-        _ => Err(invalid(
+    service_class(v).ok_or_else(|| {
+        invalid(
             field,
             format!("{v} is unspecified or unknown (use CBR, RT_VBR, NRT_VBR or UBR)"),
-        )),
-    }
-}
-
-fn pb_class(class: ServiceClass) -> i32 {
-    (match class {
-        ServiceClass::Cbr => pb::ServiceClass::Cbr,
-        ServiceClass::RtVbr => pb::ServiceClass::RtVbr,
-        ServiceClass::NrtVbr => pb::ServiceClass::NrtVbr,
-        ServiceClass::Ubr => pb::ServiceClass::Ubr,
-    }) as i32
+        )
+    })
 }
 
 /// A duration in whole microseconds (the IDL's unit), to the nearest, but never rounded
@@ -56,7 +44,7 @@ pub fn user_qos_from_pb(q: &pb::UserQos) -> Result<UserQos, ControlError> {
 /// `UserQos` to the wire (the delay in whole microseconds).
 pub fn pb_user_qos(q: &UserQos) -> pb::UserQos {
     pb::UserQos {
-        service_class: pb_class(q.class),
+        service_class: pb_service_class(q.class),
         frame_rate: q.frame_rate,
         frame_size: q.frame_size,
         peak_frame_size: q.peak_frame_size,

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 
 use atmlab_core::ids::{PortId, VcId};
-use atmlab_core::traffic::ServiceClass;
 use atmlab_fabric::error::FabricError;
 use atmlab_fabric::live::convert as cv;
 use atmlab_rpc::v1 as pb;
@@ -102,12 +101,7 @@ fn checked_traffic(t: &pb::TrafficDescriptor) -> Result<Traffic, FabricError> {
 /// A traffic descriptor to the wire, as it was given.
 pub fn pb_traffic(t: &Traffic) -> pb::TrafficDescriptor {
     pb::TrafficDescriptor {
-        service_class: match t.class {
-            ServiceClass::Cbr => pb::ServiceClass::Cbr,
-            ServiceClass::RtVbr => pb::ServiceClass::RtVbr,
-            ServiceClass::NrtVbr => pb::ServiceClass::NrtVbr,
-            ServiceClass::Ubr => pb::ServiceClass::Ubr,
-        } as i32,
+        service_class: cv::pb_service_class(t.class),
         pcr: t.pcr,
         scr: t.scr,
         mbs: t.mbs,

@@ -56,20 +56,34 @@ fn pb_branch(b: &Branch) -> pb::Branch {
     }
 }
 
+/// A service class from the wire; `None` for UNSPECIFIED or a number the IDL does not
+/// know. Every conversion of the IDL's service class goes through this pair.
+pub fn service_class(v: i32) -> Option<ServiceClass> {
+    match pb::ServiceClass::try_from(v) {
+        Ok(pb::ServiceClass::Cbr) => Some(ServiceClass::Cbr),
+        Ok(pb::ServiceClass::RtVbr) => Some(ServiceClass::RtVbr),
+        Ok(pb::ServiceClass::NrtVbr) => Some(ServiceClass::NrtVbr),
+        Ok(pb::ServiceClass::Ubr) => Some(ServiceClass::Ubr),
+        _ => None,
+    }
+}
+
+/// A service class to the wire.
+pub fn pb_service_class(class: ServiceClass) -> i32 {
+    (match class {
+        ServiceClass::Cbr => pb::ServiceClass::Cbr,
+        ServiceClass::RtVbr => pb::ServiceClass::RtVbr,
+        ServiceClass::NrtVbr => pb::ServiceClass::NrtVbr,
+        ServiceClass::Ubr => pb::ServiceClass::Ubr,
+    }) as i32
+}
+
 /// A traffic descriptor (and the target CLR) from the wire.
 pub fn traffic(t: Option<&pb::TrafficDescriptor>) -> R<(TrafficDescriptor, f64)> {
     let t = t.ok_or(FabricError::Invalid("the traffic descriptor is missing"))?;
-    let class = match pb::ServiceClass::try_from(t.service_class) {
-        Ok(pb::ServiceClass::Cbr) => ServiceClass::Cbr,
-        Ok(pb::ServiceClass::RtVbr) => ServiceClass::RtVbr,
-        Ok(pb::ServiceClass::NrtVbr) => ServiceClass::NrtVbr,
-        Ok(pb::ServiceClass::Ubr) => ServiceClass::Ubr,
-        _ => {
-            return Err(FabricError::Invalid(
-                "traffic.service_class is unspecified or unknown",
-            ));
-        }
-    };
+    let class = service_class(t.service_class).ok_or(FabricError::Invalid(
+        "traffic.service_class is unspecified or unknown",
+    ))?;
     let vbr = matches!(class, ServiceClass::RtVbr | ServiceClass::NrtVbr);
     Ok((
         TrafficDescriptor {
@@ -86,12 +100,7 @@ pub fn traffic(t: Option<&pb::TrafficDescriptor>) -> R<(TrafficDescriptor, f64)>
 /// A traffic descriptor to the wire.
 pub fn pb_traffic(t: &TrafficDescriptor, clr: f64) -> pb::TrafficDescriptor {
     pb::TrafficDescriptor {
-        service_class: match t.class {
-            ServiceClass::Cbr => pb::ServiceClass::Cbr,
-            ServiceClass::RtVbr => pb::ServiceClass::RtVbr,
-            ServiceClass::NrtVbr => pb::ServiceClass::NrtVbr,
-            ServiceClass::Ubr => pb::ServiceClass::Ubr,
-        } as i32,
+        service_class: pb_service_class(t.class),
         pcr: t.pcr.per_sec(),
         scr: t.scr.per_sec(),
         mbs: t.mbs,
