@@ -29,10 +29,7 @@
 
 pub mod eml;
 pub mod lnc;
-mod lnc_calls;
-mod lnc_leaves;
 pub mod nml;
-mod nml_setup;
 
 #[cfg(test)]
 mod tests;

@@ -8,152 +8,38 @@
 //!
 //! This file holds the machine, the batch mechanics (an operation waits until every
 //! invocation of its batch is answered), the forwarded operations, and release, modify
-//! and trim; setup is in `nml_setup.rs`.
+//! and trim; setup is in `setup`; the
+//! types of what it keeps are in `types`.
 //!
 //! Nothing is forgotten on a failure: a refused setup releases what its children set up
 //! and gives back the link identifiers it reserved; a release that fails part-way keeps
 //! the parts not released under the same SNC, so a retry releases only those; a refused
 //! modification changes back the parts already changed.
 
+mod setup;
+mod types;
+
 use std::collections::HashMap;
+
+pub use types::ChildCall;
+use types::{HeldLink, NmlSnc, Op, Part, Step, Sweep, Then, Trimming};
 
 use super::super::partition::Subnetwork;
 use super::super::{Counts, SetupMode};
 use super::{
-    InvocationId, OpId, Outbox, SncCore, SncError, SncReply, SncRequest, SncResult, Traffic,
-    Transmit, absorb, count, keeps_a_hop,
+    InvocationId, OpId, Outbox, SncCore, SncError, SncReply, SncRequest, SncResult, Transmit,
+    absorb, count, keeps_a_hop,
 };
-
-pub(super) use super::nml_setup::{Parallel, Sequential};
-
-/// An invocation of child `child` (an index in the order of [`Subnetwork::child_of`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChildCall {
-    /// Which child.
-    pub child: usize,
-    /// The operation.
-    pub request: SncRequest,
-}
-
-/// A child's part of an SNC: (child, the child's SNC id).
-pub(super) type Part = (usize, u64);
-
-/// A link identifier reserved for a parallel setup: (child, switch, port, identifier).
-pub(super) type HeldLink = (
-    usize,
-    String,
-    atmlab_core::ids::PortId,
-    atmlab_core::ids::VcId,
-);
-
-/// What the NML-CP holds for one subnetwork connection: the children's SNCs, in route
-/// order.
-#[derive(Debug, Clone)]
-pub(super) struct NmlSnc {
-    pub(super) parts: Vec<Part>,
-    /// Hops in each part (TrimSnc finds the part a cut falls in).
-    pub(super) lens: Vec<u32>,
-    pub(super) traffic: Traffic,
-}
-
-/// Parts visited with one operation each (ReleaseSnc, or ModifySnc to one contract):
-/// sequentially one after another, in parallel all at once.
-#[derive(Debug)]
-pub(super) struct Sweep {
-    parts: Vec<Part>,
-    next: usize,
-    in_flight: Vec<Part>,
-    /// The parts that answered, and those refused (or whose child is not connected).
-    done: Vec<Part>,
-    failed: Vec<Part>,
-    first_err: Option<SncError>,
-}
-
-/// What a sweep does to each part, and what follows it.
-#[derive(Debug)]
-pub(super) enum Then {
-    /// A refused setup's rollback (a release): then give back `links`, then refuse with
-    /// `error`.
-    Rollback {
-        error: SncError,
-        links: Vec<HeldLink>,
-    },
-    /// ReleaseSnc of `snc`: what could not be released stays recorded.
-    Release { snc: u64, record: NmlSnc },
-    /// TrimSnc: the tail is released; the part the cut falls in is trimmed next.
-    Trim(Trimming),
-    /// ModifySnc of `snc` to `new`; refused, the changed parts go back to `old`.
-    Change {
-        snc: u64,
-        new: Traffic,
-        old: Traffic,
-    },
-    /// The change back to `to` after `error`.
-    Restore { to: Traffic, error: SncError },
-}
-
-impl Then {
-    /// A change skips children not connected and, sequentially, stops at the first
-    /// refusal; a release counts them as failed and goes on.
-    fn modifies(&self) -> bool {
-        matches!(self, Then::Change { .. } | Then::Restore { .. })
-    }
-
-    fn request(&self, snc: u64) -> SncRequest {
-        match self {
-            Then::Change { new: t, .. } | Then::Restore { to: t, .. } => SncRequest::Modify {
-                snc,
-                traffic: Some(*t),
-            },
-            _ => SncRequest::Release { snc },
-        }
-    }
-}
-
-/// A TrimSnc past the release of its tail.
-#[derive(Debug)]
-pub(super) struct Trimming {
-    snc: u64,
-    record: NmlSnc,
-    /// Parts kept whole: `record.parts[..cut]`.
-    cut: usize,
-    /// The part the cut falls inside, and the hops it keeps.
-    inner: Option<(usize, u32)>,
-    held: Vec<Part>,
-    err: Option<SncError>,
-}
-
-/// Where an operation stands: the batch it waits for.
-#[derive(Debug)]
-pub(super) enum Step {
-    /// One child operation whose answer is this one's.
-    Forward,
-    Sequential(Sequential),
-    ReserveLinks(Parallel),
-    SetupRuns(Parallel),
-    Sweep(Sweep, Then),
-    /// Giving back link identifiers one at a time, then the refusal.
-    GiveBackLinks(Vec<HeldLink>, SncError),
-    TrimInner(Trimming),
-}
-
-#[derive(Debug)]
-struct Op {
-    step: Step,
-    tally: Counts,
-    answers: Vec<Option<SncResult>>,
-    outstanding: usize,
-}
 
 /// The NML-CP of one subnetwork.
 #[derive(Debug)]
 pub struct NmlCore {
-    pub(super) subnetwork: Subnetwork,
+    subnetwork: Subnetwork,
     /// The interface each connected child's invocations count under.
     ifaces: Vec<&'static str>,
-    pub(super) mode: SetupMode,
-    pub(super) sncs: HashMap<u64, NmlSnc>,
-    pub(super) next_snc: u64,
+    mode: SetupMode,
+    sncs: HashMap<u64, NmlSnc>,
+    next_snc: u64,
     ops: HashMap<OpId, Op>,
     /// Each invocation's operation and its place in the operation's batch.
     out: Outbox<ChildCall, SncReply, (OpId, usize)>,
@@ -190,12 +76,12 @@ impl NmlCore {
         self.sncs.len()
     }
 
-    pub(super) fn reply(&mut self, op: OpId, r: SncResult) {
+    fn reply(&mut self, op: OpId, r: SncResult) {
         self.out.reply(op, r);
     }
 
     /// The interface of child `i`, if it is connected.
-    pub(super) fn iface(&self, i: usize) -> Result<&'static str, SncError> {
+    fn iface(&self, i: usize) -> Result<&'static str, SncError> {
         self.ifaces.get(i).copied().ok_or_else(|| {
             SncError::internal(format!(
                 "{}: child {i} is not connected",
@@ -221,13 +107,7 @@ impl NmlCore {
 
     /// Emits `calls` (children known connected) for `op`, which then waits at `step`
     /// until every one is answered.
-    pub(super) fn park(
-        &mut self,
-        op: OpId,
-        step: Step,
-        mut tally: Counts,
-        calls: Vec<(usize, SncRequest)>,
-    ) {
+    fn park(&mut self, op: OpId, step: Step, mut tally: Counts, calls: Vec<(usize, SncRequest)>) {
         if calls.is_empty() {
             return self.advance(op, step, tally, Vec::new());
         }
@@ -335,7 +215,7 @@ impl NmlCore {
     }
 
     /// Visits `parts` as `then` says, then goes on with it.
-    pub(super) fn sweep(&mut self, op: OpId, t: Counts, parts: Vec<Part>, then: Then) {
+    fn sweep(&mut self, op: OpId, t: Counts, parts: Vec<Part>, then: Then) {
         let sw = Sweep {
             parts,
             next: 0,
@@ -436,13 +316,7 @@ impl NmlCore {
 
     /// Gives back `links` one at a time (a failure can only be logged), then refuses
     /// with `error`.
-    pub(super) fn give_back_links(
-        &mut self,
-        op: OpId,
-        t: Counts,
-        mut links: Vec<HeldLink>,
-        error: SncError,
-    ) {
+    fn give_back_links(&mut self, op: OpId, t: Counts, mut links: Vec<HeldLink>, error: SncError) {
         while !links.is_empty() {
             let (c, switch, port, id) = links.remove(0);
             if self.iface(c).is_err() {

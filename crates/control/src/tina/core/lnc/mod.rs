@@ -20,169 +20,39 @@
 //! `lnc_leaves.rs` (leaves added and dropped). Its only time is the `now` a shell passes
 //! in, for the setup time each answer reports.
 
+//!
+//! The LNC is split as the manager's core is, one `impl` per concern: `types` (what it
+//! answers and what it keeps of a call), this module (the core and its inputs and
+//! outputs), `calls` (AddConnection, DeleteConnection, ModifyConnection) and `leaves`
+//! (AddLeaf, DropLeaf).
+
+mod calls;
+mod leaves;
+mod types;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use atmlab_core::ids::VcId;
 use atmlab_core::time::Instant;
 
+use types::{AddRoutes, AfterGraft, Call, Held, Modifying, Op, Step, Then, Work};
+pub use types::{CallInfo, Contract, LncReply, LncRequest, LncStats, RouteRequest};
+
 use super::super::{Counts, iface};
-use super::lnc_calls::{AddRoutes, AfterGraft, Call, Held, Modifying, Then, Work};
 use super::{
-    ErrorKind, HopInfo, HopSpec, InvocationId, OpId, Outbox, SncError, SncReply, SncRequest,
-    SncResult, Traffic, Transmit,
+    ErrorKind, HopSpec, InvocationId, OpId, Outbox, SncError, SncRequest, SncResult, Transmit,
 };
-use crate::cm::core::{CallError, CmCore};
-use crate::cm::tree::TreeError;
-
-/// A call's contract as the caller gave it (cm.proto's CellQos), echoed in its answers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Contract {
-    /// The traffic contract every hop admits.
-    pub traffic: Traffic,
-    /// Cell transfer delay bound, microseconds.
-    pub ctd_us: u64,
-    /// Cell delay variation bound, microseconds.
-    pub cdv_us: u64,
-    /// Burst tolerance, microseconds.
-    pub burst_tolerance_us: u64,
-}
-
-/// An operation of the LNC (the ConnectionManager interface).
-#[derive(Debug, Clone, PartialEq)]
-pub enum LncRequest {
-    /// A call from `source` to every one of `destinations` (one: point-to-point).
-    Add {
-        /// Source host.
-        source: String,
-        /// Destination hosts, the first the tree's first leaf.
-        destinations: Vec<String>,
-        /// The contract.
-        contract: Contract,
-        /// The caller's label.
-        tag: String,
-    },
-    /// Release call `id`.
-    Delete {
-        /// The call.
-        id: u64,
-    },
-    /// Add leaf `leaf` to call `id`.
-    AddLeaf {
-        /// The call.
-        id: u64,
-        /// The new leaf's host.
-        leaf: String,
-    },
-    /// Drop leaf `leaf` of call `id`.
-    DropLeaf {
-        /// The call.
-        id: u64,
-        /// The leaf.
-        leaf: String,
-    },
-    /// Change call `id`'s contract on every hop.
-    Modify {
-        /// The call.
-        id: u64,
-        /// The new contract.
-        contract: Contract,
-    },
-}
-
-/// A call as the LNC reports it (cm.proto's ConnectionInfo).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallInfo {
-    /// The call.
-    pub id: u64,
-    /// Source host.
-    pub source: String,
-    /// Leaves, in the order they joined.
-    pub destinations: Vec<String>,
-    /// The source's VC.
-    pub source_vc: Option<VcId>,
-    /// Each leaf's VC.
-    pub destination_vcs: Vec<Option<VcId>>,
-    /// One entry per switch connection, every branch where the tree forks.
-    pub hops: Vec<HopInfo>,
-    /// The contract.
-    pub contract: Contract,
-    /// Setup time, microseconds.
-    pub setup_us: u64,
-    /// The caller's label.
-    pub tag: String,
-    /// Remote invocations made for the call so far (setup, changes), the LNC's own
-    /// included.
-    pub invocations: u32,
-}
-
-/// The answer to an [`LncRequest`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum LncReply {
-    /// The call as it now is (Add, AddLeaf, DropLeaf, Modify).
-    Connection(Box<CallInfo>),
-    /// Released (Delete).
-    Deleted,
-}
-
-/// A route the LNC needs: from `source` to `destination` with `bandwidth` (cells/s)
-/// free on every output port. Answered with [`LncCore::handle_route`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteRequest {
-    /// Answer under this id.
-    pub id: InvocationId,
-    /// Source host.
-    pub source: String,
-    /// Destination host.
-    pub destination: String,
-    /// Cells/s.
-    pub bandwidth: f64,
-}
-
-/// Counters of the LNC.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LncStats {
-    /// Connections set up.
-    pub established: u64,
-    /// Connections released.
-    pub released: u64,
-    /// Setups refused for lack of resources (route or admission).
-    pub blocked: u64,
-    /// Setups failed otherwise.
-    pub failed: u64,
-    /// Setups refused part-way and rolled back below.
-    pub rollbacks: u64,
-    /// Contracts changed.
-    pub modified: u64,
-}
-
-/// Where an operation stands.
-#[derive(Debug)]
-pub(super) enum Step {
-    /// AddConnection's routes, one at a time.
-    Routes(AddRoutes),
-    /// AddLeaf's route.
-    LeafRoute(Call, String),
-    /// A root invocation for the call, and what its answer continues.
-    Root(Call, Work),
-}
-
-/// An operation in progress: when it started, and where it stands.
-#[derive(Debug)]
-pub(super) struct Op {
-    pub(super) started: Instant,
-    pub(super) step: Step,
-}
+use crate::cm::core::CallError;
 
 /// The Layer Network Coordinator.
 #[derive(Debug)]
 pub struct LncCore {
-    pub(super) calls: BTreeMap<u64, Held>,
-    pub(super) next_call: u64,
-    pub(super) stats: LncStats,
+    calls: BTreeMap<u64, Held>,
+    next_call: u64,
+    stats: LncStats,
     ops: HashMap<OpId, Op>,
     out: Outbox<SncRequest, LncReply, OpId>,
     routes: VecDeque<RouteRequest>,
-    pub(super) now: Instant,
+    now: Instant,
 }
 
 impl Default for LncCore {
@@ -349,7 +219,7 @@ impl LncCore {
         }
     }
 
-    pub(super) fn reply(&mut self, op: OpId, r: Result<LncReply, SncError>) {
+    fn reply(&mut self, op: OpId, r: Result<LncReply, SncError>) {
         self.out.reply(op, r);
     }
 
@@ -359,7 +229,7 @@ impl LncCore {
     }
 
     /// Asks the route object for the route between `ends`; `op` then waits at `step`.
-    pub(super) fn ask_route(
+    fn ask_route(
         &mut self,
         op: OpId,
         started: Instant,
@@ -379,7 +249,7 @@ impl LncCore {
 
     /// Invokes the root NML-CP for `call` (counted for the call and in the totals); the
     /// operation then waits at `work`.
-    pub(super) fn invoke(
+    fn invoke(
         &mut self,
         op: OpId,
         started: Instant,
@@ -407,7 +277,7 @@ impl LncCore {
     }
 
     /// Puts a call back after a change; returns its answer.
-    pub(super) fn put(&mut self, call: Call) -> CallInfo {
+    fn put(&mut self, call: Call) -> CallInfo {
         let info = call.info();
         let held = Held {
             info: info.clone(),
@@ -415,22 +285,5 @@ impl LncCore {
         };
         self.calls.insert(info.id, held);
         info
-    }
-}
-
-/// What an answer reports its callees invoked, in all.
-pub(super) fn sum(reply: &SncReply) -> u64 {
-    reply.invocations().map_or(0, |m| m.values().sum())
-}
-
-/// A tree refusal as the LNC answers it: dropping the last leaf is a precondition
-/// failure; the rest as the other managers classify them.
-pub(super) fn tree_error(e: TreeError) -> SncError {
-    match e {
-        TreeError::LastLeaf(_) => SncError::new(ErrorKind::FailedPrecondition, e.to_string()),
-        e => {
-            let c = CmCore::tree_error(e);
-            SncError::new(SncError::of_fabric(c.kind), c.message)
-        }
     }
 }

@@ -7,20 +7,12 @@
 
 use atmlab_core::time::Instant;
 
-use super::lnc::{LncCore, LncReply, sum, tree_error};
-use super::lnc_calls::{AfterGraft, AfterSegment, Call, Then, Work};
-use super::{HopSpec, OpId, SncError, SncReply, SncRequest, SncResult, unexpected};
-use crate::cm::tree::{Graft, Prune};
-
-/// A DropLeaf between its invocations: segments are visited from the last down.
-#[derive(Debug)]
-pub(crate) struct Dropping {
-    leaf: String,
-    prune: Prune,
-    /// Segments below this index are still to visit.
-    next: usize,
-    first_err: Option<SncError>,
-}
+use super::super::{HopSpec, OpId, SncError, SncReply, SncRequest, SncResult, unexpected};
+use super::LncCore;
+use super::types::{
+    AfterGraft, AfterSegment, Call, Dropping, LncReply, Then, Work, sum, tree_error,
+};
+use crate::cm::tree::Graft;
 
 impl LncCore {
     /// Adds `leaf` along `route` to the call: a new branch where the route leaves the

@@ -15,50 +15,13 @@ use std::ops::Range;
 
 use atmlab_core::ids::{PortId, VcId};
 
-use super::super::{Counts, SetupMode};
-use super::nml::{HeldLink, NmlCore, NmlSnc, Part, Step, Then};
-use super::{
+use super::super::super::{Counts, SetupMode};
+use super::super::{
     LinkEnd, OpId, SetupSnc, SncError, SncReply, SncRequest, SncResult, SncSetUp, Traffic, absorb,
     set_up,
 };
-
-/// A run of the route inside one child: (child, hop range).
-type Run = (usize, Range<usize>);
-
-/// A sequential setup: `done.len()` runs set up, the next one in flight.
-#[derive(Debug)]
-pub(crate) struct Sequential {
-    req: SetupSnc,
-    traffic: Traffic,
-    runs: Vec<Run>,
-    /// The identifier into the next run (the last run's output).
-    in_id: Option<VcId>,
-    done: Vec<(usize, SncSetUp)>,
-}
-
-/// A parallel setup: the link identifiers, then every run.
-#[derive(Debug)]
-pub(crate) struct Parallel {
-    req: SetupSnc,
-    traffic: Traffic,
-    runs: Vec<Run>,
-    /// Per link between runs `k` and `k + 1`: the child holding its output port, the
-    /// switch, the port.
-    links: Vec<(usize, String, PortId)>,
-    ids: Vec<Option<VcId>>,
-}
-
-impl Parallel {
-    /// The links whose identifier is known, for `which` of them.
-    fn held(&self, which: impl Iterator<Item = usize>) -> Vec<HeldLink> {
-        which
-            .filter_map(|k| {
-                let (c, switch, port) = self.links.get(k)?;
-                Some((*c, switch.clone(), *port, self.ids[k]?))
-            })
-            .collect()
-    }
-}
+use super::NmlCore;
+use super::types::{NmlSnc, Parallel, Part, Run, Sequential, Step, Then};
 
 /// Run `k`'s SetupSnc between `in_id` and `out_id`.
 fn run_request(
@@ -245,7 +208,7 @@ impl NmlCore {
         };
         let parts: Vec<Part> = done.iter().map(|(c, r)| (*c, r.snc)).collect();
         for (_, r) in &done {
-            super::add(&mut t, &r.invocations);
+            super::super::add(&mut t, &r.invocations);
         }
         // A link identifier is carried (and freed on release) by the run ending at it;
         // where that run failed, it is still only reserved: give it back.
@@ -267,7 +230,7 @@ impl NmlCore {
         let mut record = Vec::new();
         let mut lens = Vec::new();
         for (c, r) in parts {
-            super::add(&mut t, &r.invocations);
+            super::super::add(&mut t, &r.invocations);
             lens.push(u32::try_from(r.hops.len()).unwrap_or(u32::MAX));
             hops.extend(r.hops);
             record.push((c, r.snc));
