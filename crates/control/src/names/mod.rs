@@ -15,7 +15,7 @@
 //!   gets round to sweeping.
 //! - [`NameServiceImpl`] and [`serve_names`]: the live shell, a tonic service over a
 //!   mutex-guarded `Directory` and a [`LiveClock`](atmlab_core::clock::LiveClock), served over
-//!   mutual TLS with `atmlab_rpc::tls::grpc_incoming`; a sweeper task removes lapsed
+//!   mutual TLS through `atmlab_rpc::serve`; a sweeper task removes lapsed
 //!   entries and logs each one.
 //! - [`NameClient`]: a client; [`NameClient::register_and_renew`] keeps a registration
 //!   alive from a background task until its [`RenewalHandle`] is stopped or dropped.

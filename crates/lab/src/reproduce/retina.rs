@@ -253,9 +253,7 @@ fn identity(opts: &RetinaOptions, name: &str) -> Result<Option<TlsIdentity>, Lab
         return Ok(None);
     }
     let dir = opts.data_dir.join("certs");
-    if !dir.join(format!("{name}.pem")).exists() {
-        atmlab_rpc::tls::issue_cert(&dir, name)?;
-    }
+    atmlab_rpc::tls::ensure_certs(&dir, &[name])?;
     Ok(Some(atmlab_rpc::tls::TlsFiles::in_dir(&dir, name).load()?))
 }
 
