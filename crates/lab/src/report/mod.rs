@@ -2,7 +2,7 @@
 //! reproductions ([`crate::reproduce`]) and `atmlab demo` ([`crate::demo`]) build their
 //! files from these pieces and nothing else.
 //!
-//! - [`write`], [`write_json`] and [`create_dir`]: files, each failure naming its path;
+//! - [`write()`], [`write_json`] and [`create_dir`]: files, each failure naming its path;
 //! - [`plot`]: a figure (PNG and SVG) through `atmlab_sim::plot`;
 //! - [`Table`] ([`table`]): a table's columns (markdown header, CSV name, alignment, a
 //!   format for each) and typed rows, rendered to markdown and to CSV from the same rows,

@@ -104,7 +104,7 @@ pub enum LncReply {
 }
 
 /// A route the LNC needs: from `source` to `destination` with `bandwidth` (cells/s)
-/// free on every output port. Answered with [`LncCore::handle_route`].
+/// free on every output port. Answered with [`LncCore::handle_route`](super::LncCore::handle_route).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteRequest {
     /// Answer under this id.

@@ -9,7 +9,8 @@ use atmlab_core::ids::{PortId, VcId};
 
 use super::super::{Counts, SetupSnc, SncError, SncRequest, SncResult, SncSetUp, Traffic};
 
-/// An invocation of child `child` (an index in the order of [`Subnetwork::child_of`]).
+/// An invocation of child `child` (an index in the order of
+/// [`Subnetwork::child_of`](crate::tina::partition::Subnetwork::child_of)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildCall {
     /// Which child.
