@@ -45,7 +45,7 @@ pub enum ControlError {
     #[error(transparent)]
     Rpc(#[from] atmlab_rpc::RpcError),
     /// A call to a remote object failed with a status other than the ones above.
-    #[error("{call} failed: {kind:?}: {message}")]
+    #[error("{call} failed: {kind}: {message}")]
     Call {
         /// The RPC, e.g. `"NameService.Register"`.
         call: &'static str,
@@ -134,6 +134,37 @@ pub enum ErrorKind {
     Other(i32),
 }
 
+/// The canonical status names, by code (google.rpc.Code), as gRPC tools print them.
+const CODE_NAMES: [&str; 17] = [
+    "Ok",
+    "Cancelled",
+    "Unknown",
+    "InvalidArgument",
+    "DeadlineExceeded",
+    "NotFound",
+    "AlreadyExists",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "FailedPrecondition",
+    "Aborted",
+    "OutOfRange",
+    "Unimplemented",
+    "Internal",
+    "Unavailable",
+    "DataLoss",
+    "Unauthenticated",
+];
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let code = self.code();
+        match usize::try_from(code).ok().and_then(|c| CODE_NAMES.get(c)) {
+            Some(name) => f.write_str(name),
+            None => write!(f, "code {code}"),
+        }
+    }
+}
+
 impl ErrorKind {
     /// The google.rpc.Code number.
     pub const fn code(self) -> i32 {
@@ -195,5 +226,29 @@ impl ControlError {
 impl From<ControlError> for tonic::Status {
     fn from(e: ControlError) -> tonic::Status {
         tonic::Status::new(e.code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_keep_their_codes_and_print_their_names() {
+        for code in 0..=16 {
+            assert_eq!(ErrorKind::from_code(code).code(), code);
+        }
+        assert_eq!(ErrorKind::from_code(13).to_string(), "Internal");
+        assert_eq!(ErrorKind::InvalidArgument.to_string(), "InvalidArgument");
+        assert_eq!(ErrorKind::Other(99).to_string(), "code 99");
+        let e = ControlError::Call {
+            call: "NameService.List",
+            kind: ErrorKind::from_code(16),
+            message: "who are you".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "NameService.List failed: Unauthenticated: who are you"
+        );
     }
 }

@@ -75,7 +75,12 @@ pub async fn switch_clients(
         if !only.is_empty() && !only.contains(&name) {
             continue;
         }
-        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
+        let ch = atmlab_rpc::client_channel(&obj.address, tls)
+            .await
+            .map_err(|e| ControlError::Serve {
+                what: "the connection manager",
+                reason: format!("connecting to {}: {e}", obj.name),
+            })?;
         clients.push((name, GrpcSwitch::new(ch)));
     }
     Ok(clients)

@@ -81,9 +81,11 @@ async fn switch_call(
         Some(Op::Unreserve(r)) => c.unreserve(r).await.map(|_| Reply::Unreserved)?,
         Some(Op::Commit(r)) => {
             let rep = c.commit(r).await?.into_inner();
+            // The EML-CP asks for no replenishment; whatever comes back must not turn a
+            // commit the switch accepted into a refusal (it would orphan the cross-connect).
             Reply::Committed {
                 connection: rep.connection,
-                replenished: ids(&rep.replenished)?,
+                replenished: ids(&rep.replenished).unwrap_or_default(),
             }
         }
         Some(Op::Release(r)) => c.release(r).await.map(|_| Reply::Released)?,

@@ -127,24 +127,38 @@ pub struct Ensured {
 ///
 /// Every command that starts lab objects calls this, so "the CA is made if missing" is
 /// one rule in one place.
+///
+/// A directory with half a CA (a certificate without its key, or a key without its
+/// certificate) is refused before anything is written when a certificate is missing,
+/// since nothing could be issued; with every certificate present it is left as it is (an
+/// operator may keep `ca.key` elsewhere once everything is issued).
 pub fn ensure_certs(dir: &Path, names: &[&str]) -> Result<Ensured, RpcError> {
-    if !dir.join(CA_CERT).exists() && !dir.join(CA_KEY).exists() {
+    let (ca_cert, ca_key) = (dir.join(CA_CERT), dir.join(CA_KEY));
+    if !ca_cert.exists() && !ca_key.exists() {
         init_certs(dir, names, false)?;
         return Ok(Ensured {
             made_ca: true,
             issued: names.len(),
         });
     }
-    let mut issued = 0;
-    for name in names {
-        if !dir.join(format!("{name}.pem")).exists() {
-            issue_cert(dir, name)?;
-            issued += 1;
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| !dir.join(format!("{name}.pem")).exists())
+        .collect();
+    if !missing.is_empty() {
+        for path in [&ca_cert, &ca_key] {
+            if !path.exists() {
+                return Err(RpcError::NoCa { path: path.clone() });
+            }
         }
+    }
+    for name in &missing {
+        issue_cert(dir, name)?;
     }
     Ok(Ensured {
         made_ca: false,
-        issued,
+        issued: missing.len(),
     })
 }
 
@@ -367,6 +381,41 @@ mod tests {
         for bad in ["", "switch/s1", "-a", "a.", "a..b", "ca", "CA", "a b", "é"] {
             assert!(check_name(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn ensure_makes_what_is_missing_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let made = ensure_certs(d, &["s1", "admin"]).unwrap();
+        assert_eq!(
+            made,
+            Ensured {
+                made_ca: true,
+                issued: 2
+            }
+        );
+        let ca = std::fs::read(d.join(CA_CERT)).unwrap();
+        let s1 = std::fs::read(d.join("s1.pem")).unwrap();
+        // A second run with one more name issues that one, from the same CA.
+        let made = ensure_certs(d, &["s1", "admin", "s2"]).unwrap();
+        assert_eq!(
+            made,
+            Ensured {
+                made_ca: false,
+                issued: 1
+            }
+        );
+        assert_eq!(std::fs::read(d.join(CA_CERT)).unwrap(), ca);
+        assert_eq!(std::fs::read(d.join("s1.pem")).unwrap(), s1);
+        TlsFiles::in_dir(d, "s2").load().unwrap();
+        // The CA key kept elsewhere: fine while nothing is missing...
+        std::fs::remove_file(d.join(CA_KEY)).unwrap();
+        assert_eq!(ensure_certs(d, &["s1", "s2"]).unwrap().issued, 0);
+        // ...and refused, writing nothing, when something would have to be issued.
+        let e = ensure_certs(d, &["s3"]).unwrap_err();
+        assert!(matches!(e, RpcError::NoCa { .. }), "{e}");
+        assert!(!d.join("s3.pem").exists() && !d.join("s3.key").exists());
     }
 
     #[test]

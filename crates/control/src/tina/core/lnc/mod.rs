@@ -178,8 +178,9 @@ impl LncCore {
         let Some((op, Op { started, step })) = self.resume(id) else {
             return;
         };
-        if let Step::Root(call, work) = step {
-            self.answered(op, started, call, work, answer);
+        match step {
+            Step::Root(call, work) => self.answered(op, started, call, work, answer),
+            other => self.mismatched(op, other, "a root answer"),
         }
     }
 
@@ -214,9 +215,29 @@ impl LncCore {
                 self.put(call);
                 self.reply(op, Err(e));
             }
-            (_, Err(e)) => self.reply(op, Err(e)),
-            (Step::Root(..), Ok(_)) => {}
+            (Step::Routes(_), Err(e)) => self.reply(op, Err(e)),
+            (step @ Step::Root(..), _) => self.mismatched(op, step, "a route"),
         }
+    }
+
+    /// An answer of the wrong kind for where `op` stands (a shell that mixed up its
+    /// invocation ids): the call goes back into the table, so it is not stranded as
+    /// "being changed", and the operation fails with an internal error.
+    fn mismatched(&mut self, op: OpId, step: Step, what: &str) {
+        debug_assert!(false, "the LNC got {what} for an operation at {step:?}");
+        match step {
+            Step::Root(call, _) | Step::LeafRoute(call, _) => {
+                self.put(call);
+            }
+            Step::Routes(_) => {}
+        }
+        self.reply(
+            op,
+            Err(SncError::new(
+                ErrorKind::Internal,
+                format!("{what} arrived for an operation not waiting for one"),
+            )),
+        );
     }
 
     fn reply(&mut self, op: OpId, r: Result<LncReply, SncError>) {
