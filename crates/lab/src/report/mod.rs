@@ -9,6 +9,8 @@
 //!   with rows for one of the two only (the paper's published numbers beside ours in the
 //!   markdown, the long form of a wide table in the CSV);
 //! - [`SeriesSet`] ([`series`]): plot series gathered point by point under their labels;
+//! - [`Verdicts`] ([`verdict`]): the table every report opens with, each of the paper's
+//!   items beside ours with a verdict computed by a stated criterion;
 //! - [`render`] ([`template`]): a report's prose, a template under `crates/lab/templates/`,
 //!   filled with the tables, figure links and numbers the code computed.
 //!
@@ -22,6 +24,7 @@
 pub mod series;
 pub mod table;
 pub mod template;
+pub mod verdict;
 
 use std::path::Path;
 
@@ -32,6 +35,7 @@ use crate::LabError;
 pub use series::SeriesSet;
 pub use table::{Align, Column, Format, Table, Value};
 pub use template::render;
+pub use verdict::{Check, Verdict, Verdicts};
 
 /// Writes `text` to `dir/name`, naming the file if it fails.
 pub fn write(dir: &Path, name: &str, text: &str) -> Result<(), LabError> {
