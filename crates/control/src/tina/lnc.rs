@@ -24,7 +24,7 @@ use super::convert::{self, pb_info};
 use super::core::lnc::{LncCore, LncReply, LncRequest, RouteRequest};
 use super::core::{HopSpec, InvocationId, OpId, SncError, SncRequest, SncResult};
 use super::partition::hierarchy;
-use super::performer::{Child, EmlCp, NmlCp};
+use super::performer::{Child, ChildTarget, EmlCp, NmlCp};
 use super::shell::{Driver, Machine};
 use super::{Counts, Invocations, TinaConfig, iface};
 use crate::ControlError;
@@ -338,6 +338,7 @@ pub async fn start(
     let mut endpoints = Vec::new();
     let mut addr_of: HashMap<String, SocketAddr> = HashMap::new();
     let result: Result<ConnectionPerformerClient<Channel>, ControlError> = async {
+        let mut local: HashMap<String, Arc<EmlCp>> = HashMap::new();
         for (name, client) in &switches {
             let eml = EmlCp::new(
                 name.clone(),
@@ -346,6 +347,11 @@ pub async fn start(
                 totals.clone(),
                 config.invocation_delay,
             );
+            if config.colocate_eml {
+                // Held by its NML-CP, in this address space: no server of its own.
+                local.insert(name.clone(), Arc::new(eml));
+                continue;
+            }
             let (addr, server) = serve(eml, tls).await?;
             servers.push(server);
             endpoints.push((format!("eml/{name}"), addr));
@@ -356,19 +362,26 @@ pub async fn start(
             let mut children = Vec::new();
             if sub.children.is_empty() {
                 for sw in &sub.switches {
-                    children.push(Child {
-                        client: connect(addr_of[&format!("eml/{sw}")], tls).await?,
-                        iface: iface::NML_EML,
-                        delay: config.invocation_delay,
+                    children.push(match local.get(sw) {
+                        Some(eml) => Child {
+                            target: ChildTarget::Local(eml.clone()),
+                            iface: iface::NML_EML_LOCAL,
+                            delay: std::time::Duration::ZERO,
+                        },
+                        None => Child::remote(
+                            connect(addr_of[&format!("eml/{sw}")], tls).await?,
+                            iface::NML_EML,
+                            config.invocation_delay,
+                        ),
                     });
                 }
             } else {
                 for c in &sub.children {
-                    children.push(Child {
-                        client: connect(addr_of[&c.name], tls).await?,
-                        iface: iface::NML_NML,
-                        delay: config.invocation_delay,
-                    });
+                    children.push(Child::remote(
+                        connect(addr_of[&c.name], tls).await?,
+                        iface::NML_NML,
+                        config.invocation_delay,
+                    ));
                 }
             }
             let nml = NmlCp::new(sub.clone(), children, config.mode, totals.clone());
@@ -387,11 +400,7 @@ pub async fn start(
             return Err(e);
         }
     };
-    let root = Child {
-        client: root,
-        iface: iface::LNC_NML,
-        delay: config.invocation_delay,
-    };
+    let root = Child::remote(root, iface::LNC_NML, config.invocation_delay);
     let lnc = Lnc::new(root, router, config, totals);
     Ok(Tina {
         lnc: Arc::new(lnc),

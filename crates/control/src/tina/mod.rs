@@ -59,6 +59,9 @@ pub mod iface {
     pub const NML_NML: &str = "nml->nml";
     /// An NML-CP invoking an EML-CP.
     pub const NML_EML: &str = "nml->eml";
+    /// An NML-CP invoking an EML-CP in its own address space
+    /// ([`super::TinaConfig::colocate_eml`]): a local call, not a remote invocation.
+    pub const NML_EML_LOCAL: &str = "nml->eml (co-located)";
     /// An EML-CP invoking its switch server.
     pub const EML_SWITCH: &str = "eml->switch";
 }
@@ -119,6 +122,12 @@ pub struct TinaConfig {
     /// delay restores the waiting that sequential setup accumulates and parallel setup
     /// overlaps (`reproduce retina` measures with and without it).
     pub invocation_delay: std::time::Duration,
+    /// Each lowest-level NML-CP holds its EML-CPs in its own address space and calls
+    /// them directly, with no transport (paper 001 §4.2: "the Alcin package and the
+    /// EML-CP co-located in the same address space"); they count under
+    /// [`iface::NML_EML_LOCAL`], not as remote invocations, and pay no emulated round
+    /// trip. Their calls to the switch servers stay remote.
+    pub colocate_eml: bool,
 }
 
 impl Default for TinaConfig {
@@ -129,6 +138,7 @@ impl Default for TinaConfig {
             fanout: 2,
             owner: "tina".into(),
             invocation_delay: std::time::Duration::ZERO,
+            colocate_eml: false,
         }
     }
 }

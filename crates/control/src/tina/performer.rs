@@ -97,23 +97,66 @@ async fn switch_call(
     Ok(reply)
 }
 
-/// A child of an NML-CP: a remote performer and the interface its invocations count
-/// under ("nml->nml" or "nml->eml"). The LNC invokes the root NML-CP as one, too.
-#[derive(Debug, Clone)]
+/// A child of an NML-CP: a performer and the interface its invocations count under
+/// ("nml->nml", "nml->eml", or "nml->eml (co-located)"). The LNC invokes the root
+/// NML-CP as one, too.
+#[derive(Clone)]
 pub struct Child {
-    /// The child's client.
-    pub client: ConnectionPerformerClient<Channel>,
+    /// Where the child is.
+    pub target: ChildTarget,
     /// The interface name.
     pub iface: &'static str,
-    /// The emulated network round trip of each invocation ([`super::TinaConfig`]).
+    /// The emulated network round trip of each invocation ([`super::TinaConfig`]); a
+    /// co-located child pays none.
     pub delay: Duration,
 }
 
+/// Where a [`Child`] runs.
+#[derive(Clone)]
+pub enum ChildTarget {
+    /// Behind its gRPC server.
+    Remote(ConnectionPerformerClient<Channel>),
+    /// An EML-CP in the caller's address space, called directly: no marshalling, no
+    /// transport (paper 001 §4.2's co-located configuration).
+    Local(Arc<EmlCp>),
+}
+
+impl std::fmt::Debug for Child {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = match &self.target {
+            ChildTarget::Remote(_) => "remote",
+            ChildTarget::Local(_) => "local",
+        };
+        f.debug_struct("Child")
+            .field("target", &at)
+            .field("iface", &self.iface)
+            .field("delay", &self.delay)
+            .finish()
+    }
+}
+
 impl Child {
-    /// Invokes the child: the emulated round trip, then the operation's gRPC call.
+    /// A child behind its gRPC server.
+    pub fn remote(
+        client: ConnectionPerformerClient<Channel>,
+        iface: &'static str,
+        delay: Duration,
+    ) -> Child {
+        Child {
+            target: ChildTarget::Remote(client),
+            iface,
+            delay,
+        }
+    }
+
+    /// Invokes the child: a local child directly; a remote one after the emulated
+    /// round trip, through the operation's gRPC call.
     pub async fn invoke(&self, request: SncRequest) -> SncResult {
+        let mut c = match &self.target {
+            ChildTarget::Local(eml) => return eml.driver.run(request).await,
+            ChildTarget::Remote(c) => c.clone(),
+        };
         wire(self.delay).await;
-        let mut c = self.client.clone();
         match request {
             SncRequest::Setup(s) => answer(c.setup_snc(convert::pb_setup(&s)).await),
             SncRequest::Release { snc } => {

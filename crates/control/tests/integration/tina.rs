@@ -166,6 +166,54 @@ async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_mod
     net.down().await;
 }
 
+/// Paper 001 §4.2's co-located configuration: the EML-CPs in their NML-CP's address
+/// space serve nothing, are called directly (counted apart from remote invocations), and
+/// set up and release as the remote ones do, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn co_located_eml_cps_are_called_directly_and_leave_nothing() {
+    let (net, clients) = crate::common::line3().await;
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let tina = tina::lnc::start(
+            TinaConfig {
+                mode,
+                colocate_eml: true,
+                ..TinaConfig::default()
+            },
+            clients.to_vec(),
+            Box::new(StaticRouter::new().with("a", "b", line_route())),
+            None,
+        )
+        .await
+        .unwrap();
+        // Only the NML-CPs serve: root, {s1, s2}, {s3}.
+        assert!(
+            tina.endpoints.iter().all(|(n, _)| !n.starts_with("eml/")),
+            "{:?}",
+            tina.endpoints
+        );
+        assert_eq!(tina.endpoints.len(), 3, "{:?}", tina.endpoints);
+        let info = tina.lnc.add("a", "b", cell(20_000.0), "co").await.unwrap();
+        assert_eq!(info.hops.len(), 3);
+        for w in info.hops.windows(2) {
+            assert_eq!(w[0].out_id, w[1].in_id, "{mode:?}");
+        }
+        let inv = tina.lnc.invocations();
+        assert!(!inv.contains_key(iface::NML_EML), "{mode:?}: {inv:?}");
+        let local = inv[iface::NML_EML_LOCAL];
+        match mode {
+            SetupMode::Sequential => assert_eq!(local, 3),
+            SetupMode::Parallel => assert_eq!(local, 1 + 1 + 2 + 1),
+        }
+        for (_, c) in &clients {
+            assert_eq!(c.connections().await.unwrap().len(), 1, "{mode:?}");
+        }
+        tina.lnc.delete(info.id).await.unwrap();
+        audit_clean(&clients, None).await;
+        tina.shutdown().await;
+    }
+    net.down().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_setup_or_modification_leaves_the_switches_as_they_were() {
     let (net, clients) = crate::common::line3().await;
@@ -466,11 +514,11 @@ async fn an_nml_cp_keeps_what_a_failed_release_left_so_a_retry_finishes_it() {
         let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
             .await
             .unwrap();
-        children.push(Child {
-            client: pb::connection_performer_client::ConnectionPerformerClient::new(ch),
-            iface: iface::NML_EML,
-            delay: Duration::ZERO,
-        });
+        children.push(Child::remote(
+            pb::connection_performer_client::ConnectionPerformerClient::new(ch),
+            iface::NML_EML,
+            Duration::ZERO,
+        ));
         emls.push(eml);
     }
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
