@@ -92,7 +92,8 @@ impl Format {
     fn show(self, v: &Value) -> String {
         match (self, v) {
             (_, Value::Empty) => String::new(),
-            (Format::Quoted, Value::Text(s)) => format!("\"{s}\""),
+            // RFC 4180: a quote inside a quoted field is doubled.
+            (Format::Quoted, Value::Text(s)) => format!("\"{}\"", s.replace('"', "\"\"")),
             (_, Value::Text(s)) => s.clone(),
             (_, Value::Int(n)) => n.to_string(),
             (Format::Fixed(d), Value::Float(x)) => format!("{x:.d$}"),

@@ -113,6 +113,13 @@ impl Check {
         Check::new(item, paper, "—", Verdict::NotApplicable, reason)
     }
 
+    /// The same check with the paper's column as the paper gives it (a criterion shows
+    /// the bare number it compared).
+    pub fn with_paper(mut self, paper: impl Into<String>) -> Check {
+        self.paper = paper.into();
+        self
+    }
+
     /// A figure's verdict: this check (on the paper's values) if it reproduces, else
     /// `shape` if the shape check reproduces (the paper's ordering and trend hold), else
     /// the worse of the two. The row keeps both arithmetics.
@@ -445,7 +452,7 @@ impl Verdicts {
     /// The table, for the markdown report and for `verdicts.csv`.
     pub fn table(&self) -> Table {
         let mut t = Table::new([
-            Column::new("Paper's item", "item").format(super::Format::Plain),
+            Column::new("Paper's item", "item").csv_format(super::Format::Quoted),
             Column::new("Paper", "paper").csv_format(super::Format::Quoted),
             Column::new("atmlab (95% CI)", "atmlab").csv_format(super::Format::Quoted),
             Column::new("Verdict", "verdict"),
