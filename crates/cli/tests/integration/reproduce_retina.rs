@@ -108,7 +108,7 @@ fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     );
     // The report opens with the verdicts, one per claim of the paper, each computed.
     let verdicts = std::fs::read_to_string(out.join("verdicts.csv")).unwrap();
-    assert_eq!(verdicts.lines().count(), 1 + 15, "{verdicts}");
+    assert_eq!(verdicts.lines().count(), 1 + 14, "{verdicts}");
     assert!(md.find("## Verdicts").unwrap() < md.find("## Setup time").unwrap());
     let verdict = |prefix: &str| {
         verdicts

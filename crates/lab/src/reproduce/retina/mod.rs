@@ -42,7 +42,7 @@ use minijinja::context;
 use serde_json::json;
 
 use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
-use crate::report::{self, Column, Format, SeriesSet, Table, Value, Verdicts, plot, write};
+use crate::report::{self, Column, Format, SeriesSet, Table, Value, plot, write};
 use crate::{LabError, cells};
 
 /// The report's prose.
@@ -1023,7 +1023,27 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     }
     write(dir, "switch_interface.csv", &interfaces.csv())?;
 
-    let verdicts = verdicts(r).write(dir)?;
+    let judged = verdicts(r);
+    // Each verdict by the first word of its item's claim, for the discussion's
+    // conditional sentences.
+    let verdict_of = |prefix: &str| {
+        judged
+            .checks()
+            .iter()
+            .find(|c| c.item.starts_with(prefix))
+            .map_or("not applicable", |c| c.verdict.name())
+    };
+    let discussion = context! {
+        proxy => verdict_of("§3.4"),
+        snmp => verdict_of("§3.6"),
+        orb => verdict_of("§3.3 rows 9-10"),
+        colocated => verdict_of("§4.2: the EML-CP co-located"),
+        transport => verdict_of("§4.2: about 90%"),
+        parallel_emulated => verdict_of("§4.3: parallel setup grows less per switch than sequential (emulated"),
+        parallel_bare => verdict_of("§4.3: parallel setup grows less per switch than sequential (nothing"),
+        per_switch => verdict_of("§4.2: invocations per switch"),
+    };
+    let verdicts = judged.write(dir)?;
     let md = report::render(
         "retina.md",
         TEMPLATE,
@@ -1031,6 +1051,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             quick => r.quick,
             seconds => r.seconds,
             verdicts => verdicts,
+            v => discussion,
             tolerance => RATIO_TOLERANCE * 100.0,
             max_path => MAX_PATH,
             rtt_ms => u64::try_from(EMULATED_RTT.as_millis()).unwrap_or(u64::MAX),

@@ -1,7 +1,7 @@
 //! Unit tests of the retina reproduction: its verdicts and its report.
 
 use super::*;
-use crate::report::Verdict;
+use crate::report::{Verdict, Verdicts};
 
 fn point(manager: &str, switches: usize, ms: &[f64]) -> SetupPoint {
     SetupPoint {
@@ -180,7 +180,13 @@ fn the_report_renders_every_section() {
         md.contains("| raw TCP (sockets) | plain text | 3 | 2 | 18182 | 110.0 |\n"),
         "{md}"
     );
-    assert!(md.ends_with("for the discussion.\n"));
+    assert!(md.ends_with("is what a Commit is.\n"), "{md}");
+    // The discussion follows the verdicts: the proxy differs here, and it says so.
+    assert!(md.contains("The proxy does not pay here (differs)"), "{md}");
+    assert!(
+        md.contains("With nothing injected it does not (differs)"),
+        "{md}"
+    );
     let csv = std::fs::read_to_string(dir.path().join("verdicts.csv")).unwrap();
     assert!(
         csv.starts_with("item,paper,atmlab,verdict,criterion\n"),
