@@ -17,7 +17,8 @@
 //!   `tina::core` (cores), the performers' gRPC services (shell).
 //! - [`audit`]: managers' calls against the switches' tables (a pure check, and its
 //!   network shell).
-//! - `net` (shell): topology files and `Network::up`, a whole network on loopback.
+//! - `topology` (feature `topology`): topology files, read by both shells.
+//! - `net` (shell): `Network::up`, a whole network of a topology on loopback.
 //!
 //! What it is not: no experiments (they are in `atmlab-lab`), no simulator. The cores do
 //! no I/O and read no clock; everything that does sits behind the default feature
@@ -37,5 +38,7 @@ pub mod net;
 pub mod qos;
 pub mod route;
 pub mod tina;
+#[cfg(feature = "topology")]
+pub mod topology;
 
 pub use error::{ControlError, ErrorKind};

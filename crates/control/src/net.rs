@@ -2,26 +2,7 @@
 //! server per switch, wires the links and registers everything, on loopback, in one
 //! command (the testbeds of papers 000 §III and 001 §4, in one process).
 //!
-//! A topology (TOML):
-//!
-//! ```toml
-//! name = "line3"
-//! [defaults]                 # optional, for every port
-//! link_rate = "155.52 Mb/s"
-//! buffer_cells = 1024
-//!
-//! [[switch]]
-//! name = "s1"
-//! ports = 2                  # ports 0..2
-//!
-//! [[link]]                   # a duplex link between two switch ports (NNI)
-//! a = "s1:1"
-//! b = "s2:0"
-//!
-//! [[host]]                   # an end system on a switch port (UNI)
-//! name = "a"
-//! at = "s1:0"
-//! ```
+//! The topology file's format is [`crate::topology`]'s.
 //!
 //! Each switch gets a gRPC and a raw-TCP control address and a UDP socket per port, all on
 //! 127.0.0.1 with ports the OS picks; links are wired by telling each end its
@@ -30,214 +11,21 @@
 //! `port.N` = the port's UDP address) and `host/NAME` (address = the UDP address of the
 //! switch port it attaches to; attributes `switch`, `port`).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
 use atmlab_core::ids::PortId;
 use atmlab_fabric::live::server::{self, PortFile, RunningSwitch, ServerFile};
 use atmlab_rpc::tls::TlsIdentity;
-use serde::Deserialize;
 use tokio::net::TcpListener;
 
 use crate::ControlError;
 use crate::names::{
     DirectoryConfig, NameClient, NameServiceImpl, ObjectInfo, ObjectKind, RenewalHandle,
 };
-
-/// Port settings shared by every port unless a switch says otherwise.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortDefaults {
-    /// Link rate, e.g. "155.52 Mb/s".
-    pub link_rate: Option<String>,
-    /// Admissible bandwidth, e.g. "300000 cells/s".
-    pub capacity: Option<String>,
-    /// Output buffer (cells).
-    pub buffer_cells: Option<u32>,
-    /// VPI range.
-    pub vpi: Option<[u16; 2]>,
-    /// VCI range.
-    pub vci: Option<[u16; 2]>,
-}
-
-/// One switch of a topology.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwitchSpec {
-    /// Its name (letters, digits, '-', '.'; it is also its certificate's name).
-    pub name: String,
-    /// Number of ports, numbered from 0.
-    pub ports: u16,
-    /// Overrides of the defaults for this switch's ports.
-    #[serde(default)]
-    pub port: Option<PortDefaults>,
-}
-
-/// A link between two switch ports, written "switch:port".
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkSpec {
-    /// One end.
-    pub a: String,
-    /// The other end.
-    pub b: String,
-}
-
-/// An end system attached to a switch port.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostSpec {
-    /// Its name.
-    pub name: String,
-    /// "switch:port".
-    pub at: String,
-}
-
-/// A whole topology file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Topology {
-    /// The network's name.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Port defaults.
-    #[serde(default)]
-    pub defaults: PortDefaults,
-    /// Switches.
-    #[serde(rename = "switch", default)]
-    pub switches: Vec<SwitchSpec>,
-    /// Links.
-    #[serde(rename = "link", default)]
-    pub links: Vec<LinkSpec>,
-    /// Hosts.
-    #[serde(rename = "host", default)]
-    pub hosts: Vec<HostSpec>,
-}
-
-/// A "switch:port" reference.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PortRef {
-    /// The switch.
-    pub switch: String,
-    /// The port.
-    pub port: u16,
-}
+pub use crate::topology::{HostSpec, LinkSpec, PortDefaults, PortRef, SwitchSpec, Topology};
 
 impl Topology {
-    /// Parses and checks a topology; errors name the origin and the key.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ControlError> {
-        let t: Topology = toml::from_str(text).map_err(|e| ControlError::Topology {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
-        t.check(origin)?;
-        Ok(t)
-    }
-
-    /// Reads a topology file.
-    pub fn load(path: &Path) -> Result<Self, ControlError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ControlError::Topology {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        Self::parse(&text, &path.display().to_string())
-    }
-
-    /// Resolves "switch:port", checking both exist.
-    pub fn port_ref(&self, s: &str) -> Result<PortRef, String> {
-        let (sw, p) = s
-            .split_once(':')
-            .ok_or_else(|| format!("{s:?} is not written \"switch:port\""))?;
-        let port: u16 = p
-            .parse()
-            .map_err(|_| format!("{s:?}: {p:?} is not a port number"))?;
-        let spec = self
-            .switches
-            .iter()
-            .find(|x| x.name == sw)
-            .ok_or_else(|| format!("{s:?}: there is no switch {sw:?}"))?;
-        if port >= spec.ports {
-            return Err(format!("{s:?}: switch {sw} has ports 0..{}", spec.ports));
-        }
-        Ok(PortRef {
-            switch: sw.to_string(),
-            port,
-        })
-    }
-
-    fn check(&self, origin: &str) -> Result<(), ControlError> {
-        let err = |message: String| ControlError::Topology {
-            origin: origin.to_string(),
-            message,
-        };
-        let bad = |message: String| Err(err(message));
-        if self.switches.is_empty() {
-            return bad("no [[switch]]".into());
-        }
-        let mut names = BTreeSet::new();
-        for s in &self.switches {
-            let ok = !s.name.is_empty()
-                && s.name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-                && s.name != "ca"
-                && s.name != "names"
-                && s.name != "admin";
-            if !ok {
-                return bad(format!(
-                    "switch name {:?}: use letters, digits, '-' and '.' (not ca, names, admin)",
-                    s.name
-                ));
-            }
-            if !names.insert(s.name.clone()) {
-                return bad(format!("switch {:?} appears twice", s.name));
-            }
-            if s.ports == 0 {
-                return bad(format!("switch {}: ports must be at least 1", s.name));
-            }
-        }
-        let mut used: BTreeMap<PortRef, String> = BTreeMap::new();
-        let mut claim = |r: PortRef, by: String| -> Result<(), String> {
-            if let Some(prev) = used.insert(r.clone(), by.clone()) {
-                return Err(format!(
-                    "{}:{} is used by both {prev} and {by}",
-                    r.switch, r.port
-                ));
-            }
-            Ok(())
-        };
-        for (i, l) in self.links.iter().enumerate() {
-            let a = self
-                .port_ref(&l.a)
-                .map_err(|e| err(format!("link[{i}].a: {e}")))?;
-            let b = self
-                .port_ref(&l.b)
-                .map_err(|e| err(format!("link[{i}].b: {e}")))?;
-            claim(a, format!("link[{i}]")).map_err(err)?;
-            claim(b, format!("link[{i}]")).map_err(err)?;
-        }
-        let mut hosts = BTreeSet::new();
-        for h in &self.hosts {
-            if !hosts.insert(h.name.clone()) {
-                return bad(format!("host {:?} appears twice", h.name));
-            }
-            let r = self
-                .port_ref(&h.at)
-                .map_err(|e| err(format!("host {}: at: {e}", h.name)))?;
-            claim(r, format!("host {}", h.name)).map_err(err)?;
-        }
-        Ok(())
-    }
-
-    /// Every name that needs a certificate: the switches, the name service, and `admin`.
-    pub fn certificate_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.switches.iter().map(|s| s.name.clone()).collect();
-        v.push("names".into());
-        v.push("admin".into());
-        v
-    }
-
     /// The switch-server configuration of one switch (loopback, ephemeral ports).
     pub fn server_file(
         &self,
@@ -252,27 +40,19 @@ impl Topology {
                 origin: "topology".into(),
                 message: format!("no switch {name:?}"),
             })?;
-        let trunk: BTreeSet<u16> = self
-            .links
-            .iter()
-            .flat_map(|l| [self.port_ref(&l.a), self.port_ref(&l.b)])
-            .flatten()
-            .filter(|r| r.switch == name)
-            .map(|r| r.port)
-            .collect();
-        let d = spec.port.clone().unwrap_or_default();
-        let pick = |a: &Option<String>, b: &Option<String>| a.clone().or_else(|| b.clone());
+        let trunk = self.trunk_ports(name);
+        let d = self.port_settings(spec);
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
         let ports = (0..spec.ports)
             .map(|id| PortFile {
                 id,
                 interface: Some(if trunk.contains(&id) { "nni" } else { "uni" }.into()),
-                link_rate: pick(&d.link_rate, &self.defaults.link_rate),
-                capacity: pick(&d.capacity, &self.defaults.capacity),
-                buffer_cells: d.buffer_cells.or(self.defaults.buffer_cells),
+                link_rate: d.link_rate.clone(),
+                capacity: d.capacity.clone(),
+                buffer_cells: d.buffer_cells,
                 clp_threshold: None,
-                vpi: d.vpi.or(self.defaults.vpi),
-                vci: d.vci.or(self.defaults.vci),
+                vpi: d.vpi,
+                vci: d.vci,
                 udp: Some(any),
                 peer: None,
             })

@@ -704,6 +704,11 @@ impl<'a> Params<'a> {
         format!("{}.{key}", self.prefix)
     }
 
+    /// The scenario file these parameters came from (to resolve the paths they name).
+    pub fn file(&self) -> &'a str {
+        self.file
+    }
+
     /// An error about `key`.
     pub fn error(&self, key: &str, message: impl Into<String>) -> SimError {
         err(self.file, &self.path(key), message)

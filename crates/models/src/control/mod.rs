@@ -1,0 +1,373 @@
+//! The model kind `control`: the control plane of paper 000 (xbind, §II-§IV) on the
+//! simulator, with the real cores (the connection manager, the switches, the route
+//! object and its cache) driven in virtual time by [`shell`], at costs set by a
+//! [`CostProfile`]. The topology is the live network's own file
+//! (`atmlab_control::topology`), so a scenario and `atmlab net up` describe one network.
+//!
+//! A scenario:
+//!
+//! ```toml
+//! model = "control"
+//! [run]
+//! duration = "600 s"
+//! warmup = "30 s"
+//! replications = 5
+//! seed = 1
+//! [params]
+//! topology = "topologies/line3.toml"   # relative to the scenario, else to the cwd
+//! capacity = "1250 cells/s"            # optional: every port's admissible bandwidth
+//! manager = { kind = "xbind", threshold = 4, flush = "10 ms" }
+//! arrival = { kind = "poisson", rate = "100 /s" }
+//! holding = { kind = "exponential", mean = "80 ms" }
+//! pcr = "100 /s"
+//! pairs = ["a:b"]
+//! profile = "paper-000"
+//! ```
+//!
+//! Managers: `xbind` (caches, aggregation with `threshold` T and `flush`, an optional
+//! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
+//! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
+//! pool of `threads`, its §III-B "multithreaded version"). Not yet here: TINA's
+//! performers, faults, several managers on partitions, the `measured` profile.
+
+pub mod costs;
+mod shell;
+
+use std::path::{Path, PathBuf};
+
+use atmlab_control::cm::adaptive::Regions;
+use atmlab_control::cm::core::CmKind;
+use atmlab_control::route::NetworkView;
+use atmlab_control::topology::Topology;
+use atmlab_core::time::Duration;
+use atmlab_core::units::CellRate;
+use atmlab_fabric::SwitchConfig;
+use atmlab_sim::SimError;
+use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
+use atmlab_sim::scenario::{Params, RunConfig};
+
+pub use costs::CostProfile;
+
+/// The manager of a scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManagerSpec {
+    /// The core's kind.
+    pub kind: CmKind,
+    /// Its name in the scenario (`xbind`, `sequential`, `threaded`).
+    pub name: &'static str,
+    /// The aggregation threshold T.
+    pub threshold: u32,
+    /// The aggregators' flush time-out.
+    pub flush: Duration,
+    /// T following the arrival rate.
+    pub adaptive: Option<Regions>,
+    /// Threads (1 but for `threaded`).
+    pub threads: u32,
+    /// Whether a thread is held for a call's whole operation (synchronous calls).
+    pub blocking: bool,
+    /// How long a cached route lives (xbind: the paper's 5 s; the synchronous managers
+    /// ask the route object every time).
+    pub route_ttl: Duration,
+}
+
+/// How long a call is held.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Holding {
+    /// Exponential with this mean.
+    Exponential(Duration),
+    /// Always this.
+    Deterministic(Duration),
+}
+
+/// A validated scenario point of the `control` model.
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    /// Each switch's configuration, in the topology's order.
+    pub switches: Vec<SwitchConfig>,
+    /// The route object's view of the topology.
+    pub view: NetworkView,
+    /// The manager.
+    pub manager: ManagerSpec,
+    /// Calls per second (Poisson).
+    pub arrival_rate: f64,
+    /// How long each call is held once established.
+    pub holding: Holding,
+    /// Each call's CBR peak cell rate, cells/s.
+    pub pcr: f64,
+    /// The (source, destination) host pairs calls go between, chosen uniformly.
+    pub pairs: Vec<(String, String)>,
+    /// The costs.
+    pub costs: CostProfile,
+}
+
+/// The `control` model kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ControlKind;
+
+/// The metrics, in the order a replication reports them.
+pub const METRICS: &[&str] = &[
+    "blocking_probability",
+    "failure_probability",
+    "mean_setup_latency",
+    "p99_setup_latency",
+    "setups_per_s",
+    "offered_per_s",
+    "invocations_per_call",
+    "cache_hit_ratio",
+    "manager_utilisation",
+    "switch_utilisation",
+];
+
+const PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        key: "topology",
+        doc: "the live network's topology file (TOML), relative to the scenario or the working directory",
+    },
+    ParamDoc {
+        key: "capacity",
+        doc: "optional: every port's admissible bandwidth, e.g. \"1250 cells/s\" (default: the topology's)",
+    },
+    ParamDoc {
+        key: "manager",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\") }",
+    },
+    ParamDoc {
+        key: "arrival",
+        doc: "{ kind = \"poisson\", rate = \"100 /s\" }",
+    },
+    ParamDoc {
+        key: "holding",
+        doc: "{ kind = \"exponential\" | \"deterministic\", mean = duration }",
+    },
+    ParamDoc {
+        key: "pcr",
+        doc: "each call's CBR peak cell rate, e.g. \"100 /s\"",
+    },
+    ParamDoc {
+        key: "pairs",
+        doc: "host pairs calls go between, [\"a:b\", ...]; each call picks one uniformly",
+    },
+    ParamDoc {
+        key: "profile",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", or a table { base = NAME, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, switch_threads }",
+    },
+];
+
+impl ModelKind for ControlKind {
+    fn name(&self) -> &'static str {
+        "control"
+    }
+    fn summary(&self) -> &'static str {
+        "paper 000's control plane: the real connection manager, switch and route cores in virtual time"
+    }
+    fn parameters(&self) -> &'static [ParamDoc] {
+        PARAMS
+    }
+    fn metrics(&self) -> &'static [&'static str] {
+        METRICS
+    }
+    fn prepare(&self, p: &Params<'_>, _run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
+        Ok(Box::new(ControlConfig::from_params(p)?))
+    }
+}
+
+impl Prepared for ControlConfig {
+    fn run(&self, rep: &Replication) -> Result<RepResult, SimError> {
+        self.run_replication(rep)
+    }
+}
+
+/// Where a path a scenario names is: beside the scenario, else as given.
+fn resolve(scenario: &str, path: &str) -> PathBuf {
+    let beside = Path::new(scenario)
+        .parent()
+        .map(|d| d.join(path))
+        .unwrap_or_else(|| PathBuf::from(path));
+    if beside.exists() {
+        beside
+    } else {
+        PathBuf::from(path)
+    }
+}
+
+impl ControlConfig {
+    /// Reads and checks a scenario point's parameters.
+    pub fn from_params(p: &Params<'_>) -> Result<ControlConfig, SimError> {
+        let topo_path = p.string("topology")?;
+        let file = resolve(p.file(), topo_path);
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| p.error("topology", format!("{}: {e}", file.display())))?;
+        let topology = Topology::parse(&text, &file.display().to_string())
+            .map_err(|e| p.error("topology", e.to_string()))?;
+        let capacity = if p.has("capacity") {
+            Some(p.positive_rate("capacity")?)
+        } else {
+            None
+        };
+        ControlConfig::build(p, &topology, capacity)
+    }
+
+    fn build(
+        p: &Params<'_>,
+        topology: &Topology,
+        capacity: Option<f64>,
+    ) -> Result<ControlConfig, SimError> {
+        let mut switches = Vec::new();
+        for s in &topology.switches {
+            let mut c = topology
+                .switch_config(&s.name)
+                .map_err(|e| p.error("topology", e.to_string()))?;
+            if let Some(cap) = capacity {
+                for port in &mut c.ports {
+                    if cap > port.link_rate.to_cell_rate().0 {
+                        return Err(p.error(
+                            "capacity",
+                            format!(
+                                "{cap} cells/s is more than the link carries on {}:{}",
+                                s.name, port.id.0
+                            ),
+                        ));
+                    }
+                    port.capacity = CellRate(cap);
+                }
+            }
+            switches.push(c);
+        }
+        let mut view = topology
+            .view()
+            .map_err(|e| p.error("topology", e.to_string()))?;
+        for (name, ports) in &mut view.switches {
+            if let Some(c) = switches.iter().find(|c| &c.name == name) {
+                for ps in ports.iter_mut() {
+                    if let Some(pc) = c.ports.iter().find(|pc| pc.id.0 == ps.port) {
+                        ps.capacity = pc.capacity.0;
+                    }
+                }
+            }
+        }
+        let manager = manager(p)?;
+        let arrival = p.table("arrival")?;
+        match arrival.string("kind")? {
+            "poisson" => {}
+            other => {
+                return Err(arrival.error("kind", format!("{other:?}: only \"poisson\" arrivals")));
+            }
+        }
+        let arrival_rate = arrival.positive_rate("rate")?;
+        arrival.finish()?;
+        let h = p.table("holding")?;
+        let mean = h.duration("mean")?;
+        if mean == Duration::ZERO {
+            return Err(h.error("mean", "must be longer than zero"));
+        }
+        let holding = match h.string("kind")? {
+            "exponential" => Holding::Exponential(mean),
+            "deterministic" => Holding::Deterministic(mean),
+            other => {
+                return Err(h.error(
+                    "kind",
+                    format!("{other:?}: expected \"exponential\" or \"deterministic\""),
+                ));
+            }
+        };
+        h.finish()?;
+        let pcr = p.positive_rate("pcr")?;
+        let pairs = match p.raw("pairs") {
+            Some(toml::Value::Array(a)) if !a.is_empty() => a
+                .iter()
+                .map(|v| {
+                    let s = v
+                        .as_str()
+                        .ok_or_else(|| p.error("pairs", "expected strings \"src:dst\""))?;
+                    let (a, b) = s.split_once(':').ok_or_else(|| {
+                        p.error("pairs", format!("{s:?} is not written \"src:dst\""))
+                    })?;
+                    for host in [a, b] {
+                        if !topology.hosts.iter().any(|h| h.name == host) {
+                            return Err(p.error(
+                                "pairs",
+                                format!("{s:?}: no host {host:?} in the topology"),
+                            ));
+                        }
+                    }
+                    if a == b {
+                        return Err(p.error("pairs", format!("{s:?}: a call needs two hosts")));
+                    }
+                    Ok((a.to_string(), b.to_string()))
+                })
+                .collect::<Result<Vec<_>, SimError>>()?,
+            _ => return Err(p.error("pairs", "expected a non-empty list, e.g. [\"a:b\"]")),
+        };
+        let costs = CostProfile::from_params(p)?;
+        Ok(ControlConfig {
+            switches,
+            view,
+            manager,
+            arrival_rate,
+            holding,
+            pcr,
+            pairs,
+            costs,
+        })
+    }
+}
+
+fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
+    let m = p.table("manager")?;
+    let name = m.string("kind")?;
+    let whole = |key: &str, default: u32, max: u32| -> Result<u32, SimError> {
+        let x = m.number_or(key, f64::from(default))?;
+        if !(x >= 1.0 && x.fract() == 0.0 && x <= f64::from(max)) {
+            return Err(m.error(key, format!("expected a whole number from 1 to {max}")));
+        }
+        Ok(x as u32)
+    };
+    let duration_or = |key: &str, default: Duration| -> Result<Duration, SimError> {
+        if m.has(key) {
+            m.duration(key)
+        } else {
+            Ok(default)
+        }
+    };
+    let spec = match name {
+        "xbind" => ManagerSpec {
+            kind: CmKind::Xbind,
+            name: "xbind",
+            threshold: whole("threshold", 1, 1_000)?,
+            flush: duration_or("flush", Duration::from_secs(1))?,
+            adaptive: None,
+            threads: 1,
+            blocking: false,
+            route_ttl: duration_or("route_ttl", Duration::from_secs(5))?,
+        },
+        "sequential" | "threaded" => ManagerSpec {
+            kind: CmKind::Sequential,
+            name: if name == "sequential" {
+                "sequential"
+            } else {
+                "threaded"
+            },
+            threshold: 1,
+            flush: Duration::ZERO,
+            adaptive: None,
+            threads: if name == "threaded" {
+                whole("threads", 4, 1_024)?
+            } else {
+                1
+            },
+            blocking: true,
+            route_ttl: Duration::ZERO,
+        },
+        other => {
+            return Err(m.error(
+                "kind",
+                format!("{other:?}: expected \"xbind\", \"sequential\" or \"threaded\""),
+            ));
+        }
+    };
+    m.finish()?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests;

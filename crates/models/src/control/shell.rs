@@ -1,0 +1,708 @@
+//! The simulated shell of the control plane (paper 000 §II-C and §III; DESIGN.md §2: one
+//! core, two shells): the real connection manager core ([`CmCore`]), the real switch
+//! cores ([`Switch`]), the real route object behind the real route cache
+//! ([`CachedRouter`]), driven in virtual time by the engine's event set instead of tokio
+//! and gRPC. Nothing here decides what a manager or a switch does; it decides only when
+//! things happen, by the [`CostProfile`].
+//!
+//! Servers: the manager and each switch server are FIFO servers with a number of
+//! threads; an input is applied to its core when a thread takes it, and what the core
+//! emitted leaves when the thread finishes (after the step's work and the marshalling of
+//! what it read and wrote). A synchronous manager (paper 000's sequential and threaded
+//! managers, `blocking`) also holds a thread for each operation from its start to its end,
+//! so at most `threads` calls are in progress; xbind's asynchronous manager holds none.
+//!
+//! Counting: an invocation is one request and its answer (a synchronous call, or a
+//! oneway message and the oneway message that answers it): the user's AddConnection and
+//! DeleteConnection, the QoS mapper's and the route object's queries (the latter only on
+//! a route-cache miss), and each message to a switch with its answer.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, SetupRequest};
+use atmlab_control::cm::routes::{CachedRouter, Router};
+use atmlab_control::route::RouteObject;
+use atmlab_core::time::{Duration, Instant};
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
+use atmlab_fabric::FabricError;
+use atmlab_fabric::switch::{Command, Reply, Switch};
+use atmlab_sim::SimError;
+use atmlab_sim::event_set::{EventId, EventSet};
+use atmlab_sim::model::{RepResult, Replication};
+use atmlab_sim::rng::{RngFactory, SimRng, exp1};
+use atmlab_sim::scenario::{RunLength, Warmup};
+use atmlab_sim::stats::Histogram;
+use rand::Rng;
+
+use super::{ControlConfig, Holding, METRICS};
+
+/// What a manager thread works on.
+#[derive(Debug)]
+enum Work {
+    /// A user's AddConnection for call `u` arrived.
+    Setup(usize),
+    /// The QoS mapper and the route object answered for call `u`.
+    Resolved(
+        usize,
+        Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
+    ),
+    /// A user's DeleteConnection for core call `id`.
+    Delete(u64),
+    /// A switch's answer message.
+    Replies(Vec<(u64, Result<Reply, FabricError>)>),
+    /// The core's timer fired.
+    Timeout,
+}
+
+/// What leaves when a manager thread finishes.
+#[derive(Debug)]
+enum Output {
+    Transmit(usize, Vec<(u64, Command)>),
+    Resolve(
+        usize,
+        Duration,
+        Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
+    ),
+    Event(CallEvent),
+}
+
+#[derive(Debug)]
+enum Ev {
+    Arrival,
+    AtManager(Work),
+    ManagerDone(usize),
+    AtSwitch(usize, Vec<(u64, Command)>),
+    SwitchDone(usize, usize),
+    Hangup(u64),
+    Timer(u64),
+    Mark,
+}
+
+/// A FIFO server with threads.
+struct Server<W> {
+    queue: VecDeque<W>,
+    threads: Vec<Option<Vec<Output>>>,
+    busy: Duration,
+}
+
+impl<W> Server<W> {
+    fn new(threads: usize) -> Self {
+        Server {
+            queue: VecDeque::new(),
+            threads: (0..threads).map(|_| None).collect(),
+            busy: Duration::ZERO,
+        }
+    }
+    fn idle_thread(&self) -> Option<usize> {
+        self.threads.iter().position(Option::is_none)
+    }
+}
+
+/// A switch's answers to one message.
+type Answers = Vec<(u64, Result<Reply, FabricError>)>;
+
+/// A switch server: its core, its threads and the answers it already gave (a repeated
+/// request id is answered again, not applied twice, as the live servers do).
+struct SwitchServer {
+    core: Switch,
+    server: Server<Vec<(u64, Command)>>,
+    replies: Vec<Option<Answers>>,
+    answered: HashMap<u64, Result<Reply, FabricError>>,
+    answered_order: VecDeque<(Instant, u64)>,
+}
+
+/// One user call.
+#[derive(Debug, Clone, Copy)]
+struct UserCall {
+    pair: usize,
+    arrived: Instant,
+}
+
+/// The counters of one measured period.
+#[derive(Debug, Clone, Default)]
+struct Stats {
+    attempts: u64,
+    established: u64,
+    blocked: u64,
+    failed: u64,
+    invocations: u64,
+    latency_sum: f64,
+    manager_busy: Duration,
+    switch_busy: Vec<Duration>,
+    cache: (u64, u64),
+}
+
+/// The whole simulated control plane of one replication.
+struct Plane<'a> {
+    cfg: &'a ControlConfig,
+    events: EventSet<Ev>,
+    now: Instant,
+    rng: SimRng,
+    core: CmCore,
+    router: CachedRouter,
+    manager: Server<Work>,
+    switches: Vec<SwitchServer>,
+    index: HashMap<String, usize>,
+    calls: HashMap<usize, UserCall>,
+    next_call: usize,
+    by_core: HashMap<u64, usize>,
+    /// Operations in progress and waiting for a thread (blocking managers only).
+    in_progress: usize,
+    waiting_ops: VecDeque<Work>,
+    timer: Option<(Instant, EventId, u64)>,
+    timer_generation: u64,
+    timeout_queued: bool,
+    stats: Stats,
+    latency: Histogram,
+    /// Cumulative busy times at the last mark.
+    marked: Stats,
+}
+
+impl ControlConfig {
+    /// Runs one replication.
+    pub(super) fn run_replication(&self, rep: &Replication) -> Result<RepResult, SimError> {
+        let d = match rep.length {
+            RunLength::Duration(d) => d,
+            RunLength::Count(_) => {
+                return Err(SimError::Model {
+                    model: "control".into(),
+                    message: "runs by duration: set run.duration, not run.count".into(),
+                });
+            }
+        };
+        let warmup = match rep.warmup {
+            Warmup::Time(w) => w,
+            Warmup::Observations(0) => Duration::ZERO,
+            _ => {
+                return Err(SimError::Model {
+                    model: "control".into(),
+                    message: "the warm-up is a duration (run.warmup = \"30 s\"), not auto".into(),
+                });
+            }
+        };
+        let mut plane = Plane::new(self, rep)?;
+        let batches = rep.batches.max(1);
+        let start = Instant::ZERO + warmup;
+        let mut marks = vec![start];
+        for b in 1..=batches {
+            marks.push(
+                start + Duration::from_picos(d.as_picos() / u64::from(batches) * u64::from(b)),
+            );
+        }
+        let end = *marks.last().unwrap_or(&start);
+        for &m in &marks {
+            plane.events.schedule(m, Ev::Mark);
+        }
+        plane.events.schedule(Instant::ZERO, Ev::Arrival);
+        let mut batch_metrics = Vec::new();
+        let mut mark = 0usize;
+        let mut processed = 0u64;
+        while let Some((t, ev)) = plane.events.pop_until(end) {
+            plane.now = t;
+            processed += 1;
+            if let Ev::Mark = ev {
+                if mark > 0 {
+                    let m = plane.metrics(marks[mark] - marks[mark - 1]);
+                    batch_metrics.push(m.into_iter().map(|(_, v)| v).collect::<Vec<f64>>());
+                }
+                plane.start_period();
+                mark += 1;
+                if mark == marks.len() {
+                    break;
+                }
+                continue;
+            }
+            plane.handle(ev);
+        }
+        let metrics: Vec<(&'static str, f64)> = if batches == 1 {
+            METRICS
+                .iter()
+                .copied()
+                .zip(batch_metrics.pop().unwrap_or_default())
+                .collect()
+        } else {
+            let mut m: Vec<(&'static str, f64)> = METRICS.iter().map(|k| (*k, 0.0)).collect();
+            atmlab_sim::model::grand_means(&mut m, &batch_metrics);
+            m
+        };
+        Ok(RepResult {
+            metrics,
+            events: processed,
+            simulated: end - Instant::ZERO,
+            truncation: None,
+            batch_metrics: if batches > 1 {
+                batch_metrics
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
+
+/// `d` taken `n` times.
+fn times(d: Duration, n: u64) -> Duration {
+    Duration::from_picos(d.as_picos().saturating_mul(n))
+}
+
+fn model_err(message: impl Into<String>) -> SimError {
+    SimError::Model {
+        model: "control".into(),
+        message: message.into(),
+    }
+}
+
+impl<'a> Plane<'a> {
+    fn new(cfg: &'a ControlConfig, rep: &Replication) -> Result<Self, SimError> {
+        let rngs = RngFactory::new(rep.seed, rep.replication);
+        let mut core_cfg = CmConfig::new(cfg.manager.kind);
+        core_cfg.threshold = cfg.manager.threshold;
+        core_cfg.flush_timeout = cfg.manager.flush;
+        core_cfg.adaptive = cfg.manager.adaptive.clone();
+        core_cfg.sweep_interval = None;
+        core_cfg.max_setups = usize::MAX / 2;
+        let core = CmCore::new(core_cfg).map_err(model_err)?;
+        let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
+        let router = CachedRouter::new(Arc::new(Mutex::new(route)), cfg.manager.route_ttl);
+        let mut switches = Vec::new();
+        let mut index = HashMap::new();
+        for (i, sc) in cfg.switches.iter().enumerate() {
+            let core =
+                Switch::new(sc).map_err(|e| model_err(format!("switch {}: {e}", sc.name)))?;
+            let threads = cfg.costs.switch_threads as usize;
+            switches.push(SwitchServer {
+                core,
+                server: Server::new(threads),
+                replies: (0..threads).map(|_| None).collect(),
+                answered: HashMap::new(),
+                answered_order: VecDeque::new(),
+            });
+            index.insert(sc.name.clone(), i);
+        }
+        let n = switches.len();
+        Ok(Plane {
+            cfg,
+            events: EventSet::new(),
+            now: Instant::ZERO,
+            rng: rngs.stream(0),
+            core,
+            router,
+            manager: Server::new(cfg.manager.threads as usize),
+            switches,
+            index,
+            calls: HashMap::new(),
+            next_call: 0,
+            by_core: HashMap::new(),
+            in_progress: 0,
+            waiting_ops: VecDeque::new(),
+            timer: None,
+            timer_generation: 0,
+            timeout_queued: false,
+            stats: Stats {
+                switch_busy: vec![Duration::ZERO; n],
+                ..Stats::default()
+            },
+            latency: Histogram::new(),
+            marked: Stats {
+                switch_busy: vec![Duration::ZERO; n],
+                ..Stats::default()
+            },
+        })
+    }
+
+    /// A new measured period: counters to zero, busy times and cache counts noted.
+    fn start_period(&mut self) {
+        let n = self.switches.len();
+        self.marked = Stats {
+            manager_busy: self.manager.busy,
+            switch_busy: self.switches.iter().map(|s| s.server.busy).collect(),
+            cache: self.core.cache_counts(),
+            ..Stats::default()
+        };
+        self.stats = Stats {
+            switch_busy: vec![Duration::ZERO; n],
+            ..Stats::default()
+        };
+        self.latency.reset();
+    }
+
+    /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
+    fn metrics(&self, span: Duration) -> Vec<(&'static str, f64)> {
+        let s = &self.stats;
+        let secs = span.as_secs_f64().max(f64::MIN_POSITIVE);
+        let decided = (s.established + s.blocked + s.failed) as f64;
+        let ratio = |x: u64| {
+            if decided > 0.0 {
+                x as f64 / decided
+            } else {
+                0.0
+            }
+        };
+        let (h, m) = self.core.cache_counts();
+        let (hits, misses) = (h - self.marked.cache.0, m - self.marked.cache.1);
+        let manager_busy = self.manager.busy - self.marked.manager_busy;
+        let switch_busy = self
+            .switches
+            .iter()
+            .zip(&self.marked.switch_busy)
+            .map(|(sw, b)| (sw.server.busy - *b).as_secs_f64())
+            .fold(0.0, f64::max);
+        let threads = |n: usize| n.max(1) as f64;
+        let values = [
+            ratio(s.blocked),
+            ratio(s.failed),
+            if s.established > 0 {
+                s.latency_sum / s.established as f64
+            } else {
+                f64::NAN
+            },
+            if self.latency.count() > 0 {
+                self.latency.quantile(0.99)
+            } else {
+                f64::NAN
+            },
+            s.established as f64 / secs,
+            s.attempts as f64 / secs,
+            if s.attempts > 0 {
+                s.invocations as f64 / s.attempts as f64
+            } else {
+                0.0
+            },
+            if hits + misses > 0 {
+                hits as f64 / (hits + misses) as f64
+            } else {
+                f64::NAN
+            },
+            manager_busy.as_secs_f64() / secs / threads(self.manager.threads.len()),
+            switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
+        ];
+        METRICS.iter().copied().zip(values).collect()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrival => self.arrival(),
+            Ev::AtManager(w) => self.reach_manager(w),
+            Ev::ManagerDone(t) => self.manager_done(t),
+            Ev::AtSwitch(s, msg) => {
+                self.switches[s].server.queue.push_back(msg);
+                self.serve_switch(s);
+            }
+            Ev::SwitchDone(s, t) => self.switch_done(s, t),
+            Ev::Hangup(id) => {
+                // The user's DeleteConnection reaches the manager.
+                let at = self.now + self.cfg.costs.latency;
+                self.events.schedule(at, Ev::AtManager(Work::Delete(id)));
+            }
+            Ev::Timer(generation) => {
+                if self.timer.is_some_and(|(_, _, g)| g == generation) {
+                    self.timer = None;
+                    if !self.timeout_queued {
+                        self.timeout_queued = true;
+                        self.manager.queue.push_back(Work::Timeout);
+                        self.serve_manager();
+                    }
+                }
+            }
+            Ev::Mark => {}
+        }
+    }
+
+    fn arrival(&mut self) {
+        let cfg = self.cfg;
+        let pair = if cfg.pairs.len() == 1 {
+            0
+        } else {
+            self.rng.random_range(0..cfg.pairs.len())
+        };
+        let u = self.next_call;
+        self.next_call += 1;
+        self.calls.insert(
+            u,
+            UserCall {
+                pair,
+                arrived: self.now,
+            },
+        );
+        self.stats.attempts += 1;
+        self.stats.invocations += 1;
+        // The AddConnection crosses the wire to the manager.
+        let at = self.now + cfg.costs.latency;
+        self.events.schedule(at, Ev::AtManager(Work::Setup(u)));
+        let gap = exp1(&mut self.rng) / cfg.arrival_rate;
+        let next = self.now + Duration::from_secs_f64(gap);
+        self.events.schedule(next, Ev::Arrival);
+    }
+
+    /// An operation reaches the manager: a blocking manager admits it only with a thread
+    /// free for its whole length.
+    fn reach_manager(&mut self, w: Work) {
+        let op = matches!(w, Work::Setup(_) | Work::Delete(_));
+        if op && self.cfg.manager.blocking {
+            if self.in_progress >= self.manager.threads.len() {
+                self.waiting_ops.push_back(w);
+                return;
+            }
+            self.in_progress += 1;
+        }
+        self.manager.queue.push_back(w);
+        self.serve_manager();
+    }
+
+    /// A blocking manager's operation ended: the next waiting one starts.
+    fn op_ended(&mut self) {
+        if !self.cfg.manager.blocking {
+            return;
+        }
+        self.in_progress = self.in_progress.saturating_sub(1);
+        if let Some(w) = self.waiting_ops.pop_front() {
+            self.in_progress += 1;
+            self.manager.queue.push_back(w);
+            self.serve_manager();
+        }
+    }
+
+    fn serve_manager(&mut self) {
+        while let Some(t) = self.manager.idle_thread() {
+            let Some(w) = self.manager.queue.pop_front() else {
+                return;
+            };
+            let (work, outputs) = self.manager_step(w);
+            self.manager.threads[t] = Some(outputs);
+            self.manager.busy += work;
+            self.events.schedule(self.now + work, Ev::ManagerDone(t));
+        }
+    }
+
+    /// Applies one input to the core; returns the thread's work and what leaves after it.
+    fn manager_step(&mut self, w: Work) -> (Duration, Vec<Output>) {
+        let c = self.cfg.costs.clone();
+        let now = self.now;
+        let mut work = c.manager_step;
+        let mut out = Vec::new();
+        let unmarshal = |commands: usize| c.per_message + times(c.per_command, commands as u64);
+        match w {
+            Work::Setup(u) => {
+                work += unmarshal(1);
+                let pair = self.calls.get(&u).map_or(0, |c| c.pair);
+                let (src, dst) = &self.cfg.pairs[pair];
+                let before = self.router.misses;
+                let route = self.router.route(now, src, dst, 0.0).map_err(|e| e.message);
+                let miss = self.router.misses > before;
+                // The QoS mapper's round trip, and the route object's on a miss: the
+                // manager marshals each request and unmarshals each answer.
+                let queries = 1 + u64::from(miss);
+                self.stats.invocations += queries;
+                work += times(c.per_message + c.per_command, queries);
+                let one_way = c.latency + c.per_message + c.per_command;
+                let mut wait = one_way + one_way + c.qos_work;
+                if miss {
+                    wait += one_way + one_way + c.route_work;
+                }
+                out.push(Output::Resolve(u, wait, route));
+            }
+            Work::Resolved(u, route) => {
+                work += times(c.per_message + c.per_command, 2);
+                match route {
+                    Ok(hops) => {
+                        let pair = self.calls.get(&u).map_or(0, |c| c.pair);
+                        let (_, dst) = &self.cfg.pairs[pair];
+                        let req = SetupRequest {
+                            routes: vec![(dst.clone(), hops)],
+                            traffic: TrafficDescriptor::cbr(CellRate(self.cfg.pcr)),
+                            clr: 0.0,
+                            buffer_cells: 0,
+                            tag: String::new(),
+                        };
+                        let id = self.core.add(now, req);
+                        self.by_core.insert(id, u);
+                    }
+                    Err(_) => {
+                        // No route: refused before any switch is asked.
+                        self.decided(u, Outcome::Blocked);
+                        self.op_ended();
+                    }
+                }
+            }
+            Work::Delete(id) => {
+                work += unmarshal(1);
+                self.core.delete(now, id);
+            }
+            Work::Replies(replies) => {
+                work += unmarshal(replies.len());
+                for (req, r) in replies {
+                    self.core.handle_reply(now, req, r);
+                }
+            }
+            Work::Timeout => {
+                self.timeout_queued = false;
+                self.core.handle_timeout(now);
+            }
+        }
+        while let Some(t) = self.core.poll_transmit(now) {
+            let Some(&s) = self.index.get(&t.switch) else {
+                continue;
+            };
+            work += c.per_message + times(c.per_command, t.commands.len() as u64);
+            self.stats.invocations += 1;
+            out.push(Output::Transmit(s, t.commands));
+        }
+        while let Some(e) = self.core.poll_event() {
+            out.push(Output::Event(e));
+        }
+        self.arm_timer();
+        (work, out)
+    }
+
+    fn arm_timer(&mut self) {
+        let want = self.core.poll_timeout();
+        match (want, self.timer) {
+            (Some(t), Some((armed, _, _))) if t == armed => {}
+            (want, armed) => {
+                if let Some((_, id, _)) = armed {
+                    self.events.cancel(id);
+                    self.timer = None;
+                }
+                if let Some(t) = want {
+                    self.timer_generation += 1;
+                    let at = t.max(self.now);
+                    let id = self.events.schedule(at, Ev::Timer(self.timer_generation));
+                    self.timer = Some((t, id, self.timer_generation));
+                }
+            }
+        }
+    }
+
+    fn manager_done(&mut self, t: usize) {
+        let outputs = self.manager.threads[t].take().unwrap_or_default();
+        let c = &self.cfg.costs;
+        for o in outputs {
+            match o {
+                Output::Transmit(s, commands) => {
+                    let at = self.now + c.latency;
+                    self.events.schedule(at, Ev::AtSwitch(s, commands));
+                }
+                Output::Resolve(u, wait, route) => {
+                    let at = self.now + wait;
+                    self.events
+                        .schedule(at, Ev::AtManager(Work::Resolved(u, route)));
+                }
+                Output::Event(e) => self.call_event(e),
+            }
+        }
+        self.serve_manager();
+    }
+
+    fn call_event(&mut self, e: CallEvent) {
+        let c = &self.cfg.costs;
+        match e {
+            CallEvent::Established { call, .. } => {
+                let Some(&u) = self.by_core.get(&call) else {
+                    return;
+                };
+                // The answer crosses the wire to the user.
+                let heard = self.now + c.latency;
+                let Some(user) = self.calls.remove(&u) else {
+                    return;
+                };
+                let latency = (heard - user.arrived).as_secs_f64();
+                self.stats.latency_sum += latency;
+                self.latency.record(latency);
+                self.decided(u, Outcome::Established);
+                let hold = match self.cfg.holding {
+                    Holding::Exponential(mean) => {
+                        Duration::from_secs_f64(exp1(&mut self.rng) * mean.as_secs_f64())
+                    }
+                    Holding::Deterministic(d) => d,
+                };
+                self.stats.invocations += 1;
+                self.events.schedule(heard + hold, Ev::Hangup(call));
+                self.op_ended();
+            }
+            CallEvent::Failed { call, error } => {
+                if let Some(u) = self.by_core.remove(&call) {
+                    let outcome = if error.blocked() {
+                        Outcome::Blocked
+                    } else {
+                        Outcome::Failed
+                    };
+                    self.decided(u, outcome);
+                }
+                self.op_ended();
+            }
+            CallEvent::Released { call } => {
+                self.by_core.remove(&call);
+                self.op_ended();
+            }
+            CallEvent::Changed { .. } => {}
+        }
+    }
+
+    fn decided(&mut self, u: usize, outcome: Outcome) {
+        self.calls.remove(&u);
+        match outcome {
+            Outcome::Established => self.stats.established += 1,
+            Outcome::Blocked => self.stats.blocked += 1,
+            Outcome::Failed => self.stats.failed += 1,
+        }
+    }
+
+    fn serve_switch(&mut self, s: usize) {
+        let c = self.cfg.costs.clone();
+        let now = self.now;
+        let sw = &mut self.switches[s];
+        while let Some(t) = sw.server.idle_thread() {
+            let Some(msg) = sw.server.queue.pop_front() else {
+                return;
+            };
+            let k = msg.len() as u64;
+            let mut replies = Vec::with_capacity(msg.len());
+            for (req, cmd) in &msg {
+                let r = match sw.answered.get(req) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = sw.core.apply(cmd);
+                        sw.answered.insert(*req, r.clone());
+                        sw.answered_order.push_back((now, *req));
+                        r
+                    }
+                };
+                replies.push((*req, r));
+            }
+            // Answers are kept as long as the manager may re-send (its retries).
+            let keep = Duration::from_secs(60);
+            while let Some(&(at, req)) = sw.answered_order.front() {
+                if now.saturating_duration_since(at) <= keep {
+                    break;
+                }
+                sw.answered_order.pop_front();
+                sw.answered.remove(&req);
+            }
+            let work =
+                times(c.per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
+            sw.server.threads[t] = Some(Vec::new());
+            sw.replies[t] = Some(replies);
+            sw.server.busy += work;
+            self.events.schedule(now + work, Ev::SwitchDone(s, t));
+        }
+    }
+
+    fn switch_done(&mut self, s: usize, t: usize) {
+        let sw = &mut self.switches[s];
+        sw.server.threads[t] = None;
+        if let Some(replies) = sw.replies[t].take() {
+            let at = self.now + self.cfg.costs.latency;
+            self.events
+                .schedule(at, Ev::AtManager(Work::Replies(replies)));
+        }
+        self.serve_switch(s);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Outcome {
+    Established,
+    Blocked,
+    Failed,
+}
