@@ -116,6 +116,8 @@ pub const METRICS: &[&str] = &[
     "cache_hit_ratio",
     "manager_utilisation",
     "switch_utilisation",
+    "nv_mean",
+    "nv_dispersion",
 ];
 
 const PARAMS: &[ParamDoc] = &[

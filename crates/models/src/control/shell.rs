@@ -158,6 +158,8 @@ struct Plane<'a> {
     latency: Histogram,
     /// Cumulative busy times at the last mark.
     marked: Stats,
+    /// The first cache's time at each `N_v` at the last mark (§IV-A's M/G/∞ check).
+    nv_marked: Vec<u64>,
 }
 
 impl ControlConfig {
@@ -308,6 +310,7 @@ impl<'a> Plane<'a> {
                 switch_busy: vec![Duration::ZERO; n],
                 ..Stats::default()
             },
+            nv_marked: Vec::new(),
         })
     }
 
@@ -325,6 +328,41 @@ impl<'a> Plane<'a> {
             ..Stats::default()
         };
         self.latency.reset();
+        self.nv_marked = self.nv_time();
+    }
+
+    /// Picoseconds the first cache (the source switch's output port, in name order) has
+    /// spent with each number of identifiers in use, since the run began.
+    fn nv_time(&self) -> Vec<u64> {
+        self.core
+            .nv_probes()
+            .into_iter()
+            .next()
+            .map(|(_, _, p)| p.time_at)
+            .unwrap_or_default()
+    }
+
+    /// The mean and the index of dispersion (variance over mean) of that cache's `N_v`
+    /// over the period, time-averaged: M/G/∞ makes it Poisson, so the index is 1.
+    fn nv_moments(&self) -> (f64, f64) {
+        let now = self.nv_time();
+        let d: Vec<f64> = now
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| (t - self.nv_marked.get(k).copied().unwrap_or(0)) as f64)
+            .collect();
+        let total: f64 = d.iter().sum();
+        if total <= 0.0 {
+            return (f64::NAN, f64::NAN);
+        }
+        let mean = d.iter().enumerate().map(|(k, t)| k as f64 * t).sum::<f64>() / total;
+        let var = d
+            .iter()
+            .enumerate()
+            .map(|(k, t)| (k as f64 - mean).powi(2) * t)
+            .sum::<f64>()
+            / total;
+        (mean, if mean > 0.0 { var / mean } else { f64::NAN })
     }
 
     /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
@@ -349,6 +387,7 @@ impl<'a> Plane<'a> {
             .map(|(sw, b)| (sw.server.busy - *b).as_secs_f64())
             .fold(0.0, f64::max);
         let threads = |n: usize| n.max(1) as f64;
+        let (nv_mean, nv_dispersion) = self.nv_moments();
         let values = [
             ratio(s.blocked),
             ratio(s.failed),
@@ -376,6 +415,8 @@ impl<'a> Plane<'a> {
             },
             manager_busy.as_secs_f64() / secs / threads(self.manager.threads.len()),
             switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
+            nv_mean,
+            nv_dispersion,
         ];
         METRICS.iter().copied().zip(values).collect()
     }
