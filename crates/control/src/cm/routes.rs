@@ -80,11 +80,19 @@ impl Router for CachedRouter {
             return Ok(hops.clone());
         }
         self.misses += 1;
-        let r = self
-            .route
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let object = self.route.lock().unwrap_or_else(|e| e.into_inner());
+        // The view is a snapshot (refreshed every so often, and no manager records its
+        // own commits in it), so a port it shows full may have room: where no path has
+        // the bandwidth free in the view, the route it would take with the bandwidth
+        // free is asked of the switches, whose admission control has the last word.
+        let r = object
             .route(source, destination, bandwidth)
+            .or_else(|e| match e {
+                crate::ControlError::NoRoute { .. } => {
+                    object.route(source, destination, 0.0).map_err(|_| e)
+                }
+                e => Err(e),
+            })
             .map_err(|e| CallError {
                 kind: atmlab_fabric::ErrorKind::from_code(e.kind().code()),
                 message: e.to_string(),
@@ -138,5 +146,56 @@ impl Router for StaticRouter {
                 kind: ErrorKind::InvalidArgument,
                 message: format!("no route from {source:?} to {destination:?}"),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::{NetworkView, PortState};
+
+    fn port(port: u16, allocated: f64, peer: Option<(&str, u16)>) -> PortState {
+        PortState {
+            port,
+            capacity: 1_000.0,
+            allocated,
+            peer: peer.map(|(s, p)| (s.to_string(), p)),
+        }
+    }
+
+    /// s1 -- s2, host a on s1:0, b on s2:1; s1's trunk full in the view.
+    fn view(trunk_allocated: f64, wired: bool) -> NetworkView {
+        NetworkView {
+            switches: vec![
+                (
+                    "s1".into(),
+                    vec![
+                        port(0, 0.0, None),
+                        port(1, trunk_allocated, wired.then_some(("s2", 0))),
+                    ],
+                ),
+                (
+                    "s2".into(),
+                    vec![port(0, 0.0, wired.then_some(("s1", 1))), port(1, 0.0, None)],
+                ),
+            ],
+            hosts: vec![("a".into(), "s1".into(), 0), ("b".into(), "s2".into(), 1)],
+        }
+    }
+
+    /// A port the (stale) view shows full does not refuse the call: the switches decide.
+    #[test]
+    fn a_full_port_in_the_view_leaves_the_decision_to_the_switches() {
+        let object = Arc::new(Mutex::new(RouteObject::new(view(1_000.0, true)).unwrap()));
+        let mut r = CachedRouter::new(object.clone(), ROUTE_CACHE_TTL);
+        let hops = r.route(Instant::ZERO, "a", "b", 100.0).unwrap();
+        assert_eq!(hops.len(), 2);
+        // The route object alone refuses it.
+        assert!(object.lock().unwrap().route("a", "b", 100.0).is_err());
+        // Switches that are not connected still refuse.
+        let object = Arc::new(Mutex::new(RouteObject::new(view(0.0, false)).unwrap()));
+        let mut r = CachedRouter::new(object, ROUTE_CACHE_TTL);
+        let e = r.route(Instant::ZERO, "a", "b", 100.0).unwrap_err();
+        assert!(e.message.contains("not connected"), "{}", e.message);
     }
 }

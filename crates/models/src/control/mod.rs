@@ -68,6 +68,9 @@ pub struct ManagerSpec {
     /// How long a cached route lives (xbind: the paper's 5 s; the synchronous managers
     /// ask the route object every time).
     pub route_ttl: Duration,
+    /// Identifiers reserved per cache fill, the low mark that triggers a refill, and
+    /// the most a cache keeps (xbind; `CmConfig`'s defaults otherwise).
+    pub cache: (u32, u32, u32),
 }
 
 /// How long a call is held.
@@ -77,6 +80,15 @@ pub enum Holding {
     Exponential(Duration),
     /// Always this.
     Deterministic(Duration),
+}
+
+/// Which hosts calls go between.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pairs {
+    /// These (source, destination) pairs, indices into the hosts.
+    List(Vec<(usize, usize)>),
+    /// Any two distinct hosts.
+    Any,
 }
 
 /// A validated scenario point of the `control` model.
@@ -94,8 +106,10 @@ pub struct ControlConfig {
     pub holding: Holding,
     /// Each call's CBR peak cell rate, cells/s.
     pub pcr: f64,
-    /// The (source, destination) host pairs calls go between, chosen uniformly.
-    pub pairs: Vec<(String, String)>,
+    /// The topology's hosts, by index.
+    pub hosts: Vec<String>,
+    /// The host pairs calls go between, chosen uniformly.
+    pub pairs: Pairs,
     /// The costs.
     pub costs: CostProfile,
 }
@@ -131,7 +145,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "manager",
-        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\") }",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }",
     },
     ParamDoc {
         key: "arrival",
@@ -147,7 +161,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "pairs",
-        doc: "host pairs calls go between, [\"a:b\", ...]; each call picks one uniformly",
+        doc: "host pairs calls go between, [\"a:b\", ...], or \"any\" (every ordered pair of distinct hosts); each call picks one uniformly",
     },
     ParamDoc {
         key: "profile",
@@ -274,31 +288,45 @@ impl ControlConfig {
         };
         h.finish()?;
         let pcr = p.positive_rate("pcr")?;
+        let hosts: Vec<String> = topology.hosts.iter().map(|h| h.name.clone()).collect();
+        let host = |name: &str| hosts.iter().position(|h| h == name);
         let pairs = match p.raw("pairs") {
-            Some(toml::Value::Array(a)) if !a.is_empty() => a
-                .iter()
-                .map(|v| {
-                    let s = v
-                        .as_str()
-                        .ok_or_else(|| p.error("pairs", "expected strings \"src:dst\""))?;
-                    let (a, b) = s.split_once(':').ok_or_else(|| {
-                        p.error("pairs", format!("{s:?} is not written \"src:dst\""))
-                    })?;
-                    for host in [a, b] {
-                        if !topology.hosts.iter().any(|h| h.name == host) {
-                            return Err(p.error(
-                                "pairs",
-                                format!("{s:?}: no host {host:?} in the topology"),
-                            ));
+            Some(toml::Value::String(s)) if s == "any" => {
+                if hosts.len() < 2 {
+                    return Err(
+                        p.error("pairs", "\"any\" needs at least two hosts in the topology")
+                    );
+                }
+                Pairs::Any
+            }
+            Some(toml::Value::Array(a)) if !a.is_empty() => Pairs::List(
+                a.iter()
+                    .map(|v| {
+                        let s = v
+                            .as_str()
+                            .ok_or_else(|| p.error("pairs", "expected strings \"src:dst\""))?;
+                        let (a, b) = s.split_once(':').ok_or_else(|| {
+                            p.error("pairs", format!("{s:?} is not written \"src:dst\""))
+                        })?;
+                        let find = |name: &str| {
+                            host(name).ok_or_else(|| {
+                                p.error("pairs", format!("{s:?}: no host {name:?} in the topology"))
+                            })
+                        };
+                        let (a, b) = (find(a)?, find(b)?);
+                        if a == b {
+                            return Err(p.error("pairs", format!("{s:?}: a call needs two hosts")));
                         }
-                    }
-                    if a == b {
-                        return Err(p.error("pairs", format!("{s:?}: a call needs two hosts")));
-                    }
-                    Ok((a.to_string(), b.to_string()))
-                })
-                .collect::<Result<Vec<_>, SimError>>()?,
-            _ => return Err(p.error("pairs", "expected a non-empty list, e.g. [\"a:b\"]")),
+                        Ok((a, b))
+                    })
+                    .collect::<Result<Vec<_>, SimError>>()?,
+            ),
+            _ => {
+                return Err(p.error(
+                    "pairs",
+                    "expected a non-empty list, e.g. [\"a:b\"], or \"any\"",
+                ));
+            }
         };
         let costs = CostProfile::from_params(p)?;
         Ok(ControlConfig {
@@ -308,6 +336,7 @@ impl ControlConfig {
             arrival_rate,
             holding,
             pcr,
+            hosts,
             pairs,
             costs,
         })
@@ -341,6 +370,18 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             threads: 1,
             blocking: false,
             route_ttl: duration_or("route_ttl", Duration::from_secs(5))?,
+            cache: {
+                let d = atmlab_control::cm::core::CmConfig::new(CmKind::Xbind);
+                let fill = whole("cache_fill", d.cache_fill, 65_535)?;
+                let low = whole("cache_low", d.cache_low.min(fill), fill)?;
+                let max = whole("cache_max", d.cache_max.max(fill), 65_535)?;
+                if max < fill {
+                    return Err(
+                        m.error("cache_max", format!("{max} is less than cache_fill {fill}"))
+                    );
+                }
+                (fill, low, max)
+            },
         },
         "sequential" | "threaded" => ManagerSpec {
             kind: CmKind::Sequential,
@@ -359,6 +400,10 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             },
             blocking: true,
             route_ttl: Duration::ZERO,
+            cache: {
+                let d = atmlab_control::cm::core::CmConfig::new(CmKind::Sequential);
+                (d.cache_fill, d.cache_low, d.cache_max)
+            },
         },
         other => {
             return Err(m.error(

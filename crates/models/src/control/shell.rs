@@ -36,7 +36,7 @@ use atmlab_sim::scenario::{RunLength, Warmup};
 use atmlab_sim::stats::Histogram;
 use rand::Rng;
 
-use super::{ControlConfig, Holding, METRICS};
+use super::{ControlConfig, Holding, METRICS, Pairs};
 
 /// What a manager thread works on.
 #[derive(Debug)]
@@ -116,7 +116,8 @@ struct SwitchServer {
 /// One user call.
 #[derive(Debug, Clone, Copy)]
 struct UserCall {
-    pair: usize,
+    /// Source and destination, indices into the hosts.
+    pair: (usize, usize),
     arrived: Instant,
 }
 
@@ -263,6 +264,7 @@ impl<'a> Plane<'a> {
         core_cfg.flush_timeout = cfg.manager.flush;
         core_cfg.adaptive = cfg.manager.adaptive.clone();
         core_cfg.sweep_interval = None;
+        (core_cfg.cache_fill, core_cfg.cache_low, core_cfg.cache_max) = cfg.manager.cache;
         core_cfg.max_setups = usize::MAX / 2;
         let core = CmCore::new(core_cfg).map_err(model_err)?;
         let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
@@ -452,10 +454,15 @@ impl<'a> Plane<'a> {
 
     fn arrival(&mut self) {
         let cfg = self.cfg;
-        let pair = if cfg.pairs.len() == 1 {
-            0
-        } else {
-            self.rng.random_range(0..cfg.pairs.len())
+        let pair = match &cfg.pairs {
+            Pairs::List(list) if list.len() == 1 => list[0],
+            Pairs::List(list) => list[self.rng.random_range(0..list.len())],
+            Pairs::Any => {
+                let n = cfg.hosts.len();
+                let a = self.rng.random_range(0..n);
+                let b = (a + 1 + self.rng.random_range(0..n - 1)) % n;
+                (a, b)
+            }
         };
         let u = self.next_call;
         self.next_call += 1;
@@ -526,10 +533,13 @@ impl<'a> Plane<'a> {
         match w {
             Work::Setup(u) => {
                 work += unmarshal(1);
-                let pair = self.calls.get(&u).map_or(0, |c| c.pair);
-                let (src, dst) = &self.cfg.pairs[pair];
+                let (a, b) = self.calls.get(&u).map_or((0, 0), |c| c.pair);
+                let (src, dst) = (&self.cfg.hosts[a], &self.cfg.hosts[b]);
                 let before = self.router.misses;
-                let route = self.router.route(now, src, dst, 0.0).map_err(|e| e.message);
+                let route = self
+                    .router
+                    .route(now, src, dst, self.cfg.pcr)
+                    .map_err(|e| e.message);
                 let miss = self.router.misses > before;
                 // The QoS mapper's round trip, and the route object's on a miss: the
                 // manager marshals each request and unmarshals each answer.
@@ -547,8 +557,8 @@ impl<'a> Plane<'a> {
                 work += times(c.per_message + c.per_command, 2);
                 match route {
                     Ok(hops) => {
-                        let pair = self.calls.get(&u).map_or(0, |c| c.pair);
-                        let (_, dst) = &self.cfg.pairs[pair];
+                        let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
+                        let dst = &self.cfg.hosts[b];
                         let req = SetupRequest {
                             routes: vec![(dst.clone(), hops)],
                             traffic: TrafficDescriptor::cbr(CellRate(self.cfg.pcr)),
