@@ -103,7 +103,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
     let seq = r.baseline.iter().find(|b| b.manager == "sequential");
     let xb = r.baseline.iter().find(|b| b.manager == "xbind T=1");
     v.push(Check::new(
-        "§III-B: sequential manager, mean setup latency one at a time",
+        "§III-B: sequential manager mean setup latency one at a time",
         ms(PAPER_SEQUENTIAL_MS),
         seq.map_or("—".into(), |b| ms(b.mean_ms)),
         Verdict::NotApplicable,
@@ -111,7 +111,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
          compared as ratios and orderings below",
     ));
     v.push(Check::not_applicable(
-        "§III-B, Fig. 6: threaded manager (thread pool), 24.9 ms mean",
+        "§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)",
         format!(
             "{} ms, slightly slower than sequential",
             sig(PAPER_THREADED_MS)
@@ -122,7 +122,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
     match (seq, xb) {
         (Some(s), Some(x)) => {
             v.push(order(
-                "§III-B, Fig. 6: xbind (T = 1) faster than sequential at light load",
+                "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load",
                 format!(
                     "xbind {} < sequential {}",
                     ms(PAPER_XBIND_MS),
@@ -138,7 +138,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
                 f64::NAN
             };
             let mut c = value(
-                "§III-B, Fig. 6: speed-up of xbind over sequential (mean latencies)",
+                "§III-B and Fig. 6: speed-up of xbind over sequential (mean latencies)",
                 PAPER_SEQUENTIAL_MS / PAPER_XBIND_MS,
                 &point(ours),
                 0.25,
@@ -153,7 +153,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
         }
         _ => {
             v.push(missing(
-                "§III-B, Fig. 6: xbind (T = 1) faster than sequential at light load",
+                "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load",
                 "11.0 < 23.4 ms",
                 "baseline of both managers",
             ));
@@ -180,7 +180,7 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
         ("xbind T=1", &point(t1_peak)),
     ));
     let mut c = value(
-        "Fig. 6: sequential's saturation throughput, ours x 1/100",
+        "Fig. 6: sequential's saturation throughput (ours x 1/100)",
         25.0,
         &point(seq_peak / SCALE),
         0.25,
@@ -194,7 +194,7 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
     v.push(c);
 
     // The paper's 10-25 calls/s region, at our scale: where both were offered.
-    let item = "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1,000-2,500/s)";
+    let item = "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1000-2500/s)";
     let region: Vec<(f64, f64, f64)> = seq
         .iter()
         .filter(|c| (10.0 * SCALE..=25.0 * SCALE).contains(&c.report.offered_per_s))
@@ -238,7 +238,7 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
         ));
     }
 
-    let item = "Fig. 6: xbind T = 1 supports 60 calls/s (ours 6,000/s)";
+    let item = "Fig. 6: xbind T = 1 supports 60 calls/s (ours 6000/s)";
     match carried_up_to(&t1) {
         Some(up) => {
             let mut c = at_least(item, "60 calls/s at about 40 ms", &point(up), 60.0 * SCALE);
@@ -327,7 +327,7 @@ fn fig7(r: &XbindResults, v: &mut Verdicts) {
             ));
         }
     }
-    let item = "Fig. 7: T = 1 cannot carry more than 100 calls/s (ours 10,000/s)";
+    let item = "Fig. 7: T = 1 cannot carry more than 100 calls/s (ours 10000/s)";
     match carried_up_to(&t1) {
         Some(up) => {
             let mut c = at_most(item, "under 100 calls/s", &point(up), 100.0 * SCALE);
@@ -393,16 +393,15 @@ fn fig7(r: &XbindResults, v: &mut Verdicts) {
         }
     }
     v.push(Check::not_applicable(
-        "Figs. 6, 7: the paper's ordering where the paper's costs hold",
+        "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
         "T = 15 carries most, at a latency cost",
-        "awaits the simulated control plane (the issue \"One core, two shells, at last\"), \
+        "awaits the simulated control plane (the issue ‘One core, two shells, at last’), \
          to be shown beside these live figures",
     ));
 }
 
 fn fig11(r: &XbindResults, v: &mut Verdicts) {
-    let item =
-        "Fig. 11, §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1, 4, 10";
+    let item = "Fig. 11 and §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1 / 4 / 10";
     let adaptive = curve(r, "xbind adaptive");
     let fixed: Vec<Vec<&CurvePoint>> = [1, 4, 10]
         .iter()
@@ -492,7 +491,7 @@ fn fig9(r: &XbindResults, v: &mut Verdicts) {
             FIG9_GAP,
         );
         c.why = format!(
-            "{}; the largest |measured − Poisson| there, tolerance the paper's own Table I gap (0.027) rounded up",
+            "{}; the largest gap between measured and Poisson there, tolerance the paper's own Table I gap (0.027) rounded up",
             c.why
         );
         v.push(c);
@@ -525,7 +524,7 @@ fn table_i(r: &XbindResults, v: &mut Verdicts) {
         };
         for (x, _, measured) in rows {
             v.push(value(
-                format!("Table I {panel}: measured hit frequency, cache of {x}"),
+                format!("Table I {panel}: measured hit frequency with a cache of {x}"),
                 measured,
                 &point(n.probe.hit_ratio(x)),
                 TABLE_I_TOLERANCE,
@@ -538,7 +537,7 @@ fn table_i(r: &XbindResults, v: &mut Verdicts) {
         let ours_gap = n.probe.hit_ratio(x) - poisson_cdf(n.probe.mean(), x);
         let same = paper_gap.signum() == ours_gap.signum();
         v.push(Check::new(
-            format!("Table I {panel}: measured minus estimated, cache of {x}"),
+            format!("Table I {panel}: measured minus estimated with a cache of {x}"),
             format!("{:+.4} ({meas} − {est})", paper_gap),
             format!(
                 "{:+.4} ({:.4} − {:.4})",
@@ -560,7 +559,7 @@ fn fig10(r: &XbindResults, v: &mut Verdicts) {
     for i in &r.invocations {
         let mut c = value(
             format!(
-                "Fig. 10: invocations per call, T = {}, {}",
+                "Fig. 10: invocations per call at T = {} and {}",
                 i.threshold,
                 per_s(i.rate)
             ),
@@ -680,6 +679,7 @@ pub(crate) mod tests {
                 probe,
                 port: "s1:1".into(),
                 sampled: (2.2 * 100.0, 100),
+                in_setup: (2.0 * 100.0, 100),
             }],
             invocations: vec![InvocationResult {
                 rate: 10_000.0,
@@ -699,9 +699,8 @@ pub(crate) mod tests {
 
     const FIG7: &str = "Fig. 7: T = 15 carries more than T = 1";
     const ORDER: &str = "Fig. 7: the throughput supported grows with T";
-    const FIG10: &str = "Fig. 10: invocations per call, T = 4, 10000/s";
-    const ADAPTIVE: &str =
-        "Fig. 11, §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1, 4, 10";
+    const FIG10: &str = "Fig. 10: invocations per call at T = 4 and 10000/s";
+    const ADAPTIVE: &str = "Fig. 11 and §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1 / 4 / 10";
 
     #[test]
     fn fig7_follows_the_peaks() {
@@ -755,14 +754,14 @@ pub(crate) mod tests {
     #[test]
     fn table_i_and_the_baseline_follow_their_numbers() {
         let mut r = results();
-        let sign = "Table I (b) medium load: measured minus estimated, cache of 5";
+        let sign = "Table I (b) medium load: measured minus estimated with a cache of 5";
         let v = verdicts(&r);
         // Our synthetic N_v: P{N_v <= 4} measured is 0.8 of arrivals, below the
         // Poisson estimate: the paper's sign (+) differs.
         assert_eq!(v.verdict(sign), Some(Verdict::Differs), "{:?}", v.get(sign));
         r.nv[0].probe.at_arrival = vec![1_000, 10, 1];
         assert_eq!(verdicts(&r).verdict(sign), Some(Verdict::Reproduces));
-        let fast = "§III-B, Fig. 6: xbind (T = 1) faster than sequential at light load";
+        let fast = "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load";
         assert_eq!(verdicts(&r).verdict(fast), Some(Verdict::Reproduces));
         r.baseline[1].mean_ms = 1.0;
         assert_eq!(verdicts(&r).verdict(fast), Some(Verdict::Differs));
@@ -772,18 +771,18 @@ pub(crate) mod tests {
     fn every_paper_item_has_a_row() {
         let v = verdicts(&results());
         for item in [
-            "§III-B, Fig. 6: threaded manager (thread pool), 24.9 ms mean",
+            "§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)",
             "Fig. 6: sequential saturates first (most setups/s)",
-            "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1,000-2,500/s)",
+            "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1000-2500/s)",
             "Fig. 7: the light-load latency of T = 15 follows the flush time-out",
-            "Figs. 6, 7: the paper's ordering where the paper's costs hold",
+            "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
             "Fig. 9 (b) medium load: measured N_v against its Poisson estimate",
             "Table I (d) high load",
         ] {
             assert!(v.get(item).is_some(), "{item} missing: {:#?}", v.checks());
         }
         assert_eq!(
-            v.verdict("§III-B, Fig. 6: threaded manager (thread pool), 24.9 ms mean"),
+            v.verdict("§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)"),
             Some(Verdict::NotApplicable)
         );
     }
