@@ -631,7 +631,19 @@ pub(crate) mod tests {
                 } else {
                     1.0 + f64::from(t) / 10.0
                 };
-                curves.push(point_of(&format!("xbind T={t}"), load, carried, mean, t));
+                let mut p = point_of(&format!("xbind T={t}"), load, carried, mean, t);
+                // 6 commands a call; each waits 0.1 ms x T in its aggregator and 1 ms
+                // for its answer; the manager is busy 0.05 ms a call.
+                p.stats = CmStats {
+                    commands: 600,
+                    messages: 600 / u64::from(t),
+                    answered: 600,
+                    queue_wait_ps: 600 * u64::from(t) * 100_000_000,
+                    round_trip_ps: 600 * 1_000_000_000,
+                    busy_ps: 100 * 50_000_000,
+                    ..CmStats::default()
+                };
+                curves.push(p);
             }
         }
         for load in [1_000.0, 2_000.0, 10_000.0, 40_000.0] {
