@@ -581,7 +581,12 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
             verdicts => verdict_table,
             flush_ms => r.flush_ms,
             paper_flush_s => PAPER_FLUSH_S,
-            regions => format!("{:?}", paper_regions_scaled().bounds),
+            regions => paper_regions_scaled()
+                .bounds
+                .iter()
+                .map(|b| crate::report::verdict::sig(*b))
+                .collect::<Vec<_>>()
+                .join(" and "),
             baseline => baseline.markdown(),
             curves => curves.markdown(),
             profile => profile.markdown(),
@@ -669,6 +674,8 @@ mod tests {
             ),
             "{md}"
         );
+        // The paper's regions, scaled: 50 and 100 calls/s times 100.
+        assert!(md.contains("bounds 5000 and 10000 calls/s"), "{md}");
         let verdicts_at = md.find("| Paper's item |").expect("the verdict table");
         assert!(
             verdicts_at < md.find("## Baseline").expect("the baseline"),
