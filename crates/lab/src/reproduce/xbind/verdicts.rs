@@ -117,7 +117,10 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
             sig(PAPER_THREADED_MS)
         ),
         "atmlab's control plane has no thread-pool manager (CmKind is sequential or \
-         xbind); adding one is a control-plane change outside this reproduction",
+         xbind). A pool of independent sequential managers would share no state, and the \
+         paper puts its threaded manager's slowdown on locking shared state and switching \
+         threads; adding a manager kind is a control-plane change outside this \
+         reproduction",
     ));
     match (seq, xb) {
         (Some(s), Some(x)) => {
