@@ -326,6 +326,21 @@ pub struct CmStats {
     pub identifier_commands: u64,
     /// Calls rolled back.
     pub rollbacks: u64,
+    /// Where a command's time goes (paper 000 Fig. 7, the trade of T; counting only,
+    /// nothing reads these): picoseconds the commands that left in a message had waited
+    /// in their aggregator (for T commands or the flush time-out), summed.
+    pub queue_wait_ps: u64,
+    /// Picoseconds from a message's leaving to the handling of each command's answer
+    /// (the remote invocation's round trip as the manager sees it, the switch server's
+    /// work and the wait in the manager's inbox included), summed over answered
+    /// commands.
+    pub round_trip_ps: u64,
+    /// Commands whose answer was handled (the count of `round_trip_ps`).
+    pub answered: u64,
+    /// Picoseconds the live manager's task spent handling inputs (its turns: requests,
+    /// answers, time-outs, and sending what they made), summed; 0 in a core driven by
+    /// hand.
+    pub busy_ps: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,6 +452,10 @@ struct Outstanding {
     command: Command,
     deadline: Option<Instant>,
     retries: u32,
+    /// When it entered its aggregator (for [`CmStats::queue_wait_ps`]).
+    queued: Instant,
+    /// When its message left (for [`CmStats::round_trip_ps`]).
+    sent: Option<Instant>,
 }
 
 /// The commits in flight or given up with one input, each with its branches.
@@ -707,6 +726,8 @@ impl CmCore {
                 command,
                 deadline: None,
                 retries: 0,
+                queued: now,
+                sent: None,
             },
         );
     }
@@ -752,6 +773,8 @@ impl CmCore {
         let deadline = now.checked_add(self.config.command_timeout);
         for (req, _) in &batch {
             if let Some(o) = self.outstanding.get_mut(req) {
+                self.stats.queue_wait_ps += now.saturating_duration_since(o.queued).as_picos();
+                o.sent = Some(now);
                 o.deadline = deadline;
                 if let Some(d) = deadline {
                     self.timeouts.push(Reverse((d, *req)));
@@ -795,6 +818,11 @@ impl CmCore {
     /// Give-backs waiting to be re-sent because no switch answered them.
     pub fn lingering(&self) -> usize {
         self.lingering.len()
+    }
+
+    /// Adds a turn of the live task's to [`CmStats::busy_ps`] (counting only).
+    pub fn note_busy(&mut self, turn: Duration) {
+        self.stats.busy_ps += turn.as_picos();
     }
 
     /// Commands sent and not yet answered.

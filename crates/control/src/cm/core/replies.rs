@@ -34,6 +34,10 @@ impl CmCore {
             }
             return;
         };
+        if let Some(sent) = out.sent {
+            self.stats.round_trip_ps += now.saturating_duration_since(sent).as_picos();
+            self.stats.answered += 1;
+        }
         let (sw, port) = (out.switch, out.port);
         let Some(id) = out.call else {
             // A fill or a give-back with no call waiting.
@@ -343,6 +347,7 @@ impl CmCore {
                 o.deadline = None;
                 let (sw, cmd) = (o.switch, o.command.clone());
                 self.stats.retries += 1;
+                o.queued = now;
                 // The same request id: the switch answers a repeat once.
                 self.aggregators[sw].push(now, req, cmd);
                 self.ready.push_back(sw);

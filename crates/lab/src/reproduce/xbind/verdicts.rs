@@ -1,0 +1,804 @@
+//! The verdict table of the xbind reproduction (paper 000; issue 22): each of the
+//! paper's tables, figures and claims beside our number and a verdict computed from
+//! [`XbindResults`] by a stated criterion. A pure function: change a number in the
+//! results, the verdict follows (the tests below do).
+//!
+//! Our live measurements are one run each, so our numbers carry no interval (the rows
+//! say "no interval"): a claim about an ordering is decided by the points, and a value
+//! by a tolerance that the row states. The tolerances are ours, set before looking at
+//! the results they judge, except where a row derives one from the paper's own numbers.
+
+use atmlab_control::cm::dimension::poisson_cdf;
+
+use super::{CurvePoint, NvResult, PAPER_TABLE_I, SCALE, XbindResults};
+use crate::report::verdict::{
+    Check, Relation, Verdict, Verdicts, at_least, at_most, order, point, sig, value,
+};
+
+/// The paper's §III-B means, ms: sequential, threaded, and xbind's smallest (Fig. 6, at
+/// one call/s).
+const PAPER_SEQUENTIAL_MS: f64 = 23.4;
+const PAPER_THREADED_MS: f64 = 24.9;
+const PAPER_XBIND_MS: f64 = 11.0;
+
+/// "Similar" (Fig. 6's 10-25 calls/s region): mean latencies within this factor (ours).
+const SIMILAR_FACTOR: f64 = 1.5;
+
+/// Adaptive T "takes the best" at a load when its mean latency is within this factor of
+/// the best fixed T's (ours).
+const ADAPTIVE_FACTOR: f64 = 1.25;
+
+/// Fig. 9's "match rather well" where P{N_v <= x} > 0.9: the largest gap between
+/// estimate and measurement the paper's own Table I shows (0.9354 against 0.9081 at
+/// X = 12), rounded up.
+const FIG9_GAP: f64 = 0.03;
+
+/// Table I's measured hit frequencies against ours: relative tolerance (ours).
+const TABLE_I_TOLERANCE: f64 = 0.005;
+
+/// λ/α two ways (λ x latency, and the mean of N_v): relative tolerance (ours).
+const TWO_WAYS_TOLERANCE: f64 = 0.1;
+
+/// Fig. 10's formula against our counts: relative tolerance (ours).
+const FIG10_TOLERANCE: f64 = 0.05;
+
+/// A manager's curve, in load order.
+fn curve<'a>(r: &'a XbindResults, manager: &str) -> Vec<&'a CurvePoint> {
+    let mut v: Vec<&CurvePoint> = r.curves.iter().filter(|c| c.manager == manager).collect();
+    v.sort_by(|a, b| a.report.offered_per_s.total_cmp(&b.report.offered_per_s));
+    v
+}
+
+/// The most setups per second a curve measured, at any load.
+fn peak(points: &[&CurvePoint]) -> Option<f64> {
+    points
+        .iter()
+        .map(|c| c.report.setups_per_s)
+        .max_by(f64::total_cmp)
+}
+
+/// The highest load a curve carried (95% of it set up).
+fn carried_up_to(points: &[&CurvePoint]) -> Option<f64> {
+    points
+        .iter()
+        .filter(|c| c.carried())
+        .map(|c| c.report.offered_per_s)
+        .max_by(f64::total_cmp)
+}
+
+fn at<'a>(points: &[&'a CurvePoint], rate: f64) -> Option<&'a CurvePoint> {
+    points
+        .iter()
+        .copied()
+        .find(|c| c.report.offered_per_s == rate)
+}
+
+fn ms(x: f64) -> String {
+    format!("{} ms", sig(x))
+}
+
+fn per_s(x: f64) -> String {
+    format!("{}/s", sig(x))
+}
+
+/// A row the run did not give the points for.
+fn missing(item: &str, paper: &str, what: &str) -> Check {
+    Check::not_applicable(item, paper, format!("this run has no {what}"))
+}
+
+/// The verdict table, from the results alone.
+pub fn verdicts(r: &XbindResults) -> Verdicts {
+    let mut v = Verdicts::new();
+    baseline(r, &mut v);
+    fig6(r, &mut v);
+    fig7(r, &mut v);
+    fig11(r, &mut v);
+    fig9(r, &mut v);
+    table_i(r, &mut v);
+    fig10(r, &mut v);
+    v
+}
+
+fn baseline(r: &XbindResults, v: &mut Verdicts) {
+    let seq = r.baseline.iter().find(|b| b.manager == "sequential");
+    let xb = r.baseline.iter().find(|b| b.manager == "xbind T=1");
+    v.push(Check::new(
+        "§III-B: sequential manager mean setup latency one at a time",
+        ms(PAPER_SEQUENTIAL_MS),
+        seq.map_or("—".into(), |b| ms(b.mean_ms)),
+        Verdict::NotApplicable,
+        "absolute times: HP 9000/700s on Orbix against loopback gRPC on today's cores; \
+         compared as ratios and orderings below",
+    ));
+    v.push(Check::not_applicable(
+        "§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)",
+        format!(
+            "{} ms, slightly slower than sequential",
+            sig(PAPER_THREADED_MS)
+        ),
+        "atmlab's control plane has no thread-pool manager (CmKind is sequential or \
+         xbind). A pool of independent sequential managers would share no state, and the \
+         paper puts its threaded manager's slowdown on locking shared state and switching \
+         threads; adding a manager kind is a control-plane change outside this \
+         reproduction",
+    ));
+    match (seq, xb) {
+        (Some(s), Some(x)) => {
+            v.push(order(
+                "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load",
+                format!(
+                    "xbind {} < sequential {}",
+                    ms(PAPER_XBIND_MS),
+                    ms(PAPER_SEQUENTIAL_MS)
+                ),
+                ("xbind", &point(x.mean_ms)),
+                Relation::Less,
+                ("sequential", &point(s.mean_ms)),
+            ));
+            let ours = if x.mean_ms > 0.0 {
+                s.mean_ms / x.mean_ms
+            } else {
+                f64::NAN
+            };
+            let mut c = value(
+                "§III-B and Fig. 6: speed-up of xbind over sequential (mean latencies)",
+                PAPER_SEQUENTIAL_MS / PAPER_XBIND_MS,
+                &point(ours),
+                0.25,
+            );
+            c.paper = format!(
+                "{} ({} / {} ms)",
+                sig(PAPER_SEQUENTIAL_MS / PAPER_XBIND_MS),
+                sig(PAPER_SEQUENTIAL_MS),
+                sig(PAPER_XBIND_MS)
+            );
+            v.push(c);
+        }
+        _ => {
+            v.push(missing(
+                "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load",
+                "11.0 < 23.4 ms",
+                "baseline of both managers",
+            ));
+        }
+    }
+}
+
+fn fig6(r: &XbindResults, v: &mut Verdicts) {
+    let seq = curve(r, "sequential");
+    let t1 = curve(r, "xbind T=1");
+    let (Some(seq_peak), Some(t1_peak)) = (peak(&seq), peak(&t1)) else {
+        v.push(missing(
+            "Fig. 6: sequential saturates first",
+            "sequential at about 25 calls/s",
+            "curves of sequential and T = 1",
+        ));
+        return;
+    };
+    v.push(order(
+        "Fig. 6: sequential saturates first (most setups/s)",
+        "sequential at about 25 calls/s; xbind beyond 60",
+        ("sequential", &point(seq_peak)),
+        Relation::Less,
+        ("xbind T=1", &point(t1_peak)),
+    ));
+    let mut c = value(
+        "Fig. 6: sequential's saturation throughput (ours x 1/100)",
+        25.0,
+        &point(seq_peak / SCALE),
+        0.25,
+    );
+    c.paper = "about 25 calls/s".into();
+    c.ours = format!(
+        "{} ({} at our scale)",
+        sig(seq_peak / SCALE),
+        per_s(seq_peak)
+    );
+    v.push(c);
+
+    // The paper's 10-25 calls/s region, at our scale: where both were offered.
+    let item = "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1000-2500/s)";
+    let region: Vec<(f64, f64, f64)> = seq
+        .iter()
+        .filter(|c| (10.0 * SCALE..=25.0 * SCALE).contains(&c.report.offered_per_s))
+        .filter_map(|s| {
+            at(&t1, s.report.offered_per_s).map(|x| {
+                (
+                    s.report.offered_per_s,
+                    s.report.mean_setup_ms,
+                    x.report.mean_setup_ms,
+                )
+            })
+        })
+        .collect();
+    if region.is_empty() {
+        v.push(missing(item, "similar latency", "point in 1,000-2,500/s"));
+    } else {
+        let worst = region
+            .iter()
+            .map(|(_, s, x)| (s / x).max(x / s))
+            .fold(1.0, f64::max);
+        let ours = region
+            .iter()
+            .map(|(l, s, x)| format!("at {}: sequential {}, T = 1 {}", per_s(*l), ms(*s), ms(*x)))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let verdict = if worst <= SIMILAR_FACTOR {
+            Verdict::Reproduces
+        } else {
+            Verdict::Differs
+        };
+        v.push(Check::new(
+            item,
+            "similar latency (a synchronous call slightly cheaper than two asynchronous)",
+            ours,
+            verdict,
+            format!(
+                "similar: means within a factor {} (ours); largest factor {}",
+                sig(SIMILAR_FACTOR),
+                sig(worst)
+            ),
+        ));
+    }
+
+    let item = "Fig. 6: xbind T = 1 supports 60 calls/s (ours 6000/s)";
+    match carried_up_to(&t1) {
+        Some(up) => {
+            let mut c = at_least(item, "60 calls/s at about 40 ms", &point(up), 60.0 * SCALE);
+            c.ours = format!("carried up to {} offered", per_s(up));
+            v.push(c);
+        }
+        None => {
+            v.push(missing(item, "60 calls/s", "carried point of T = 1"));
+        }
+    }
+    let item = "Fig. 6: T = 1's latency grows with load";
+    match (
+        t1.first(),
+        t1.iter()
+            .rev()
+            .find(|c| c.carried() && c.report.offered_per_s <= 60.0 * SCALE),
+    ) {
+        (Some(lo), Some(hi)) if hi.report.offered_per_s > lo.report.offered_per_s => {
+            v.push(order(
+                item,
+                "11.0 ms at 1 call/s, about 40 ms at 60",
+                (
+                    &format!("at {}", per_s(lo.report.offered_per_s)),
+                    &point(lo.report.mean_setup_ms),
+                ),
+                Relation::Less,
+                (
+                    &format!("at {}", per_s(hi.report.offered_per_s)),
+                    &point(hi.report.mean_setup_ms),
+                ),
+            ));
+        }
+        _ => {
+            v.push(missing(item, "grows", "two carried points of T = 1"));
+        }
+    }
+}
+
+fn fig7(r: &XbindResults, v: &mut Verdicts) {
+    let ts = [1u32, 4, 10, 15];
+    let peaks: Vec<(u32, f64)> = ts
+        .iter()
+        .filter_map(|t| peak(&curve(r, &format!("xbind T={t}"))).map(|p| (*t, p)))
+        .collect();
+    let item = "Fig. 7: the throughput supported grows with T";
+    if peaks.len() < 2 {
+        v.push(missing(item, "T = 15 highest", "curves of two thresholds"));
+    } else {
+        let mut ranked = peaks.clone();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let ours = ranked
+            .iter()
+            .map(|(t, p)| format!("T = {t}: {}", per_s(*p)))
+            .collect::<Vec<_>>()
+            .join(" > ");
+        let increasing = peaks.windows(2).all(|w| w[1].1 > w[0].1);
+        v.push(Check::new(
+            item,
+            "T = 1 below 100 calls/s; T = 15 up to 170 calls/s",
+            format!("most setups/s measured: {ours}"),
+            if increasing {
+                Verdict::Reproduces
+            } else {
+                Verdict::Differs
+            },
+            "the peak setups/s of each T, at any load, must rise with T",
+        ));
+    }
+    let t1 = curve(r, "xbind T=1");
+    let t15 = curve(r, "xbind T=15");
+    match (peak(&t1), peak(&t15)) {
+        (Some(a), Some(b)) => {
+            v.push(order(
+                "Fig. 7: T = 15 carries more than T = 1",
+                "170 against under 100 calls/s",
+                ("T = 15", &point(b)),
+                Relation::Greater,
+                ("T = 1", &point(a)),
+            ));
+        }
+        _ => {
+            v.push(missing(
+                "Fig. 7: T = 15 carries more than T = 1",
+                "170 against under 100 calls/s",
+                "curves of T = 1 and T = 15",
+            ));
+        }
+    }
+    let item = "Fig. 7: T = 1 cannot carry more than 100 calls/s (ours 10000/s)";
+    match carried_up_to(&t1) {
+        Some(up) => {
+            let mut c = at_most(item, "under 100 calls/s", &point(up), 100.0 * SCALE);
+            c.ours = format!("carried up to {} offered", per_s(up));
+            v.push(c);
+        }
+        None => {
+            v.push(missing(item, "under 100 calls/s", "carried point of T = 1"));
+        }
+    }
+    let item = "Fig. 7: at light load a larger T is slower (T = 15 against T = 1)";
+    match (t1.first(), t15.first()) {
+        (Some(a), Some(b)) if a.report.offered_per_s == b.report.offered_per_s => {
+            let mut c = order(
+                item,
+                "T = 1 lowest latency at light load",
+                ("T = 15", &point(b.report.mean_setup_ms)),
+                Relation::Greater,
+                ("T = 1", &point(a.report.mean_setup_ms)),
+            );
+            c.why = format!(
+                "{} (at {} offered, flush time-out {})",
+                c.why,
+                per_s(a.report.offered_per_s),
+                ms(r.flush_ms)
+            );
+            v.push(c);
+        }
+        _ => {
+            v.push(missing(
+                item,
+                "T = 1 lowest",
+                "light-load points of T = 1 and 15",
+            ));
+        }
+    }
+    let item = "Fig. 7: the light-load latency of T = 15 follows the flush time-out";
+    let sweep: Vec<_> = r.flush_sweep.iter().filter(|f| f.threshold == 15).collect();
+    match (sweep.first(), sweep.last()) {
+        (Some(lo), Some(hi)) if hi.flush_ms > lo.flush_ms => {
+            let mut c = order(
+                item,
+                "a lone command waits for the flush (1 s in the paper)",
+                (
+                    &format!("flush {}", ms(lo.flush_ms)),
+                    &point(lo.report.mean_setup_ms),
+                ),
+                Relation::Less,
+                (
+                    &format!("flush {}", ms(hi.flush_ms)),
+                    &point(hi.report.mean_setup_ms),
+                ),
+            );
+            c.ours = sweep
+                .iter()
+                .map(|f| format!("{}: {}", ms(f.flush_ms), ms(f.report.mean_setup_ms)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            v.push(c);
+        }
+        _ => {
+            v.push(missing(item, "grows with the time-out", "flush sweep"));
+        }
+    }
+    v.push(Check::not_applicable(
+        "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
+        "T = 15 carries most, at a latency cost",
+        "awaits the simulated control plane (the issue ‘One core, two shells, at last’), \
+         to be shown beside these live figures",
+    ));
+}
+
+fn fig11(r: &XbindResults, v: &mut Verdicts) {
+    let item = "Fig. 11 and §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1 / 4 / 10";
+    let adaptive = curve(r, "xbind adaptive");
+    let fixed: Vec<Vec<&CurvePoint>> = [1, 4, 10]
+        .iter()
+        .map(|t| curve(r, &format!("xbind T={t}")))
+        .collect();
+    let mut worse = Vec::new();
+    let mut compared = 0;
+    for a in &adaptive {
+        let load = a.report.offered_per_s;
+        let best = fixed
+            .iter()
+            .filter_map(|c| at(c, load))
+            .filter(|c| c.carried())
+            .min_by(|x, y| x.report.mean_setup_ms.total_cmp(&y.report.mean_setup_ms));
+        let Some(best) = best else { continue };
+        compared += 1;
+        if !a.carried() || a.report.mean_setup_ms > ADAPTIVE_FACTOR * best.report.mean_setup_ms {
+            worse.push(format!(
+                "at {}: adaptive {}{} (T mostly {}), {} {}",
+                per_s(load),
+                ms(a.report.mean_setup_ms),
+                if a.carried() {
+                    String::new()
+                } else {
+                    format!(", {} carried", per_s(a.report.setups_per_s))
+                },
+                a.threshold,
+                best.manager,
+                ms(best.report.mean_setup_ms)
+            ));
+        }
+    }
+    if compared == 0 {
+        v.push(missing(
+            item,
+            "best of both",
+            "load carried by a fixed T and offered to adaptive T",
+        ));
+    } else {
+        let ours = if worse.is_empty() {
+            format!(
+                "within a factor {} at all {compared} loads",
+                sig(ADAPTIVE_FACTOR)
+            )
+        } else {
+            worse.join("; ")
+        };
+        v.push(Check::new(
+            item,
+            "a good trade of latency and throughput at every load",
+            ours,
+            if worse.is_empty() {
+                Verdict::Reproduces
+            } else {
+                Verdict::Differs
+            },
+            format!(
+                "at every load some fixed T carried: adaptive carries it, mean within a \
+                 factor {} of the best fixed T's (ours); {} of {compared} loads fail",
+                sig(ADAPTIVE_FACTOR),
+                worse.len()
+            ),
+        ));
+    }
+}
+
+/// The largest gap between measured and Poisson P{N_v <= x} where the estimate is above
+/// 0.9 (the paper's region of interest).
+fn fig9_gap(n: &NvResult) -> f64 {
+    let m = n.probe.mean();
+    let top = n.probe.at_arrival.len() + 1;
+    (0..=top)
+        .filter(|&x| poisson_cdf(m, x) > 0.9)
+        .map(|x| (n.probe.cdf(x) - poisson_cdf(m, x)).abs())
+        .fold(0.0, f64::max)
+}
+
+fn fig9(r: &XbindResults, v: &mut Verdicts) {
+    for n in &r.nv {
+        let mut c = at_most(
+            format!(
+                "Fig. 9 {}: measured N_v against its Poisson estimate",
+                n.case.panel
+            ),
+            "match rather well where P{N_v <= x} > 0.9",
+            &point(fig9_gap(n)),
+            FIG9_GAP,
+        );
+        c.why = format!(
+            "{}; the largest gap between measured and Poisson there, tolerance the paper's own Table I gap (0.027) rounded up",
+            c.why
+        );
+        v.push(c);
+    }
+    for n in &r.nv {
+        let mut c = value(
+            format!(
+                "§IV-A {}: λ/α two ways (λ x latency; mean of N_v)",
+                n.case.panel
+            ),
+            n.probe.mean(),
+            &point(n.direct_mean()),
+            TWO_WAYS_TOLERANCE,
+        );
+        c.paper = format!("equal (ours: mean of N_v {})", sig(n.probe.mean()));
+        c.ours = format!("λ x latency {}", sig(n.direct_mean()));
+        v.push(c);
+    }
+}
+
+fn table_i(r: &XbindResults, v: &mut Verdicts) {
+    for (panel, rows) in PAPER_TABLE_I {
+        let Some(n) = r.nv.iter().find(|n| n.case.panel == panel) else {
+            v.push(missing(
+                &format!("Table I {panel}"),
+                "hit frequencies",
+                "N_v run at this load",
+            ));
+            continue;
+        };
+        for (x, _, measured) in rows {
+            v.push(value(
+                format!("Table I {panel}: measured hit frequency with a cache of {x}"),
+                measured,
+                &point(n.probe.hit_ratio(x)),
+                TABLE_I_TOLERANCE,
+            ));
+        }
+        // The sign of measured minus estimated at the paper's smallest size, like for
+        // like: the paper's estimate is P{N_v <= X}.
+        let (x, est, meas) = rows[0];
+        let paper_gap = meas - est;
+        let ours_gap = n.probe.hit_ratio(x) - poisson_cdf(n.probe.mean(), x);
+        let same = paper_gap.signum() == ours_gap.signum();
+        v.push(Check::new(
+            format!("Table I {panel}: measured minus estimated with a cache of {x}"),
+            format!("{:+.4} ({meas} − {est})", paper_gap),
+            format!(
+                "{:+.4} ({:.4} − {:.4})",
+                ours_gap,
+                n.probe.hit_ratio(x),
+                poisson_cdf(n.probe.mean(), x)
+            ),
+            if same {
+                Verdict::Reproduces
+            } else {
+                Verdict::Differs
+            },
+            "the sign must agree; estimate P{N_v <= X}, Poisson with the mean of N_v at arrivals",
+        ));
+    }
+}
+
+fn fig10(r: &XbindResults, v: &mut Verdicts) {
+    for i in &r.invocations {
+        let mut c = value(
+            format!(
+                "Fig. 10: invocations per call at T = {} and {}",
+                i.threshold,
+                per_s(i.rate)
+            ),
+            i.formula_per_call(),
+            &point(i.invocations_per_call()),
+            FIG10_TOLERANCE,
+        );
+        c.paper = format!("4(1 + 3/{}) = {}", i.threshold, sig(i.formula_per_call()));
+        c.ours = format!(
+            "{} counted: {} requests + {} to switch servers (formula's part {})",
+            sig(i.invocations_per_call()),
+            sig(i.request_invocations_per_call()),
+            sig(i.switch_invocations_per_call()),
+            sig(i.formula_switch_per_call())
+        );
+        v.push(c);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::{Baseline, FlushPoint, InvocationResult, NV_CASES};
+    use super::*;
+    use crate::callgen::Report;
+    use atmlab_control::cm::core::CmStats;
+    use atmlab_control::cm::dimension::NvProbe;
+
+    fn report(offered: f64, carried: f64, mean_ms: f64) -> Report {
+        Report {
+            offered_per_s: offered,
+            offered: 100,
+            setups_per_s: carried,
+            operations_per_s: 2.0 * carried,
+            established: 100,
+            blocked: 0,
+            failed: 0,
+            mean_setup_ms: mean_ms,
+            p50_setup_ms: mean_ms,
+            p95_setup_ms: mean_ms,
+            p99_setup_ms: mean_ms,
+            max_setup_ms: mean_ms,
+            seconds: 1.0,
+        }
+    }
+
+    fn point_of(manager: &str, offered: f64, carried: f64, mean_ms: f64, t: u32) -> CurvePoint {
+        CurvePoint {
+            manager: manager.into(),
+            report: report(offered, carried, mean_ms),
+            threshold: t,
+            stats: CmStats::default(),
+        }
+    }
+
+    /// Results shaped like our live run: T = 1 carries the most.
+    pub(crate) fn results() -> XbindResults {
+        let mut probe = NvProbe::default();
+        probe.at_arrival = vec![100, 200, 300, 200, 100, 50, 30, 15, 4, 1];
+        probe.time_at = vec![1_000; 10];
+        let mut curves = vec![
+            point_of("sequential", 1_000.0, 1_000.0, 3.9, 1),
+            point_of("sequential", 2_000.0, 1_200.0, 900.0, 1),
+        ];
+        for (t, peak_rate) in [(1, 40_000.0), (4, 33_000.0), (10, 35_000.0), (15, 26_000.0)] {
+            for load in [1_000.0, 2_000.0, 10_000.0, 40_000.0] {
+                let carried = if load <= peak_rate { load } else { peak_rate };
+                let mean = if t == 1 {
+                    0.4
+                } else {
+                    1.0 + f64::from(t) / 10.0
+                };
+                let mut p = point_of(&format!("xbind T={t}"), load, carried, mean, t);
+                // 6 commands a call; each waits 0.1 ms x T in its aggregator and 1 ms
+                // for its answer; the manager is busy 0.05 ms a call.
+                p.stats = CmStats {
+                    commands: 600,
+                    messages: 600 / u64::from(t),
+                    answered: 600,
+                    queue_wait_ps: 600 * u64::from(t) * 100_000_000,
+                    round_trip_ps: 600 * 1_000_000_000,
+                    busy_ps: 100 * 50_000_000,
+                    ..CmStats::default()
+                };
+                curves.push(p);
+            }
+        }
+        for load in [1_000.0, 2_000.0, 10_000.0, 40_000.0] {
+            curves.push(point_of("xbind adaptive", load, load, 0.45, 1));
+        }
+        XbindResults {
+            baseline: vec![
+                Baseline {
+                    manager: "sequential".into(),
+                    calls: 10,
+                    min_ms: 0.4,
+                    mean_ms: 0.63,
+                    max_ms: 9.0,
+                    p5_ms: 0.5,
+                    p95_ms: 0.7,
+                },
+                Baseline {
+                    manager: "xbind T=1".into(),
+                    calls: 10,
+                    min_ms: 0.1,
+                    mean_ms: 0.18,
+                    max_ms: 1.0,
+                    p5_ms: 0.14,
+                    p95_ms: 0.22,
+                },
+            ],
+            curves,
+            flush_ms: 10.0,
+            flush_sweep: vec![
+                FlushPoint {
+                    threshold: 15,
+                    flush_ms: 0.2,
+                    report: report(100.0, 100.0, 1.6),
+                },
+                FlushPoint {
+                    threshold: 15,
+                    flush_ms: 10.0,
+                    report: report(100.0, 100.0, 10.5),
+                },
+            ],
+            nv: vec![NvResult {
+                case: NV_CASES[1],
+                rate: 5_000.0,
+                report: report(5_000.0, 5_000.0, 0.4),
+                probe,
+                port: "s1:1".into(),
+                sampled: (2.2 * 100.0, 100),
+                in_setup: (2.0 * 100.0, 100),
+            }],
+            invocations: vec![InvocationResult {
+                rate: 10_000.0,
+                threshold: 4,
+                calls: 1_000,
+                requests: 2_000,
+                messages: 1_500,
+                commands: 6_000,
+                retries: 0,
+                identifier_commands: 0,
+                not_established: 0,
+            }],
+            quick: false,
+            seconds: 1.0,
+        }
+    }
+
+    const FIG7: &str = "Fig. 7: T = 15 carries more than T = 1";
+    const ORDER: &str = "Fig. 7: the throughput supported grows with T";
+    const FIG10: &str = "Fig. 10: invocations per call at T = 4 and 10000/s";
+    const ADAPTIVE: &str = "Fig. 11 and §IV-B: adaptive T (the paper's regions x 100) takes the best of T = 1 / 4 / 10";
+
+    #[test]
+    fn fig7_follows_the_peaks() {
+        let mut r = results();
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(FIG7), Some(Verdict::Differs));
+        assert_eq!(v.verdict(ORDER), Some(Verdict::Differs));
+        assert!(
+            v.get(ORDER)
+                .unwrap()
+                .ours
+                .starts_with("most setups/s measured: T = 1: 40000/s")
+        );
+        // Let T = 15 carry 50,000/s: the paper's ordering of T = 1 and 15 holds.
+        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=15") {
+            c.report.setups_per_s = 50_000.0;
+        }
+        assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Reproduces));
+    }
+
+    #[test]
+    fn fig10_is_judged_on_the_counts() {
+        let mut r = results();
+        // 2 x 2,000 / 1,000 + 2 x 1,500 / 1,000 = 7 = 4(1 + 3/4).
+        assert_eq!(verdicts(&r).verdict(FIG10), Some(Verdict::Reproduces));
+        r.invocations[0].messages = 2_000;
+        let v = verdicts(&r);
+        assert_eq!(
+            v.verdict(FIG10),
+            Some(Verdict::Differs),
+            "{:?}",
+            v.get(FIG10)
+        );
+    }
+
+    #[test]
+    fn adaptive_t_must_match_the_best_fixed_t_at_every_load() {
+        let mut r = results();
+        assert_eq!(verdicts(&r).verdict(ADAPTIVE), Some(Verdict::Reproduces));
+        let p = r
+            .curves
+            .iter_mut()
+            .find(|c| c.manager == "xbind adaptive" && c.report.offered_per_s == 10_000.0)
+            .unwrap();
+        p.report.mean_setup_ms = 3.5;
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(ADAPTIVE), Some(Verdict::Differs));
+        assert!(v.get(ADAPTIVE).unwrap().ours.contains("at 10000/s"));
+    }
+
+    #[test]
+    fn table_i_and_the_baseline_follow_their_numbers() {
+        let mut r = results();
+        let sign = "Table I (b) medium load: measured minus estimated with a cache of 5";
+        let v = verdicts(&r);
+        // Our synthetic N_v: P{N_v <= 4} measured is 0.8 of arrivals, below the
+        // Poisson estimate: the paper's sign (+) differs.
+        assert_eq!(v.verdict(sign), Some(Verdict::Differs), "{:?}", v.get(sign));
+        r.nv[0].probe.at_arrival = vec![1_000, 10, 1];
+        assert_eq!(verdicts(&r).verdict(sign), Some(Verdict::Reproduces));
+        let fast = "§III-B and Fig. 6: xbind (T = 1) faster than sequential at light load";
+        assert_eq!(verdicts(&r).verdict(fast), Some(Verdict::Reproduces));
+        r.baseline[1].mean_ms = 1.0;
+        assert_eq!(verdicts(&r).verdict(fast), Some(Verdict::Differs));
+    }
+
+    #[test]
+    fn every_paper_item_has_a_row() {
+        let v = verdicts(&results());
+        for item in [
+            "§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)",
+            "Fig. 6: sequential saturates first (most setups/s)",
+            "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1000-2500/s)",
+            "Fig. 7: the light-load latency of T = 15 follows the flush time-out",
+            "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
+            "Fig. 9 (b) medium load: measured N_v against its Poisson estimate",
+            "Table I (d) high load",
+        ] {
+            assert!(v.get(item).is_some(), "{item} missing: {:#?}", v.checks());
+        }
+        assert_eq!(
+            v.verdict("§III-B and Fig. 6: threaded manager (thread pool; 24.9 ms mean)"),
+            Some(Verdict::NotApplicable)
+        );
+    }
+}
