@@ -206,13 +206,41 @@ fn resolve(scenario: &str, path: &str) -> PathBuf {
     }
 }
 
+/// The repository's small topologies, built in, so that scenarios embedded in the binary
+/// (the reproductions') run from any directory: `topologies/NAME` is read from disk when
+/// it is there, else from here.
+const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "line3.toml",
+        include_str!("../../../../topologies/line3.toml"),
+    ),
+    (
+        "tree4.toml",
+        include_str!("../../../../topologies/tree4.toml"),
+    ),
+];
+
+/// A topology file's text: from disk, else a built-in topology of the same file name.
+fn topology_text(file: &Path) -> Result<String, String> {
+    match std::fs::read_to_string(file) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            BUILT_IN
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| (*t).to_string())
+                .ok_or_else(|| format!("{}: {e}", file.display()))
+        }
+    }
+}
+
 impl ControlConfig {
     /// Reads and checks a scenario point's parameters.
     pub fn from_params(p: &Params<'_>) -> Result<ControlConfig, SimError> {
         let topo_path = p.string("topology")?;
         let file = resolve(p.file(), topo_path);
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| p.error("topology", format!("{}: {e}", file.display())))?;
+        let text = topology_text(&file).map_err(|e| p.error("topology", e))?;
         let topology = Topology::parse(&text, &file.display().to_string())
             .map_err(|e| p.error("topology", e.to_string()))?;
         let capacity = if p.has("capacity") {

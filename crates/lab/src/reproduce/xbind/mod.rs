@@ -29,6 +29,7 @@
 //! `templates/xbind.md`); [`verdicts`] computes the verdict table from [`XbindResults`].
 
 pub mod report;
+pub mod simulated;
 pub mod verdicts;
 
 use std::path::PathBuf;
@@ -451,6 +452,8 @@ pub struct XbindResults {
     pub nv: Vec<NvResult>,
     /// Fig. 10.
     pub invocations: Vec<InvocationResult>,
+    /// Figs. 6 and 7 at the paper's costs, on the simulated control plane.
+    pub simulated: Vec<simulated::SimPoint>,
     /// Whether this was the quick form.
     pub quick: bool,
     /// Wall-clock seconds of the whole run.
@@ -569,6 +572,8 @@ pub async fn run(opts: &XbindOptions, mut say: impl FnMut(&str)) -> Result<Xbind
     let mut results = lab
         .within(async |lab| run_on(opts, lab, &mut say).await)
         .await?;
+    // Figs. 6 and 7 where the paper's costs hold, once the live network is down.
+    results.simulated = simulated::run(opts.quick, 0, &mut say)?;
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
     Ok(results)
@@ -867,6 +872,7 @@ async fn run_on(
         flush_sweep,
         nv,
         invocations,
+        simulated: Vec::new(),
         quick: opts.quick,
         seconds: 0.0,
     })

@@ -571,6 +571,28 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
         series.as_slice(),
     )?;
 
+    let simulated = simulated_table(r);
+    write(dir, "simulated.csv", &simulated.csv())?;
+    let mut sim_series = SeriesSet::new();
+    for p in &r.simulated {
+        if p.carried() {
+            sim_series.push(&p.manager, (p.setups_per_s.mean, p.latency_s.mean * 1e3, f64::NAN));
+        }
+    }
+    if !sim_series.as_slice().is_empty() {
+        plot(
+            dir,
+            "simulated_throughput_delay",
+            PlotSpec {
+                title: "Figs. 6-7 at the paper's costs (simulated control plane, paper-000)",
+                x_label: "setups per second carried",
+                y_label: "mean setup latency (ms)",
+                log_y: true,
+            },
+            sim_series.as_slice(),
+        )?;
+    }
+
     let md = report::render(
         "xbind.md",
         TEMPLATE,
@@ -596,6 +618,8 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
             nv_figures => nv_figures,
             table1 => table1_panels,
             invocations => invocations.markdown(),
+            simulated => simulated.markdown(),
+            simulated_plot => !sim_series.as_slice().is_empty(),
         },
     )?;
     write(dir, "README.md", &md)?;
@@ -646,6 +670,12 @@ fn results_json(r: &XbindResults) -> serde_json::Value {
             v["flush_ms"] = json!(f.flush_ms);
             v
         }).collect::<Vec<_>>(),
+        "simulated": r.simulated.iter().map(|p| json!({
+            "manager": p.manager, "rate": p.rate,
+            "setups_per_s": p.setups_per_s.mean, "setups_per_s_ci95": p.setups_per_s.ci95,
+            "mean_setup_s": p.latency_s.mean, "mean_setup_s_ci95": p.latency_s.ci95,
+            "blocking": p.blocking.mean,
+        })).collect::<Vec<_>>(),
         "invocations": r.invocations.iter().map(|i| json!({
             "threshold": i.threshold, "rate": i.rate, "calls": i.calls,
             "requests": i.requests, "messages": i.messages, "commands": i.commands,
@@ -707,4 +737,33 @@ mod tests {
         let csv = std::fs::read_to_string(dir.path().join("table1.csv")).unwrap();
         assert!(csv.starts_with("panel,source,cache_size,estimated,papers_reading,measured\n(b) medium load,paper,5,,0.9529,0.9859\n"));
     }
+}
+
+/// Figs. 6 and 7 at the paper's costs: every simulated point with its interval.
+fn simulated_table(r: &XbindResults) -> Table {
+    let mut t = Table::new([
+        Column::new("manager", "manager"),
+        Column::new("offered calls/s", "offered_per_s").right(),
+        Column::new("setups/s", "setups_per_s").right().fixed(1, 3),
+        Column::md("±"),
+        Column::csv("setups_per_s_ci95").format(Format::Fixed(3)),
+        Column::new("mean setup ms", "mean_setup_ms").right().fixed(1, 3),
+        Column::md("± "),
+        Column::csv("mean_setup_ms_ci95").format(Format::Fixed(3)),
+        Column::new("blocked", "blocked").right().fixed(3, 4),
+    ]);
+    for p in &r.simulated {
+        t.row(cells![
+            &p.manager,
+            p.rate,
+            p.setups_per_s.mean,
+            p.setups_per_s.ci95,
+            p.setups_per_s.ci95,
+            p.latency_s.mean * 1e3,
+            p.latency_s.ci95 * 1e3,
+            p.latency_s.ci95 * 1e3,
+            p.blocking.mean
+        ]);
+    }
+    t
 }

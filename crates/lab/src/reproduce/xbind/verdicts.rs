@@ -10,6 +10,7 @@
 
 use atmlab_control::cm::dimension::poisson_cdf;
 
+use super::simulated::SimPoint;
 use super::{CurvePoint, NvResult, PAPER_TABLE_I, SCALE, XbindResults};
 use crate::report::verdict::{
     Check, Relation, Verdict, Verdicts, at_least, at_most, order, point, sig, value,
@@ -395,12 +396,112 @@ fn fig7(r: &XbindResults, v: &mut Verdicts) {
             v.push(missing(item, "grows with the time-out", "flush sweep"));
         }
     }
-    v.push(Check::not_applicable(
-        "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
-        "T = 15 carries most, at a latency cost",
-        "awaits the simulated control plane (the issue ‘One core, two shells, at last’), \
-         to be shown beside these live figures",
-    ));
+    simulated(r, v);
+}
+
+/// How close a simulated prediction must come to the paper's figure (relative): the
+/// profile was calibrated on one number (23.4 ms), so a prediction under load within
+/// a quarter of the paper's is read as reproducing it. Ours.
+pub const PREDICTION_TOLERANCE: f64 = 0.25;
+
+fn sim_curve<'a>(r: &'a XbindResults, manager: &str) -> Vec<&'a SimPoint> {
+    r.simulated
+        .iter()
+        .filter(|p| p.manager == manager)
+        .collect()
+}
+
+/// Figs. 6 and 7 at the paper's costs: the simulated control plane's predictions.
+fn simulated(r: &XbindResults, v: &mut Verdicts) {
+    let item = "Fig. 7 at the paper's costs (simulated, paper-000): T = 15 carries more than T = 1";
+    let paper = "T = 15 carries 170 calls/s, T = 1 about 100";
+    let top = |m: &str| {
+        sim_curve(r, m)
+            .into_iter()
+            .max_by(|a, b| a.rate.total_cmp(&b.rate))
+    };
+    match (top("xbind T=1"), top("xbind T=15")) {
+        (Some(a), Some(b)) if a.rate == b.rate => v.push(order(
+            item,
+            paper,
+            ("T = 15", &b.setups_per_s),
+            Relation::Greater,
+            ("T = 1", &a.setups_per_s),
+        )),
+        _ => v.push(missing(item, paper, "simulated T = 1 and T = 15 curve")),
+    };
+    let item = "Fig. 7 at the paper's costs (simulated): large T at 170 calls/s, mean setup";
+    let paper = 0.085;
+    match sim_curve(r, "xbind T=15")
+        .into_iter()
+        .find(|p| p.rate == 170.0)
+    {
+        Some(p) => v.push(
+            value(item, paper, &p.latency_s, PREDICTION_TOLERANCE)
+                .with_paper("85 ms at 170 calls/s (600,000 calls/h)"),
+        ),
+        None => v.push(missing(item, "85 ms", "simulated point at 170 calls/s")),
+    };
+    let item = "Fig. 6 at the paper's costs (simulated): the sequential manager saturates";
+    let seq = sim_curve(r, "sequential");
+    match seq.iter().map(|p| p.setups_per_s.mean).reduce(f64::max) {
+        Some(peak) if seq.len() > 1 => {
+            let best = seq
+                .iter()
+                .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
+                .map(|p| p.setups_per_s.clone())
+                .unwrap_or_else(|| point(peak));
+            v.push(
+                value(item, 25.0, &best, PREDICTION_TOLERANCE).with_paper("at about 25 calls/s"),
+            );
+        }
+        _ => {
+            v.push(missing(
+                item,
+                "about 25 calls/s",
+                "simulated sequential curve",
+            ));
+        }
+    };
+    let item =
+        "§III-B at the paper's costs (simulated): threaded slightly less efficient than sequential";
+    let paper = "24.9 against 23.4 ms one at a time; both saturate near 25 calls/s";
+    let peak = |m: &str| {
+        sim_curve(r, m)
+            .into_iter()
+            .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
+            .map(|p| p.setups_per_s.clone())
+    };
+    match (peak("threaded (4 threads)"), peak("sequential")) {
+        (Some(t), Some(s)) => {
+            let mut c = order(
+                item,
+                paper,
+                ("threaded", &t),
+                Relation::Less,
+                ("sequential", &s),
+            );
+            c.why = format!(
+                "{}; the model has no cost of locking shared state, the paper's explanation",
+                c.why
+            );
+            v.push(c);
+        }
+        _ => {
+            v.push(missing(item, paper, "simulated threaded curve"));
+        }
+    };
+    let item = "Abstract at the paper's costs (simulated): xbind's light-load setup";
+    match sim_curve(r, "xbind T=1")
+        .into_iter()
+        .min_by(|a, b| a.rate.total_cmp(&b.rate))
+    {
+        Some(p) => v.push(
+            value(item, 0.011, &p.latency_s, PREDICTION_TOLERANCE)
+                .with_paper("11 ms at 3,600 call operations/h"),
+        ),
+        None => v.push(missing(item, "11 ms", "simulated xbind T = 1 curve")),
+    };
 }
 
 fn fig11(r: &XbindResults, v: &mut Verdicts) {
@@ -617,6 +718,37 @@ pub(crate) mod tests {
         }
     }
 
+    /// Simulated curves shaped like the paper's: T = 15 carries the most.
+    pub(crate) fn simulated_points() -> Vec<SimPoint> {
+        let e = |mean: f64| atmlab_sim::stats::Estimate {
+            mean,
+            ci95: mean * 0.02,
+            n: 3,
+        };
+        let mut v = Vec::new();
+        for (m, peak, light) in [
+            ("sequential", 22.0, 0.024),
+            ("threaded (4 threads)", 60.0, 0.024),
+            ("xbind T=1", 150.0, 0.008),
+            ("xbind T=15", 200.0, 0.2),
+        ] {
+            for rate in [1.0, 25.0, 170.0, 250.0] {
+                v.push(SimPoint {
+                    manager: m.into(),
+                    rate,
+                    setups_per_s: e(rate.min(peak)),
+                    latency_s: e(if rate == 170.0 && m == "xbind T=15" {
+                        0.08
+                    } else {
+                        light
+                    }),
+                    blocking: e(0.0),
+                });
+            }
+        }
+        v
+    }
+
     /// Results shaped like our live run: T = 1 carries the most.
     pub(crate) fn results() -> XbindResults {
         let mut probe = NvProbe::default();
@@ -653,6 +785,7 @@ pub(crate) mod tests {
             curves.push(point_of("xbind adaptive", load, load, 0.45, 1));
         }
         XbindResults {
+            simulated: simulated_points(),
             baseline: vec![
                 Baseline {
                     manager: "sequential".into(),
@@ -783,6 +916,45 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_simulated_rows_follow_their_numbers() {
+        let mut r = results();
+        let t =
+            "Fig. 7 at the paper's costs (simulated, paper-000): T = 15 carries more than T = 1";
+        let seq = "Fig. 6 at the paper's costs (simulated): the sequential manager saturates";
+        let large = "Fig. 7 at the paper's costs (simulated): large T at 170 calls/s, mean setup";
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(t), Some(Verdict::Reproduces), "{:?}", v.get(t));
+        assert_eq!(
+            v.verdict(seq),
+            Some(Verdict::Reproduces),
+            "{:?}",
+            v.get(seq)
+        );
+        // 80 ms against the paper's 85: within the stated tolerance.
+        assert_eq!(
+            v.verdict(large),
+            Some(Verdict::Reproduces),
+            "{:?}",
+            v.get(large)
+        );
+        for p in r.simulated.iter_mut() {
+            if p.manager == "xbind T=15" && p.rate == 250.0 {
+                p.setups_per_s.mean = 100.0;
+            }
+            if p.manager == "sequential" {
+                p.setups_per_s.mean = p.setups_per_s.mean.max(60.0);
+            }
+            if p.manager == "xbind T=15" && p.rate == 170.0 {
+                p.latency_s.mean = 0.3;
+            }
+        }
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(t), Some(Verdict::Differs));
+        assert_eq!(v.verdict(seq), Some(Verdict::Differs));
+        assert_eq!(v.verdict(large), Some(Verdict::Differs));
+    }
+
+    #[test]
     fn every_paper_item_has_a_row() {
         let v = verdicts(&results());
         for item in [
@@ -790,7 +962,8 @@ pub(crate) mod tests {
             "Fig. 6: sequential saturates first (most setups/s)",
             "Fig. 6: xbind similar to sequential at 10-25 calls/s (ours 1000-2500/s)",
             "Fig. 7: the light-load latency of T = 15 follows the flush time-out",
-            "Figs. 6 and 7: the paper's ordering where the paper's costs hold",
+            "Fig. 7 at the paper's costs (simulated, paper-000): T = 15 carries more than T = 1",
+            "Fig. 6 at the paper's costs (simulated): the sequential manager saturates",
             "Fig. 9 (b) medium load: measured N_v against its Poisson estimate",
             "Table I (d) high load",
         ] {

@@ -1,0 +1,160 @@
+//! Paper 000's Figs. 6 and 7 where the paper's costs hold: the simulated control plane
+//! (`atmlab_models::control`, the real connection manager, switch and route cores in
+//! virtual time) on the paper's testbed (three switch servers, `topologies/line3.toml`)
+//! at the `paper-000` costs, which were calibrated from the paper's one-at-a-time
+//! sequential setup (23.4 ms) and nothing else. Every curve under load is a prediction,
+//! set beside the paper's and beside the live curves measured on this machine, where a
+//! remote invocation costs a thousandth of Orbix's and the ordering of T comes out
+//! otherwise.
+//!
+//! The scenarios are built here from one template (one per manager, swept over the call
+//! rate); calls are held 0.5 s, exponentially (the paper's "very small holding time of
+//! 0.5 s"; its distribution is ours), and xbind's managers flush after the paper's 1 s.
+
+use atmlab_models::control::ControlKind;
+use atmlab_sim::runner::{self, RunOptions};
+use atmlab_sim::scenario::Scenario;
+use atmlab_sim::stats::Estimate;
+
+use crate::LabError;
+
+/// The managers simulated: (name, the scenario's `manager` table).
+pub const MANAGERS: &[(&str, &str)] = &[
+    ("sequential", r#"{ kind = "sequential" }"#),
+    (
+        "threaded (4 threads)",
+        r#"{ kind = "threaded", threads = 4 }"#,
+    ),
+    (
+        "xbind T=1",
+        r#"{ kind = "xbind", threshold = 1, flush = "1 s" }"#,
+    ),
+    (
+        "xbind T=4",
+        r#"{ kind = "xbind", threshold = 4, flush = "1 s" }"#,
+    ),
+    (
+        "xbind T=10",
+        r#"{ kind = "xbind", threshold = 10, flush = "1 s" }"#,
+    ),
+    (
+        "xbind T=15",
+        r#"{ kind = "xbind", threshold = 15, flush = "1 s" }"#,
+    ),
+];
+
+/// The call rates, calls/s: the paper's Figs. 6 and 7 span 0 to about 200.
+const RATES: &[f64] = &[
+    1.0, 10.0, 20.0, 25.0, 30.0, 50.0, 100.0, 150.0, 170.0, 200.0, 250.0,
+];
+const QUICK_RATES: &[f64] = &[1.0, 25.0, 170.0];
+
+/// One simulated point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimPoint {
+    /// One of [`MANAGERS`].
+    pub manager: String,
+    /// Offered calls/s.
+    pub rate: f64,
+    /// Setups carried per second.
+    pub setups_per_s: Estimate,
+    /// Mean setup latency, seconds.
+    pub latency_s: Estimate,
+    /// Share of calls refused.
+    pub blocking: Estimate,
+}
+
+impl SimPoint {
+    /// Whether the point carried what was offered (within 5%, nothing refused to speak
+    /// of): a point past saturation does not.
+    pub fn carried(&self) -> bool {
+        self.setups_per_s.mean >= 0.95 * self.rate && self.blocking.mean < 0.01
+    }
+}
+
+fn scenario(manager: &str, quick: bool) -> String {
+    let rates: Vec<String> = (if quick { QUICK_RATES } else { RATES })
+        .iter()
+        .map(|r| format!("\"{r} /s\""))
+        .collect();
+    let (duration, warmup, reps) = if quick {
+        ("10 s", "2 s", 2)
+    } else {
+        ("60 s", "5 s", 3)
+    };
+    format!(
+        r#"model = "control"
+[run]
+duration = "{duration}"
+warmup = "{warmup}"
+replications = {reps}
+seed = 1
+[params]
+topology = "topologies/line3.toml"
+manager = {manager}
+arrival = {{ kind = "poisson", rate = "1 /s" }}
+holding = {{ kind = "exponential", mean = "500 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = "paper-000"
+[sweep]
+"arrival.rate" = [{}]
+"#,
+        rates.join(", ")
+    )
+}
+
+/// Runs every manager's curve; the numbers do not depend on `threads`.
+pub fn run(
+    quick: bool,
+    threads: usize,
+    say: &mut impl FnMut(&str),
+) -> Result<Vec<SimPoint>, LabError> {
+    let mut out = Vec::new();
+    for (name, table) in MANAGERS {
+        let text = scenario(table, quick);
+        let s = Scenario::parse("the simulated xbind testbed", &text, &[])?;
+        let r = runner::run(
+            &s,
+            &ControlKind,
+            &RunOptions {
+                threads,
+                progress: None,
+            },
+        )?;
+        for p in &r.points {
+            let get = |k: &str| {
+                p.metrics
+                    .iter()
+                    .find(|(m, _)| m == k)
+                    .map(|(_, e)| e.clone())
+                    .ok_or_else(|| {
+                        LabError::run("the simulated control plane", format!("no metric {k}"))
+                    })
+            };
+            let rate = p
+                .swept
+                .iter()
+                .find(|(k, _)| k == "arrival.rate")
+                .and_then(|(_, v)| atmlab_sim::scenario::parse_rate(v).ok())
+                .unwrap_or(f64::NAN);
+            let point = SimPoint {
+                manager: (*name).to_string(),
+                rate,
+                setups_per_s: get("setups_per_s")?,
+                latency_s: get("mean_setup_latency")?,
+                blocking: get("blocking_probability")?,
+            };
+            say(&format!(
+                "simulated {:>22} at {:>5} calls/s: {:.1} setups/s, {:.1} ms mean setup, {:.3} blocked",
+                point.manager,
+                rate,
+                point.setups_per_s.mean,
+                point.latency_s.mean * 1e3,
+                point.blocking.mean
+            ));
+            out.push(point);
+        }
+    }
+    Ok(out)
+}
