@@ -100,7 +100,7 @@ fn reproduce_xbind_quick_writes_every_table_and_figure() {
         .lines()
         .find(|l| {
             l.starts_with(&format!(
-                "Fig. 10: invocations per call at T = 1 and {rate}/s,"
+                "\"Fig. 10: invocations per call at T = 1 and {rate}/s\","
             ))
         })
         .unwrap_or_else(|| panic!("no Fig. 10 row for T = 1:\n{verdicts}"));

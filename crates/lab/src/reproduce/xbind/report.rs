@@ -576,7 +576,10 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
     let mut sim_series = SeriesSet::new();
     for p in &r.simulated {
         if p.carried() {
-            sim_series.push(&p.manager, (p.setups_per_s.mean, p.latency_s.mean * 1e3, f64::NAN));
+            sim_series.push(
+                &p.manager,
+                (p.setups_per_s.mean, p.latency_s.mean * 1e3, f64::NAN),
+            );
         }
     }
     if !sim_series.as_slice().is_empty() {
@@ -690,6 +693,37 @@ fn results_json(r: &XbindResults) -> serde_json::Value {
     })
 }
 
+/// Figs. 6 and 7 at the paper's costs: every simulated point with its interval.
+fn simulated_table(r: &XbindResults) -> Table {
+    let mut t = Table::new([
+        Column::new("manager", "manager"),
+        Column::new("offered calls/s", "offered_per_s").right(),
+        Column::new("setups/s", "setups_per_s").right().fixed(1, 3),
+        Column::md("±"),
+        Column::csv("setups_per_s_ci95").format(Format::Fixed(3)),
+        Column::new("mean setup ms", "mean_setup_ms")
+            .right()
+            .fixed(1, 3),
+        Column::md("± "),
+        Column::csv("mean_setup_ms_ci95").format(Format::Fixed(3)),
+        Column::new("blocked", "blocked").right().fixed(3, 4),
+    ]);
+    for p in &r.simulated {
+        t.row(cells![
+            &p.manager,
+            p.rate,
+            p.setups_per_s.mean,
+            p.setups_per_s.ci95,
+            p.setups_per_s.ci95,
+            p.latency_s.mean * 1e3,
+            p.latency_s.ci95 * 1e3,
+            p.latency_s.ci95 * 1e3,
+            p.blocking.mean
+        ]);
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,33 +771,4 @@ mod tests {
         let csv = std::fs::read_to_string(dir.path().join("table1.csv")).unwrap();
         assert!(csv.starts_with("panel,source,cache_size,estimated,papers_reading,measured\n(b) medium load,paper,5,,0.9529,0.9859\n"));
     }
-}
-
-/// Figs. 6 and 7 at the paper's costs: every simulated point with its interval.
-fn simulated_table(r: &XbindResults) -> Table {
-    let mut t = Table::new([
-        Column::new("manager", "manager"),
-        Column::new("offered calls/s", "offered_per_s").right(),
-        Column::new("setups/s", "setups_per_s").right().fixed(1, 3),
-        Column::md("±"),
-        Column::csv("setups_per_s_ci95").format(Format::Fixed(3)),
-        Column::new("mean setup ms", "mean_setup_ms").right().fixed(1, 3),
-        Column::md("± "),
-        Column::csv("mean_setup_ms_ci95").format(Format::Fixed(3)),
-        Column::new("blocked", "blocked").right().fixed(3, 4),
-    ]);
-    for p in &r.simulated {
-        t.row(cells![
-            &p.manager,
-            p.rate,
-            p.setups_per_s.mean,
-            p.setups_per_s.ci95,
-            p.setups_per_s.ci95,
-            p.latency_s.mean * 1e3,
-            p.latency_s.ci95 * 1e3,
-            p.latency_s.ci95 * 1e3,
-            p.blocking.mean
-        ]);
-    }
-    t
 }

@@ -127,7 +127,7 @@ pub fn run(
                 p.metrics
                     .iter()
                     .find(|(m, _)| m == k)
-                    .map(|(_, e)| e.clone())
+                    .map(|(_, e)| *e)
                     .ok_or_else(|| {
                         LabError::run("the simulated control plane", format!("no metric {k}"))
                     })

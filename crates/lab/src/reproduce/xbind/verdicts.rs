@@ -449,7 +449,7 @@ fn simulated(r: &XbindResults, v: &mut Verdicts) {
             let best = seq
                 .iter()
                 .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
-                .map(|p| p.setups_per_s.clone())
+                .map(|p| p.setups_per_s)
                 .unwrap_or_else(|| point(peak));
             v.push(
                 value(item, 25.0, &best, PREDICTION_TOLERANCE).with_paper("at about 25 calls/s"),
@@ -470,7 +470,7 @@ fn simulated(r: &XbindResults, v: &mut Verdicts) {
         sim_curve(r, m)
             .into_iter()
             .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
-            .map(|p| p.setups_per_s.clone())
+            .map(|p| p.setups_per_s)
     };
     match (peak("threaded (4 threads)"), peak("sequential")) {
         (Some(t), Some(s)) => {
