@@ -253,19 +253,60 @@ impl Topology {
         }
     }
 
+    /// Every switch's trunk ports, in one pass over the links (a topology of a thousand
+    /// switches asks for all of them).
+    fn all_trunk_ports(&self) -> BTreeMap<String, BTreeSet<u16>> {
+        let index: BTreeMap<&str, &SwitchSpec> =
+            self.switches.iter().map(|s| (s.name.as_str(), s)).collect();
+        let mut trunks: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+        for l in &self.links {
+            for end in [&l.a, &l.b] {
+                if let Some((sw, p)) = end.split_once(':')
+                    && let (Some(spec), Ok(p)) = (index.get(sw), p.parse::<u16>())
+                    && p < spec.ports
+                {
+                    trunks.entry(sw.to_string()).or_default().insert(p);
+                }
+            }
+        }
+        trunks
+    }
+
+    /// Every switch's configuration, in the topology's order ([`Topology::switch_config`]
+    /// for each, in one pass).
+    pub fn switch_configs(&self) -> Result<Vec<SwitchConfig>, ControlError> {
+        let trunks = self.all_trunk_ports();
+        let none = BTreeSet::new();
+        self.switches
+            .iter()
+            .map(|s| self.config_of(s, trunks.get(&s.name).unwrap_or(&none)))
+            .collect()
+    }
+
     /// The switch configuration of `name` as the switch core takes it (the same ports a
     /// live switch server of this topology has), for the simulated control plane.
     pub fn switch_config(&self, name: &str) -> Result<SwitchConfig, ControlError> {
-        let err = |message: String| ControlError::Topology {
-            origin: "topology".into(),
-            message,
-        };
         let spec = self
             .switches
             .iter()
             .find(|s| s.name == name)
-            .ok_or_else(|| err(format!("no switch {name:?}")))?;
-        let trunk = self.trunk_ports(name);
+            .ok_or_else(|| ControlError::Topology {
+                origin: "topology".into(),
+                message: format!("no switch {name:?}"),
+            })?;
+        self.config_of(spec, &self.trunk_ports(name))
+    }
+
+    fn config_of(
+        &self,
+        spec: &SwitchSpec,
+        trunk: &BTreeSet<u16>,
+    ) -> Result<SwitchConfig, ControlError> {
+        let err = |message: String| ControlError::Topology {
+            origin: "topology".into(),
+            message,
+        };
+        let name = spec.name.as_str();
         let d = self.port_settings(spec);
         let where_ = |key: &str| {
             if spec.port.as_ref().is_some_and(|p| match key {
@@ -331,8 +372,7 @@ impl Topology {
             }
         }
         let mut switches = Vec::new();
-        for s in &self.switches {
-            let cfg = self.switch_config(&s.name)?;
+        for (s, cfg) in self.switches.iter().zip(self.switch_configs()?) {
             let ports = cfg
                 .ports
                 .iter()
@@ -361,5 +401,72 @@ impl Topology {
             })
             .collect();
         Ok(NetworkView { switches, hosts })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"
+name = "t"
+[defaults]
+link_rate = "155.52 Mb/s"
+capacity = "1250 cells/s"
+[[switch]]
+name = "s1"
+ports = 3
+[[switch]]
+name = "s2"
+ports = 2
+port = { buffer_cells = 64, vci = [40, 99] }
+[[link]]
+a = "s1:1"
+b = "s2:0"
+[[host]]
+name = "a"
+at = "s1:0"
+[[host]]
+name = "b"
+at = "s2:1"
+"#;
+
+    #[test]
+    fn each_switch_gets_its_ports_and_the_view_its_links() {
+        let t = Topology::parse(TEXT, "test").unwrap();
+        let all = t.switch_configs().unwrap();
+        for (s, c) in t.switches.iter().zip(&all) {
+            assert_eq!(&t.switch_config(&s.name).unwrap(), c);
+        }
+        let s1 = &all[0];
+        assert_eq!(s1.ports.len(), 3);
+        assert_eq!(s1.ports[1].interface, Interface::Nni);
+        assert_eq!(s1.ports[0].interface, Interface::Uni);
+        assert!((s1.ports[0].capacity.0 - 1250.0).abs() < 1e-9);
+        let s2 = &all[1];
+        assert_eq!((s2.ports[1].buffer_cells, s2.ports[1].vci_range), (64, (40, 99)));
+        let v = t.view().unwrap();
+        let peer = |sw: &str, p: u16| {
+            v.switches
+                .iter()
+                .find(|(n, _)| n == sw)
+                .and_then(|(_, ports)| ports.iter().find(|x| x.port == p))
+                .and_then(|x| x.peer.clone())
+        };
+        assert_eq!(peer("s1", 1), Some(("s2".into(), 0)));
+        assert_eq!(peer("s1", 0), None);
+        assert_eq!(v.hosts, vec![("a".into(), "s1".into(), 0), ("b".into(), "s2".into(), 1)]);
+        assert!(t.switch_config("s9").is_err());
+    }
+
+    /// The simulated plane's switches are the live servers' (the same file, one reading).
+    #[cfg(feature = "live")]
+    #[test]
+    fn the_live_server_gets_the_same_switch() {
+        let t = Topology::parse(TEXT, "test").unwrap();
+        for s in &t.switches {
+            let live = t.server_file(&s.name, None).unwrap().switch_config().unwrap();
+            assert_eq!(live, t.switch_config(&s.name).unwrap(), "{}", s.name);
+        }
     }
 }

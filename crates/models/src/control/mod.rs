@@ -257,10 +257,10 @@ impl ControlConfig {
         capacity: Option<f64>,
     ) -> Result<ControlConfig, SimError> {
         let mut switches = Vec::new();
-        for s in &topology.switches {
-            let mut c = topology
-                .switch_config(&s.name)
-                .map_err(|e| p.error("topology", e.to_string()))?;
+        let configs = topology
+            .switch_configs()
+            .map_err(|e| p.error("topology", e.to_string()))?;
+        for (s, mut c) in topology.switches.iter().zip(configs) {
             if let Some(cap) = capacity {
                 for port in &mut c.ports {
                     if cap > port.link_rate.to_cell_rate().0 {
