@@ -32,14 +32,7 @@ impl Topology {
         name: &str,
         journal_dir: Option<&Path>,
     ) -> Result<ServerFile, ControlError> {
-        let spec = self
-            .switches
-            .iter()
-            .find(|s| s.name == name)
-            .ok_or_else(|| ControlError::Topology {
-                origin: "topology".into(),
-                message: format!("no switch {name:?}"),
-            })?;
+        let spec = self.switch(name)?;
         let trunk = self.trunk_ports(name);
         let d = self.port_settings(spec);
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");

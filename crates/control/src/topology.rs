@@ -286,15 +286,18 @@ impl Topology {
     /// The switch configuration of `name` as the switch core takes it (the same ports a
     /// live switch server of this topology has), for the simulated control plane.
     pub fn switch_config(&self, name: &str) -> Result<SwitchConfig, ControlError> {
-        let spec = self
-            .switches
+        self.config_of(self.switch(name)?, &self.trunk_ports(name))
+    }
+
+    /// The switch called `name`.
+    pub fn switch(&self, name: &str) -> Result<&SwitchSpec, ControlError> {
+        self.switches
             .iter()
             .find(|s| s.name == name)
             .ok_or_else(|| ControlError::Topology {
                 origin: "topology".into(),
                 message: format!("no switch {name:?}"),
-            })?;
-        self.config_of(spec, &self.trunk_ports(name))
+            })
     }
 
     fn config_of(
@@ -444,7 +447,10 @@ at = "s2:1"
         assert_eq!(s1.ports[0].interface, Interface::Uni);
         assert!((s1.ports[0].capacity.0 - 1250.0).abs() < 1e-9);
         let s2 = &all[1];
-        assert_eq!((s2.ports[1].buffer_cells, s2.ports[1].vci_range), (64, (40, 99)));
+        assert_eq!(
+            (s2.ports[1].buffer_cells, s2.ports[1].vci_range),
+            (64, (40, 99))
+        );
         let v = t.view().unwrap();
         let peer = |sw: &str, p: u16| {
             v.switches
@@ -455,7 +461,10 @@ at = "s2:1"
         };
         assert_eq!(peer("s1", 1), Some(("s2".into(), 0)));
         assert_eq!(peer("s1", 0), None);
-        assert_eq!(v.hosts, vec![("a".into(), "s1".into(), 0), ("b".into(), "s2".into(), 1)]);
+        assert_eq!(
+            v.hosts,
+            vec![("a".into(), "s1".into(), 0), ("b".into(), "s2".into(), 1)]
+        );
         assert!(t.switch_config("s9").is_err());
     }
 
@@ -465,7 +474,11 @@ at = "s2:1"
     fn the_live_server_gets_the_same_switch() {
         let t = Topology::parse(TEXT, "test").unwrap();
         for s in &t.switches {
-            let live = t.server_file(&s.name, None).unwrap().switch_config().unwrap();
+            let live = t
+                .server_file(&s.name, None)
+                .unwrap()
+                .switch_config()
+                .unwrap();
             assert_eq!(live, t.switch_config(&s.name).unwrap(), "{}", s.name);
         }
     }

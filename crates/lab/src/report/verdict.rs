@@ -244,16 +244,7 @@ pub fn at_most(
     ours: &Estimate,
     limit: f64,
 ) -> Check {
-    let (lo, hi) = bounds(ours);
-    let verdict = if hi <= limit {
-        Verdict::Reproduces
-    } else if lo > limit {
-        Verdict::Differs
-    } else {
-        Verdict::Undecided
-    };
-    let why = format!("claim: ≤ {}; ours [{}, {}]", sig(limit), sig(lo), sig(hi));
-    Check::new(item, claim, show(ours), verdict, why)
+    bound(item.into(), claim.into(), ours, limit, Relation::Less)
 }
 
 /// A claim that our quantity is at least `limit`: the mirror of [`at_most`].
@@ -263,15 +254,29 @@ pub fn at_least(
     ours: &Estimate,
     limit: f64,
 ) -> Check {
+    bound(item.into(), claim.into(), ours, limit, Relation::Greater)
+}
+
+/// A bound on our quantity: at most `limit` (`Less`) or at least (`Greater`).
+fn bound(item: String, claim: String, ours: &Estimate, limit: f64, side: Relation) -> Check {
     let (lo, hi) = bounds(ours);
-    let verdict = if lo >= limit {
+    let (holds, fails, sign) = match side {
+        Relation::Less => (hi <= limit, lo > limit, "≤"),
+        Relation::Greater => (lo >= limit, hi < limit, "≥"),
+    };
+    let verdict = if holds {
         Verdict::Reproduces
-    } else if hi < limit {
+    } else if fails {
         Verdict::Differs
     } else {
         Verdict::Undecided
     };
-    let why = format!("claim: ≥ {}; ours [{}, {}]", sig(limit), sig(lo), sig(hi));
+    let why = format!(
+        "claim: {sign} {}; ours [{}, {}]",
+        sig(limit),
+        sig(lo),
+        sig(hi)
+    );
     Check::new(item, claim, show(ours), verdict, why)
 }
 
