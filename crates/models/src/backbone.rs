@@ -27,7 +27,10 @@
 //! see [`crate::access::Rdma`] for why a band admits the cells that start in it),
 //! the Leaky Bucket's credit rate is C = 1.4 times that mean rate with a pool of one mean
 //! burst (100 cells), the Virtual Clock's AR is that mean rate with AI = 0.1 ms and a
-//! penalty of at most 0.1 ms (5 ms in one curve of Figure 11).
+//! penalty of at most 0.1 ms (5 ms in one curve of Figure 11): a penalized cell is held
+//! until it would pass the check, for at most that bound, and never dropped by the
+//! mechanism (the paper's reading, see [`crate::access::VirtualClock`]); it can still be
+//! lost when the peripheral buffer is full.
 //!
 //! # The MMPP of an aggregate
 //!
