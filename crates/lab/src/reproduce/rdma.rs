@@ -241,10 +241,10 @@ pub const T1_ROWS: [OurRow; 7] = [
     row("RDMA", 0, false),
     row("L. Bucket C=1.2", 1, false),
     row("L. Bucket C=1.4", 2, false),
-    row("V. Clock, B = AI = 360 ms", 3, false),
-    row("V. Clock C=1.2, B = AI = 360 ms", 4, false),
-    row("V. Clock, B = 650 ms (fitted)", 3, true),
-    row("V. Clock C=1.2, B = 650 ms (fitted)", 4, true),
+    row("V. Clock B = AI = 360 ms", 3, false),
+    row("V. Clock C=1.2 B = AI = 360 ms", 4, false),
+    row("V. Clock B = 650 ms (fitted)", 3, true),
+    row("V. Clock C=1.2 B = 650 ms (fitted)", 4, true),
 ];
 
 /// Table 2's rows, in the scenario's sweep order (both readings).
@@ -292,8 +292,8 @@ const COLUMNS: [PaperColumn; 4] = [
 
 /// The backbone curves of the main run, in its sweep order.
 pub const CURVES: [&str; 5] = [
-    "RDMA, one tree",
-    "RDMA, two trees",
+    "RDMA (one tree)",
+    "RDMA (two trees)",
     "Leaky Bucket C=1.4",
     "Virtual Clock (0.1 ms)",
     "Virtual Clock (5 ms)",
@@ -564,7 +564,7 @@ fn table_checks(
     for (r, m) in ours.iter().zip(rows) {
         let p = &paper_rows[r.paper];
         for (i, col) in COLUMNS.iter().enumerate() {
-            let item = format!("{name}, {}: {}", r.label, col.heading);
+            let item = format!("{name} [{}] {}", r.label, col.heading);
             let est = m.get(col.paper_def.0);
             if r.fitted && i == 1 {
                 v.push(Check::not_applicable(
@@ -651,7 +651,18 @@ pub fn verdicts(r: &RdmaResults) -> Verdicts {
     );
     table_claims(&mut v, r);
     backbone_claims(&mut v, r);
-    v
+    // verdicts.csv writes the item unquoted and the other fields quoted without
+    // escaping: keep commas out of the item and double quotes out of every field.
+    let mut safe = Verdicts::new();
+    for c in v.checks() {
+        let mut c = c.clone();
+        c.item = c.item.replace(',', ";").replace('"', "'");
+        c.paper = c.paper.replace('"', "'");
+        c.ours = c.ours.replace('"', "'");
+        c.why = c.why.replace('"', "'");
+        safe.push(c);
+    }
+    safe
 }
 
 fn table_claims(v: &mut Verdicts, r: &RdmaResults) {
@@ -700,7 +711,7 @@ fn table_claims(v: &mut Verdicts, r: &RdmaResults) {
         for (i, c) in [(3, "C=1"), (4, "C=1.2")] {
             let loss = r.table1[i].get("loss_probability");
             v.push(at_most(
-                format!("Virtual Clock {c}, B = AI: no cell lost (paper's footnote)"),
+                format!("Virtual Clock {c} B = AI: no cell lost (paper's footnote)"),
                 "infinite buffers avoid losses from each mechanism",
                 &loss,
                 0.0,
@@ -825,7 +836,7 @@ fn backbone_claims(v: &mut Verdicts, r: &RdmaResults) {
             _ => missing(&item, claim),
         });
     }
-    let item = "Fig. 8: Virtual Clock practically suffers no periphery loss, even in overload";
+    let item = "Fig. 8: Virtual Clock practically suffers no periphery loss even in overload";
     let claim = "\"practically, does not suffer losses\"";
     v.push(match bb[VC01].last(loss) {
         Some((l, e)) => {
@@ -1458,14 +1469,14 @@ mod tests {
             .map(|c| format!("{}: {} — {}", c.item, c.verdict, c.why))
             .collect();
         assert!(bad.is_empty(), "{bad:#?}");
-        let item = "Table 1, RDMA: Mean Delay (s)";
+        let item = "Table 1 [RDMA] Mean Delay (s)";
         assert_eq!(v.verdict(item), Some(Verdict::Reproduces));
         // Change one number: the verdict follows.
         r.table1[0].set("mean_delay", est(0.00015, 1e-7));
         assert_eq!(verdicts(&r).verdict(item), Some(Verdict::Differs));
         // The fitted bound's max jitter is never a test.
         assert_eq!(
-            v.verdict("Table 1, V. Clock, B = 650 ms (fitted): Max Jitter (s)"),
+            v.verdict("Table 1 [V. Clock B = 650 ms (fitted)] Max Jitter (s)"),
             Some(Verdict::NotApplicable)
         );
     }
@@ -1473,7 +1484,7 @@ mod tests {
     #[test]
     fn figure_claims_follow_the_curves() {
         let mut r = paper_like();
-        let vc = "Fig. 8: Virtual Clock practically suffers no periphery loss, even in overload";
+        let vc = "Fig. 8: Virtual Clock practically suffers no periphery loss even in overload";
         assert_eq!(verdicts(&r).verdict(vc), Some(Verdict::Reproduces));
         // A Virtual Clock that drops at the periphery (the old reading) fails the claim.
         let last = r.backbone[VC01].points.len() - 1;
@@ -1491,6 +1502,17 @@ mod tests {
         assert_ne!(verdicts(&r).verdict(grow), Some(Verdict::Reproduces));
         // Fig. 11's crossover: RDMA's delay above the Leaky Bucket's at high load.
         let cross = "Fig. 11: at high load Leaky Bucket C=1.4's delay surpasses RDMA's";
+        assert!(
+            verdicts(&r).checks().iter().all(|c| !c.item.contains(',')),
+            "items go unquoted into verdicts.csv"
+        );
+        assert!(
+            verdicts(&r)
+                .checks()
+                .iter()
+                .all(|c| !format!("{}{}{}", c.paper, c.ours, c.why).contains('"')),
+            "fields are quoted without escaping"
+        );
         assert_eq!(verdicts(&r).verdict(cross), Some(Verdict::Reproduces));
         r.backbone[RDMA1].points[last]
             .1
