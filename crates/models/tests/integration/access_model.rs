@@ -238,3 +238,22 @@ fn virtual_clock_at_its_bound_loses_nothing_and_its_max_jitter_is_the_bound() {
         }
     }
 }
+
+/// The penalty options parse to what they say: `"hold"` (the default with `max_delay`)
+/// loses nothing, `"drop_beyond"` (the former reading) drops a source twice its rate.
+#[test]
+fn virtual_clock_penalty_options() {
+    let src = "source = { kind = \"cbr\", rate = \"120 /s\" }";
+    let vc =
+        "kind = \"virtual_clock\", rate = \"60 /s\", interval = \"100 ms\", max_delay = \"200 ms\"";
+    let loss = |penalty: &str| {
+        m(
+            &run(&format!("{src}\nmechanism = {{ {vc}{penalty} }}"), RUN),
+            "loss_probability",
+        )
+    };
+    assert_eq!(loss(""), 0.0);
+    assert_eq!(loss(", penalty = \"hold\""), 0.0);
+    let dropped = loss(", penalty = \"drop_beyond\"");
+    assert!((0.4..0.6).contains(&dropped), "{dropped}");
+}
