@@ -1336,7 +1336,6 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
     for r in &runs {
         run_table.md_row(cells![r.name, r.events, r.wall_seconds]);
     }
-    let total_wall: f64 = runs.iter().map(|r| r.wall_seconds).sum();
     let md = report::render(
         "rdma.md",
         TEMPLATE,
@@ -1349,7 +1348,6 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
             figures => figures,
             readings => readings,
             runs => run_table.markdown(),
-            total_wall => total_wall,
         },
     )?;
     write(out, "report.md", &md)?;
