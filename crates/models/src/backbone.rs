@@ -27,7 +27,10 @@
 //! see [`crate::access::Rdma`] for why a band admits the cells that start in it),
 //! the Leaky Bucket's credit rate is C = 1.4 times that mean rate with a pool of one mean
 //! burst (100 cells), the Virtual Clock's AR is that mean rate with AI = 0.1 ms and a
-//! penalty of at most 0.1 ms (5 ms in one curve of Figure 11).
+//! penalty of at most 0.1 ms (5 ms in one curve of Figure 11): a penalized cell is held
+//! until it would pass the check, for at most that bound, and never dropped by the
+//! mechanism (the paper's reading, see [`crate::access::VirtualClock`]); it can still be
+//! lost when the peripheral buffer is full.
 //!
 //! # The MMPP of an aggregate
 //!
@@ -50,7 +53,11 @@
 //! - `periphery_occupancy`, `internal_occupancy`: mean number of cells waiting (by
 //!   Little's law, summed waits over the period);
 //! - `periphery_delay`: mean access delay at the periphery, generation to transmission
-//!   start (Figure 11);
+//!   start (Figure 11), over the cells the periphery sent;
+//! - `internal_delay`: mean wait at C3 of the cells C3 sent on;
+//! - `delivered_delay`: mean queueing delay, periphery wait plus C3 wait, of the cells C3
+//!   sent on (the fixed link delays left out): a reading of Figure 11 that counts the
+//!   whole path of a delivered cell;
 //! - `carried_load`: cells leaving C3 per second over the link's cell rate.
 
 use atmlab_core::time::{Duration, Instant};
@@ -188,8 +195,10 @@ pub struct BackboneConfig {
     pub cycle: Duration,
     /// The cell time on every link.
     pub cell_time: Duration,
-    /// Cells each node may hold waiting.
+    /// Cells C3 may hold waiting.
     pub buffer: usize,
+    /// Cells each peripheral node may hold waiting (the paper: the same as C3).
+    pub periphery_buffer: usize,
 }
 
 /// Messages of the model (to itself).
@@ -250,11 +259,19 @@ pub struct Backbone {
     cell_time: Duration,
     cycle: Duration,
     buffer: usize,
+    periphery_buffer: usize,
+    /// Cells waiting in C3's RDMA core: (periphery wait + arrival at C3) by identifier,
+    /// so that a release gives the cell's whole queueing delay.
+    c3_waiting: std::collections::HashMap<u64, (u64, u64)>,
+    c3_next_id: u64,
     observe_from: Instant,
     batch_from: Instant,
     peri_stats: NodeStats,
     c3_stats: NodeStats,
     c3_sent: u64,
+    /// Periphery wait plus C3 wait of each cell C3 sent on (the fixed link delays left
+    /// out): the queueing delay of a delivered cell.
+    delivered_delay: Tally,
 }
 
 impl Backbone {
@@ -297,7 +314,7 @@ impl Backbone {
                         c,
                         pool,
                         LeakyBucketMode::Shaper {
-                            buffer: Some(cfg.buffer),
+                            buffer: Some(cfg.periphery_buffer),
                         },
                     )?)
                 }
@@ -317,7 +334,7 @@ impl Backbone {
                         bands: vec![half(lan)?],
                         mode,
                         cell_time: cfg.cell_time,
-                        buffer: Some(cfg.buffer),
+                        buffer: Some(cfg.periphery_buffer),
                     })?))
                 }
             };
@@ -361,11 +378,15 @@ impl Backbone {
             cell_time: cfg.cell_time,
             cycle: cfg.cycle,
             buffer: cfg.buffer,
+            periphery_buffer: cfg.periphery_buffer,
+            c3_waiting: std::collections::HashMap::new(),
+            c3_next_id: 0,
             observe_from: Instant::ZERO,
             batch_from: Instant::ZERO,
             peri_stats: NodeStats::default(),
             c3_stats: NodeStats::default(),
             c3_sent: 0,
+            delivered_delay: Tally::new(),
         })
     }
 
@@ -467,7 +488,7 @@ impl Backbone {
                 PeriMech::Vc(m) => m.occupancy(),
                 PeriMech::Rdma(m) => m.occupancy(),
             } as u64;
-            let decision = if held + link_backlog >= self.buffer as u64 {
+            let decision = if held + link_backlog >= self.periphery_buffer as u64 {
                 Decision::Dropped
             } else {
                 let id = now.as_picos();
@@ -509,6 +530,11 @@ impl Backbone {
 
     fn at_c3(&mut self, now: Instant, lan: u8, generated: u64) {
         let observed = Instant::from_picos(generated) >= self.observe_from;
+        // The cell left its periphery one cycle ago (synchronized links).
+        let peri_wait = now
+            .as_picos()
+            .saturating_sub(self.cycle.as_picos())
+            .saturating_sub(generated);
         if observed {
             self.c3_stats.offered += 1;
         }
@@ -525,7 +551,11 @@ impl Backbone {
                 let start = now.max(*free);
                 *free = start + cell_time;
                 if observed {
-                    self.c3_stats.waiting_secs += (start - now).as_secs_f64();
+                    let w = (start - now).as_secs_f64();
+                    self.c3_stats.waiting_secs += w;
+                    self.c3_stats.delay.record(w);
+                    self.delivered_delay
+                        .record(w + Duration::from_picos(peri_wait).as_secs_f64());
                     self.c3_sent += 1;
                 }
             }
@@ -534,14 +564,22 @@ impl Backbone {
                     1 => 0,
                     _ => u16::from(lan),
                 };
-                // The identifier is the arrival instant, so a release gives the wait.
-                match r.handle_cell(now, now.as_picos(), tree, u32::from(lan)) {
+                let id = self.c3_next_id;
+                self.c3_next_id += 1;
+                match r.handle_cell(now, id, tree, u32::from(lan)) {
                     Decision::PassNow | Decision::Tagged => {
                         if observed {
+                            self.c3_stats.delay.record(0.0);
+                            self.delivered_delay
+                                .record(Duration::from_picos(peri_wait).as_secs_f64());
                             self.c3_sent += 1;
                         }
                     }
-                    Decision::Queued => {}
+                    Decision::Queued => {
+                        if observed {
+                            self.c3_waiting.insert(id, (peri_wait, now.as_picos()));
+                        }
+                    }
                     Decision::Dropped => {
                         if observed {
                             self.c3_stats.lost += 1;
@@ -556,16 +594,23 @@ impl Backbone {
     /// C3's RDMA releases, computed lazily: nothing downstream needs them on time.
     fn collect_c3(&mut self) {
         if let Internal::Rdma(r) = &mut self.c3 {
-            while let Some((arrived, start)) = r.poll_transmit() {
-                let arrived = Instant::from_picos(arrived);
-                if arrived >= self.observe_from {
-                    self.c3_stats.waiting_secs +=
-                        start.saturating_duration_since(arrived).as_secs_f64();
+            while let Some((id, start)) = r.poll_transmit() {
+                // Only observed cells are in the map.
+                if let Some((peri_wait, arrived)) = self.c3_waiting.remove(&id) {
+                    let w = start
+                        .saturating_duration_since(Instant::from_picos(arrived))
+                        .as_secs_f64();
+                    self.c3_stats.waiting_secs += w;
+                    self.c3_stats.delay.record(w);
+                    self.delivered_delay
+                        .record(w + Duration::from_picos(peri_wait).as_secs_f64());
                     self.c3_sent += 1;
                 }
             }
-            while r.poll_discard().is_some() {
-                self.c3_stats.lost += 1;
+            while let Some((id, _)) = r.poll_discard() {
+                if self.c3_waiting.remove(&id).is_some() {
+                    self.c3_stats.lost += 1;
+                }
             }
         }
     }
@@ -605,6 +650,8 @@ impl Backbone {
             ),
             ("internal_lost_per_s", per_s(self.c3_stats.lost as f64)),
             ("internal_occupancy", per_s(self.c3_stats.waiting_secs)),
+            ("internal_delay", self.c3_stats.delay.mean()),
+            ("delivered_delay", self.delivered_delay.mean()),
             ("carried_load", per_s(self.c3_sent as f64) / link_cells),
         ]
     }
@@ -614,6 +661,7 @@ impl Backbone {
         self.peri_stats.reset();
         self.c3_stats.reset();
         self.c3_sent = 0;
+        self.delivered_delay.reset();
     }
 }
 
@@ -716,6 +764,10 @@ const PARAMS: &[ParamDoc] = &[
         key: "buffer",
         doc: "cells each node holds waiting, default 20000",
     },
+    ParamDoc {
+        key: "periphery_buffer",
+        doc: "cells each peripheral node holds waiting, default the same as buffer (the paper gives one size for all nodes)",
+    },
 ];
 
 const METRICS: &[&str] = &[
@@ -726,6 +778,8 @@ const METRICS: &[&str] = &[
     "internal_loss",
     "internal_lost_per_s",
     "internal_occupancy",
+    "internal_delay",
+    "delivered_delay",
     "carried_load",
 ];
 
@@ -866,6 +920,13 @@ impl ModelKind for BackboneKind {
                 format!("expected a whole number of cells, got {buffer}"),
             ));
         }
+        let periphery_buffer = params.number_or("periphery_buffer", buffer)?;
+        if !(periphery_buffer >= 1.0 && periphery_buffer.fract() == 0.0 && periphery_buffer < 1e9) {
+            return Err(params.error(
+                "periphery_buffer",
+                format!("expected a whole number of cells, got {periphery_buffer}"),
+            ));
+        }
         let cfg = BackboneConfig {
             mmpp,
             mechanism: parse_mechanism(params)?,
@@ -874,6 +935,7 @@ impl ModelKind for BackboneKind {
             cycle,
             cell_time: Duration::from_secs_f64(CELL_BITS / link),
             buffer: buffer as usize,
+            periphery_buffer: periphery_buffer as usize,
         };
         // Build once so that a bad combination fails now, naming the parameters.
         let mut scratch = Simulation::<BackboneMsg>::new();

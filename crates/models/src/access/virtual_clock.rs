@@ -25,17 +25,36 @@
 //!   flow is back in the vicinity (VC − now ≤ AI with nothing held), every cell is
 //!   penalized. Otherwise a greedy flow would lose one cell per check and keep the rest
 //!   of its excess.
-//! * **Delay** ([`VirtualClockPenalty::Delay`]): a penalized cell stamped VC is held
-//!   until VC − AI, the instant at which that stamp is back within AI of real time, i.e.
-//!   the earliest moment it would pass the check. A cell whose hold would exceed `max` is
-//!   dropped instead (section 3: "We limit the maximum period that the flow should wait
-//!   when penalized by Virtual Clock to 0.1 ms"; for video, 33 ms). We hold until VC − AI
-//!   rather than until VC itself because in the backbone experiment AI = max = 0.1 ms:
-//!   holding until VC would need more than AI of wait for every penalized cell (they are
-//!   penalized precisely because VC − now > AI), so every one would be dropped and the
-//!   paper's delay penalty would degenerate into discarding, contradicting its finding
-//!   that Virtual Clock "practically does not suffer losses". Held cells leave in FIFO
-//!   order spaced exactly 1/AR, and at most max·AR + 1 cells are ever held.
+//! * **Delay, the paper's reading** ([`VirtualClockPenalty::Delay`]): a penalized cell
+//!   stamped VC is held until VC − AI, the instant at which that stamp is back within AI
+//!   of real time (the earliest moment it would pass the check), but for at most the
+//!   bound B = `max`; then it is released. No cell is ever dropped. Why: the paper's
+//!   footnote says its "infinite buffer" is "sufficient to avoid losses due to the
+//!   shaping effect caused by each one of the three simulated mechanisms"; for video it
+//!   calls the 33 ms bound "a limit in the maximal time that a cell could be delayed"
+//!   (not a limit past which cells are lost); section 3 limits "the maximum period that
+//!   the flow should wait when penalized" (0.1 ms, 5 ms); and it says Virtual Clock's
+//!   maximal jitter "is due to the maximal penalty delay", which holds when a cell held
+//!   B is followed by one that passes at once. We hold until VC − AI rather than until
+//!   VC because in the backbone experiment AI = B = 0.1 ms: holding until VC would hit
+//!   the bound for every penalized cell (they are penalized precisely because
+//!   VC − now > AI).
+//!
+//!   *A hold capped at B.* The cell leaves at now + B, earlier than its stamp allows.
+//!   The flow's clock becomes VC ← (now + B) + AI, the stamp that release instant would
+//!   have passed with: the clock says what the flow was actually allowed to send, so the
+//!   capped excess is not charged again to the cells behind it, and in overload VC
+//!   stays within B + AI + 1/AR of real time instead of running away (every cell is then
+//!   held exactly B, the paper's "growing of wait queue during penalty time as load
+//!   increases", bounded by B). FIFO holds without reordering: each held cell's release
+//!   is min(stamp − AI, arrival + B); both terms grow from one held cell to the next
+//!   (stamps by at least 1/AR, because a capped stamp is replaced by release + AI and
+//!   the next stamp is at least that plus 1/AR; arrivals are non-decreasing), so no cell
+//!   overtakes one held before it.
+//! * **Delay or drop** ([`VirtualClockPenalty::DelayOrDrop`]): as above, but a cell whose
+//!   hold would exceed B is dropped instead of released early (it does not advance VC).
+//!   Not the paper's reading (it loses cells the paper's footnote says are not lost);
+//!   kept for comparison.
 //! * **Drop** ([`VirtualClockPenalty::Drop`]): every penalized cell is discarded.
 //!
 //! The paper's overdimensioning factor C also applies to AR ("We used the same idea for
@@ -53,10 +72,16 @@ const MODEL: &str = "VirtualClock";
 /// How a flow that failed its check is penalized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VirtualClockPenalty {
+    /// Hold penalized cells until they would pass the check, for at most `max`, then
+    /// release them: nothing is dropped (paper 003's reading; see the module doc).
+    Delay {
+        /// The longest a penalized cell is held (paper 003: 0.1 ms, 5 ms, 33 ms).
+        max: Duration,
+    },
     /// Hold penalized cells until they would pass the check, for at most `max`; a cell
     /// needing a longer hold is dropped. `max = 0` behaves as [`VirtualClockPenalty::Drop`].
-    Delay {
-        /// The longest a penalized cell may be held (paper 003: 0.1 ms, 5 ms, 33 ms).
+    DelayOrDrop {
+        /// The longest a penalized cell may be held.
         max: Duration,
     },
     /// Discard penalized cells.
@@ -153,7 +178,7 @@ impl VirtualClock {
     }
 
     /// Whether the flow is being penalized (it failed a check and has not yet come back
-    /// within AI of real time).
+    /// within AI of real time with nothing held).
     pub fn is_penalized(&self) -> bool {
         self.penalized
     }
@@ -196,16 +221,33 @@ impl VirtualClock {
             }
             self.penalized = true;
         }
+        // ahead > AI here, so `due` lies strictly in the future.
+        let due = Instant::from_picos(stamp.as_picos() - self.ai.as_picos());
         match self.penalty {
             VirtualClockPenalty::Drop => {}
-            VirtualClockPenalty::Delay { max } => {
-                // ahead > AI here, so the release lies strictly in the future.
-                let release = Instant::from_picos(stamp.as_picos() - self.ai.as_picos());
-                if release.saturating_duration_since(now) <= max {
+            VirtualClockPenalty::DelayOrDrop { max } => {
+                if due.saturating_duration_since(now) <= max {
                     self.vc = Some(stamp);
-                    self.held.push_back((cell_id, release));
+                    self.held.push_back((cell_id, due));
                     return Decision::Queued;
                 }
+            }
+            VirtualClockPenalty::Delay { max } => {
+                let cap = now.saturating_add(max);
+                let release = if due <= cap {
+                    self.vc = Some(stamp);
+                    due
+                } else {
+                    // Capped: the cell leaves at now + B and the clock becomes the stamp
+                    // that instant passes with (module doc, "A hold capped at B").
+                    self.vc = Some(cap.saturating_add(self.ai));
+                    cap
+                };
+                // Both terms of the release grow from one held cell to the next (module
+                // doc), so this never reorders; the max only guards the invariant.
+                let release = self.held.back().map_or(release, |b| b.1.max(release));
+                self.held.push_back((cell_id, release));
+                return Decision::Queued;
             }
         }
         self.counters.dropped += 1;
@@ -304,6 +346,57 @@ mod tests {
     }
 
     #[test]
+    fn double_rate_is_held_and_capped_never_dropped() {
+        // Cells every 0.5 µs; N = 10, AI = 10 µs, B = 2 µs. By hand:
+        //   i=19 t=9.5 : check, stamp 20, ahead 10.5 > 10     → penalized, due 10 (wait 0.5)
+        //   i=20 t=10  : stamp 21, due 11 (wait 1)
+        //   i=21 t=10.5: stamp 22, due 12 (wait 1.5)
+        //   i=22 t=11  : stamp 23, due 13 (wait 2 = B)
+        //   i=23 t=11.5: stamp 24, due 14 > 13.5 → capped: leaves 13.5, VC = 23.5
+        //   i=24 t=12  : stamp 24.5, due 14.5 > 14 → capped at 14, VC = 24
+        // and from there every cell is held exactly B: the flow stays twice its rate.
+        let b = Duration::from_micros(2);
+        let mut v = vc(VirtualClockPenalty::Delay { max: b });
+        let arrivals: Vec<u64> = (0..4000).map(|i| i * 500 * NS).collect();
+        let (out, d) = drive(&mut v, &arrivals);
+        assert!(d[..19].iter().all(|d| *d == Decision::PassNow));
+        assert!(d[19..].iter().all(|d| *d == Decision::Queued));
+        let release = |id: u64| out.iter().find(|x| x.0 == id).unwrap().1;
+        assert_eq!(release(19), Instant::from_picos(10 * US));
+        assert_eq!(release(22), Instant::from_picos(13 * US));
+        assert_eq!(release(23), Instant::from_picos(13 * US + 500 * NS));
+        assert_eq!(release(24), Instant::from_picos(14 * US));
+        assert_eq!(
+            v.virtual_clock(),
+            Some(Instant::from_picos(arrivals[3999] + 2 * US + 10 * US))
+        );
+        // Nothing lost, departures in arrival order, no wait above B.
+        assert_eq!(out.len(), arrivals.len());
+        assert!(out.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        for (id, at) in &out {
+            assert!(at.as_picos() - arrivals[*id as usize] <= b.as_picos());
+        }
+        assert_eq!(v.counters().dropped, 0);
+    }
+
+    #[test]
+    fn capped_hold_then_silence_gives_jitter_b() {
+        // A burst at 4 × AR long enough to reach the cap, then a silence: the last cell of
+        // the burst waits B, the first after the silence passes at once. The delay falls
+        // by exactly B: the paper's "maximal jitter … due to the maximal penalty delay".
+        let b = Duration::from_micros(5);
+        let mut v = vc(VirtualClockPenalty::Delay { max: b });
+        let mut arrivals: Vec<u64> = (0..400).map(|i| i * 250 * NS).collect();
+        arrivals.push(1_000 * US);
+        let (out, d) = drive(&mut v, &arrivals);
+        let wait =
+            |id: usize| out.iter().find(|x| x.0 == id as u64).unwrap().1.as_picos() - arrivals[id];
+        assert_eq!(wait(399), b.as_picos());
+        assert_eq!(d[400], Decision::PassNow);
+        assert_eq!(wait(400), 0);
+    }
+
+    #[test]
     fn double_rate_is_delayed_then_dropped_beyond_bound() {
         // Cells every 0.5 µs; VC after cell i is (i+1) µs. By hand (N = 10, AI = 10 µs,
         // max = 2 µs):
@@ -315,7 +408,7 @@ mod tests {
         //   i=23 t=11.5: stamp 24, hold to 14 would wait 2.5  → dropped, VC stays 23
         //   i=24 t=12  : stamp 24, hold to 14 (wait 2)
         //   i=25 t=12.5: wait 2.5                             → dropped
-        let mut v = vc(VirtualClockPenalty::Delay {
+        let mut v = vc(VirtualClockPenalty::DelayOrDrop {
             max: Duration::from_micros(2),
         });
         let arrivals: Vec<u64> = (0..4000).map(|i| i * 500 * NS).collect();
@@ -367,10 +460,10 @@ mod tests {
     fn greedy_source_converges_to_ar() {
         for penalty in [
             VirtualClockPenalty::Drop,
-            VirtualClockPenalty::Delay {
+            VirtualClockPenalty::DelayOrDrop {
                 max: Duration::from_micros(5),
             },
-            VirtualClockPenalty::Delay {
+            VirtualClockPenalty::DelayOrDrop {
                 max: Duration::from_micros(100),
             },
         ] {
@@ -389,6 +482,17 @@ mod tests {
     #[test]
     fn earlier_time_and_extremes_do_not_panic() {
         let mut v = vc(VirtualClockPenalty::Delay {
+            max: Duration::from_micros(3),
+        });
+        v.handle_cell(Instant::from_picos(50 * US), 0);
+        v.handle_cell(Instant::from_picos(US), 1);
+        v.handle_timeout(Instant::ZERO);
+        for id in 2..40 {
+            v.handle_cell(Instant::MAX, id);
+            v.handle_timeout(Instant::MAX);
+            while v.poll_transmit().is_some() {}
+        }
+        let mut v = vc(VirtualClockPenalty::DelayOrDrop {
             max: Duration::from_micros(3),
         });
         v.handle_cell(Instant::from_picos(50 * US), 0);
@@ -438,15 +542,40 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
-        /// Whatever the arrivals: no held cell waits longer than `max`, held cells leave in
-        /// FIFO order, and every cell is accounted for exactly once.
+        /// The paper's reading, whatever the arrivals: nothing is dropped, no cell waits
+        /// longer than `max`, and cells leave in the order they came (held or passed).
+        #[test]
+        fn hold_never_drops_never_reorders(
+            max_us in 0u64..20,
+            gaps in proptest::collection::vec(0u64..3000, 1..400),
+        ) {
+            let max = Duration::from_micros(max_us);
+            let mut v = vc(VirtualClockPenalty::Delay { max });
+            let mut t = 0;
+            let arrivals: Vec<u64> = gaps.iter().map(|g| { t += g * NS; t }).collect();
+            let (out, d) = drive(&mut v, &arrivals);
+            prop_assert!(d.iter().all(|d| *d != Decision::Dropped));
+            prop_assert_eq!(out.len(), arrivals.len());
+            for w in out.windows(2) {
+                prop_assert!(w[0].0 < w[1].0 && w[0].1 <= w[1].1, "FIFO: {:?}", w);
+            }
+            for (id, at) in &out {
+                prop_assert!(at.as_picos() - arrivals[*id as usize] <= max.as_picos());
+            }
+            let c = v.counters();
+            prop_assert_eq!(c.dropped, 0);
+            prop_assert_eq!(c.passed + c.delayed, arrivals.len() as u64);
+        }
+
+        /// Delay-or-drop, whatever the arrivals: no held cell waits longer than `max`, held
+        /// cells leave in FIFO order, and every cell is accounted for exactly once.
         #[test]
         fn delay_bound_fifo_and_conservation(
             max_us in 0u64..20,
             gaps in proptest::collection::vec(0u64..3000, 1..400),
         ) {
             let max = Duration::from_micros(max_us);
-            let mut v = vc(VirtualClockPenalty::Delay { max });
+            let mut v = vc(VirtualClockPenalty::DelayOrDrop { max });
             let mut t = 0;
             let arrivals: Vec<u64> = gaps.iter().map(|g| { t += g * NS; t }).collect();
             let (out, d) = drive(&mut v, &arrivals);
