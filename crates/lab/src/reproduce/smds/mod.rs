@@ -526,7 +526,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     step(opts, "Figs. 6 and 5: N independent server processes");
     // Up to one node per core (at least two, so that a speed-up exists to measure).
     let most = if q { 2 } else { cores.max(2) };
-    let reps = if q { 2 } else { 3 };
+    let reps = if q { 3 } else { 5 };
     let (warm, run_live) = if q {
         (StdDuration::from_millis(200), StdDuration::from_millis(500))
     } else {

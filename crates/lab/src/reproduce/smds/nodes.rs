@@ -222,7 +222,7 @@ pub fn measure(
                 &vec![0x5au8; info],
                 1,
             )?;
-            pairs.push((tx, Arc::new(rx), pdu));
+            pairs.push((tx, Arc::new(rx), pdu, n.snis[0]));
         }
         // The servers learn their subscribers from the attach datagrams.
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -231,7 +231,7 @@ pub fn measure(
         let got: Arc<Vec<AtomicU64>> = Arc::new((0..nodes).map(|_| AtomicU64::new(0)).collect());
         let mut tasks = Vec::new();
         let mut readers = Vec::new();
-        for (k, (tx, rx, pdu)) in pairs.into_iter().enumerate() {
+        for (k, (tx, rx, pdu, sni)) in pairs.into_iter().enumerate() {
             let notify = Arc::new(tokio::sync::Notify::new());
             {
                 let (got, notify) = (Arc::clone(&got), Arc::clone(&notify));
@@ -269,18 +269,37 @@ pub fn measure(
                         }
                     }
                     Some(rate) => {
-                        let t0 = Instant::now();
-                        let mut tick = tokio::time::interval(Duration::from_millis(1));
-                        let mut done = 0u64;
-                        while Instant::now() < stop {
-                            tick.tick().await;
-                            let due = (t0.elapsed().as_secs_f64() * rate) as u64;
-                            while done < due {
-                                tx.send(&pdu).await?;
+                        // Paced on a thread of its own with a blocking socket: tokio's
+                        // timer ticks by the millisecond, and a millisecond's PDUs sent
+                        // at once would overflow a 10-PDU queue at light loads.
+                        let sock = std::net::UdpSocket::bind("127.0.0.1:0")
+                            .map_err(|e| LabError::io("binding a paced source", e))?;
+                        sock.connect(sni)
+                            .map_err(|e| LabError::io("connecting a paced source", e))?;
+                        let sent = Arc::clone(&sent);
+                        tokio::task::spawn_blocking(move || {
+                            // The attach: the SNI learns its subscriber from it.
+                            sock.send(&[])
+                                .map_err(|e| LabError::io("attaching a paced source", e))?;
+                            std::thread::sleep(Duration::from_millis(50));
+                            let t0 = Instant::now();
+                            let mut done = 0u64;
+                            while Instant::now() < stop {
+                                let due = (t0.elapsed().as_secs_f64() * rate) as u64;
+                                if done >= due {
+                                    std::thread::sleep(Duration::from_micros(20));
+                                    continue;
+                                }
+                                // A full socket buffer is a discard, as on a wire.
+                                let _ = sock.send(&pdu);
                                 sent[k].fetch_add(1, Ordering::Relaxed);
                                 done += 1;
                             }
-                        }
+                            Ok::<(), LabError>(())
+                        })
+                        .await
+                        .map_err(|e| LabError::run("the smds reproduction", e))??;
+                        drop(tx);
                     }
                 }
                 Ok::<(), LabError>(())

@@ -173,7 +173,7 @@ pub fn verdicts(r: &SmdsResults) -> Verdicts {
         Some(p) => Check::new(
             item,
             claim,
-            show(&p.mbps()),
+            format!("{} Mb/s", show(&p.mbps())),
             Verdict::NotApplicable,
             "different hardware (1995's i860 against this machine): the rate is not compared, the speed-up is",
         ),
@@ -217,6 +217,16 @@ pub fn verdicts(r: &SmdsResults) -> Verdicts {
                     n: s.n,
                 };
                 let mut c = verdict::value(item, words, &slope, 0.2);
+                // An interval wider than the tolerance band holds the paper's value
+                // without saying anything: that is undecided, not a match.
+                let band = 0.2 * words;
+                if c.verdict == Verdict::Reproduces
+                    && (slope.mean - words).abs() > band
+                    && !(slope.ci95 <= band)
+                {
+                    c.verdict = Verdict::Undecided;
+                    c.why = format!("{}; our interval is wider than the tolerance band", c.why);
+                }
                 c.paper = claim.clone();
                 c.ours = format!("{} (speed-up {} at {most} nodes)", show(&slope), show(&s));
                 c.why = format!(
@@ -469,6 +479,10 @@ mod tests {
         let v3 = verdicts(&r3);
         assert_eq!(v3.verdict(grows), Some(Verdict::Differs));
         assert_eq!(v3.verdict(slope), Some(Verdict::Differs));
+        // A slope of 1.2 with an interval so wide it holds 0.5 is undecided, not a match.
+        let mut r5 = r.clone();
+        r5.fig6[1].runs = vec![run(2, 2_000), run(2, 40_000), run(2, 22_000)];
+        assert_eq!(verdicts(&r5).verdict(slope), Some(Verdict::Undecided));
         // The paper's behaviour converging in seconds would contradict its half hour.
         let mut r4 = r.clone();
         r4.adjacency[0].seconds = 3.0;
