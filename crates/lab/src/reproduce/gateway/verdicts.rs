@@ -137,7 +137,7 @@ fn greater(item: &str, claim: &str, a: (&str, &Point), b: (&str, &Point)) -> Che
         return missing(item, claim);
     };
     let (lo, hi) = (d.lower(), d.upper());
-    let verdict = if d.mean == 0.0 && !(d.ci95 > 0.0) {
+    let verdict = if d.mean == 0.0 && (d.ci95 <= 0.0 || d.ci95.is_nan()) {
         // The same value in every replication: no effect at all.
         Verdict::Differs
     } else if lo > 0.0 {

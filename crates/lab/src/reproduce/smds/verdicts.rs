@@ -222,7 +222,7 @@ pub fn verdicts(r: &SmdsResults) -> Verdicts {
                 let band = 0.2 * words;
                 if c.verdict == Verdict::Reproduces
                     && (slope.mean - words).abs() > band
-                    && !(slope.ci95 <= band)
+                    && (slope.ci95 > band || slope.ci95.is_nan())
                 {
                     c.verdict = Verdict::Undecided;
                     c.why = format!("{}; our interval is wider than the tolerance band", c.why);
