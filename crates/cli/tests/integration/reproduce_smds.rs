@@ -5,9 +5,27 @@
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_table_and_figure() {
     let _cpu = crate::common::measuring_alone();
-    let r = crate::common::reproduce_quick("smds");
-    let out = &r.out;
-    assert!(r.stdout.contains("README.md"));
+    // Not common::reproduce_quick: it passes --data and --threads, which `reproduce
+    // smds` refuses (they would mean nothing to it).
+    let dir = tempfile::tempdir().unwrap();
+    let out = &dir.path().join("smds");
+    let o = crate::common::atmlab(
+        &[
+            "reproduce",
+            "smds",
+            "--quick",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("README.md"));
     crate::common::assert_written(
         out,
         &[
@@ -64,12 +82,15 @@ fn quick_reproduction_writes_every_table_and_figure() {
     let nodes = j["fig6_nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2, "{nodes:?}");
     for p in nodes {
+        let n = p["nodes"].as_u64().unwrap();
         for r in p["runs"].as_array().unwrap() {
             let (sent, got) = (
                 r["sent"].as_u64().unwrap(),
                 r["delivered"].as_u64().unwrap(),
             );
-            assert!(got > 0 && got <= sent + 10, "{r}");
+            // What was in flight when the interval began (at most two windows of ten
+            // per node) may arrive within it.
+            assert!(got > 0 && got <= sent + 20 * n, "{r}");
             assert!(r["server_cpu_seconds"].as_f64().unwrap() > 0.0, "{r}");
         }
     }
