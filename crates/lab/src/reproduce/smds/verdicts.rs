@@ -30,6 +30,11 @@ impl NodesPoint {
         Estimate::from_samples(&self.runs.iter().map(NodeRun::mbps).collect::<Vec<_>>())
     }
 
+    /// Cores the server processes obtained, summed, averaged over the repetitions.
+    pub fn server_cores(&self) -> f64 {
+        self.runs.iter().map(NodeRun::server_cores).sum::<f64>() / self.runs.len().max(1) as f64
+    }
+
     /// The share discarded, over the repetitions.
     pub fn discarded(&self) -> Estimate {
         Estimate::from_samples(&self.runs.iter().map(NodeRun::discarded).collect::<Vec<_>>())
@@ -227,6 +232,22 @@ pub fn verdicts(r: &SmdsResults) -> Verdicts {
                     c.verdict = Verdict::Undecided;
                     c.why = format!("{}; our interval is wider than the tolerance band", c.why);
                 }
+                // The paper's nodes each had a processor of their own and were the
+                // bottleneck; a node that did not get most of a core was limited by
+                // something else (our sources and sinks share the cores), and its rate
+                // says nothing of the servers' scaling.
+                let per_node = [one, n]
+                    .iter()
+                    .map(|p| p.server_cores() / p.nodes as f64)
+                    .fold(f64::INFINITY, f64::min);
+                if c.verdict != Verdict::NotApplicable && (per_node < 0.9 || per_node.is_nan()) {
+                    c.verdict = Verdict::Undecided;
+                    c.why = format!(
+                        "{}; but the servers obtained only {} of a core per node (at least 0.9 needed): the rate was set by the sources and sinks or the machine, not the servers",
+                        c.why,
+                        sig(per_node)
+                    );
+                }
                 c.paper = claim.clone();
                 c.ours = format!("{} (speed-up {} at {most} nodes)", show(&slope), show(&s));
                 c.why = format!(
@@ -397,7 +418,7 @@ mod tests {
             sent: delivered,
             delivered,
             seconds: 1.0,
-            server_cpu_seconds: nodes as f64 * 0.8,
+            server_cpu_seconds: nodes as f64 * 0.95,
         }
     }
 
@@ -479,6 +500,15 @@ mod tests {
         let v3 = verdicts(&r3);
         assert_eq!(v3.verdict(grows), Some(Verdict::Differs));
         assert_eq!(v3.verdict(slope), Some(Verdict::Differs));
+        // Servers that got a third of a core each were not what set the rate: the slope
+        // cannot be compared.
+        let mut r6 = r.clone();
+        for p in &mut r6.fig6 {
+            for x in &mut p.runs {
+                x.server_cpu_seconds = x.nodes as f64 * 0.3;
+            }
+        }
+        assert_eq!(verdicts(&r6).verdict(slope), Some(Verdict::Undecided));
         // A slope of 1.2 with an interval so wide it holds 0.5 is undecided, not a match.
         let mut r5 = r.clone();
         r5.fig6[1].runs = vec![run(2, 2_000), run(2, 40_000), run(2, 22_000)];
