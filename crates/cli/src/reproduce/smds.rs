@@ -6,13 +6,25 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use atmlab_lab::reproduce::smds::{Options, run as reproduce};
 
 use super::ReproduceArgs;
 
 /// Runs the SMDS reproduction into `out`.
 pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
+    // SMDS runs over plain UDP (no TLS, no certificates), and its measurements choose
+    // their own threads and processes: these flags of `reproduce` mean nothing here, so
+    // they are refused rather than ignored.
+    if args.insecure {
+        bail!("reproduce smds: --insecure does not apply (SMDS servers speak plain UDP)");
+    }
+    if args.threads != 0 {
+        bail!("reproduce smds: --threads does not apply (the measurements set their own)");
+    }
+    if args.data != Path::new("atmlab-data") {
+        bail!("reproduce smds: --data does not apply (SMDS needs no certificates or state)");
+    }
     let terminal = std::io::stderr().is_terminal();
     let progress = |name: &str| {
         if terminal {
@@ -21,6 +33,10 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     };
     let opts = Options {
         quick: args.quick,
+        // Figs. 5 and 6 run their nodes as `atmlab smds serve` processes of this binary.
+        server_exe: Some(
+            std::env::current_exe().context("finding the atmlab binary for smds serve")?,
+        ),
         progress: Some(&progress),
     };
     let o = reproduce(out, &opts)

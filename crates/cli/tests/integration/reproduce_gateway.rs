@@ -65,6 +65,19 @@ fn quick_reproduction_writes_every_figure_with_sane_numbers() {
         report.contains("Figure 23") && report.contains("**Paper:**"),
         "{report}"
     );
+    // The report opens with the verdict table, the one written to verdicts.csv, with a
+    // row for every figure of §6 and for the reverse path.
+    let top = &report[..report.find("## Figure 13").unwrap()];
+    assert!(top.contains("Verdicts: "), "{top}");
+    let verdicts = std::fs::read_to_string(out.join("verdicts.csv")).unwrap();
+    for fig in 13..=23 {
+        assert!(
+            verdicts.contains(&format!("Fig. {fig}")),
+            "Fig. {fig}: {verdicts}"
+        );
+        assert!(top.contains(&format!("Fig. {fig}")), "Fig. {fig}");
+    }
+    assert!(verdicts.contains("§6.5"), "{verdicts}");
 
     // Throughput never exceeds the FDDI rate, nor the data the cells carried.
     for f in [

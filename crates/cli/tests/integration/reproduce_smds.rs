@@ -5,9 +5,27 @@
 #[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
 fn quick_reproduction_writes_every_table_and_figure() {
     let _cpu = crate::common::measuring_alone();
-    let r = crate::common::reproduce_quick("smds");
-    let out = &r.out;
-    assert!(r.stdout.contains("README.md"));
+    // Not common::reproduce_quick: it passes --data and --threads, which `reproduce
+    // smds` refuses (they would mean nothing to it).
+    let dir = tempfile::tempdir().unwrap();
+    let out = &dir.path().join("smds");
+    let o = crate::common::atmlab(
+        &[
+            "reproduce",
+            "smds",
+            "--quick",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("README.md"));
     crate::common::assert_written(
         out,
         &[
@@ -15,10 +33,14 @@ fn quick_reproduction_writes_every_table_and_figure() {
             "fig3_flow_rate.csv",
             "fig3_flow_rate.png",
             "fig3_flow_rate.svg",
-            "fig5_densities.csv",
-            "fig5_densities.png",
-            "fig6_aggregate.csv",
-            "fig6_aggregate.png",
+            "fig5_model.csv",
+            "fig5_model.png",
+            "fig5_nodes.csv",
+            "fig5_nodes.png",
+            "fig6_nodes.csv",
+            "fig6_nodes.png",
+            "parallel_threads.csv",
+            "verdicts.csv",
             "routing.csv",
             "routing.png",
             "adjacency.csv",
@@ -45,8 +67,8 @@ fn quick_reproduction_writes_every_table_and_figure() {
     let cmp = j["cmp"].as_array().unwrap();
     assert_eq!(cmp[0]["cut"], 0);
     assert!(cmp[1]["cut"].as_u64().unwrap() > 0);
-    // Fig. 5's model: heavy traffic is discarded by one worker, carried by more.
-    let fig5 = j["fig5"].as_array().unwrap();
+    // Fig. 5's model: heavy traffic is discarded by one node, carried by more.
+    let fig5 = j["fig5_model"].as_array().unwrap();
     let at = |d: f64, w: u64| {
         fig5.iter()
             .find(|p| p["density"].as_f64() == Some(d) && p["workers"].as_u64() == Some(w))
@@ -55,9 +77,58 @@ fn quick_reproduction_writes_every_table_and_figure() {
             .unwrap()
     };
     assert!(at(6.0, 4) > at(6.0, 1));
+    // Fig. 6: the nodes were separate processes that delivered what was sent to them,
+    // and each got CPU time of its own.
+    let nodes = j["fig6_nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    for p in nodes {
+        let n = p["nodes"].as_u64().unwrap();
+        for r in p["runs"].as_array().unwrap() {
+            let (sent, got) = (
+                r["sent"].as_u64().unwrap(),
+                r["delivered"].as_u64().unwrap(),
+            );
+            // What was in flight when the interval began (at most two windows of ten
+            // per node) may arrive within it.
+            assert!(got > 0 && got <= sent + 20 * n, "{r}");
+            assert!(r["server_cpu_seconds"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    // The verdict table opens the report and is the one in verdicts.csv.
+    let verdicts = std::fs::read_to_string(out.join("verdicts.csv")).unwrap();
+    assert!(
+        verdicts.contains("Fig. 6: slope of the speed-up"),
+        "{verdicts}"
+    );
     let report = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
         report.contains("Table 1") && report.contains("5025"),
         "{report}"
     );
+    let top = &report[..report.find("## Table 1").unwrap()];
+    assert!(
+        top.contains("Verdicts: ") && top.contains("| Fig. 6:"),
+        "{top}"
+    );
+    assert!(!report.contains("holds here too"), "{report}");
+}
+
+/// The flags of `reproduce` that mean nothing to SMDS are refused, not ignored.
+#[test]
+fn smds_refuses_the_flags_it_cannot_honour() {
+    for flags in [
+        &["--insecure"][..],
+        &["--threads", "2"][..],
+        &["--data", "elsewhere"][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_atmlab"))
+            .args(["reproduce", "smds", "--quick", "--out"])
+            .arg(std::env::temp_dir().join("atmlab-smds-refused"))
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not apply"), "{flags:?}: {err}");
+    }
 }

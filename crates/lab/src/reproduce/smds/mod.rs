@@ -1,6 +1,6 @@
 //! `atmlab reproduce smds`: paper 002's measurements on atmlab's SMDS server, written to
-//! `reports/smds/` (README.md with the paper's numbers beside ours, CSVs, PNG/SVG
-//! figures, results.json).
+//! `reports/smds/` (README.md opening with the verdict table, verdicts.csv, CSVs,
+//! PNG/SVG figures, results.json).
 //!
 //! 1. **Table 1**, header processing rate per path, in memory: a [`Forwarder`] over
 //!    predefined PDUs, transmission reduced to dropping the queued transmit (§4.1).
@@ -8,12 +8,12 @@
 //!    one ISSI: the live shell on loopback UDP in this process, the sender kept at most
 //!    ten PDUs ahead of the receiver (the paper's ten-PDU receive buffer and "rate
 //!    optimized to fit the throughput of the receiving server").
-//! 3. **Fig. 6**, the parallel server's aggregate bandwidth against its workers
-//!    ([`atmlab_smds::parallel::measure`]), and **Fig. 5**, carried traffic against workers
-//!    under three traffic densities, on the simulated harness: eight traffic servers
-//!    around one parallel server whose workers each serve at the per-worker rate
-//!    measured for Fig. 6, with a bounded input queue that discards when full, and the
-//!    CMP on.
+//! 3. **Figs. 6 and 5** as the paper ran them ([`nodes`]): N independent server
+//!    processes (`atmlab smds serve`), each with its own sockets, windowed (Fig. 6) or
+//!    paced at three traffic densities (Fig. 5), for N up to the machine's cores; past
+//!    them, a model (labelled so): N nodes each with a core of its own, and Fig. 5's
+//!    queueing model on the simulated harness. Beside them, atmlab's own parallel server
+//!    (one id, N worker threads over a shared table; not the paper's experiment).
 //! 4. **Route recomputation** (§3.3.2's 100 ms bound) against the number of servers,
 //!    random networks up to 1,000 servers: one shortest-path tree and the forwarding
 //!    state rebuilt (what a server does), and all n trees (the paper's worst case).
@@ -21,9 +21,13 @@
 //!    with atmlab's synchronisation and with the behaviour the paper describes.
 //! 6. **The CMP**: a server overloaded by two neighbours, with and without the CMP.
 //!
-//! Wall-clock figures depend on the machine and on what else runs; the README says so
-//! and gives the core count. Nothing is fitted to the paper's numbers. The report is
-//! built with [`crate::report`]; its prose is `templates/smds.md`.
+//! The verdicts are [`verdicts::verdicts`] of the results. Wall-clock figures depend on
+//! the machine and on what else runs; the README says so and gives the core count.
+//! Nothing is fitted to the paper's numbers. The report is built with
+//! [`crate::report`]; its prose is `templates/smds.md`.
+
+pub mod nodes;
+pub mod verdicts;
 
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
@@ -45,17 +49,23 @@ use atmlab_smds::ids::{IfaceId, ServerId};
 use atmlab_smds::linkstate::{LinkStateConfig, spf};
 use atmlab_smds::live::{LiveNetwork, Subscriber};
 use atmlab_smds::msg::l3_pdu;
-use atmlab_smds::parallel::{ParallelPoint, measure, slope};
+use atmlab_smds::parallel::{ParallelPoint, measure};
+
 use atmlab_smds::workload::{Path, Workload, random_network, recompute};
+use nodes::NodeRun;
+use verdicts::{NodesPoint, SmdsResults};
 
 /// The report's prose.
-const TEMPLATE: &str = include_str!("../../templates/smds.md");
+const TEMPLATE: &str = include_str!("../../../templates/smds.md");
 
 /// How to run the reproduction.
 #[derive(Default)]
 pub struct Options<'a> {
     /// The short form CI runs.
     pub quick: bool,
+    /// The atmlab binary, to run Figs. 5 and 6's server processes (`smds serve`); without
+    /// it those figures are not measured (their verdicts say so).
+    pub server_exe: Option<PathBuf>,
     /// Called with the name of each step as it starts.
     pub progress: Option<&'a dyn Fn(&str)>,
 }
@@ -70,7 +80,7 @@ pub struct Outcome {
 }
 
 /// Table 1: one path.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HeaderRate {
     /// The path.
     pub path: Path,
@@ -79,7 +89,7 @@ pub struct HeaderRate {
 }
 
 /// Fig. 3: one PDU size.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FlowPoint {
     /// Info octets per PDU.
     pub info: usize,
@@ -92,7 +102,7 @@ pub struct FlowPoint {
 }
 
 /// Fig. 5: one density and worker count.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DensityPoint {
     /// Offered load in units of one worker's capacity.
     pub density: f64,
@@ -107,7 +117,7 @@ pub struct DensityPoint {
 }
 
 /// Route recomputation for one network size.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpfPoint {
     /// Servers.
     pub servers: usize,
@@ -118,7 +128,7 @@ pub struct SpfPoint {
 }
 
 /// §3.3.2: time to full adjacency.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdjacencyPoint {
     /// Whether the synchronisation is flooded onward (atmlab) or not (the paper).
     pub flood_sync: bool,
@@ -127,7 +137,7 @@ pub struct AdjacencyPoint {
 }
 
 /// The CMP experiment, one configuration.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CmpPoint {
     /// Whether the CMP was on.
     pub cmp: bool,
@@ -513,21 +523,80 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
         10,
     )?;
 
-    step(opts, "Fig. 6: aggregate bandwidth against workers");
+    step(opts, "Figs. 6 and 5: N independent server processes");
+    // Up to one node per core (at least two, so that a speed-up exists to measure).
+    let most = if q { 2 } else { cores.max(2) };
+    let reps = if q { 3 } else { 5 };
+    let (warm, run_live) = if q {
+        (StdDuration::from_millis(200), StdDuration::from_millis(500))
+    } else {
+        (
+            StdDuration::from_millis(300),
+            StdDuration::from_millis(2000),
+        )
+    };
+    let mut fig6_live: Vec<NodesPoint> = Vec::new();
+    let mut fig5_live: Vec<NodesPoint> = Vec::new();
+    if let Some(exe) = &opts.server_exe {
+        let conf = dir.join("nodes");
+        report::create_dir(&conf)?;
+        for n in 1..=most {
+            let runs = (0..reps)
+                .map(|_| nodes::measure(exe, &conf, n, 9188, None, warm, run_live))
+                .collect::<Result<Vec<NodeRun>, _>>()?;
+            fig6_live.push(NodesPoint {
+                nodes: n,
+                density: None,
+                runs,
+            });
+        }
+        // Fig. 5's densities: the total offered, in units of one node's windowed rate
+        // (ours; the paper does not give its densities), split evenly over the nodes.
+        let one = fig6_live[0]
+            .runs
+            .iter()
+            .map(NodeRun::pdus_per_s)
+            .sum::<f64>()
+            / reps as f64;
+        for d in DENSITIES {
+            for n in [1, most] {
+                let runs = (0..reps)
+                    .map(|_| nodes::measure(exe, &conf, n, 9188, Some(d * one), warm, run_live))
+                    .collect::<Result<Vec<NodeRun>, _>>()?;
+                fig5_live.push(NodesPoint {
+                    nodes: n,
+                    density: Some(d),
+                    runs,
+                });
+            }
+        }
+    }
+
+    step(
+        opts,
+        "atmlab's parallel server (one id, shared table), in memory",
+    );
     let workers: Vec<usize> = if q { vec![1, 2] } else { vec![1, 2, 3, 4] };
     let run6 = StdDuration::from_millis(if q { 200 } else { 1500 });
     let fig6: Vec<ParallelPoint> = workers.iter().map(|&w| measure(w, 9188, run6)).collect();
     // Small PDUs too: there the work is header processing, not copying 9 KB, so the
     // two series tell the cores' scaling from the memory system's.
     let fig6_small: Vec<ParallelPoint> = workers.iter().map(|&w| measure(w, 64, run6)).collect();
-    let per_worker_pdus = fig6[0].pdus_per_s().max(1.0);
 
-    step(opts, "Fig. 5: traffic densities (simulated)");
-    // One worker's service time: as measured for Fig. 6. Time scales out of the
-    // model's results (they are in units of one worker's capacity), so the simulated
-    // run is long enough for ~20,000 PDUs at the heaviest density.
-    let service = Duration::from_secs_f64(1.0 / per_worker_pdus);
-    let densities = [0.5, 2.0, 6.0];
+    step(
+        opts,
+        "Fig. 5 past the cores: the queueing model (simulated)",
+    );
+    // One node's service time: a live node's PDUs per server CPU-second (a node with a
+    // core of its own), else the in-memory worker's rate. Time scales out of the model's
+    // results (they are in units of one node's capacity), so the simulated run is long
+    // enough for ~20,000 PDUs at the heaviest density.
+    let per_node_pdus = fig6_live
+        .first()
+        .map(|p| per_cpu_second(&p.runs))
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .unwrap_or_else(|| fig6[0].pdus_per_s().max(1.0));
+    let service = Duration::from_secs_f64(1.0 / per_node_pdus);
     let workers5: Vec<usize> = if q {
         vec![1, 2, 4]
     } else {
@@ -535,7 +604,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     };
     let run5 = Duration::from_secs_f64(service.as_secs_f64() * if q { 3_000.0 } else { 20_000.0 });
     let mut fig5 = Vec::new();
-    for &d in &densities {
+    for &d in &DENSITIES {
         for &w in &workers5 {
             fig5.push(density_point(d, w, service, run5, 5)?);
         }
@@ -571,24 +640,40 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let cmp = [cmp_point(false, cmp_run)?, cmp_point(true, cmp_run)?];
 
     let seconds = t0.elapsed().as_secs_f64();
+    let results = SmdsResults {
+        table1,
+        fig3,
+        fig6: fig6_live,
+        fig5: fig5_live,
+        spf,
+        adjacency: adjacency.to_vec(),
+        cmp: cmp.to_vec(),
+    };
     write_report(
         dir,
         q,
         cores,
         seconds,
-        &table1,
-        &fig3,
+        &results,
         (&fig6, &fig6_small),
         &fig5,
-        &spf,
         k,
-        &adjacency,
-        &cmp,
+        per_node_pdus,
     )?;
     Ok(Outcome {
         report: dir.join("README.md"),
         seconds,
     })
+}
+
+/// Fig. 5's traffic densities: the total offered, in units of one node's rate (ours).
+const DENSITIES: [f64; 3] = [0.5, 2.0, 6.0];
+
+/// PDUs delivered per second of the servers' CPU, over runs.
+fn per_cpu_second(runs: &[NodeRun]) -> f64 {
+    let pdus: u64 = runs.iter().map(|r| r.delivered).sum();
+    let cpu: f64 = runs.iter().map(|r| r.server_cpu_seconds).sum();
+    pdus as f64 / cpu
 }
 
 /// Table 1: the paper's rate on each path beside ours.
@@ -678,15 +763,15 @@ fn write_report(
     quick: bool,
     cores: usize,
     seconds: f64,
-    table1: &[HeaderRate],
-    fig3: &[FlowPoint],
+    results: &SmdsResults,
     (fig6, fig6_small): (&[ParallelPoint], &[ParallelPoint]),
     fig5: &[DensityPoint],
-    spf: &[SpfPoint],
     k: usize,
-    adjacency: &[AdjacencyPoint],
-    cmp: &[CmpPoint],
+    per_node_pdus: f64,
 ) -> Result<(), LabError> {
+    let (table1, fig3, spf) = (&results.table1, &results.fig3, &results.spf);
+    let (adjacency, cmp) = (&results.adjacency, &results.cmp);
+    let verdict_table = verdicts::verdicts(results).write(dir)?;
     // Table 1.
     let t1 = table1_table(table1);
     write(dir, "table1.csv", &t1.csv())?;
@@ -719,48 +804,134 @@ fn write_report(
         series.as_slice(),
     )?;
 
-    // Fig. 6.
-    let t6 = fig6_table(fig6, fig6_small, cores);
-    write(dir, "fig6_aggregate.csv", &t6.csv())?;
-    let base = fig6[0].mbps();
-    let base_small = fig6_small[0].pdus_per_s();
-    let within =
-        |v: &[ParallelPoint], b: f64, f: &dyn Fn(&ParallelPoint) -> f64| -> Vec<(f64, f64)> {
-            v.iter()
-                .filter(|p| p.workers <= cores)
-                .map(|p| (p.workers as f64, f(p) / b))
-                .collect()
-        };
-    let s = slope(&within(fig6, base, &|p| p.mbps()));
-    let s_small = slope(&within(fig6_small, base_small, &|p| p.pdus_per_s()));
-    let mut series = SeriesSet::new();
-    series.add(
-        "atmlab (in memory)",
-        fig6.iter()
-            .map(|p| (p.workers as f64, p.mbps() / base, f64::NAN))
-            .collect(),
-    );
-    series.add(
+    // Fig. 6: N server processes, measured, then the model past the cores.
+    let mut t6n = Table::new([
+        Column::new("nodes", "nodes").right(),
+        Column::new("kind", "kind"),
+        Column::md("Mb/s (95% CI)").right(),
+        Column::csv("mbps").format(Format::Fixed(3)),
+        Column::csv("mbps_ci95").format(Format::Fixed(3)),
+        Column::new("PDUs/s", "pdus_per_s").right().fixed(0, 1),
+        Column::new("server cores obtained", "server_cores")
+            .right()
+            .fixed(2, 3),
+        Column::new("PDUs per server CPU-second", "pdus_per_cpu_s")
+            .right()
+            .fixed(0, 1),
+        Column::md("paper Mb/s").right(),
+    ]);
+    let mut series6 = SeriesSet::new();
+    let paper6 = |n: usize| match n {
+        1 => "130",
+        8 => "~430",
+        _ => "",
+    };
+    for p in &results.fig6 {
+        let e = p.mbps();
+        let pdus = p.runs.iter().map(NodeRun::pdus_per_s).sum::<f64>() / p.runs.len() as f64;
+        let cores_got = p.runs.iter().map(NodeRun::server_cores).sum::<f64>() / p.runs.len() as f64;
+        t6n.row(cells![
+            p.nodes,
+            "measured",
+            report::verdict::show(&e),
+            e.mean,
+            e.ci95,
+            pdus,
+            cores_got,
+            per_cpu_second(&p.runs),
+            paper6(p.nodes)
+        ]);
+        series6.push("measured (N processes)", (p.nodes as f64, e.mean, e.ci95));
+    }
+    let measured_up_to = results.fig6.iter().map(|p| p.nodes).max().unwrap_or(0);
+    let model = |n: usize| n as f64 * per_node_pdus * 9188.0 * 8.0 / 1e6;
+    for n in 1..=8usize {
+        if n > measured_up_to {
+            t6n.row(cells![
+                n,
+                "model",
+                format!("{:.0} (model)", model(n)),
+                model(n),
+                f64::NAN,
+                model(n) * 1e6 / 9188.0 / 8.0,
+                n as f64,
+                per_node_pdus,
+                paper6(n)
+            ]);
+        }
+        series6.push(
+            "model: a core per node, nothing shared",
+            (n as f64, model(n), f64::NAN),
+        );
+    }
+    series6.add(
         "paper (Paragon XP/S)",
-        vec![(1.0, 1.0, f64::NAN), (8.0, 430.0 / 130.0, f64::NAN)],
+        vec![(1.0, 130.0, f64::NAN), (8.0, 430.0, f64::NAN)],
     );
-    series.add(
-        "ideal",
-        fig6.iter()
-            .map(|p| (p.workers as f64, p.workers as f64, f64::NAN))
-            .collect(),
-    );
+    write(dir, "fig6_nodes.csv", &t6n.csv())?;
     plot(
         dir,
-        "fig6_aggregate",
+        "fig6_nodes",
         PlotSpec {
-            title: "Fig. 6: speed-up of the parallel server against workers",
-            x_label: "workers",
-            y_label: "aggregate / one worker",
+            title: "Fig. 6: aggregate of N independent server processes (9,188-octet PDUs)",
+            x_label: "nodes (server processes)",
+            y_label: "user data (Mb/s)",
             log_y: false,
         },
-        series.as_slice(),
+        series6.as_slice(),
     )?;
+    let mut t5n = Table::new([
+        Column::new("offered (x one node)", "density").right(),
+        Column::new("nodes", "nodes").right(),
+        Column::new("offered PDUs/s", "offered_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::md("carried Mb/s (95% CI)").right(),
+        Column::csv("mbps").format(Format::Fixed(3)),
+        Column::csv("mbps_ci95").format(Format::Fixed(3)),
+        Column::md("discarded (95% CI)").right(),
+        Column::csv("discarded").format(Format::Fixed(4)),
+        Column::csv("discarded_ci95").format(Format::Fixed(4)),
+    ]);
+    let mut series5n = SeriesSet::new();
+    for p in &results.fig5 {
+        let (e, d) = (p.mbps(), p.discarded());
+        let offered = p.runs.iter().map(NodeRun::offered_per_s).sum::<f64>() / p.runs.len() as f64;
+        let density = p.density.unwrap_or(f64::NAN);
+        t5n.row(cells![
+            density,
+            p.nodes,
+            offered,
+            report::verdict::show(&e),
+            e.mean,
+            e.ci95,
+            format!("{} ± {}", percent(d.mean), percent(d.ci95)),
+            d.mean,
+            d.ci95
+        ]);
+        series5n.push(
+            &format!("offered {density} x one node"),
+            (p.nodes as f64, e.mean, e.ci95),
+        );
+    }
+    write(dir, "fig5_nodes.csv", &t5n.csv())?;
+    if !results.fig5.is_empty() {
+        plot(
+            dir,
+            "fig5_nodes",
+            PlotSpec {
+                title: "Fig. 5: carried by N server processes, three densities (measured)",
+                x_label: "nodes (server processes)",
+                y_label: "user data (Mb/s)",
+                log_y: false,
+            },
+            series5n.as_slice(),
+        )?;
+    }
+
+    // atmlab's own parallel server, in memory (not the paper's experiment).
+    let t6 = fig6_table(fig6, fig6_small, cores);
+    write(dir, "parallel_threads.csv", &t6.csv())?;
 
     // Fig. 5.
     let mut t5 = Table::new([
@@ -784,12 +955,12 @@ fn write_report(
             (p.workers as f64, p.carried, f64::NAN),
         );
     }
-    write(dir, "fig5_densities.csv", &t5.csv())?;
+    write(dir, "fig5_model.csv", &t5.csv())?;
     plot(
         dir,
-        "fig5_densities",
+        "fig5_model",
         PlotSpec {
-            title: "Fig. 5: carried traffic against workers, three densities (model)",
+            title: "Fig. 5: carried traffic against nodes, three densities (queueing model)",
             x_label: "workers",
             y_label: "carried / one worker's capacity",
             log_y: false,
@@ -899,6 +1070,16 @@ fn write_report(
             quick => quick,
             seconds => seconds,
             cores => cores,
+            verdicts => verdict_table,
+            live => !results.fig6.is_empty(),
+            measured_up_to => measured_up_to,
+            per_node_pdus => per_node_pdus,
+            fig6_nodes => t6n.markdown(),
+            fig5_nodes => t5n.markdown(),
+            gbps10 => verdicts::paper_gbps(10.0),
+            gbps8 => verdicts::paper_gbps(8.0),
+            paper_slope_from_one => verdicts::paper_slopes().1,
+            paper_slope_origin => verdicts::paper_slopes().2,
             table1 => t1.markdown(),
             slowest => slowest,
             slowest_gbps => slowest * 9228.0 * 8.0 / 1e9,
@@ -906,8 +1087,6 @@ fn write_report(
             fig3_pdus => fig3.iter().map(|p| p.pdus_per_s).fold(0.0, f64::max),
             fig3_best => fig3.iter().map(|p| p.mbps).fold(0.0, f64::max),
             fig6 => t6.markdown(),
-            slope => s,
-            slope_small => s_small,
             fig5 => t5.markdown(),
             routing => routing.markdown(),
             k => k,
@@ -925,14 +1104,21 @@ fn write_report(
             "path": r.path.name(), "paper_per_s": r.path.paper().0, "per_s": r.per_s })).collect::<Vec<_>>(),
         "fig3": fig3.iter().map(|p| serde_json::json!({
             "info": p.info, "pdus_per_s": p.pdus_per_s, "mbps": p.mbps, "lost": p.lost })).collect::<Vec<_>>(),
-        "fig6": fig6.iter().map(|p| serde_json::json!({
+        "fig6_nodes": results.fig6.iter().map(|p| serde_json::json!({
+            "nodes": p.nodes, "mbps": p.mbps().mean, "mbps_ci95": p.mbps().ci95,
+            "runs": p.runs.iter().map(|r| serde_json::json!({
+                "sent": r.sent, "delivered": r.delivered, "seconds": r.seconds,
+                "server_cpu_seconds": r.server_cpu_seconds })).collect::<Vec<_>>() })).collect::<Vec<_>>(),
+        "fig5_nodes": results.fig5.iter().map(|p| serde_json::json!({
+            "density": p.density, "nodes": p.nodes, "mbps": p.mbps().mean,
+            "discarded": p.discarded().mean })).collect::<Vec<_>>(),
+        "model_per_node_pdus_per_s": per_node_pdus,
+        "parallel_threads": fig6.iter().map(|p| serde_json::json!({
             "workers": p.workers, "pdus_per_s": p.pdus_per_s(), "mbps": p.mbps() })).collect::<Vec<_>>(),
-        "fig6_slope": s,
-        "fig6_small": fig6_small.iter().map(|p| serde_json::json!({
+        "parallel_threads_small": fig6_small.iter().map(|p| serde_json::json!({
             "workers": p.workers, "pdus_per_s": p.pdus_per_s(),
             "cores_used": p.cores_used(), "pdus_per_cpu_s": p.pdus_per_cpu_s() })).collect::<Vec<_>>(),
-        "fig6_small_slope": s_small,
-        "fig5": fig5.iter().map(|p| serde_json::json!({
+        "fig5_model": fig5.iter().map(|p| serde_json::json!({
             "density": p.density, "workers": p.workers, "carried": p.carried,
             "discarded": p.discarded, "cut": p.cut })).collect::<Vec<_>>(),
         "routing": spf.iter().map(|p| serde_json::json!({

@@ -5,8 +5,9 @@
 //! Each experiment runs through the runner (replications on a thread pool, collected by
 //! index: the numbers do not depend on `--threads`); its result files go to
 //! `OUT/<experiment>/`, each figure to `OUT/figNN-<metric>.{png,svg,csv}`, and
-//! `OUT/report.md` puts the paper's findings beside ours, with the numbers of every
-//! point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
+//! `OUT/report.md` opens with the verdict table ([`verdicts`], computed from the runs'
+//! replications, also written as `OUT/verdicts.csv`) and puts the paper's findings beside
+//! ours, with the numbers of every point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
 //! points, two short replications each: its numbers show the shape, not the precision.
 //!
 //! The files are written with [`crate::report`]; the report's prose, with the paper's
@@ -27,8 +28,12 @@ use minijinja::context;
 use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
 use crate::{LabError, cells};
 
+pub mod verdicts;
+
+pub use verdicts::{Cutoff, GatewayResults, verdicts};
+
 /// The report's prose.
-const TEMPLATE: &str = include_str!("../../templates/gateway.md");
+const TEMPLATE: &str = include_str!("../../../templates/gateway.md");
 
 /// One experiment of §6: its scenario file, embedded.
 struct Experiment {
@@ -64,7 +69,7 @@ macro_rules! experiment {
         Experiment {
             section: $section,
             name: $name,
-            text: include_str!(concat!("../../../../scenarios/gateway/", $name, ".toml")),
+            text: include_str!(concat!("../../../../../scenarios/gateway/", $name, ".toml")),
             x_key: $x_key,
             quick_x: $quick_x,
             quick_other: $quick_other,
@@ -438,11 +443,15 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
             table => md.markdown(),
         });
     }
+    let verdict_table = verdicts(&results(&reports)).write(out)?;
+    files.push(out.join("verdicts.csv"));
     let text = report::render(
         "gateway.md",
         TEMPLATE,
         context! {
             quick => opts.quick,
+            verdicts => verdict_table,
+            cutoff_loss => verdicts::CUTOFF_LOSS,
             experiments => experiments,
             events => events,
             wall => wall,
@@ -462,6 +471,61 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
         wall_seconds: wall,
         threads,
     })
+}
+
+/// Every curve of every metric of the runs, with its replications: what [`verdicts`]
+/// reads.
+pub fn results(reports: &[RunReport]) -> GatewayResults {
+    let mut out = GatewayResults::default();
+    for (exp, r) in EXPERIMENTS.iter().zip(reports) {
+        let metrics: Vec<String> = r
+            .points
+            .first()
+            .map(|p| p.metrics.iter().map(|(m, _)| m.clone()).collect())
+            .unwrap_or_default();
+        for metric in &metrics {
+            let mut curves: Vec<verdicts::Curve> = Vec::new();
+            for p in &r.points {
+                let Some(x) = p
+                    .swept
+                    .iter()
+                    .find(|(k, _)| k == exp.x_key)
+                    .and_then(|(_, v)| parse_bit_rate(v).ok())
+                else {
+                    continue;
+                };
+                let label = p
+                    .swept
+                    .iter()
+                    .filter(|(k, _)| k != exp.x_key)
+                    .map(|(k, v)| label(k, v))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let reps = p
+                    .replications
+                    .iter()
+                    .filter_map(|rep| {
+                        rep.metrics
+                            .iter()
+                            .find(|(m, _)| m == metric)
+                            .map(|(_, v)| *v)
+                    })
+                    .collect();
+                let point = verdicts::Point { x: x / 1e6, reps };
+                match curves.iter_mut().find(|c| c.label == label) {
+                    Some(c) => c.points.push(point),
+                    None => curves.push(verdicts::Curve {
+                        label,
+                        points: vec![point],
+                    }),
+                }
+            }
+            for c in curves {
+                out.insert(exp.name, metric, c);
+            }
+        }
+    }
+    out
 }
 
 /// The figure's value of `metric` at the point whose swept values match `at`.
@@ -497,13 +561,16 @@ fn findings(reports: &[RunReport]) -> minijinja::Value {
     let below = lowest.map(|(o, t, ratio)| {
         context! { offered => o, carried => t, less_pct => (1.0 - ratio) * 100.0 }
     });
-    // Cut-offs: the smallest load with a measured cell loss, per series.
+    // Cut-offs as ranges decided by the intervals, per series.
+    let res = results(reports);
     let cutoff = |i: usize| -> Vec<minijinja::Value> {
-        series(&reports[i], "offered_load", "cell_loss_probability")
+        res.figures
             .iter()
-            .map(|s| {
-                let cut = s.points.iter().find(|p| p.1 > 1e-4).map(|p| p.0);
-                context! { label => &s.label, cut => cut }
+            .filter(|(e, m, _)| e == EXPERIMENTS[i].name && m == "cell_loss_probability")
+            .flat_map(|(_, _, cs)| cs)
+            .map(|c| {
+                let cut = Cutoff::of(c);
+                context! { label => &c.label, lo => cut.lo, hi => cut.hi }
             })
             .collect()
     };
