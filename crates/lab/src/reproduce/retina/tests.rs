@@ -140,6 +140,17 @@ fn the_verdicts_follow_the_numbers() {
         get(&verdicts(&r2), "§4.2: the EML-CP co-located"),
         Verdict::Reproduces
     );
+    // A transport estimate above the whole setup cannot split it: not applicable.
+    assert_eq!(get(&v, "§4.2: about 90%"), Verdict::Differs);
+    let mut fast = results(0.6, 0.67);
+    fast.setup
+        .retain(|p| !(p.manager == "tina sequential" && p.switches == 1));
+    fast.setup
+        .push(point("tina sequential", 1, &[0.5, 0.5, 0.5]));
+    assert_eq!(
+        get(&verdicts(&fast), "§4.2: about 90%"),
+        Verdict::NotApplicable
+    );
     // Without the co-located run the row says so instead of guessing.
     r2.setup.retain(|p| p.manager != COLOCATED);
     assert_eq!(

@@ -183,15 +183,34 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
             let per_setup = remote as f64 / p.calls.max(1) as f64;
             let invocation_ms = (g.pair_us.mean - w.pair_us.mean) / 2.0 / 1e3;
             let share = per_setup * invocation_ms / p.mean().mean;
-            let mut c = v::value(item, 0.9, &v::point(share), RATIO_TOLERANCE).with_paper("≈ 90% in the ORB");
-            c.why = format!(
-                "{}; transport = {} invocations x {} ms (one gRPC operation less the switch's work), against {} ms",
-                c.why,
-                v::sig(per_setup),
-                v::sig(invocation_ms),
-                v::sig(p.mean().mean)
-            );
-            c
+            if share > 1.0 {
+                // One §3 operation costs more than a setup's share of its invocations:
+                // the chain's invocations are cheaper than the probe's (warm connections,
+                // smaller messages), so this estimate cannot split the setup.
+                Check::new(
+                    item,
+                    "≈ 90% in the ORB",
+                    format!("estimate {} of the setup", v::sig(share)),
+                    crate::report::Verdict::NotApplicable,
+                    format!(
+                        "{} invocations x {} ms (one §3 gRPC operation less the switch's work) exceed the setup's {} ms: the probe's invocation is not the chain's, and nothing here measures the chain's alone",
+                        v::sig(per_setup),
+                        v::sig(invocation_ms),
+                        v::sig(p.mean().mean)
+                    ),
+                )
+            } else {
+                let mut c = v::value(item, 0.9, &v::point(share), RATIO_TOLERANCE)
+                    .with_paper("≈ 90% in the ORB");
+                c.why = format!(
+                    "{}; transport = {} invocations x {} ms (one gRPC operation less the switch's work), against {} ms",
+                    c.why,
+                    v::sig(per_setup),
+                    v::sig(invocation_ms),
+                    v::sig(p.mean().mean)
+                );
+                c
+            }
         }
         _ => missing(item, "≈ 90%", "1 switch, gRPC or the in-process row"),
     });
