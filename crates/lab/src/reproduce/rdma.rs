@@ -7,7 +7,7 @@
 //! depend on the thread count. `quick` shortens every run (and keeps fewer loads of the
 //! backbone sweeps): the form CI runs, with wide confidence intervals.
 //!
-//! The run's numbers are gathered into [`RdmaResults`]; [`verdicts`] is a pure function
+//! The run's numbers are gathered into [`RdmaResults`]; [`verdicts()`] is a pure function
 //! of them (a test changes a number and sees the verdict follow). The report opens with
 //! that verdict table; the template's prose explains verdicts, it never sets one.
 //!

@@ -1,6 +1,6 @@
 //! The model kind `control`: the control plane of paper 000 (xbind, §II-§IV) on the
 //! simulator, with the real cores (the connection manager, the switches, the route
-//! object and its cache) driven in virtual time by [`shell`], at costs set by a
+//! object and its cache) driven in virtual time by its `shell` module, at costs set by a
 //! [`CostProfile`]. The topology is the live network's own file
 //! (`atmlab_control::topology`), so a scenario and `atmlab net up` describe one network.
 //!

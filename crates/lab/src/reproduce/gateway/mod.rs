@@ -5,7 +5,7 @@
 //! Each experiment runs through the runner (replications on a thread pool, collected by
 //! index: the numbers do not depend on `--threads`); its result files go to
 //! `OUT/<experiment>/`, each figure to `OUT/figNN-<metric>.{png,svg,csv}`, and
-//! `OUT/report.md` opens with the verdict table ([`verdicts`], computed from the runs'
+//! `OUT/report.md` opens with the verdict table ([`verdicts()`], computed from the runs'
 //! replications, also written as `OUT/verdicts.csv`) and puts the paper's findings beside
 //! ours, with the numbers of every point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
 //! points, two short replications each: its numbers show the shape, not the precision.
@@ -473,7 +473,7 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
     })
 }
 
-/// Every curve of every metric of the runs, with its replications: what [`verdicts`]
+/// Every curve of every metric of the runs, with its replications: what [`verdicts()`]
 /// reads.
 pub fn results(reports: &[RunReport]) -> GatewayResults {
     let mut out = GatewayResults::default();

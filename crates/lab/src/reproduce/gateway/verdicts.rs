@@ -1,6 +1,6 @@
 //! The verdict table of paper 004's report (§6, Figures 13-23 and the reverse path of
 //! §6.5), a pure function of the runs' numbers: [`GatewayResults`] holds every curve's
-//! replications, [`verdicts`] turns them into one row per claim of the paper.
+//! replications, [`verdicts()`] turns them into one row per claim of the paper.
 //!
 //! Replication r of every point draws the same random numbers (the runner keys its
 //! streams by seed, replication and stream, not by point), so two curves of one

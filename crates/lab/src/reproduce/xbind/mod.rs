@@ -1,6 +1,6 @@
 //! `atmlab reproduce xbind`: paper 000's measurements, repeated on the live laboratory
 //! (the demo's ring of four switch servers on loopback, a 3-hop path a -> b), with the
-//! paper's published numbers beside ours and a verdict on each ([`verdicts`]).
+//! paper's published numbers beside ours and a verdict on each ([`verdicts()`]).
 //!
 //! - §III-B, the baseline: one call at a time, setup latency of the sequential manager
 //!   (and of xbind), minimum, mean, maximum, 5% and 95% quantiles. The paper's threaded
@@ -26,7 +26,7 @@
 //! paper's numbers or tuned on the curves it is judged by.
 //!
 //! Submodules: [`report`] writes the report (`README.md`, CSVs, figures, prose from
-//! `templates/xbind.md`); [`verdicts`] computes the verdict table from [`XbindResults`].
+//! `templates/xbind.md`); [`verdicts()`] computes the verdict table from [`XbindResults`].
 
 pub mod report;
 pub mod simulated;
