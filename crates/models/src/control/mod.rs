@@ -27,8 +27,9 @@
 //! Managers: `xbind` (caches, aggregation with `threshold` T and `flush`, an optional
 //! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
-//! pool of `threads`, its §III-B "multithreaded version"). Not yet here: TINA's
-//! performers, faults, several managers on partitions, the `measured` profile.
+//! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
+//! the manager and the switches) are recovered by the core's re-sends. Not yet here:
+//! TINA's performers, several managers on partitions, the `measured` profile.
 
 pub mod costs;
 mod shell;
@@ -82,6 +83,17 @@ pub enum Holding {
     Deterministic(Duration),
 }
 
+/// Faults on the messages between the manager and the switches (as the live fault
+/// injector, `atmlab_control::cm::faults`): each message is lost with probability
+/// `loss`, and delayed by a uniform extra up to `max_delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Faults {
+    /// Probability that a message is lost, in [0, 1).
+    pub loss: f64,
+    /// The most a message is delayed on top of the wire's latency.
+    pub max_delay: Duration,
+}
+
 /// Which hosts calls go between.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pairs {
@@ -112,6 +124,8 @@ pub struct ControlConfig {
     pub pairs: Pairs,
     /// The costs.
     pub costs: CostProfile,
+    /// Faults between the manager and the switches.
+    pub faults: Faults,
 }
 
 /// The `control` model kind.
@@ -162,6 +176,10 @@ const PARAMS: &[ParamDoc] = &[
     ParamDoc {
         key: "pairs",
         doc: "host pairs calls go between, [\"a:b\", ...], or \"any\" (every ordered pair of distinct hosts); each call picks one uniformly",
+    },
+    ParamDoc {
+        key: "faults",
+        doc: "optional: { loss = probability, delay = duration } on every message between the manager and the switches (lost messages are re-sent by the manager after its command time-out)",
     },
     ParamDoc {
         key: "profile",
@@ -357,6 +375,22 @@ impl ControlConfig {
             }
         };
         let costs = CostProfile::from_params(p)?;
+        let faults = if p.has("faults") {
+            let f = p.table("faults")?;
+            let loss = f.number_or("loss", 0.0)?;
+            if !(0.0..1.0).contains(&loss) {
+                return Err(f.error("loss", "a probability from 0 up to (not including) 1"));
+            }
+            let max_delay = if f.has("delay") {
+                f.duration("delay")?
+            } else {
+                Duration::ZERO
+            };
+            f.finish()?;
+            Faults { loss, max_delay }
+        } else {
+            Faults::default()
+        };
         Ok(ControlConfig {
             switches,
             view,
@@ -367,6 +401,7 @@ impl ControlConfig {
             hosts,
             pairs,
             costs,
+            faults,
         })
     }
 }

@@ -161,6 +161,11 @@ struct Plane<'a> {
     marked: Stats,
     /// The first cache's time at each `N_v` at the last mark (§IV-A's M/G/∞ check).
     nv_marked: Vec<u64>,
+    /// The faults' own stream, apart from the calls' (a fault-free run draws nothing
+    /// from it, so faults do not move the arrivals).
+    fault_rng: SimRng,
+    /// No more calls arrive (draining at the end of a leak check).
+    arrivals_stopped: bool,
 }
 
 impl ControlConfig {
@@ -249,6 +254,46 @@ fn times(d: Duration, n: u64) -> Duration {
     Duration::from_picos(d.as_picos().saturating_mul(n))
 }
 
+impl ControlConfig {
+    /// Runs `seconds` of calls, then stops the arrivals and lets every call end: the
+    /// calls, connections and bandwidth left (all zero when nothing leaked), and the
+    /// metrics of the run. For the fault tests.
+    #[cfg(test)]
+    pub(super) fn run_and_drain(
+        &self,
+        seconds: u64,
+        replication: u32,
+    ) -> Result<((usize, usize, f64), atmlab_sim::model::RepResult), SimError> {
+        let rep = Replication {
+            seed: 11,
+            replication,
+            length: RunLength::Duration(Duration::from_secs(seconds)),
+            warmup: Warmup::Time(Duration::ZERO),
+            batches: 1,
+        };
+        let mut plane = Plane::new(self, &rep)?;
+        let end = Instant::ZERO + Duration::from_secs(seconds);
+        plane.events.schedule(Instant::ZERO, Ev::Arrival);
+        plane.start_period();
+        while let Some((t, ev)) = plane.events.pop_until(end) {
+            plane.now = t;
+            plane.handle(ev);
+        }
+        let metrics = plane.metrics(end - Instant::ZERO);
+        let left = plane.drain(end + Duration::from_secs(600));
+        Ok((
+            left,
+            RepResult {
+                metrics,
+                events: 0,
+                simulated: end - Instant::ZERO,
+                truncation: None,
+                batch_metrics: Vec::new(),
+            },
+        ))
+    }
+}
+
 fn model_err(message: impl Into<String>) -> SimError {
     SimError::Model {
         model: "control".into(),
@@ -313,6 +358,8 @@ impl<'a> Plane<'a> {
                 ..Stats::default()
             },
             nv_marked: Vec::new(),
+            fault_rng: rngs.stream(1),
+            arrivals_stopped: false,
         })
     }
 
@@ -425,6 +472,7 @@ impl<'a> Plane<'a> {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
+            Ev::Arrival if self.arrivals_stopped => {}
             Ev::Arrival => self.arrival(),
             Ev::AtManager(w) => self.reach_manager(w),
             Ev::ManagerDone(t) => self.manager_done(t),
@@ -631,8 +679,9 @@ impl<'a> Plane<'a> {
         for o in outputs {
             match o {
                 Output::Transmit(s, commands) => {
-                    let at = self.now + c.latency;
-                    self.events.schedule(at, Ev::AtSwitch(s, commands));
+                    if let Some(at) = self.wire(c.latency) {
+                        self.events.schedule(at, Ev::AtSwitch(s, commands));
+                    }
                 }
                 Output::Resolve(u, wait, route) => {
                     let at = self.now + wait;
@@ -742,12 +791,58 @@ impl<'a> Plane<'a> {
     fn switch_done(&mut self, s: usize, t: usize) {
         let sw = &mut self.switches[s];
         sw.server.threads[t] = None;
-        if let Some(replies) = sw.replies[t].take() {
-            let at = self.now + self.cfg.costs.latency;
+        if let Some(replies) = sw.replies[t].take()
+            && let Some(at) = self.wire(self.cfg.costs.latency)
+        {
             self.events
                 .schedule(at, Ev::AtManager(Work::Replies(replies)));
         }
         self.serve_switch(s);
+    }
+
+    /// When a message between the manager and a switch arrives, `None` if it is lost
+    /// (the faults of the scenario: the core's re-sends and the switches' answers to
+    /// repeated requests recover, as they do live).
+    fn wire(&mut self, latency: Duration) -> Option<Instant> {
+        let f = self.cfg.faults;
+        if f.loss > 0.0 && self.fault_rng.random::<f64>() < f.loss {
+            return None;
+        }
+        let mut at = self.now + latency;
+        if f.max_delay > Duration::ZERO {
+            let extra = self.fault_rng.random::<f64>() * f.max_delay.as_secs_f64();
+            at += Duration::from_secs_f64(extra);
+        }
+        Some(at)
+    }
+
+    /// Stops the arrivals and runs until every call has ended (or `until`); returns the
+    /// calls the manager still holds and, over every switch, the connections and the
+    /// bandwidth left (cells/s): zeros when nothing leaked.
+    #[cfg(test)]
+    fn drain(&mut self, until: Instant) -> (usize, usize, f64) {
+        self.arrivals_stopped = true;
+        while let Some((t, ev)) = self.events.pop_until(until) {
+            self.now = t;
+            if !matches!(ev, Ev::Mark) {
+                self.handle(ev);
+            }
+            if self.core.active() == 0 && self.calls.is_empty() && self.manager.queue.is_empty() {
+                break;
+            }
+        }
+        let connections = self
+            .switches
+            .iter()
+            .map(|s| s.core.connections().len())
+            .sum();
+        let allocated = self
+            .switches
+            .iter()
+            .flat_map(|s| s.core.ports())
+            .map(|p| p.allocated)
+            .sum();
+        (self.core.active(), connections, allocated)
     }
 }
 
