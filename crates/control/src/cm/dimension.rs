@@ -204,6 +204,14 @@ impl NvProbe {
     }
 }
 
+/// Erlang's loss formula B(A, N): the share of calls refused by a trunk of `circuits`
+/// circuits offered `offered` erlangs of Poisson calls (any holding-time law), by the
+/// stable recurrence B(0) = 1, B(n) = A B(n-1) / (n + A B(n-1)). The theory the
+/// managers' blocking is checked against, live and simulated.
+pub fn erlang_b(offered: f64, circuits: u32) -> f64 {
+    (1..=circuits).fold(1.0, |b, k| offered * b / (f64::from(k) + offered * b))
+}
+
 /// P{N <= x} for N Poisson with mean `mean` (summed in log space's safe form: terms by
 /// recurrence, which is exact enough for means up to several hundred).
 pub fn poisson_cdf(mean: f64, x: usize) -> f64 {
@@ -258,6 +266,16 @@ pub fn invocations_per_s(rate_per_s: f64, hops: u32, threshold: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erlang_b_is_right() {
+        assert!(
+            (erlang_b(9.0, 12) - 0.0831).abs() < 1e-4,
+            "{}",
+            erlang_b(9.0, 12)
+        );
+        assert!((erlang_b(1.0, 1) - 0.5).abs() < 1e-12);
+    }
 
     #[test]
     fn poisson_cdf_known_values() {

@@ -599,12 +599,6 @@ fn nv_counts_identifiers_taken_and_not_yet_committed() {
     }
 }
 
-/// Erlang's loss formula B(N, A), by the stable recurrence B(0) = 1,
-/// B(n) = A B(n-1) / (n + A B(n-1)).
-fn erlang_b(n: u32, a: f64) -> f64 {
-    (1..=n).fold(1.0, |b, k| a * b / (k as f64 + a * b))
-}
-
 /// One replication of a loss system: Poisson calls at `rate`, exponential holding of
 /// mean 1 s, through a bottleneck that admits `n` calls, set up and released by the
 /// xbind manager against real switch cores (answers in zero time). Returns the fraction
@@ -693,7 +687,7 @@ fn blocking_agrees_with_erlang_b() {
         let mean = reps.iter().sum::<f64>() / k;
         let var = reps.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (k - 1.0);
         let half = 2.262 * (var / k).sqrt(); // t(0.975, 9)
-        let b = erlang_b(n, a);
+        let b = atmlab_control::cm::dimension::erlang_b(a, n);
         eprintln!("N = {n}, A = {a}: blocking {mean:.4} +- {half:.4}, Erlang-B {b:.4}");
         assert!(
             (mean - b).abs() <= half,

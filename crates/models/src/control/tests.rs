@@ -6,6 +6,8 @@ use atmlab_core::time::Duration;
 use atmlab_sim::model::Replication;
 use atmlab_sim::scenario::{Params, RunLength, Warmup};
 
+use atmlab_control::cm::dimension::erlang_b;
+
 use super::ControlConfig;
 
 fn line3() -> String {
@@ -38,21 +40,6 @@ fn metric(m: &[(&'static str, f64)], name: &str) -> f64 {
         .find(|(k, _)| *k == name)
         .map(|(_, v)| *v)
         .expect(name)
-}
-
-/// Erlang's loss formula B(A, N) by its recursion B(A, n) = A B(A, n-1) / (n + A B(A, n-1)).
-fn erlang_b(a: f64, n: u32) -> f64 {
-    (1..=n).fold(1.0, |b, k| a * b / (f64::from(k) + a * b))
-}
-
-#[test]
-fn erlang_b_is_right() {
-    assert!(
-        (erlang_b(9.0, 12) - 0.0831).abs() < 1e-4,
-        "{}",
-        erlang_b(9.0, 12)
-    );
-    assert!((erlang_b(1.0, 1) - 0.5).abs() < 1e-12);
 }
 
 /// The switches admit 12 calls per port (1,250 cells/s of 100 cells/s calls), every call
