@@ -58,6 +58,36 @@ enum SimCmd {
     },
     /// List the model kinds, their parameters and metrics.
     List,
+    /// Measure this machine's live control plane one operation at a time and write the
+    /// `measured` cost profile of the model kind `control` (`profile = "measured"`).
+    MeasureCosts {
+        /// Where to write the profile (a scenario's `profile = "measured"` reads
+        /// profiles/measured.toml beside it, else from the working directory).
+        #[arg(long, default_value = "profiles/measured.toml")]
+        out: PathBuf,
+        /// Certificates and state.
+        #[arg(long, default_value = "atmlab-data")]
+        data: PathBuf,
+        /// Plain text instead of mutual TLS.
+        #[arg(long)]
+        insecure: bool,
+    },
+    /// The twin check: the simulated control plane at the measured profile against the
+    /// live one, xbind T = 1 and T = 4 on the line of three switches, in one run.
+    Twin {
+        /// Where to write the report.
+        #[arg(long, default_value = "reports/twin")]
+        out: PathBuf,
+        /// Certificates and state.
+        #[arg(long, default_value = "atmlab-data")]
+        data: PathBuf,
+        /// Plain text instead of mutual TLS.
+        #[arg(long)]
+        insecure: bool,
+        /// A short run (under a minute): fewer, shorter points.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn load(
@@ -80,6 +110,51 @@ fn load(
 /// Runs one `atmlab sim` command.
 pub fn run(args: SimArgs) -> Result<ExitCode> {
     match args.cmd {
+        SimCmd::MeasureCosts {
+            out,
+            data,
+            insecure,
+        } => {
+            use atmlab_lab::launch::Lab;
+            use atmlab_lab::twin::{LINE3, measure};
+            let m = crate::live::runtime()?.block_on(async {
+                let topology = atmlab_control::net::Topology::parse(LINE3, "topologies/line3.toml")?;
+                let lab = Lab::up_with(topology, &data, insecure, &mut |l| say!("{l}")).await?;
+                lab.within(async |lab| {
+                    measure::measure(lab, std::time::Duration::from_secs(1), 500, &mut |l| {
+                        say!("{l}")
+                    })
+                    .await
+                })
+                .await
+            })?;
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(&out, m.profile.to_toml(&m.provenance()))
+                .with_context(|| format!("writing {}", out.display()))?;
+            say!("wrote {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        SimCmd::Twin {
+            out,
+            data,
+            insecure,
+            quick,
+        } => {
+            let opts = atmlab_lab::twin::TwinOptions {
+                data_dir: data,
+                insecure,
+                ..atmlab_lab::twin::TwinOptions::new(out.clone(), quick)
+            };
+            let r = crate::live::runtime()?
+                .block_on(atmlab_lab::twin::run(&opts, &mut |l| say!("{l}")))?;
+            let v = atmlab_lab::twin::verdicts(&r);
+            say!("{}", v.summary());
+            say!("wrote {}", out.join("README.md").display());
+            Ok(ExitCode::SUCCESS)
+        }
         SimCmd::List => {
             for k in atmlab_models::registry() {
                 println!("{}: {}", k.name(), k.summary());

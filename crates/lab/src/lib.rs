@@ -22,5 +22,6 @@ pub mod launch;
 pub mod report;
 pub mod reproduce;
 pub mod soak;
+pub mod twin;
 
 pub use error::LabError;

@@ -29,13 +29,24 @@
 //!   (the paper gives only the total); it decides how much aggregation saves.
 //! - `paper-001`: ReTINA §3.3 and §4.2: an Orbix invocation about 2 ms, 90% of it in the
 //!   ORB; a switch operation at 418 per second over JORB (row 9): 2.4 ms per round trip.
-//! - `fast`: roughly this machine's loopback gRPC (tens of microseconds per message), for
-//!   studies at scale; `measured` profiles are written by a command that measures the
-//!   live system (not yet: see the issue "One core, two shells, at last").
+//! - `fast`: round numbers of the order of a loopback RPC (tens of microseconds per
+//!   message), for studies at scale.
+//! - `measured`: this machine's live control plane, measured one operation at a time by
+//!   `atmlab sim measure-costs` (`atmlab_lab::twin::measure`) and read from
+//!   [`MEASURED_FILE`]. Its structure is the live lab's, not a testbed's: the client, the
+//!   route object and the QoS mapper are in the manager's process (`colocated`), each
+//!   link to a switch marshals on its own task (`links`), and every server shares this
+//!   machine's processors (`cpus`).
+
+use std::path::Path;
 
 use atmlab_core::time::Duration;
 use atmlab_sim::SimError;
 use atmlab_sim::scenario::Params;
+
+/// Where `profile = "measured"` is read from: beside the scenario, else from the
+/// working directory.
+pub const MEASURED_FILE: &str = "profiles/measured.toml";
 
 /// The costs of the simulated control plane's steps.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +69,21 @@ pub struct CostProfile {
     pub qos_work: Duration,
     /// Threads of a switch server.
     pub switch_threads: u32,
+    /// The client, the QoS mapper and the route object live in the manager's process
+    /// (atmlab's live lab, where the call generator drives the manager in process): a
+    /// user's request and its answer cross no wire, and a query costs the manager's
+    /// thread `qos_work` or `route_work` and nothing else. False for the papers' testbeds,
+    /// where each is a remote object.
+    pub colocated: bool,
+    /// Each of the manager's links to a switch marshals and unmarshals on its own thread
+    /// (the live manager's link tasks), not on the manager's: `per_message` and
+    /// `per_command` of the manager's end are the link's work. False for the papers'
+    /// single-threaded ORBs, where the caller marshals.
+    pub links: bool,
+    /// Processors shared by every server (the manager, its links, the switch servers),
+    /// as on one machine; 0 when each server has its own (the papers' testbeds, one
+    /// workstation per server).
+    pub cpus: u32,
 }
 
 impl CostProfile {
@@ -79,6 +105,9 @@ impl CostProfile {
                 route_work: ms(0.4),
                 qos_work: ms(0.4),
                 switch_threads: 1,
+                colocated: false,
+                links: false,
+                cpus: 0,
             },
             // 2.39 ms per round trip (418 operations/s over JORB, row 9): 2 x (0.2 + 2 x
             // 0.4 + 2 x 0.05) + 0.19.
@@ -92,6 +121,9 @@ impl CostProfile {
                 route_work: ms(0.2),
                 qos_work: ms(0.2),
                 switch_threads: 1,
+                colocated: false,
+                links: false,
+                cpus: 0,
             },
             "fast" => CostProfile {
                 name: name.into(),
@@ -103,6 +135,9 @@ impl CostProfile {
                 route_work: us(5.0),
                 qos_work: us(2.0),
                 switch_threads: 1,
+                colocated: false,
+                links: false,
+                cpus: 0,
             },
             _ => return None,
         };
@@ -120,49 +155,134 @@ impl CostProfile {
         one_way + one_way + work
     }
 
-    /// A profile from a scenario's `profile`: a name, or an inline table of costs
-    /// starting from `base` (default `paper-000`), e.g.
-    /// `{ base = "fast", latency = "1 ms" }`.
+    /// The one-way time of a user's request or answer: none when the client is in the
+    /// manager's process.
+    pub fn client_latency(&self) -> Duration {
+        if self.colocated {
+            Duration::ZERO
+        } else {
+            self.latency
+        }
+    }
+
+    /// A profile from a scenario's `profile`: a name; `"measured"`, read from
+    /// [`MEASURED_FILE`] (beside the scenario, else from the working directory); a table
+    /// `{ file = PATH }` naming a profile file; or an inline table of costs starting from
+    /// `base` (default `paper-000`), e.g. `{ base = "fast", latency = "1 ms" }`.
     pub fn from_params(p: &Params<'_>) -> Result<CostProfile, SimError> {
+        const NAMES: &str = "\"paper-000\", \"paper-001\", \"fast\", \"measured\"";
         match p.raw("profile") {
-            None => Err(p.error("profile", "missing: a profile name (\"paper-000\", \"paper-001\", \"fast\") or a table of costs")),
+            None => Err(p.error(
+                "profile",
+                format!("missing: a profile name ({NAMES}) or a table of costs"),
+            )),
+            Some(toml::Value::String(name)) if name == "measured" => {
+                CostProfile::from_file(&super::resolve(p.file(), MEASURED_FILE)).map_err(|e| {
+                    p.error(
+                        "profile",
+                        format!("\"measured\": {e} (write it with `atmlab sim measure-costs`)"),
+                    )
+                })
+            }
             Some(toml::Value::String(name)) => CostProfile::named(name).ok_or_else(|| {
-                p.error(
-                    "profile",
-                    format!("no profile {name:?}: expected \"paper-000\", \"paper-001\" or \"fast\""),
-                )
+                p.error("profile", format!("no profile {name:?}: expected one of {NAMES}"))
             }),
             Some(toml::Value::Table(_)) => {
                 let t = p.table("profile")?;
-                let base = if t.has("base") { t.string("base")? } else { "paper-000" };
-                let mut c = CostProfile::named(base)
-                    .ok_or_else(|| t.error("base", format!("no profile {base:?}")))?;
-                c.name = format!("{base}, changed");
-                let set = |key: &str, to: &mut Duration| -> Result<(), SimError> {
-                    if t.has(key) {
-                        *to = t.duration(key)?;
-                    }
-                    Ok(())
-                };
-                set("latency", &mut c.latency)?;
-                set("per_message", &mut c.per_message)?;
-                set("per_command", &mut c.per_command)?;
-                set("switch_per_command", &mut c.switch_per_command)?;
-                set("manager_step", &mut c.manager_step)?;
-                set("route_work", &mut c.route_work)?;
-                set("qos_work", &mut c.qos_work)?;
-                if t.has("switch_threads") {
-                    let n = t.number("switch_threads")?;
-                    if !(n >= 1.0 && n.fract() == 0.0 && n <= 1024.0) {
-                        return Err(t.error("switch_threads", "expected a whole number from 1 to 1024"));
-                    }
-                    c.switch_threads = n as u32;
+                if t.has("file") {
+                    let file = super::resolve(p.file(), t.string("file")?);
+                    t.finish()?;
+                    return CostProfile::from_file(&file).map_err(|e| t.error("file", e));
+                }
+                let mut c = CostProfile::from_table(&t)?;
+                if !t.has("name") {
+                    c.name = format!("{}, changed", c.name);
                 }
                 t.finish()?;
                 Ok(c)
             }
             Some(_) => Err(p.error("profile", "expected a profile name or a table of costs")),
         }
+    }
+
+    /// A profile file (as `atmlab sim measure-costs` writes): the keys of an inline
+    /// profile table at the top level.
+    pub fn from_file(file: &Path) -> Result<CostProfile, String> {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let name = file.display().to_string();
+        let t = Params::new(&name, &table);
+        let c = CostProfile::from_table(&t).map_err(|e| e.to_string())?;
+        t.finish().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    /// The costs in a table: `base` (default `paper-000`) changed by the keys given.
+    fn from_table(t: &Params<'_>) -> Result<CostProfile, SimError> {
+        let base = if t.has("base") { t.string("base")? } else { "paper-000" };
+        let mut c = CostProfile::named(base)
+            .ok_or_else(|| t.error("base", format!("no profile {base:?}")))?;
+        if t.has("name") {
+            c.name = t.string("name")?.to_string();
+        }
+        let set = |key: &str, to: &mut Duration| -> Result<(), SimError> {
+            if t.has(key) {
+                *to = t.duration(key)?;
+            }
+            Ok(())
+        };
+        set("latency", &mut c.latency)?;
+        set("per_message", &mut c.per_message)?;
+        set("per_command", &mut c.per_command)?;
+        set("switch_per_command", &mut c.switch_per_command)?;
+        set("manager_step", &mut c.manager_step)?;
+        set("route_work", &mut c.route_work)?;
+        set("qos_work", &mut c.qos_work)?;
+        if t.has("switch_threads") {
+            let n = t.number("switch_threads")?;
+            if !(n >= 1.0 && n.fract() == 0.0 && n <= 1024.0) {
+                return Err(t.error("switch_threads", "expected a whole number from 1 to 1024"));
+            }
+            c.switch_threads = n as u32;
+        }
+        c.colocated = t.bool_or("colocated", c.colocated)?;
+        c.links = t.bool_or("links", c.links)?;
+        if t.has("cpus") {
+            let n = t.number("cpus")?;
+            if !(n >= 0.0 && n.fract() == 0.0 && n <= 4096.0) {
+                return Err(t.error("cpus", "expected a whole number from 0 (unshared) to 4096"));
+            }
+            c.cpus = n as u32;
+        }
+        Ok(c)
+    }
+
+    /// The profile as a file [`CostProfile::from_file`] reads, after `comment` (lines
+    /// written as TOML comments).
+    pub fn to_toml(&self, comment: &str) -> String {
+        let us = |d: Duration| format!("\"{:.3} us\"", d.as_secs_f64() * 1e6);
+        let mut out = String::new();
+        for line in comment.lines() {
+            out.push_str(&format!("# {line}\n"));
+        }
+        out.push_str(&format!("name = {:?}\n", self.name));
+        for (key, d) in [
+            ("latency", self.latency),
+            ("per_message", self.per_message),
+            ("per_command", self.per_command),
+            ("switch_per_command", self.switch_per_command),
+            ("manager_step", self.manager_step),
+            ("route_work", self.route_work),
+            ("qos_work", self.qos_work),
+        ] {
+            out.push_str(&format!("{key} = {}\n", us(d)));
+        }
+        out.push_str(&format!("switch_threads = {}\n", self.switch_threads));
+        out.push_str(&format!("colocated = {}\n", self.colocated));
+        out.push_str(&format!("links = {}\n", self.links));
+        out.push_str(&format!("cpus = {}\n", self.cpus));
+        out
     }
 }
 
@@ -180,5 +300,27 @@ mod tests {
         let rt = p.round_trip(p.switch_per_command).as_secs_f64() * 1e3;
         assert!((rt - 1e3 / 418.0).abs() < 0.01, "{rt}");
         assert!(CostProfile::named("nope").is_none());
+    }
+
+    /// A profile written to a file reads back as itself (to the file's nanosecond
+    /// precision), and a bad value or key is named.
+    #[test]
+    fn a_profile_file_reads_back() {
+        let mut p = CostProfile::named("fast").unwrap();
+        p.name = "measured".into();
+        p.colocated = true;
+        p.links = true;
+        p.cpus = 2;
+        p.manager_step = Duration::from_secs_f64(3.25e-6);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.toml");
+        std::fs::write(&file, p.to_toml("measured here\nby a test")).unwrap();
+        assert_eq!(CostProfile::from_file(&file).unwrap(), p);
+        std::fs::write(&file, "latency = \"fast\"\n").unwrap();
+        let e = CostProfile::from_file(&file).unwrap_err();
+        assert!(e.contains("latency"), "{e}");
+        std::fs::write(&file, "lantency = \"1 ms\"\n").unwrap();
+        let e = CostProfile::from_file(&file).unwrap_err();
+        assert!(e.contains("lantency"), "{e}");
     }
 }

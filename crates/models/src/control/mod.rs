@@ -29,7 +29,7 @@
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
 //! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
 //! the manager and the switches) are recovered by the core's re-sends. Not yet here:
-//! TINA's performers, several managers on partitions, the `measured` profile.
+//! TINA's performers, several managers on partitions.
 
 pub mod costs;
 mod shell;
@@ -183,7 +183,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "profile",
-        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", or a table { base = NAME, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, switch_threads }",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, switch_threads, colocated, links, cpus }",
     },
 ];
 
@@ -212,7 +212,7 @@ impl Prepared for ControlConfig {
 }
 
 /// Where a path a scenario names is: beside the scenario, else as given.
-fn resolve(scenario: &str, path: &str) -> PathBuf {
+pub(crate) fn resolve(scenario: &str, path: &str) -> PathBuf {
     let beside = Path::new(scenario)
         .parent()
         .map(|d| d.join(path))

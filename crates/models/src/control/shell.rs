@@ -75,6 +75,9 @@ enum Ev {
     ManagerDone(usize),
     AtSwitch(usize, Vec<(u64, Command)>),
     SwitchDone(usize, usize),
+    /// A switch's answers reach the manager's link to it (`links` profiles).
+    AtLink(usize, Answers),
+    LinkDone(usize),
     Hangup(u64),
     Timer(u64),
     Mark,
@@ -113,6 +116,23 @@ struct SwitchServer {
     answered_order: VecDeque<(Instant, u64)>,
 }
 
+/// What a manager's link to a switch marshals or unmarshals (`links` profiles: each
+/// link its own thread, as the live manager's link tasks).
+#[derive(Debug)]
+enum LinkJob {
+    /// A message of commands to the switch.
+    Out(Vec<(u64, Command)>),
+    /// The switch's answers, for the manager.
+    In(Answers),
+}
+
+/// A manager's link to one switch.
+#[derive(Default)]
+struct Link {
+    queue: VecDeque<LinkJob>,
+    job: Option<LinkJob>,
+}
+
 /// One user call.
 #[derive(Debug, Clone, Copy)]
 struct UserCall {
@@ -145,6 +165,11 @@ struct Plane<'a> {
     router: CachedRouter,
     manager: Server<Work>,
     switches: Vec<SwitchServer>,
+    /// The manager's links, one per switch, when the profile has `links`.
+    links: Vec<Link>,
+    /// Processors free when the profile shares `cpus` among every server; `None` when
+    /// each server has its own.
+    cpu_free: Option<usize>,
     index: HashMap<String, usize>,
     calls: HashMap<usize, UserCall>,
     next_call: usize,
@@ -338,6 +363,8 @@ impl<'a> Plane<'a> {
             core,
             router,
             manager: Server::new(cfg.manager.threads as usize),
+            links: (0..n).map(|_| Link::default()).collect(),
+            cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
             calls: HashMap::new(),
@@ -481,9 +508,14 @@ impl<'a> Plane<'a> {
                 self.serve_switch(s);
             }
             Ev::SwitchDone(s, t) => self.switch_done(s, t),
+            Ev::AtLink(s, answers) => {
+                self.links[s].queue.push_back(LinkJob::In(answers));
+                self.serve_link(s);
+            }
+            Ev::LinkDone(s) => self.link_done(s),
             Ev::Hangup(id) => {
                 // The user's DeleteConnection reaches the manager.
-                let at = self.now + self.cfg.costs.latency;
+                let at = self.now + self.cfg.costs.client_latency();
                 self.events.schedule(at, Ev::AtManager(Work::Delete(id)));
             }
             Ev::Timer(generation) => {
@@ -524,7 +556,7 @@ impl<'a> Plane<'a> {
         self.stats.attempts += 1;
         self.stats.invocations += 1;
         // The AddConnection crosses the wire to the manager.
-        let at = self.now + cfg.costs.latency;
+        let at = self.now + cfg.costs.client_latency();
         self.events.schedule(at, Ev::AtManager(Work::Setup(u)));
         let gap = exp1(&mut self.rng) / cfg.arrival_rate;
         let next = self.now + Duration::from_secs_f64(gap);
@@ -561,6 +593,9 @@ impl<'a> Plane<'a> {
 
     fn serve_manager(&mut self) {
         while let Some(t) = self.manager.idle_thread() {
+            if self.manager.queue.is_empty() || !self.take_cpu() {
+                return;
+            }
             let Some(w) = self.manager.queue.pop_front() else {
                 return;
             };
@@ -573,14 +608,17 @@ impl<'a> Plane<'a> {
 
     /// Applies one input to the core; returns the thread's work and what leaves after it.
     fn manager_step(&mut self, w: Work) -> (Duration, Vec<Output>) {
-        let c = self.cfg.costs.clone();
+        let cfg = self.cfg;
+        let c = &cfg.costs;
         let now = self.now;
         let mut work = c.manager_step;
         let mut out = Vec::new();
         let unmarshal = |commands: usize| c.per_message + times(c.per_command, commands as u64);
         match w {
             Work::Setup(u) => {
-                work += unmarshal(1);
+                if !c.colocated {
+                    work += unmarshal(1);
+                }
                 let (a, b) = self.calls.get(&u).map_or((0, 0), |c| c.pair);
                 let (src, dst) = (&self.cfg.hosts[a], &self.cfg.hosts[b]);
                 let before = self.router.misses;
@@ -589,47 +627,43 @@ impl<'a> Plane<'a> {
                     .route(now, src, dst, self.cfg.pcr)
                     .map_err(|e| e.message);
                 let miss = self.router.misses > before;
-                // The QoS mapper's round trip, and the route object's on a miss: the
-                // manager marshals each request and unmarshals each answer.
-                let queries = 1 + u64::from(miss);
-                self.stats.invocations += queries;
-                work += times(c.per_message + c.per_command, queries);
-                let one_way = c.latency + c.per_message + c.per_command;
-                let mut wait = one_way + one_way + c.qos_work;
-                if miss {
-                    wait += one_way + one_way + c.route_work;
+                if c.colocated {
+                    // The QoS mapper and the route object are objects in the manager's
+                    // process (atmlab's live lab): their work is the manager's, in this
+                    // step, and nothing crosses a wire.
+                    work += c.qos_work;
+                    if miss {
+                        work += c.route_work;
+                    }
+                    self.start_setup(u, route, now);
+                } else {
+                    // The QoS mapper's round trip, and the route object's on a miss: the
+                    // manager marshals each request and unmarshals each answer.
+                    let queries = 1 + u64::from(miss);
+                    self.stats.invocations += queries;
+                    work += times(c.per_message + c.per_command, queries);
+                    let one_way = c.latency + c.per_message + c.per_command;
+                    let mut wait = one_way + one_way + c.qos_work;
+                    if miss {
+                        wait += one_way + one_way + c.route_work;
+                    }
+                    out.push(Output::Resolve(u, wait, route));
                 }
-                out.push(Output::Resolve(u, wait, route));
             }
             Work::Resolved(u, route) => {
                 work += times(c.per_message + c.per_command, 2);
-                match route {
-                    Ok(hops) => {
-                        let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
-                        let dst = &self.cfg.hosts[b];
-                        let req = SetupRequest {
-                            routes: vec![(dst.clone(), hops)],
-                            traffic: TrafficDescriptor::cbr(CellRate(self.cfg.pcr)),
-                            clr: 0.0,
-                            buffer_cells: 0,
-                            tag: String::new(),
-                        };
-                        let id = self.core.add(now, req);
-                        self.by_core.insert(id, u);
-                    }
-                    Err(_) => {
-                        // No route: refused before any switch is asked.
-                        self.decided(u, Outcome::Blocked);
-                        self.op_ended();
-                    }
-                }
+                self.start_setup(u, route, now);
             }
             Work::Delete(id) => {
-                work += unmarshal(1);
+                if !c.colocated {
+                    work += unmarshal(1);
+                }
                 self.core.delete(now, id);
             }
             Work::Replies(replies) => {
-                work += unmarshal(replies.len());
+                if !c.links {
+                    work += unmarshal(replies.len());
+                }
                 for (req, r) in replies {
                     self.core.handle_reply(now, req, r);
                 }
@@ -643,7 +677,9 @@ impl<'a> Plane<'a> {
             let Some(&s) = self.index.get(&t.switch) else {
                 continue;
             };
-            work += c.per_message + times(c.per_command, t.commands.len() as u64);
+            if !c.links {
+                work += c.per_message + times(c.per_command, t.commands.len() as u64);
+            }
             self.stats.invocations += 1;
             out.push(Output::Transmit(s, t.commands));
         }
@@ -652,6 +688,35 @@ impl<'a> Plane<'a> {
         }
         self.arm_timer();
         (work, out)
+    }
+
+    /// The route is known: the core starts the setup, or the call is refused before any
+    /// switch is asked.
+    fn start_setup(
+        &mut self,
+        u: usize,
+        route: Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
+        now: Instant,
+    ) {
+        match route {
+            Ok(hops) => {
+                let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
+                let dst = &self.cfg.hosts[b];
+                let req = SetupRequest {
+                    routes: vec![(dst.clone(), hops)],
+                    traffic: TrafficDescriptor::cbr(CellRate(self.cfg.pcr)),
+                    clr: 0.0,
+                    buffer_cells: 0,
+                    tag: String::new(),
+                };
+                let id = self.core.add(now, req);
+                self.by_core.insert(id, u);
+            }
+            Err(_) => {
+                self.decided(u, Outcome::Blocked);
+                self.op_ended();
+            }
+        }
     }
 
     fn arm_timer(&mut self) {
@@ -675,9 +740,14 @@ impl<'a> Plane<'a> {
 
     fn manager_done(&mut self, t: usize) {
         let outputs = self.manager.threads[t].take().unwrap_or_default();
+        self.release_cpu();
         let c = &self.cfg.costs;
         for o in outputs {
             match o {
+                Output::Transmit(s, commands) if c.links => {
+                    self.links[s].queue.push_back(LinkJob::Out(commands));
+                    self.serve_link(s);
+                }
                 Output::Transmit(s, commands) => {
                     if let Some(at) = self.wire(c.latency) {
                         self.events.schedule(at, Ev::AtSwitch(s, commands));
@@ -692,6 +762,7 @@ impl<'a> Plane<'a> {
             }
         }
         self.serve_manager();
+        self.serve_others();
     }
 
     fn call_event(&mut self, e: CallEvent) {
@@ -702,7 +773,7 @@ impl<'a> Plane<'a> {
                     return;
                 };
                 // The answer crosses the wire to the user.
-                let heard = self.now + c.latency;
+                let heard = self.now + c.client_latency();
                 let Some(user) = self.calls.remove(&u) else {
                     return;
                 };
@@ -749,10 +820,14 @@ impl<'a> Plane<'a> {
     }
 
     fn serve_switch(&mut self, s: usize) {
-        let c = self.cfg.costs.clone();
+        let cfg = self.cfg;
+        let c = &cfg.costs;
         let now = self.now;
-        let sw = &mut self.switches[s];
-        while let Some(t) = sw.server.idle_thread() {
+        while let Some(t) = self.switches[s].server.idle_thread() {
+            if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
+                return;
+            }
+            let sw = &mut self.switches[s];
             let Some(msg) = sw.server.queue.pop_front() else {
                 return;
             };
@@ -791,13 +866,91 @@ impl<'a> Plane<'a> {
     fn switch_done(&mut self, s: usize, t: usize) {
         let sw = &mut self.switches[s];
         sw.server.threads[t] = None;
-        if let Some(replies) = sw.replies[t].take()
+        self.release_cpu();
+        if let Some(replies) = self.switches[s].replies[t].take()
             && let Some(at) = self.wire(self.cfg.costs.latency)
         {
-            self.events
-                .schedule(at, Ev::AtManager(Work::Replies(replies)));
+            let ev = if self.cfg.costs.links {
+                Ev::AtLink(s, replies)
+            } else {
+                Ev::AtManager(Work::Replies(replies))
+            };
+            self.events.schedule(at, ev);
         }
         self.serve_switch(s);
+        self.serve_others();
+    }
+
+    /// The manager's link to switch `s` takes its next job: marshalling a message out or
+    /// unmarshalling an answer in, `per_message` plus `per_command` for each command.
+    fn serve_link(&mut self, s: usize) {
+        if self.links[s].job.is_some() || self.links[s].queue.is_empty() || !self.take_cpu() {
+            return;
+        }
+        let Some(job) = self.links[s].queue.pop_front() else {
+            return;
+        };
+        let c = &self.cfg.costs;
+        let k = match &job {
+            LinkJob::Out(cmds) => cmds.len(),
+            LinkJob::In(answers) => answers.len(),
+        };
+        let work = c.per_message + times(c.per_command, k as u64);
+        self.manager.busy += work;
+        self.links[s].job = Some(job);
+        self.events.schedule(self.now + work, Ev::LinkDone(s));
+    }
+
+    fn link_done(&mut self, s: usize) {
+        self.release_cpu();
+        match self.links[s].job.take() {
+            Some(LinkJob::Out(commands)) => {
+                if let Some(at) = self.wire(self.cfg.costs.latency) {
+                    self.events.schedule(at, Ev::AtSwitch(s, commands));
+                }
+            }
+            Some(LinkJob::In(answers)) => {
+                self.manager.queue.push_back(Work::Replies(answers));
+                self.serve_manager();
+            }
+            None => {}
+        }
+        self.serve_link(s);
+        self.serve_others();
+    }
+
+    /// A processor of the shared pool for the server about to work (always, when each
+    /// server has its own).
+    fn take_cpu(&mut self) -> bool {
+        match &mut self.cpu_free {
+            None => true,
+            Some(0) => false,
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+        }
+    }
+
+    fn release_cpu(&mut self) {
+        if let Some(n) = &mut self.cpu_free {
+            *n += 1;
+        }
+    }
+
+    /// With a shared pool, a processor just freed may start any server's waiting work:
+    /// the manager first, then the links and the switches in order (deterministic).
+    fn serve_others(&mut self) {
+        if self.cpu_free.is_none_or(|n| n == 0) {
+            return;
+        }
+        self.serve_manager();
+        for s in 0..self.links.len() {
+            self.serve_link(s);
+        }
+        for s in 0..self.switches.len() {
+            self.serve_switch(s);
+        }
     }
 
     /// When a message between the manager and a switch arrives, `None` if it is lost

@@ -207,3 +207,29 @@ faults = { loss = 0.05, delay = "5 ms" }
         r.metrics
     );
 }
+
+/// The live machine's structure (`colocated`, `links`, `cpus`): one call at a time, with
+/// only `per_message` costing anything (m), a setup is the manager's link marshalling
+/// the commit (m), the switch unmarshalling it and marshalling its answer (2m), and the
+/// link unmarshalling that (m): 4m when the three switches' work runs side by side on
+/// processors of their own, 12m when one processor does it all in turn.
+#[test]
+fn shared_processors_serialise_the_switches_work() {
+    let setup = |cpus: u32| {
+        let c = config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
+arrival = {{ kind = "poisson", rate = "1 /s" }}
+holding = {{ kind = "deterministic", mean = "10 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus} }}
+"#
+        ));
+        let m = run(&c, 60, 5, 0);
+        metric(&m, "mean_setup_latency") * 1e3
+    };
+    let (own, one) = (setup(0), setup(1));
+    assert!((own - 0.4).abs() < 0.004, "{own} ms with a processor per server");
+    assert!((one - 1.2).abs() < 0.012, "{one} ms on one shared processor");
+}

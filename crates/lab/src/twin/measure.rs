@@ -1,0 +1,355 @@
+//! The `measured` cost profile: what a step of paper 000's control plane (§III-A: a
+//! remote invocation, a switch server's work per command, the manager's own work) costs
+//! on this machine's live system, measured one operation at a time, in the terms of
+//! `atmlab_models::control::CostProfile`, so that the simulated control plane can run at
+//! this machine's speed and be checked against the live one (the twin check, [`super`]).
+//!
+//! What is measured, and how each profile field comes from it:
+//!
+//! - **A switch server's work per command** (`switch_per_command`): a reserve or an
+//!   unreserve run on a switch core in this process, no transport: the mean wall time
+//!   per command.
+//! - **A remote invocation**: gRPC round trips to a live switch server carrying k = 1
+//!   and k = 8 commands (reserves, then the unreserves that return them), one at a time.
+//!   Their wall time is 2 x latency + 4 x per_message + k x (2 x per_command +
+//!   switch_per_command); the process's CPU time per round trip (client and server are
+//!   both in this process) is the same without the two latencies. So the CPU slope in k
+//!   gives per_command, the CPU intercept per_message, and the wall time left over the
+//!   latency (the time a message spends in the kernel and waiting for a thread to wake).
+//! - **The manager's own work per step** (`manager_step`): the one number fitted. The
+//!   live xbind manager (T = 1) sets up calls one at a time; the simulated one, at the
+//!   profile so far, is run one at a time with two values of `manager_step` (it is
+//!   linear in it), and `manager_step` is chosen so that the two setups agree. Every
+//!   curve under load is then a prediction.
+//! - **The route object and the QoS mapper**: in the live lab both are objects in the
+//!   manager's process (`colocated`): a route query is timed on the route object; the
+//!   manager maps no QoS (calls arrive with their cell-level contract), so `qos_work` is
+//!   zero.
+//!
+//! The readings behind each number are returned with the profile, for the report.
+
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant};
+
+use atmlab_core::ids::PortId;
+use atmlab_core::time::Duration;
+use atmlab_fabric::live::backend::SwitchBackend;
+use atmlab_fabric::live::local::LocalSwitch;
+use atmlab_fabric::switch::{Atomicity, Command, Reply, Reserve, Switch, Unreserve};
+use atmlab_models::control::{ControlKind, CostProfile};
+use atmlab_sim::model::{ModelKind, Replication};
+use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
+
+use crate::LabError;
+use crate::launch::Lab;
+
+/// The owner of the probe's reservations.
+const OWNER: &str = "cost-probe";
+/// The batch sizes of the round trips.
+const BATCHES: [u32; 2] = [1, 8];
+
+/// The profile and the readings it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    /// The profile (`name = "measured"`, `colocated`).
+    pub profile: CostProfile,
+    /// Per batch size k: (k, wall microseconds per round trip, process CPU
+    /// microseconds per round trip).
+    pub round_trips: Vec<(u32, f64, f64)>,
+    /// A switch core's work per command, microseconds.
+    pub switch_command_us: f64,
+    /// A route query on the route object, microseconds.
+    pub route_us: f64,
+    /// The live xbind T = 1 setup one call at a time, mean, milliseconds.
+    pub live_setup_ms: f64,
+    /// The simulated one at the fitted profile, milliseconds.
+    pub sim_setup_ms: f64,
+    /// Calls the one-at-a-time figures averaged.
+    pub calls: usize,
+}
+
+impl Measurement {
+    /// The profile file's header: where the numbers came from.
+    pub fn provenance(&self) -> String {
+        let mut s = String::from(
+            "The `measured` cost profile: this machine's live control plane, one operation at a\n\
+             time (written by `atmlab sim measure-costs`; see `atmlab_lab::twin::measure`).\n",
+        );
+        for (k, wall, cpu) in &self.round_trips {
+            s.push_str(&format!(
+                "gRPC round trip, {k} command(s): {wall:.1} us wall, {cpu:.1} us of CPU\n"
+            ));
+        }
+        s.push_str(&format!(
+            "switch core per command: {:.2} us; route query: {:.2} us\n",
+            self.switch_command_us, self.route_us
+        ));
+        s.push_str(&format!(
+            "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms ({} calls)\n",
+            self.live_setup_ms, self.sim_setup_ms, self.calls
+        ));
+        s
+    }
+}
+
+/// The process's CPU time (user + system, all threads), seconds: `/proc/self/stat`,
+/// whose times are in USER_HZ ticks, 100 per second on every Linux.
+fn process_cpu() -> Result<f64, LabError> {
+    let text = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| LabError::run("reading /proc/self/stat (the probe needs Linux)", e))?;
+    let after = text
+        .rfind(')')
+        .map(|i| &text[i + 1..])
+        .ok_or_else(|| LabError::run("reading /proc/self/stat", "no ')' after the name"))?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| -> Result<f64, LabError> {
+        f.get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .ok_or_else(|| LabError::run("reading /proc/self/stat", format!("field {}", i + 3)))
+    };
+    // Fields 14 and 15 (utime, stime); `f` starts at field 3.
+    Ok((tick(11)? + tick(12)?) / 100.0)
+}
+
+fn reserves(k: u32) -> Vec<Command> {
+    (0..k)
+        .map(|_| {
+            Command::Reserve(Reserve {
+                port: PortId(1),
+                count: 1,
+                vpi: 0,
+                vp: false,
+                within: None,
+                owner: OWNER.into(),
+            })
+        })
+        .collect()
+}
+
+/// The unreserves returning what `replies` reserved, one command per identifier.
+fn unreserves(replies: &[Result<Reply, atmlab_fabric::FabricError>]) -> Vec<Command> {
+    replies
+        .iter()
+        .filter_map(|r| match r {
+            Ok(Reply::Reserved(ids)) => Some(ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .map(|id| {
+            Command::Unreserve(Unreserve {
+                port: PortId(1),
+                ids: vec![id],
+                owner: OWNER.into(),
+            })
+        })
+        .collect()
+}
+
+/// Reserve-unreserve cycles of `k` commands each on `backend` for about `span`: the
+/// mean wall and process CPU seconds per message (each cycle is two messages).
+async fn cycles<B: SwitchBackend>(
+    backend: &B,
+    k: u32,
+    span: StdDuration,
+) -> Result<(f64, f64), LabError> {
+    let probe = |e: atmlab_fabric::FabricError| LabError::run("the cost probe", e);
+    // Warm the connection and the code paths.
+    for _ in 0..50 {
+        let r = backend.execute(reserves(k), Atomicity::ContinueOnError).await.map_err(probe)?;
+        backend
+            .execute(unreserves(&r), Atomicity::ContinueOnError)
+            .await
+            .map_err(probe)?;
+    }
+    let (t0, c0) = (Instant::now(), process_cpu()?);
+    let mut messages = 0u64;
+    while t0.elapsed() < span {
+        let r = backend.execute(reserves(k), Atomicity::ContinueOnError).await.map_err(probe)?;
+        let back = unreserves(&r);
+        if back.len() != k as usize {
+            return Err(LabError::run(
+                "the cost probe",
+                format!("{} of {k} reserves answered with an identifier", back.len()),
+            ));
+        }
+        backend.execute(back, Atomicity::ContinueOnError).await.map_err(probe)?;
+        messages += 2;
+    }
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
+    Ok((wall / messages as f64, cpu / messages as f64))
+}
+
+/// The simulated xbind T = 1 setup one call at a time (20 calls/s, each held 1 ms) at
+/// `profile`, seconds.
+fn simulated_setup(profile: &CostProfile) -> Result<f64, LabError> {
+    let dir = std::env::temp_dir().join(format!("atmlab-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::run("a temporary directory", e))?;
+    let file = dir.join("probe.toml");
+    std::fs::write(&file, profile.to_toml("")).map_err(|e| LabError::run("the probe's profile", e))?;
+    let text = format!(
+        r#"topology = "topologies/line3.toml"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
+arrival = {{ kind = "poisson", rate = "20 /s" }}
+holding = {{ kind = "deterministic", mean = "1 ms" }}
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = {{ file = {:?} }}
+"#,
+        file.display().to_string()
+    );
+    let result = (|| {
+        let table: toml::Table = toml::from_str(&text).map_err(|e| LabError::run("the probe", e))?;
+        let p = Params::new("the cost probe", &table);
+        let run = RunConfig {
+            length: RunLength::Duration(Duration::from_secs(30)),
+            warmup: Warmup::Time(Duration::from_secs(1)),
+            replications: 1,
+            seed: 1,
+            batches: None,
+            precision: None,
+        };
+        let prepared = ControlKind.prepare(&p, &run)?;
+        let r = prepared.run(&Replication {
+            seed: 1,
+            replication: 0,
+            length: run.length.clone(),
+            warmup: run.warmup.clone(),
+            batches: 1,
+        })?;
+        r.metrics
+            .iter()
+            .find(|(k, _)| *k == "mean_setup_latency")
+            .map(|(_, v)| *v)
+            .ok_or_else(|| LabError::run("the probe", "no mean_setup_latency"))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// Measures the profile on `lab` (a running network whose switch `s2` has a port 1,
+/// and hosts `a` and `b`: `topologies/line3.toml`). Takes about `span` x 4 plus the
+/// one-at-a-time calls.
+pub async fn measure(
+    lab: &Lab,
+    span: StdDuration,
+    calls: usize,
+    say: &mut impl FnMut(&str),
+) -> Result<Measurement, LabError> {
+    let missing = |what: &str| LabError::run("the cost probe", format!("no {what} in the lab"));
+    let (_, remote) = lab
+        .clients
+        .iter()
+        .find(|(n, _)| n == "s2")
+        .ok_or_else(|| missing("switch s2"))?;
+    // A switch core like s2's, in this process.
+    let cfg = lab
+        .net
+        .topology
+        .switch_configs()
+        .map_err(|e| LabError::run("the cost probe", e))?
+        .into_iter()
+        .find(|c| c.name == "s2")
+        .ok_or_else(|| missing("switch s2"))?;
+    let local = LocalSwitch::new(
+        Switch::new(&cfg).map_err(|e| LabError::run("the cost probe", e))?,
+        None,
+    );
+    let mut switch_command_us = 0.0;
+    let mut round_trips = Vec::new();
+    for k in BATCHES {
+        let (wall, _) = cycles(&local, k, span / 4).await?;
+        if k == BATCHES[1] {
+            switch_command_us = wall / f64::from(k) * 1e6;
+        }
+        let (wall, cpu) = cycles(remote, k, span).await?;
+        say(&format!(
+            "gRPC round trip with {k} command(s): {:.1} us wall, {:.1} us of CPU",
+            wall * 1e6,
+            cpu * 1e6
+        ));
+        round_trips.push((k, wall * 1e6, cpu * 1e6));
+    }
+    let route_us = {
+        let route = Arc::clone(&lab.route);
+        let t0 = Instant::now();
+        let mut n = 0u32;
+        while t0.elapsed() < span / 4 {
+            let r = route.lock().unwrap_or_else(|e| e.into_inner()).route("a", "b", 10.0);
+            r.map_err(|e| LabError::run("the cost probe's route query", e))?;
+            n += 1;
+        }
+        t0.elapsed().as_secs_f64() / f64::from(n.max(1)) * 1e6
+    };
+    say(&format!(
+        "switch core per command: {switch_command_us:.2} us; route query: {route_us:.2} us"
+    ));
+
+    // The split (see the module doc), in microseconds.
+    let (k1, w1, c1) = round_trips[0];
+    let (k2, _, c2) = round_trips[1];
+    let dk = f64::from(k2 - k1);
+    let cpu_slope = ((c2 - c1) / dk).max(0.0);
+    let per_command = ((cpu_slope - switch_command_us) / 2.0).max(0.0);
+    let per_message = ((c1 - f64::from(k1) * cpu_slope) / 4.0).max(0.0);
+    let latency = ((w1 - c1) / 2.0).max(0.0);
+    let us = |x: f64| Duration::from_secs_f64(x * 1e-6);
+    let mut profile = CostProfile {
+        name: "measured".into(),
+        latency: us(latency),
+        per_message: us(per_message),
+        per_command: us(per_command),
+        switch_per_command: us(switch_command_us),
+        manager_step: Duration::ZERO,
+        route_work: us(route_us),
+        qos_work: Duration::ZERO,
+        switch_threads: 1,
+        colocated: true,
+        links: true,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
+
+    // The live one-at-a-time setup, and manager_step fitted to it.
+    let cm = lab.manager(crate::launch::xbind_config(1)).await?;
+    let mut sum = 0.0;
+    for i in 0..calls + 20 {
+        let t0 = Instant::now();
+        let call = crate::launch::call_a_to_b(&cm, 10.0, "probe")
+            .await
+            .map_err(|e| LabError::run("the probe's calls", e.message))?;
+        if i >= 20 {
+            sum += t0.elapsed().as_secs_f64();
+        }
+        cm.delete(call.view.id)
+            .await
+            .map_err(|e| LabError::run("the probe's calls", e.message))?;
+    }
+    cm.shutdown().await;
+    let live = sum / calls.max(1) as f64;
+    let s0 = simulated_setup(&profile)?;
+    let probe_step = 10e-6;
+    profile.manager_step = us(probe_step * 1e6);
+    let s1 = simulated_setup(&profile)?;
+    let steps = (s1 - s0) / probe_step;
+    let step = if steps > 0.0 {
+        ((live - s0) / steps).max(0.0)
+    } else {
+        0.0
+    };
+    profile.manager_step = us(step * 1e6);
+    let fitted = simulated_setup(&profile)?;
+    say(&format!(
+        "xbind T=1 one at a time: live {:.3} ms; simulated {:.3} ms with manager_step {:.2} us ({steps:.1} steps a setup)",
+        live * 1e3,
+        fitted * 1e3,
+        step * 1e6
+    ));
+    Ok(Measurement {
+        profile,
+        round_trips,
+        switch_command_us,
+        route_us,
+        live_setup_ms: live * 1e3,
+        sim_setup_ms: fitted * 1e3,
+        calls,
+    })
+}

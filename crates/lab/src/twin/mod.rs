@@ -1,0 +1,447 @@
+//! The twin check of the simulated control plane (issue "One core, two shells"): the
+//! live xbind manager (paper 000 §II-C, T = 1 and T = 4, flush after 10 ms: the paper's
+//! 1 s by the reproductions' scaling rule) on the line of three switches, and the same
+//! manager's core in virtual time (`atmlab_models::control`) at the `measured` profile
+//! taken from the same live network one operation at a time ([`measure`]). The curves
+//! under load are the simulation's predictions; they are set beside the live curves
+//! measured in the same run.
+//!
+//! Criteria, stated here and computed in [`verdicts`]:
+//! - **below the knee**: at every offered rate below the live knee, the simulated mean
+//!   setup latency is within the tolerance (15%) of the live one;
+//! - **the knee**: the offered rate at which the mean setup latency first reaches twice
+//!   its light-load value (linear between sweep points; light load is the lowest rate
+//!   swept); the simulated knee is within the tolerance of the live one. A curve that
+//!   never reaches twice its light-load latency has no knee in the sweep: undecided.
+//!
+//! The live sweep climbs from `start` calls/s by half again each point until the live
+//! manager stops carrying what is offered (or its latency passes ten times light load),
+//! so the sweep finds this machine's knee whatever its speed; the simulation runs the
+//! same rates.
+
+pub mod measure;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use atmlab_control::cm::core::CmConfig;
+use atmlab_control::net::Topology;
+use atmlab_core::time::Duration;
+use atmlab_core::traffic::TrafficDescriptor;
+use atmlab_core::units::CellRate;
+use atmlab_models::control::ControlKind;
+use atmlab_sim::runner::{self, RunOptions};
+use atmlab_sim::scenario::Scenario;
+use atmlab_sim::stats::Estimate;
+
+use crate::LabError;
+use crate::callgen::{self, Load};
+use crate::launch::Lab;
+use crate::report::verdict::{self, Check, Verdict, Verdicts};
+use crate::report::{Column, Table};
+
+pub use measure::Measurement;
+
+/// The line of three switches (`topologies/line3.toml`).
+pub const LINE3: &str = include_str!("../../../../topologies/line3.toml");
+
+/// The thresholds compared.
+pub const THRESHOLDS: [u32; 2] = [1, 4];
+/// The flush time-out: the paper's 1 s scaled by the reproductions' 100.
+pub const FLUSH: StdDuration = StdDuration::from_millis(10);
+/// Mean holding time (exponential): the paper's 5 s scaled by 100.
+pub const HOLDING: StdDuration = StdDuration::from_millis(50);
+
+/// How the twin check runs.
+#[derive(Debug, Clone)]
+pub struct TwinOptions {
+    /// Where the report, the profile and the CSVs go.
+    pub out: PathBuf,
+    /// Certificates and state.
+    pub data_dir: PathBuf,
+    /// Plain text instead of mutual TLS.
+    pub insecure: bool,
+    /// Seconds of calls per live point.
+    pub seconds: f64,
+    /// The lowest rate swept, calls/s.
+    pub start: f64,
+    /// The most points per curve.
+    pub max_points: usize,
+    /// Replications of each simulated point.
+    pub replications: u32,
+    /// The relative tolerance of the criteria.
+    pub tolerance: f64,
+}
+
+impl TwinOptions {
+    /// The full check (a few minutes), or a short one (`quick`: under a minute, for
+    /// the tests).
+    pub fn new(out: PathBuf, quick: bool) -> TwinOptions {
+        TwinOptions {
+            out,
+            data_dir: PathBuf::from("atmlab-data"),
+            insecure: false,
+            seconds: if quick { 0.6 } else { 3.0 },
+            start: 200.0,
+            max_points: if quick { 8 } else { 14 },
+            replications: if quick { 2 } else { 3 },
+            tolerance: 0.15,
+        }
+    }
+}
+
+/// One point of a curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurvePoint {
+    /// T.
+    pub threshold: u32,
+    /// Offered calls/s.
+    pub rate: f64,
+    /// Live: setups carried per second.
+    pub live_setups_per_s: f64,
+    /// Live: mean setup latency, seconds.
+    pub live_latency_s: f64,
+    /// Simulated: setups carried per second.
+    pub sim_setups_per_s: Estimate,
+    /// Simulated: mean setup latency, seconds.
+    pub sim_latency_s: Estimate,
+}
+
+/// What the check found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwinResults {
+    /// The profile and its readings.
+    pub measurement: Measurement,
+    /// Both curves of each T, rate by rate.
+    pub points: Vec<CurvePoint>,
+    /// The relative tolerance.
+    pub tolerance: f64,
+}
+
+/// The knee of a curve `(rate, mean latency)` sorted by rate: the rate at which the
+/// latency first reaches twice the first point's, linear between points; `None` when
+/// it never does.
+pub fn knee(curve: &[(f64, f64)]) -> Option<f64> {
+    let (_, base) = *curve.first()?;
+    let limit = 2.0 * base;
+    curve.windows(2).find_map(|w| {
+        let ((r0, l0), (r1, l1)) = (w[0], w[1]);
+        (l0 < limit && l1 >= limit).then(|| r0 + (r1 - r0) * (limit - l0) / (l1 - l0))
+    })
+}
+
+/// The verdicts: per T, the latency at every rate below the live knee, and the knee.
+pub fn verdicts(r: &TwinResults) -> Verdicts {
+    let mut v = Verdicts::new();
+    let tol = r.tolerance;
+    for t in THRESHOLDS {
+        let pts: Vec<&CurvePoint> = r.points.iter().filter(|p| p.threshold == t).collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let live: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.live_latency_s)).collect();
+        let sim: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.sim_latency_s.mean)).collect();
+        let live_knee = knee(&live);
+        for p in pts
+            .iter()
+            .filter(|p| live_knee.is_none_or(|k| p.rate < k))
+        {
+            let ms = Estimate {
+                mean: p.sim_latency_s.mean * 1e3,
+                ci95: p.sim_latency_s.ci95 * 1e3,
+                n: p.sim_latency_s.n,
+            };
+            let item = format!("xbind T={t} at {} calls/s: mean setup (ms)", p.rate);
+            v.push(verdict::value(item, p.live_latency_s * 1e3, &ms, tol));
+        }
+        let item = format!("xbind T={t}: the knee (calls/s)");
+        let show = |k: Option<f64>| k.map_or("beyond the sweep".to_owned(), verdict::sig);
+        let (verdict, why) = match (live_knee, knee(&sim)) {
+            (Some(l), Some(s)) => {
+                let off = (s - l).abs() / l;
+                let ok = off <= tol;
+                (
+                    if ok { Verdict::Reproduces } else { Verdict::Differs },
+                    format!(
+                        "simulated knee {}% off the live one (tolerance {}%)",
+                        verdict::sig(off * 100.0),
+                        verdict::sig(tol * 100.0)
+                    ),
+                )
+            }
+            _ => (
+                Verdict::Undecided,
+                "a curve never reached twice its light-load latency in the sweep".to_owned(),
+            ),
+        };
+        v.push(Check::new(
+            item,
+            show(live_knee),
+            show(knee(&sim)),
+            verdict,
+            why,
+        ));
+    }
+    v
+}
+
+/// Runs the check: a live line of three switches, the profile measured on it, both
+/// curves, and the report in `opts.out`.
+pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinResults, LabError> {
+    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::run("creating the output directory", e))?;
+    let topology = Topology::parse(LINE3, "topologies/line3.toml")?;
+    let lab = Lab::up_with(topology, &opts.data_dir, opts.insecure, say).await?;
+    let live = lab.within(async |lab| live_part(opts, lab, say).await).await?;
+    let (measurement, curves) = live;
+    let profile_file = opts.out.join("measured.toml");
+    crate::report::write(
+        &opts.out,
+        "measured.toml",
+        &measurement.profile.to_toml(&measurement.provenance()),
+    )?;
+    let mut points = Vec::new();
+    for (t, curve) in curves {
+        let rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
+        let sim = simulate(t, &rates, &profile_file, opts.replications, opts.seconds)?;
+        for ((rate, report), (setups, latency)) in curve.into_iter().zip(sim) {
+            say(&format!(
+                "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s), simulated {:.3} ms ({:.0} setups/s)",
+                report.mean_setup_ms,
+                report.setups_per_s,
+                latency.mean * 1e3,
+                setups.mean
+            ));
+            points.push(CurvePoint {
+                threshold: t,
+                rate,
+                live_setups_per_s: report.setups_per_s,
+                live_latency_s: report.mean_setup_ms / 1e3,
+                sim_setups_per_s: setups,
+                sim_latency_s: latency,
+            });
+        }
+    }
+    let results = TwinResults {
+        measurement,
+        points,
+        tolerance: opts.tolerance,
+    };
+    write_report(&opts.out, &results)?;
+    Ok(results)
+}
+
+type Curves = Vec<(u32, Vec<(f64, callgen::Report)>)>;
+
+async fn live_part(
+    opts: &TwinOptions,
+    lab: &Lab,
+    say: &mut impl FnMut(&str),
+) -> Result<(Measurement, Curves), LabError> {
+    let span = StdDuration::from_secs_f64((opts.seconds / 2.0).clamp(0.2, 1.0));
+    let m = measure::measure(lab, span, 300, say).await?;
+    lab.audit("the cost probe").await?;
+    let mut curves = Vec::new();
+    for t in THRESHOLDS {
+        let cm = lab
+            .manager(CmConfig {
+                flush_timeout: Duration::from_secs_f64(FLUSH.as_secs_f64()),
+                ..crate::launch::xbind_config(t)
+            })
+            .await?;
+        let mut curve: Vec<(f64, callgen::Report)> = Vec::new();
+        let mut rate = opts.start;
+        while curve.len() < opts.max_points {
+            let load = Load {
+                holding: HOLDING,
+                precise: true,
+                seed: curve.len() as u64 + 1,
+                traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+                ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
+            };
+            let report = callgen::run(cm.clone(), &load).await;
+            say(&format!(
+                "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
+                report.setups_per_s, report.mean_setup_ms, report.failed
+            ));
+            let light = curve.first().map_or(report.mean_setup_ms, |(_, r)| r.mean_setup_ms);
+            let saturated = report.setups_per_s < 0.9 * rate
+                || report.mean_setup_ms > 10.0 * light
+                || report.failed + report.blocked > 0;
+            curve.push((rate, report));
+            if saturated {
+                break;
+            }
+            rate = (rate * 1.5).round();
+        }
+        cm.shutdown().await;
+        lab.audit(&format!("xbind T={t}")).await?;
+        curves.push((t, curve));
+    }
+    Ok((m, curves))
+}
+
+/// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency) per rate.
+fn simulate(
+    t: u32,
+    rates: &[f64],
+    profile: &Path,
+    replications: u32,
+    seconds: f64,
+) -> Result<Vec<(Estimate, Estimate)>, LabError> {
+    let list: Vec<String> = rates.iter().map(|r| format!("\"{r} /s\"")).collect();
+    let text = format!(
+        r#"model = "control"
+[run]
+duration = "{seconds} s"
+warmup = "{warmup} s"
+replications = {replications}
+seed = 1
+[params]
+topology = "topologies/line3.toml"
+manager = {{ kind = "xbind", threshold = {t}, flush = "{flush} ms" }}
+arrival = {{ kind = "poisson", rate = "1 /s" }}
+holding = {{ kind = "exponential", mean = "{hold} ms" }}
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = {{ file = {file:?} }}
+[sweep]
+"arrival.rate" = [{rates}]
+"#,
+        warmup = (seconds / 5.0).max(0.2),
+        flush = FLUSH.as_millis(),
+        hold = HOLDING.as_millis(),
+        file = profile.display().to_string(),
+        rates = list.join(", ")
+    );
+    let s = Scenario::parse("the twin check", &text, &[])?;
+    let r = runner::run(
+        &s,
+        &ControlKind,
+        &RunOptions {
+            threads: 0,
+            progress: None,
+        },
+    )?;
+    r.points
+        .iter()
+        .map(|p| {
+            let get = |k: &str| {
+                p.metrics
+                    .iter()
+                    .find(|(m, _)| m == k)
+                    .map(|(_, e)| *e)
+                    .ok_or_else(|| LabError::run("the twin check", format!("no metric {k}")))
+            };
+            Ok((get("setups_per_s")?, get("mean_setup_latency")?))
+        })
+        .collect()
+}
+
+/// `README.md`, `curves.csv`, `verdicts.csv` and `measured.toml` in `out`.
+pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
+    let mut table = Table::new([
+        Column::new("T", "threshold"),
+        Column::new("offered (calls/s)", "rate").right(),
+        Column::new("live setups/s", "live_setups_per_s").right().fixed(0, 1),
+        Column::new("live mean (ms)", "live_latency_ms").right().fixed(3, 4),
+        Column::new("simulated setups/s", "sim_setups_per_s").right().fixed(0, 1),
+        Column::new("simulated mean (ms)", "sim_latency_ms").right().fixed(3, 4),
+        Column::new("± (ms)", "sim_latency_ci95_ms").right().fixed(3, 4),
+    ]);
+    for p in &r.points {
+        table.row(crate::cells![
+            u64::from(p.threshold),
+            p.rate,
+            p.live_setups_per_s,
+            p.live_latency_s * 1e3,
+            p.sim_setups_per_s.mean,
+            p.sim_latency_s.mean * 1e3,
+            p.sim_latency_s.ci95 * 1e3,
+        ]);
+    }
+    crate::report::write(out, "curves.csv", &table.csv())?;
+    let verdicts = verdicts(r).write(out)?;
+    let m = &r.measurement;
+    let text = format!(
+        "# The twin check: the simulated control plane against the live one\n\n\
+         Written by `atmlab sim twin`. The live xbind manager (T = 1 and T = 4, flush after \
+         {flush} ms, calls held {hold} ms on average) on the line of three switches, and \
+         its core in virtual time at the `measured` profile taken one operation at a time \
+         from the same network ([measured.toml](measured.toml)). The simulated curves are \
+         predictions; the criteria are in `atmlab_lab::twin`.\n\n\
+         {verdicts}\n\n## The profile\n\n```\n{provenance}```\n\n## The curves\n\n{curves}\n",
+        flush = FLUSH.as_millis(),
+        hold = HOLDING.as_millis(),
+        provenance = m.provenance(),
+        curves = table.markdown()
+    );
+    crate::report::write(out, "README.md", &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atmlab_models::control::CostProfile;
+
+    fn est(mean: f64) -> Estimate {
+        Estimate {
+            mean,
+            ci95: mean * 0.01,
+            n: 3,
+        }
+    }
+
+    fn results(sim_scale: f64) -> TwinResults {
+        let curve = [(100.0, 1.0e-3), (200.0, 1.1e-3), (400.0, 1.5e-3), (800.0, 3.0e-3)];
+        TwinResults {
+            measurement: Measurement {
+                profile: CostProfile::named("fast").unwrap(),
+                round_trips: vec![],
+                switch_command_us: 1.0,
+                route_us: 1.0,
+                live_setup_ms: 1.0,
+                sim_setup_ms: 1.0,
+                calls: 1,
+            },
+            points: curve
+                .iter()
+                .map(|&(rate, lat)| CurvePoint {
+                    threshold: 1,
+                    rate,
+                    live_setups_per_s: rate,
+                    live_latency_s: lat,
+                    sim_setups_per_s: est(rate),
+                    sim_latency_s: est(lat * sim_scale),
+                })
+                .collect(),
+            tolerance: 0.15,
+        }
+    }
+
+    /// The knee is where the latency first reaches twice the first point's.
+    #[test]
+    fn the_knee_is_interpolated() {
+        let k = knee(&[(100.0, 1.0), (200.0, 1.5), (400.0, 3.0)]).unwrap();
+        assert!((k - (200.0 + 200.0 / 3.0)).abs() < 1e-9, "{k}");
+        assert_eq!(knee(&[(100.0, 1.0), (200.0, 1.9)]), None);
+    }
+
+    /// Change the simulated numbers, the verdicts follow.
+    #[test]
+    fn verdicts_follow_the_numbers() {
+        let v = verdicts(&results(1.0));
+        let below = "xbind T=1 at 200 calls/s: mean setup (ms)";
+        let knee = "xbind T=1: the knee (calls/s)";
+        assert_eq!(v.verdict(below), Some(Verdict::Reproduces), "{v:?}");
+        assert_eq!(v.verdict(knee), Some(Verdict::Reproduces), "{v:?}");
+        // The point past the live knee is not judged on latency.
+        assert_eq!(v.verdict("xbind T=1 at 800 calls/s: mean setup (ms)"), None);
+        let v = verdicts(&results(1.3));
+        assert_eq!(v.verdict(below), Some(Verdict::Differs), "{v:?}");
+        // Every simulated point scaled alike keeps the knee where it was.
+        assert_eq!(v.verdict(knee), Some(Verdict::Reproduces), "{v:?}");
+        let mut r = results(1.0);
+        r.points[2].sim_latency_s = est(2.5e-3);
+        assert_eq!(verdicts(&r).verdict(knee), Some(Verdict::Differs));
+    }
+}
