@@ -34,13 +34,19 @@
 //! | 1 | sequential | 0.1319 (0.1010-0.1601) | 89.5 ms | 10.07 | 0.1224 |
 //! | 2 | xbind T = 1 | 0.0913 (0.0741-0.1066) | 83.3 ms | 9.17 | 0.0890 |
 //! | 2 | sequential | 0.1045 (0.0904-0.1165) | 84.9 ms | 9.55 | 0.1029 |
+//! | 3 | xbind T = 1 | 0.0928 (0.0724-0.1113) | 83.3 ms | 9.17 | 0.0890 |
+//! | 3 | sequential | 0.1208 (0.0948-0.1440) | 87.6 ms | 9.86 | 0.1143 |
+//!
+//! (Run 3 beside the lab's other heavy tests, as `scripts/test.sh` runs them.)
 //!
 //! The hold is the caller's 80 ms plus 2-10 ms of setup after the commit and of release
 //! (more for the sequential manager, which releases hop by hop and serialises its
 //! operations); it is nearly the same at the three switches (run 2, xbind: 83.3 ms at
 //! each). The sequential manager's blocking sits about 0.01 above the share of time s1
 //! was full (run 2: 0.1045 against 0.0950): hop by hop, a call s1 admits can still find
-//! s2 or s3 full, since each holds its circuit over a slightly shifted interval.
+//! s2 or s3 full, since each holds its circuit over a slightly shifted interval. So it
+//! blocks a little above Erlang-B in every run (by 0.002-0.010), inside the interval;
+//! the test cannot resolve an excess that small.
 //!
 //! Before the call generator drew holds and arrivals from separate streams, each hold
 //! was nine times the gap before its call (one seeded stream read by the pacer thread
