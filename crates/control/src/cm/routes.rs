@@ -2,7 +2,8 @@
 //! time out after 5 s"): one route per (source, destination) from the
 //! [`RouteObject`], reused until it times out, so most setups need no route computation.
 //! A cached route may be stale (a link filled up since): the switches' admission control
-//! then refuses the call, and the entry is dropped so the next call routes afresh.
+//! then refuses the call, and the shell tells the router ([`Router::refused`]), which
+//! drops the entry so the next call routes afresh.
 //!
 //! Also here, pure like the cache: the [`Router`] trait a manager resolves routes with,
 //! and [`StaticRouter`], a fixed table for tests and known topologies.
@@ -27,6 +28,11 @@ pub trait Router: Send + 'static {
         destination: &str,
         bandwidth: f64,
     ) -> Result<Vec<HopSpec>, CallError>;
+
+    /// The switches refused a call from `source` to `destination` for lack of room on
+    /// the route given: a cache forgets it, so the next call routes afresh over the
+    /// view (which may know of a path with room). Nothing by default.
+    fn refused(&mut self, _source: &str, _destination: &str) {}
 }
 
 /// How long a cached route lives (the paper's 5 s).
@@ -81,10 +87,11 @@ impl Router for CachedRouter {
         }
         self.misses += 1;
         let object = self.route.lock().unwrap_or_else(|e| e.into_inner());
-        // The view is a snapshot (refreshed every so often, and no manager records its
-        // own commits in it), so a port it shows full may have room: where no path has
-        // the bandwidth free in the view, the route it would take with the bandwidth
-        // free is asked of the switches, whose admission control has the last word.
+        // The view is a snapshot (refreshed every so often; the managers do not record
+        // their commits in it, see `crate::route`), so a port it shows full may have
+        // room: where no path has the bandwidth free in the view, the route it would
+        // take with the bandwidth free is asked of the switches, whose admission control
+        // has the last word. The view only ranks the paths.
         let r = object
             .route(source, destination, bandwidth)
             .or_else(|e| match e {
@@ -108,6 +115,10 @@ impl Router for CachedRouter {
             .collect();
         self.cache.insert(key, (hops.clone(), now));
         Ok(hops)
+    }
+
+    fn refused(&mut self, source: &str, destination: &str) {
+        self.invalidate(source, destination);
     }
 }
 
@@ -197,5 +208,22 @@ mod tests {
         let mut r = CachedRouter::new(object, ROUTE_CACHE_TTL);
         let e = r.route(Instant::ZERO, "a", "b", 100.0).unwrap_err();
         assert!(e.message.contains("not connected"), "{}", e.message);
+    }
+
+    /// A refusal drops the pair's cached route: the next call computes one over the view
+    /// (a miss), where without the refusal it would reuse the cached one (a hit).
+    #[test]
+    fn a_refusal_drops_the_cached_route() {
+        let object = Arc::new(Mutex::new(RouteObject::new(view(0.0, true)).unwrap()));
+        let mut r = CachedRouter::new(object, ROUTE_CACHE_TTL);
+        r.route(Instant::ZERO, "a", "b", 100.0).unwrap();
+        r.route(Instant::ZERO, "a", "b", 100.0).unwrap();
+        assert_eq!((r.hits, r.misses), (1, 1));
+        Router::refused(&mut r, "b", "a");
+        r.route(Instant::ZERO, "a", "b", 100.0).unwrap();
+        assert_eq!((r.hits, r.misses), (2, 1), "another pair's refusal kept it");
+        Router::refused(&mut r, "a", "b");
+        r.route(Instant::ZERO, "a", "b", 100.0).unwrap();
+        assert_eq!((r.hits, r.misses), (2, 2));
     }
 }

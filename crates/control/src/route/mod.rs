@@ -23,8 +23,18 @@
 //! **Freshness.** The view is what the switches said when last asked; the switches'
 //! admission control has the last word. [`discover`] asks them (through the name service
 //! and each switch server's Describe); [`spawn_refresher`] does so every period and
-//! replaces the view. [`RouteObject::set_allocated`] lets a connection manager record
-//! what it has just allocated before the next refresh shows it.
+//! replaces the view. A route object's answer is a hint: the connection managers' route
+//! cache (`crate::cm::routes::CachedRouter`) takes the path the view ranks best, and where
+//! the view shows no path with the bandwidth free it still asks the switches along the
+//! path it would take with the bandwidth free, so a stale view never refuses a call the
+//! switches have room for (issue 23: live managers blocked above Erlang-B on a view up to
+//! a second old). The managers do not record their own commits and releases in the view
+//! ([`RouteObject::set_allocated`]): several managers share the switches, so one
+//! manager's record would still miss the others'; a refresh whose Describe was answered
+//! before a commit would overwrite the record with the older value (and a record kept as a
+//! delta would count the commit twice after a refresh that has it); and every commit and
+//! release would take the route object's lock. The view ranks paths; admission control
+//! decides.
 
 #[cfg(feature = "live")]
 mod discover;

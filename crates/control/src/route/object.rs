@@ -279,9 +279,10 @@ impl RouteObject {
         self.graph[*self.index.get(switch)?].ports.get(&port)
     }
 
-    /// Records the bandwidth now allocated on a port (a connection manager's own
-    /// allocation, ahead of the next refresh). An unknown port is ignored: the next
-    /// refresh brings the truth anyway.
+    /// Records the bandwidth now allocated on a port, ahead of the next refresh (a tool
+    /// or a test that knows better than the last snapshot; the connection managers do
+    /// not call it, see the module doc of [`crate::route`]). An unknown port is ignored:
+    /// the next refresh brings the truth anyway.
     pub fn set_allocated(&mut self, switch: &str, port: u16, allocated: f64) {
         match self
             .index

@@ -2,4 +2,5 @@
 //! managers and switch servers on loopback (one binary, DESIGN.md §7).
 
 mod common;
+mod erlang;
 mod load;

@@ -323,7 +323,11 @@ impl Shell {
                 }
                 CallEvent::Failed { call, error } => {
                     self.hosts.remove(&call);
-                    if let Some((w, _, _)) = self.add_waiters.remove(&call) {
+                    if let Some((w, source, destination)) = self.add_waiters.remove(&call) {
+                        if error.blocked() {
+                            // The route the cache gave may be the stale one.
+                            self.router.refused(&source, &destination);
+                        }
                         let _ = w.send(Err(error.clone()));
                     }
                     if let Some(w) = self.delete_waiters.remove(&call) {
