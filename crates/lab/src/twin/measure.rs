@@ -9,8 +9,10 @@
 //! - **A switch server's work per command** (`switch_per_command`): a reserve or an
 //!   unreserve run on a switch core in this process, no transport: the mean wall time
 //!   per command.
-//! - **A remote invocation**: gRPC round trips to a live switch server carrying k = 1
-//!   and k = 8 commands (reserves, then the unreserves that return them), one at a time.
+//! - **A remote invocation**: round trips to a live switch server over the SwitchServer
+//!   command stream the live manager's links use (each command one request on the
+//!   stream, each answered), carrying k = 1 and k = 8 commands (reserves, then the
+//!   unreserves that return them), one exchange at a time.
 //!   Their wall time is 2 x latency + 4 x per_message + k x (2 x per_command +
 //!   switch_per_command); the process's CPU time per round trip (client and server are
 //!   both in this process) is the same without the two latencies. So the CPU slope in k
@@ -77,7 +79,7 @@ impl Measurement {
         );
         for (k, wall, cpu) in &self.round_trips {
             s.push_str(&format!(
-                "gRPC round trip, {k} command(s): {wall:.1} us wall, {cpu:.1} us of CPU\n"
+                "command-stream exchange, {k} command(s): {wall:.1} us wall, {cpu:.1} us of CPU\n"
             ));
         }
         s.push_str(&format!(
@@ -179,6 +181,77 @@ async fn cycles<B: SwitchBackend>(
     Ok((wall / messages as f64, cpu / messages as f64))
 }
 
+/// [`cycles`] over the SwitchServer command stream, as the live manager's links send:
+/// the k requests of an exchange go out back to back and the k answers are awaited.
+async fn stream_cycles(
+    client: &atmlab_fabric::live::grpc::GrpcSwitch,
+    k: u32,
+    span: StdDuration,
+) -> Result<(f64, f64), LabError> {
+    use atmlab_fabric::live::convert as cv;
+    use atmlab_rpc::v1 as pb;
+    let probe = |e: String| LabError::run("the cost probe's command stream", e);
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::StreamRequest>(1024);
+    let mut replies = client
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .map_err(|e| probe(e.to_string()))?
+        .into_inner();
+    // The switch answers a repeated (client, request) pair from memory, across
+    // streams: each stream its own client id.
+    let client_id = format!("{OWNER}-{k}-{}", std::process::id());
+    let mut next = 0u64;
+    let mut exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
+        let n = commands.len();
+        for c in commands {
+            next += 1;
+            let r = pb::StreamRequest {
+                client_id: client_id.clone(),
+                request_id: next,
+                command: Some(cv::pb_command(&c)),
+            };
+            tx.send(r).await.map_err(|e| probe(e.to_string()))?;
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let r = replies
+                .message()
+                .await
+                .map_err(|e| probe(e.to_string()))?
+                .ok_or_else(|| probe("the stream ended".into()))?;
+            let result = r
+                .result
+                .as_ref()
+                .ok_or_else(|| probe("an answer without a result".into()))?;
+            out.push(cv::result(result));
+        }
+        Ok(out)
+    };
+    for _ in 0..50 {
+        let r = exchange(reserves(k)).await?;
+        exchange(unreserves(&r)).await?;
+    }
+    let (t0, c0) = (Instant::now(), process_cpu()?);
+    let mut messages = 0u64;
+    while t0.elapsed() < span {
+        let r = exchange(reserves(k)).await?;
+        let back = unreserves(&r);
+        if back.len() != k as usize {
+            return Err(probe(format!(
+                "{} of {k} reserves answered with an identifier",
+                back.len()
+            )));
+        }
+        exchange(back).await?;
+        messages += 2;
+    }
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
+    Ok((wall / messages as f64, cpu / messages as f64))
+}
+
+type BatchAnswers = Vec<Result<Reply, atmlab_fabric::FabricError>>;
+
 /// The simulated xbind T = 1 setup one call at a time (20 calls/s, each held 1 ms) at
 /// `profile`, seconds.
 fn simulated_setup(profile: &CostProfile) -> Result<f64, LabError> {
@@ -261,9 +334,9 @@ pub async fn measure(
         if k == BATCHES[1] {
             switch_command_us = wall / f64::from(k) * 1e6;
         }
-        let (wall, cpu) = cycles(remote, k, span).await?;
+        let (wall, cpu) = stream_cycles(remote, k, span).await?;
         say(&format!(
-            "gRPC round trip with {k} command(s): {:.1} us wall, {:.1} us of CPU",
+            "command-stream exchange of {k} command(s): {:.1} us wall, {:.1} us of CPU",
             wall * 1e6,
             cpu * 1e6
         ));
