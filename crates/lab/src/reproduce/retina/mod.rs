@@ -12,9 +12,14 @@
 //!   protocol (the hybrid of §3.4), and SNMP-like per-attribute operations (one UDP
 //!   request/response per attribute of the cross-connect row, §3.6).
 //!
+//! - §4.3 in the simulator ([`sim`]): the same TINA cores in virtual time at the
+//!   `paper-001` costs (Table 3.3's cost per invocation), one and three switches,
+//!   sequential and parallel, the EML-CP remote or co-located.
+//!
 //! Nothing is fitted to the paper: the machine is far faster per invocation than the
-//! paper's, so the comparison is of shapes (growth with path length, ratios between
-//! interfaces), not of milliseconds.
+//! paper's, so the live comparison is of shapes (growth with path length, ratios between
+//! interfaces), not of milliseconds; the simulated rows compare milliseconds at a cost
+//! per invocation taken from Table 3.3, never from §4.3.
 //!
 //! The report (`README.md`, its CSVs and figures) is built with [`crate::report`]; its
 //! prose is `templates/retina.md`.
@@ -154,6 +159,8 @@ pub struct RetinaResults {
     pub depths: Vec<(String, u32, Counts)>,
     /// The switch interface table.
     pub interfaces: Vec<InterfaceRow>,
+    /// The simulated rows: the same TINA cores in virtual time at the paper-001 costs.
+    pub sim: Vec<SimPoint>,
     /// The short form.
     pub quick: bool,
     /// Wall-clock seconds.
@@ -318,6 +325,17 @@ pub async fn run(
     let mut results = lab
         .within(async |lab| run_on(opts, lab, &mut say).await)
         .await?;
+    // The simulated rows, once the live lab is down (a second or so of CPU).
+    results.sim = sim::run()?;
+    for p in &results.sim {
+        say(&format!(
+            "{:>48} over {} switch(es): mean {} ms, {:.1} invocations per call",
+            p.label(),
+            p.switches,
+            crate::report::verdict::show(&p.setup_ms),
+            p.invocations
+        ));
+    }
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
     Ok(results)
@@ -400,6 +418,7 @@ async fn run_on(
         setup,
         depths,
         interfaces,
+        sim: Vec::new(),
         quick: opts.quick,
         seconds: 0.0,
     })
@@ -865,7 +884,9 @@ async fn raw_client(
     }
 }
 
+mod sim;
 mod snmp;
+pub use sim::SimPoint;
 
 mod verdicts;
 pub use verdicts::{RATIO_TOLERANCE, verdicts};
@@ -931,6 +952,48 @@ fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
         series.push(&p.manager, (p.switches as f64, p.mean_ms, f64::NAN));
     }
     (t, series)
+}
+
+/// §4.3 in the simulator: the paper's figures beside the simulated rows.
+fn sim_table(r: &RetinaResults) -> Table {
+    let mut t = Table::new([
+        Column::md("configuration"),
+        Column::csv("manager"),
+        Column::new("switches", "switches").right(),
+        Column::md("mean ms (95% CI)"),
+        Column::csv("mean_ms").format(Format::Fixed(4)),
+        Column::csv("mean_ms_ci95").format(Format::Fixed(4)),
+        Column::new("p99 ms", "p99_ms").right().fixed(2, 4),
+        Column::new("invocations per call", "invocations_per_call")
+            .right()
+            .fixed(1, 2),
+    ]);
+    let e = Value::Empty;
+    for (what, switches, ms, inv) in [
+        ("paper, Alcin (sequential)", 1u64, "28", "13 (setup)"),
+        ("paper, Alcin, EML-CP co-located", 1, "20", "9 (setup)"),
+        (
+            "paper, Alcin (sequential, estimated)",
+            3,
+            "44",
+            "21 (setup)",
+        ),
+    ] {
+        t.md_row(cells![what, switches, ms, e.clone(), inv]);
+    }
+    for p in &r.sim {
+        t.row(cells![
+            p.label(),
+            p.label(),
+            p.switches,
+            crate::report::verdict::show(&p.setup_ms),
+            p.setup_ms.mean,
+            p.setup_ms.ci95,
+            p.p99_ms,
+            p.invocations
+        ]);
+    }
+    t
 }
 
 /// Writes README.md, the CSVs, the plot and results.json.
@@ -1023,6 +1086,9 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     }
     write(dir, "switch_interface.csv", &interfaces.csv())?;
 
+    let sim_table = sim_table(r);
+    write(dir, "sim_setup.csv", &sim_table.csv())?;
+
     let judged = verdicts(r);
     // Each verdict by the first word of its item's claim, for the discussion's
     // conditional sentences.
@@ -1042,8 +1108,16 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         parallel_emulated => verdict_of("§4.3: parallel setup grows less per switch than sequential (emulated"),
         parallel_bare => verdict_of("§4.3: parallel setup grows less per switch than sequential (nothing"),
         per_switch => verdict_of("§4.2: invocations per switch"),
+        sim_one => verdict_of("§4.3 (sim, paper-001): setup through one switch"),
+        sim_three => verdict_of("§4.3 (sim, paper-001): setup across three switches"),
+        sim_per_switch => verdict_of("§4.3 (sim, paper-001): time added per switch"),
+        sim_colocated => verdict_of("§4.3 (sim, paper-001): the EML-CP co-located"),
+        sim_parallel => verdict_of("§4.3 (sim, paper-001): parallel setup"),
     };
     let verdicts = judged.write(dir)?;
+    let profile = atmlab_models::control::CostProfile::named("paper-001")
+        .ok_or_else(|| err("the report", "no paper-001 profile"))?;
+    let ms = |d: atmlab_core::time::Duration| d.as_secs_f64() * 1e3;
     let md = report::render(
         "retina.md",
         TEMPLATE,
@@ -1059,6 +1133,13 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             slopes => slopes,
             depths => depths.markdown(),
             interfaces => interfaces.markdown(),
+            sim => sim_table.markdown(),
+            sim_scenario => sim::SCENARIO_PATH,
+            sim_replications => r.sim.first().map_or(0, |p| p.setup_ms.n),
+            sim_rtt_ms => ms(profile.round_trip(profile.switch_per_command)),
+            sim_switch_ms => ms(profile.switch_per_command),
+            sim_step_ms => ms(profile.manager_step),
+            sim_route_ms => ms(profile.route_work),
         },
     )?;
     write(dir, "README.md", &md)?;
@@ -1082,7 +1163,12 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             "mean_pair_us": i.pair_us.mean, "mean_pair_us_ci95": i.pair_us.ci95, "invocations_per_pair": i.invocations_per_pair,
             "ops_per_s": i.ops_per_s, "p50_pair_us": i.p50_pair_us,
         })).collect::<Vec<_>>(),
-        "paper": {"alcin_one_switch_ms": 28.0, "alcin_three_switches_ms": 44.0, "orb_share": 0.9,
+        "sim": r.sim.iter().map(|p| json!({
+            "manager": p.label(), "mode": p.mode, "colocated": p.colocated, "switches": p.switches,
+            "mean_ms": p.setup_ms.mean, "mean_ms_ci95": p.setup_ms.ci95, "replications": p.setup_ms.n,
+            "p99_ms": p.p99_ms, "invocations_per_call": p.invocations,
+        })).collect::<Vec<_>>(),
+        "paper": {"alcin_one_switch_ms": 28.0, "alcin_colocated_ms": 20.0, "alcin_three_switches_ms": 44.0, "orb_share": 0.9,
                   "jorb_rpc_per_s": 418, "socket_rpc_per_s": 1818, "hybrid_rpc_per_s": 97, "snmp_per_s": 50},
     });
     report::write_json(dir, "results.json", &json)

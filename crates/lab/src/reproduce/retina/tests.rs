@@ -71,9 +71,73 @@ fn results(seq_per_switch: f64, par_per_switch: f64) -> RetinaResults {
             iface(RAW, false, &[100.0, 110.0, 120.0]),
             iface(IN_PROCESS, false, &[4.0, 5.0, 6.0]),
         ],
+        sim: vec![
+            sim_point("sequential", false, 1, 16.2),
+            sim_point("sequential", false, 3, 30.9),
+            sim_point("sequential", true, 1, 14.0),
+            sim_point("parallel", false, 1, 16.2),
+            sim_point("parallel", false, 3, 22.0),
+        ],
         quick: false,
         seconds: 12.0,
     }
+}
+
+/// A simulated point whose replications agree to a few microseconds.
+fn sim_point(mode: &str, colocated: bool, switches: usize, ms: f64) -> SimPoint {
+    SimPoint {
+        mode: mode.into(),
+        colocated,
+        switches,
+        setup_ms: Estimate {
+            mean: ms,
+            ci95: 0.005,
+            n: 5,
+        },
+        p99_ms: ms,
+        invocations: 5.0 * switches as f64 + 7.0,
+    }
+}
+
+/// The simulated rows' verdicts follow their numbers.
+#[test]
+fn the_simulated_verdicts_follow_the_numbers() {
+    let get = |r: &RetinaResults, prefix: &str| {
+        verdicts(r)
+            .checks()
+            .iter()
+            .find(|c| c.item.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix} missing"))
+            .verdict
+    };
+    let one = "§4.3 (sim, paper-001): setup through one switch";
+    let three = "§4.3 (sim, paper-001): setup across three switches";
+    let per = "§4.3 (sim, paper-001): time added per switch";
+    let colocated = "§4.3 (sim, paper-001): the EML-CP co-located";
+    let parallel = "§4.3 (sim, paper-001): parallel setup";
+    let mut r = results(0.6, 0.67);
+    // 16.2 ms is 42% short of 28; 30.9 is 30% short of 44; (30.9 - 16.2) / 2 = 7.35 ms
+    // per switch, 8% short of 8: within the tolerance.
+    assert_eq!(get(&r, one), Verdict::Differs);
+    assert_eq!(get(&r, three), Verdict::Differs);
+    assert_eq!(get(&r, per), Verdict::Reproduces);
+    // 16.2 / 14.0 = 1.16, not 1.4, but co-located is faster.
+    assert_eq!(get(&r, colocated), Verdict::Shape);
+    assert_eq!(get(&r, parallel), Verdict::Reproduces);
+    // Change the numbers, the verdicts follow.
+    r.sim[0].setup_ms.mean = 26.0; // 7% short of 28; (30.9 - 26) / 2 = 2.45 per switch
+    assert_eq!(get(&r, one), Verdict::Reproduces);
+    assert_eq!(get(&r, per), Verdict::Differs);
+    r.sim[2].setup_ms.mean = 18.6; // 26 / 18.6 = 1.398
+    assert_eq!(get(&r, colocated), Verdict::Reproduces);
+    r.sim[4].setup_ms.mean = 31.0; // parallel slower than sequential
+    assert_eq!(get(&r, parallel), Verdict::Differs);
+    r.sim[1].setup_ms.mean = 43.0;
+    assert_eq!(get(&r, three), Verdict::Reproduces);
+    // Not simulated: the rows say so.
+    r.sim.clear();
+    assert_eq!(get(&r, one), Verdict::NotApplicable);
+    assert_eq!(get(&r, parallel), Verdict::NotApplicable);
 }
 
 #[test]
@@ -205,4 +269,36 @@ fn the_report_renders_every_section() {
     );
     let setup = std::fs::read_to_string(dir.path().join("setup_time.csv")).unwrap();
     assert!(setup.contains("\ntina sequential,1,3,1.6000,"), "{setup}");
+}
+
+/// The embedded scenario runs: every configuration once over one switch and once over
+/// three, each ordered as the cores make it (a longer path takes longer sequentially;
+/// one switch is one run, so parallel is sequential there), and every simulated verdict
+/// is decided, none left not applicable.
+#[test]
+fn the_simulated_rows_run_from_the_embedded_scenario() {
+    let sim = super::sim::run().unwrap();
+    assert_eq!(sim.len(), 8, "{sim:?}");
+    let at = |mode: &str, colocated: bool, l: usize| {
+        sim.iter()
+            .find(|p| p.mode == mode && p.colocated == colocated && p.switches == l)
+            .unwrap_or_else(|| panic!("{mode} {colocated} {l} missing"))
+            .setup_ms
+            .mean
+    };
+    assert!(at("sequential", false, 1) < at("sequential", false, 3));
+    assert_eq!(at("sequential", false, 1), at("parallel", false, 1));
+    let mut r = results(0.6, 0.67);
+    r.sim = sim;
+    let v = verdicts(&r);
+    let sims: Vec<_> = v
+        .checks()
+        .iter()
+        .filter(|c| c.item.contains("(sim, paper-001)"))
+        .collect();
+    assert_eq!(sims.len(), 5);
+    assert!(
+        sims.iter().all(|c| c.verdict != Verdict::NotApplicable),
+        "{sims:?}"
+    );
 }
