@@ -1,7 +1,8 @@
-//! The model kind `control`: the control plane of paper 000 (xbind, §II-§IV) on the
-//! simulator, with the real cores (the connection manager, the switches, the route
-//! object and its cache) driven in virtual time by its `shell` module, at costs set by a
-//! [`CostProfile`]. The topology is the live network's own file
+//! The model kind `control`: the control planes of paper 000 (xbind, §II-§IV) and paper
+//! 001 (TINA's connection performers, §1.2.1, §4.3) on the simulator, with the real
+//! cores (the connection manager, the LNC, NML-CP and EML-CP performers, the switches,
+//! the route object and its cache) driven in virtual time by its `shell` and `tina`
+//! modules, at costs set by a [`CostProfile`]. The topology is the live network's own file
 //! (`atmlab_control::topology`), so a scenario and `atmlab net up` describe one network.
 //!
 //! A scenario:
@@ -28,8 +29,11 @@
 //! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
 //! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
-//! the manager and the switches) are recovered by the core's re-sends. Not yet here:
-//! TINA's performers, several managers on partitions, the `measured` profile.
+//! the manager and the switches) are recovered by the core's re-sends. And `tina`
+//! (paper 001): the LNC over `depth` levels of NML-CPs (`fanout` children each) over one
+//! EML-CP per switch, `mode` sequential (Alcin's) or parallel sub-connection setup, the
+//! EML-CPs optionally co-located with their NML-CP (`colocate`); it takes no faults.
+//! Not yet here: several managers on partitions, the `measured` profile.
 
 pub mod costs;
 mod shell;

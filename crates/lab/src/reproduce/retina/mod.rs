@@ -954,6 +954,14 @@ fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
     (t, series)
 }
 
+/// The simulated sequential setup's mean over `switches`, ms (NaN when not simulated).
+fn sim_ms(r: &RetinaResults, switches: usize) -> f64 {
+    r.sim
+        .iter()
+        .find(|p| p.mode == "sequential" && !p.colocated && p.switches == switches)
+        .map_or(f64::NAN, |p| p.setup_ms.mean)
+}
+
 /// §4.3 in the simulator: the paper's figures beside the simulated rows.
 fn sim_table(r: &RetinaResults) -> Table {
     let mut t = Table::new([
@@ -1136,6 +1144,8 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             sim => sim_table.markdown(),
             sim_scenario => sim::SCENARIO_PATH,
             sim_replications => r.sim.first().map_or(0, |p| p.setup_ms.n),
+            sim_seq1_ms => sim_ms(r, 1),
+            sim_seq3_ms => sim_ms(r, 3),
             sim_rtt_ms => ms(profile.round_trip(profile.switch_per_command)),
             sim_switch_ms => ms(profile.switch_per_command),
             sim_step_ms => ms(profile.manager_step),

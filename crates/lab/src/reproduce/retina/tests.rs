@@ -256,6 +256,34 @@ fn the_report_renders_every_section() {
         "{md}"
     );
     assert!(md.ends_with("is what a Commit is.\n"), "{md}");
+    // The simulated rows: the paper's figures, then ours, and the discussion following
+    // their verdicts.
+    assert!(
+        md.contains("## The same cores at the paper's costs (simulated, §4.3)\n"),
+        "{md}"
+    );
+    assert!(md.contains("2.39 ms per remote invocation"), "{md}");
+    assert!(
+        md.contains("| paper, Alcin (sequential) | 1 | 28 | | 13 (setup) |\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| sim paper-001, tina sequential | 3 | 30.9 ± 0.005 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("is shorter than the paper's 28 ms (differs)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("What each further switch adds is within the tolerance"),
+        "{md}"
+    );
+    let sim = std::fs::read_to_string(dir.path().join("sim_setup.csv")).unwrap();
+    assert!(
+        sim.starts_with("manager,switches,mean_ms,mean_ms_ci95,p99_ms,invocations_per_call\n"),
+        "{sim}"
+    );
     // The discussion follows the verdicts: the proxy differs here, and it says so.
     assert!(md.contains("The proxy does not pay here (differs)"), "{md}");
     assert!(
