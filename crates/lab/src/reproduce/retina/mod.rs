@@ -2,7 +2,7 @@
 //! switch servers on loopback (mutual TLS unless `--insecure`), with the paper's numbers
 //! beside ours.
 //!
-//! - §4.2: connection setup time against the number of switches crossed (1 to 8), one
+//! - §4.3: connection setup time against the number of switches crossed (1 to 8), one
 //!   call at a time (latency, not throughput), for TINA with sequential sub-connection
 //!   setup (Alcin's behaviour: 28 ms for one switch, about 44 ms across three), TINA
 //!   with parallel sub-connection setup (what the paper asks for), and the xbind manager;
@@ -448,7 +448,7 @@ pub fn label(manager: &str, delay: StdDuration) -> String {
     }
 }
 
-/// The co-located configuration's name (paper 001 §4.2: Alcin and the EML-CP in one
+/// The co-located configuration's name (paper 001 §4.3: Alcin and the EML-CP in one
 /// address space).
 pub const COLOCATED: &str = "tina sequential, EML-CP co-located";
 
@@ -466,7 +466,7 @@ async fn sweep(
     setup: &mut Vec<SetupPoint>,
     say: &mut impl FnMut(&str),
 ) -> Result<(), LabError> {
-    // §4.2: TINA, sequential and parallel.
+    // §4.3: TINA, sequential and parallel.
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         let name = label(&format!("tina {}", mode.name()), delay);
         let config = TinaConfig {
@@ -480,7 +480,7 @@ async fn sweep(
         lab.audit(&name).await?;
         setup.extend(r?);
     }
-    // §4.2's co-located configuration: sequential, the EML-CPs in their NML-CP's address
+    // §4.3's co-located configuration: sequential, the EML-CPs in their NML-CP's address
     // space, at one switch (where the paper measured it) and the longest path.
     {
         let name = label(COLOCATED, delay);
@@ -900,7 +900,7 @@ fn counts_text(c: &Counts, calls: u64) -> String {
         .join(", ")
 }
 
-/// §4.2: the paper's two points beside every point we measured, and the curves.
+/// §4.3: the paper's two points beside every point we measured, and the curves.
 fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
     let ms = |md: &str, csv: &str| Column::new(md, csv).right().fixed(3, 4);
     let mut t = Table::new([
@@ -1027,13 +1027,13 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     plot(
         dir,
         "setup_time",
-        spec("§4.2: setup time, nothing injected"),
+        spec("§4.3: setup time, nothing injected"),
         &bare,
     )?;
     plot(
         dir,
         "setup_time_emulated",
-        spec("§4.2: setup time, emulated ORB (20 ms per invocation)"),
+        spec("§4.3: setup time, emulated ORB (20 ms per invocation)"),
         &emulated,
     )?;
     let mut paper = SeriesSet::new();
@@ -1045,7 +1045,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         dir,
         "setup_time_paper",
         PlotSpec {
-            title: "§4.2, the paper (Alcin, Orbix)",
+            title: "§4.3, the paper (Alcin, Orbix)",
             y_label: "setup time (ms)",
             ..spec("")
         },
@@ -1111,11 +1111,11 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         proxy => verdict_of("§3.4"),
         snmp => verdict_of("§3.6"),
         orb => verdict_of("§3.3 rows 9-10"),
-        colocated => verdict_of("§4.2: the EML-CP co-located"),
-        transport => verdict_of("§4.2: about 90%"),
+        colocated => verdict_of("§4.3: the EML-CP co-located"),
+        transport => verdict_of("§4.3: about 90%"),
         parallel_emulated => verdict_of("§4.3: parallel setup grows less per switch than sequential (emulated"),
         parallel_bare => verdict_of("§4.3: parallel setup grows less per switch than sequential (nothing"),
-        per_switch => verdict_of("§4.2: invocations per switch"),
+        per_switch => verdict_of("§4.3: invocations per switch"),
         sim_one => verdict_of("§4.3 (sim, paper-001): setup through one switch"),
         sim_three => verdict_of("§4.3 (sim, paper-001): setup across three switches"),
         sim_per_switch => verdict_of("§4.3 (sim, paper-001): time added per switch"),

@@ -159,14 +159,14 @@ fn the_verdicts_follow_the_numbers() {
     assert_eq!(get(&v, "§3.6"), Verdict::Shape);
     assert_eq!(get(&v, "§3.3 rows 1-4"), Verdict::NotApplicable);
     // 3 invocations per switch (1 + 2), not Alcin's 4: a count, no tolerance.
-    assert_eq!(get(&v, "§4.2: invocations per switch"), Verdict::Differs);
+    assert_eq!(get(&v, "§4.3: invocations per switch"), Verdict::Differs);
     assert_eq!(
-        get(&v, "§4.2: sequential setup time grows"),
+        get(&v, "§4.3: sequential setup time grows"),
         Verdict::Reproduces
     );
     // 70 ms per switch at 20 ms an invocation: 3.5 invocations' worth, 12.5% off 4.
-    assert_eq!(get(&v, "§4.2: time per switch"), Verdict::Differs);
-    assert_eq!(get(&v, "§4.2: the EML-CP co-located"), Verdict::Shape);
+    assert_eq!(get(&v, "§4.3: time per switch"), Verdict::Differs);
+    assert_eq!(get(&v, "§4.3: the EML-CP co-located"), Verdict::Shape);
     assert_eq!(
         get(
             &v,
@@ -197,28 +197,28 @@ fn the_verdicts_follow_the_numbers() {
         ),
         Verdict::Reproduces
     );
-    assert_eq!(get(&v2, "§4.2: the EML-CP co-located"), Verdict::Shape);
+    assert_eq!(get(&v2, "§4.3: the EML-CP co-located"), Verdict::Shape);
     r2.setup.retain(|p| p.manager != COLOCATED);
     r2.setup.push(point(COLOCATED, 1, &[1.14, 1.15, 1.16])); // 1.6/1.15 = 1.39x
     assert_eq!(
-        get(&verdicts(&r2), "§4.2: the EML-CP co-located"),
+        get(&verdicts(&r2), "§4.3: the EML-CP co-located"),
         Verdict::Reproduces
     );
     // A transport estimate above the whole setup cannot split it: not applicable.
-    assert_eq!(get(&v, "§4.2: about 90%"), Verdict::Differs);
+    assert_eq!(get(&v, "§4.3: about 90%"), Verdict::Differs);
     let mut fast = results(0.6, 0.67);
     fast.setup
         .retain(|p| !(p.manager == "tina sequential" && p.switches == 1));
     fast.setup
         .push(point("tina sequential", 1, &[0.5, 0.5, 0.5]));
     assert_eq!(
-        get(&verdicts(&fast), "§4.2: about 90%"),
+        get(&verdicts(&fast), "§4.3: about 90%"),
         Verdict::NotApplicable
     );
     // Without the co-located run the row says so instead of guessing.
     r2.setup.retain(|p| p.manager != COLOCATED);
     assert_eq!(
-        get(&verdicts(&r2), "§4.2: the EML-CP co-located"),
+        get(&verdicts(&r2), "§4.3: the EML-CP co-located"),
         Verdict::NotApplicable
     );
 }

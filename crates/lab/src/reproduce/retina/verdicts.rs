@@ -127,11 +127,11 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         _ => missing(item, paper, "the SNMP-like or plain-text raw TCP row"),
     });
 
-    // §4.2: setup time.
+    // §4.3: setup time.
     let seq = "tina sequential";
     let par = "tina parallel";
     let at = |m: &str, l: usize| r.point(m, l);
-    let item = "§4.2: invocations per switch crossed, sequential";
+    let item = "§4.3: invocations per switch crossed, sequential";
     let paper = "4 (Alcin -> EML-CP)";
     out.push(match (at(seq, 1), at(seq, MAX_PATH)) {
         (Some(a), Some(b)) => {
@@ -140,7 +140,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         }
         _ => missing(item, paper, "1 and 8 switches"),
     });
-    let item = "§4.2: sequential setup time grows with the switches crossed";
+    let item = "§4.3: sequential setup time grows with the switches crossed";
     let points: Vec<(f64, Estimate)> = r
         .setup
         .iter()
@@ -155,7 +155,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
     ));
     let emulated_seq = label(seq, EMULATED_RTT);
     let rtt_ms = EMULATED_RTT.as_secs_f64() * 1e3;
-    let item = "§4.2: time per switch in invocations' worth, sequential (emulated ORB)";
+    let item = "§4.3: time per switch in invocations' worth, sequential (emulated ORB)";
     let slope = r.slope_estimate_of(&emulated_seq);
     out.push(if slope.n >= 2 {
         let worth = Estimate {
@@ -168,7 +168,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
     } else {
         missing(item, "4 (8 ms / 2 ms)", "the emulated sweep")
     });
-    let item = "§4.2: about 90% of a setup is transport (1 switch)";
+    let item = "§4.3: about 90% of a setup is transport (1 switch)";
     out.push(match (at(seq, 1), r.interface(GRPC, tls), r.interface(IN_PROCESS, false)) {
         (Some(p), Some(g), Some(w)) => {
             // Transport: the remote invocations a setup makes, each costing what one
@@ -214,7 +214,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         }
         _ => missing(item, "≈ 90%", "1 switch, gRPC or the in-process row"),
     });
-    let item = "§4.2: the EML-CP co-located with its caller (1 switch)";
+    let item = "§4.3: the EML-CP co-located with its caller (1 switch)";
     let paper = "1.4x faster (28 vs 20 ms)";
     out.push(match (at(seq, 1), at(COLOCATED, 1)) {
         (Some(remote), Some(local)) => {
