@@ -413,6 +413,34 @@ fn tina_blocking_on_a_trunk_is_erlang_b() {
     );
 }
 
+/// Blocked calls are rolled back through the performers (sequential and parallel,
+/// one NML-CP level and two): once the calls end, no call is held, and no connection
+/// and no bandwidth is left on any switch.
+#[test]
+fn tina_refusals_leave_nothing_behind() {
+    for manager in [
+        "{ kind = \"tina\", mode = \"parallel\", depth = 2 }",
+        "{ kind = \"tina\", mode = \"sequential\", depth = 1 }",
+    ] {
+        let text = format!(
+            "topology = {:?}\ncapacity = \"1250 cells/s\"\nmanager = {manager}\narrival = {{ kind = \"poisson\", rate = \"150 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"80 ms\" }}\npcr = \"100 /s\"\npairs = [\"a:h3\", \"a:h2\", \"h1:h3\"]\nprofile = \"fast\"\n",
+            chain3()
+        );
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let c = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap();
+        let (held, connections, allocated, blocking) = c.tina_run_and_drain(20).unwrap();
+        assert!(
+            blocking > 0.02,
+            "{manager}: blocking {blocking}: the test needs refusals"
+        );
+        assert_eq!((held, connections), (0, 0), "{manager}");
+        assert!(
+            allocated.abs() < 1e-9,
+            "{manager}: {allocated} cells/s left"
+        );
+    }
+}
+
 /// TINA takes no faults (its shell injects none) and names the key.
 #[test]
 fn tina_refuses_faults_and_bad_modes() {

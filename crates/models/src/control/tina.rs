@@ -125,11 +125,14 @@ struct Node {
     next_op: OpId,
 }
 
+/// A switch's answer on its way back: the EML-CP's node, its command id, the answer.
+type Answered = (usize, InvocationId, Result<Reply, SncError>);
+
 /// A switch server: its core and its threads.
 struct SwitchNode {
     core: Switch,
     queue: VecDeque<(usize, InvocationId, Command)>,
-    threads: Vec<Option<(usize, InvocationId, Result<Reply, SncError>)>>,
+    threads: Vec<Option<Answered>>,
     busy: Duration,
 }
 
@@ -170,6 +173,8 @@ pub(super) struct TinaPlane<'a> {
     latency: Histogram,
     /// Busy times at the last mark: performers, switches.
     marked: (Vec<Duration>, Vec<Duration>),
+    /// No more calls arrive (draining at the end of a leak check).
+    arrivals_stopped: bool,
 }
 
 const LNC: usize = 0;
@@ -272,6 +277,7 @@ impl<'a> TinaPlane<'a> {
             stats: Stats::default(),
             latency: Histogram::new(),
             marked: (Vec::new(), Vec::new()),
+            arrivals_stopped: false,
         })
     }
 
@@ -282,6 +288,7 @@ impl<'a> TinaPlane<'a> {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
+            Ev::Arrival if self.arrivals_stopped => {}
             Ev::Arrival => self.arrival(),
             Ev::At(n, input, wired) => {
                 self.nodes[n].queue.push_back((input, wired));
@@ -589,6 +596,55 @@ impl<'a> TinaPlane<'a> {
             sw.busy += work;
             self.events.schedule(self.now + work, Ev::SwitchDone(s, t));
         }
+    }
+}
+
+#[cfg(test)]
+impl ControlConfig {
+    /// Runs `seconds` of TINA's calls, then stops the arrivals and lets every call end:
+    /// the calls the LNC still holds and, over every switch, the connections and the
+    /// bandwidth left (cells/s): zeros when nothing leaked; and the blocking probability
+    /// of the run. For the leak test.
+    pub(super) fn tina_run_and_drain(
+        &self,
+        seconds: u64,
+    ) -> Result<(usize, usize, f64, f64), SimError> {
+        let spec = self
+            .manager
+            .tina
+            .ok_or_else(|| model_err("not a TINA scenario"))?;
+        let rep = Replication {
+            seed: 3,
+            replication: 0,
+            length: atmlab_sim::scenario::RunLength::Duration(Duration::from_secs(seconds)),
+            warmup: atmlab_sim::scenario::Warmup::Time(Duration::ZERO),
+            batches: 1,
+        };
+        let mut plane = TinaPlane::new(self, &spec, &rep)?;
+        let end = Instant::ZERO + Duration::from_secs(seconds);
+        plane.begin();
+        plane.new_period();
+        while plane.advance(end).is_some() {}
+        let blocking = plane.measure(end - Instant::ZERO)[0].1;
+        plane.arrivals_stopped = true;
+        let until = end + Duration::from_secs(600);
+        while plane.advance(until).is_some() {}
+        let held = match &plane.nodes[LNC].core {
+            Core::Lnc(core) => core.active(),
+            _ => 0,
+        };
+        let connections = plane
+            .switches
+            .iter()
+            .map(|s| s.core.connections().len())
+            .sum();
+        let allocated = plane
+            .switches
+            .iter()
+            .flat_map(|s| s.core.ports())
+            .map(|p| p.allocated)
+            .sum();
+        Ok((held, connections, allocated, blocking))
     }
 }
 
