@@ -216,7 +216,7 @@ impl ModelKind for ControlKind {
         "control"
     }
     fn summary(&self) -> &'static str {
-        "paper 000's control plane: the real connection manager, switch and route cores in virtual time"
+        "papers 000 and 001's control planes: the real connection manager (or TINA performers), switch and route cores in virtual time"
     }
     fn parameters(&self) -> &'static [ParamDoc] {
         PARAMS
