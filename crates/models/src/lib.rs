@@ -11,7 +11,7 @@
 //! | [`queue`] | the model kind `queue`: one FIFO server, the validation model (M/M/1, M/D/1, M/M/1/K) and the engine's benchmark |
 //! | [`access_link`] | the model kind `access`: paper 003's source, mechanism and access link (Figure 5) |
 //! | [`backbone`] | the model kind `backbone`: paper 003's two MMPP LANs contending at an internal node (Figures 6-11) |
-//! | [`control`] | the model kind `control`: paper 000's control plane, the real connection manager, switch and route cores in virtual time |
+//! | [`control`] | the model kind `control`: papers 000 and 001's control planes, the real connection manager (or TINA performers), switch and route cores in virtual time |
 //!
 //! [`registry`] lists the model kinds by name and [`model_kind`] finds one; a private
 //! module runs the models measured by one component (paper 003's, with batch means).

@@ -21,12 +21,13 @@ fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
         "verdicts.csv",
         "invocations.csv",
         "switch_interface.csv",
+        "sim_setup.csv",
     ] {
         assert!(out.join(f).exists(), "{f} missing; stdout:\n{text}");
     }
     let md = std::fs::read_to_string(out.join("README.md")).unwrap();
     for s in [
-        "§4.2",
+        "§4.3",
         "| paper, Alcin (sequential) | 1 | | 28 |",
         "§3.3",
         "SNMP-like",
@@ -108,7 +109,7 @@ fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     );
     // The report opens with the verdicts, one per claim of the paper, each computed.
     let verdicts = std::fs::read_to_string(out.join("verdicts.csv")).unwrap();
-    assert_eq!(verdicts.lines().count(), 1 + 14, "{verdicts}");
+    assert_eq!(verdicts.lines().count(), 1 + 19, "{verdicts}");
     assert!(md.find("## Verdicts").unwrap() < md.find("## Setup time").unwrap());
     let verdict = |prefix: &str| {
         verdicts
@@ -120,6 +121,24 @@ fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     // Measured under the emulated ORB the paper's argument for parallelism holds.
     assert!(
         verdict("\"§4.3: parallel setup grows less per switch than sequential (emulated ORB)\"")
+            .contains(",reproduces,"),
+        "{verdicts}"
+    );
+    // The simulated rows (the same cores at the paper-001 costs): every configuration
+    // over one and three switches, parallel faster than sequential across three, and
+    // the verdict of that prediction computed.
+    let sim = json["sim"].as_array().unwrap();
+    assert_eq!(sim.len(), 8, "{sim:?}");
+    let sim_ms = |mode: &str, l: u64| {
+        sim.iter()
+            .find(|p| p["mode"] == mode && p["colocated"] == false && p["switches"] == l)
+            .unwrap_or_else(|| panic!("sim {mode} at {l} missing"))["mean_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(sim_ms("parallel", 3) < sim_ms("sequential", 3), "{sim:?}");
+    assert!(
+        verdict("\"§4.3 (sim, paper-001): parallel setup across three switches\"")
             .contains(",reproduces,"),
         "{verdicts}"
     );

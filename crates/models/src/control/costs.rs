@@ -27,8 +27,14 @@
 //!   0.35 ms is the one number fitted, so that the simulated one-at-a-time sequential
 //!   setup is the paper's 23.4 ms. The split between wire, marshalling and work is ours
 //!   (the paper gives only the total); it decides how much aggregation saves.
-//! - `paper-001`: ReTINA §3.3 and §4.2: an Orbix invocation about 2 ms, 90% of it in the
-//!   ORB; a switch operation at 418 per second over JORB (row 9): 2.4 ms per round trip.
+//! - `paper-001`: ReTINA's Table 3.3 only (§3.3): one connection-server operation at a
+//!   time over JORB, client and server on one PC, 418 per second (row 9): 2.39 ms per
+//!   round trip, the one calibration quantity. The split (0.19 ms of it the server's
+//!   work, the rest wire and marshalling), the performers' step and the route object's
+//!   work are ours: the paper gives no split for row 9 (its "90% in the ORB" is of the
+//!   Alcin setup, inferred from the 28 ms that `reproduce retina` compares the model
+//!   with, so it is not used). Row 15 (OrbixWeb, 600 per second, 1.67 ms) is the other
+//!   reading: Alcin ran on Orbix, but in C++ on another machine, which no row measured.
 //! - `fast`: round numbers of the order of a loopback RPC (tens of microseconds per
 //!   message), for studies at scale.
 //! - `measured`: this machine's live control plane, measured one operation at a time by
@@ -109,8 +115,8 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
             },
-            // 2.39 ms per round trip (418 operations/s over JORB, row 9): 2 x (0.2 + 2 x
-            // 0.4 + 2 x 0.05) + 0.19.
+            // 2.39 ms per round trip (418 operations/s over JORB, Table 3.3 row 9): 2 x
+            // (0.2 + 2 x 0.4 + 2 x 0.05) + 0.19; the split is ours.
             "paper-001" => CostProfile {
                 name: name.into(),
                 latency: ms(0.2),

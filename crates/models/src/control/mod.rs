@@ -1,7 +1,8 @@
-//! The model kind `control`: the control plane of paper 000 (xbind, §II-§IV) on the
-//! simulator, with the real cores (the connection manager, the switches, the route
-//! object and its cache) driven in virtual time by its `shell` module, at costs set by a
-//! [`CostProfile`]. The topology is the live network's own file
+//! The model kind `control`: the control planes of paper 000 (xbind, §II-§IV) and paper
+//! 001 (TINA's connection performers, §1.2.1, §4.3) on the simulator, with the real
+//! cores (the connection manager, the LNC, NML-CP and EML-CP performers, the switches,
+//! the route object and its cache) driven in virtual time by its `shell` and `tina`
+//! modules, at costs set by a [`CostProfile`]. The topology is the live network's own file
 //! (`atmlab_control::topology`), so a scenario and `atmlab net up` describe one network.
 //!
 //! A scenario:
@@ -28,17 +29,22 @@
 //! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
 //! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
-//! the manager and the switches) are recovered by the core's re-sends. Not yet here:
-//! TINA's performers, several managers on partitions.
+//! the manager and the switches) are recovered by the core's re-sends. And `tina`
+//! (paper 001): the LNC over `depth` levels of NML-CPs (`fanout` children each) over one
+//! EML-CP per switch, `mode` sequential (Alcin's) or parallel sub-connection setup, the
+//! EML-CPs optionally co-located with their NML-CP (`colocate`); it takes no faults.
+//! Not yet here: several managers on partitions.
 
 pub mod costs;
 mod shell;
+mod tina;
 
 use std::path::{Path, PathBuf};
 
 use atmlab_control::cm::adaptive::Regions;
 use atmlab_control::cm::core::CmKind;
 use atmlab_control::route::NetworkView;
+use atmlab_control::tina::SetupMode;
 use atmlab_control::topology::Topology;
 use atmlab_core::time::Duration;
 use atmlab_core::units::CellRate;
@@ -72,6 +78,24 @@ pub struct ManagerSpec {
     /// Identifiers reserved per cache fill, the low mark that triggers a refill, and
     /// the most a cache keeps (xbind; `CmConfig`'s defaults otherwise).
     pub cache: (u32, u32, u32),
+    /// TINA's performers instead of a connection manager core (`kind = "tina"`).
+    pub tina: Option<TinaSpec>,
+}
+
+/// The shape of a TINA deployment (paper 001 §1.2.1, §4.3), as
+/// `atmlab_control::tina::TinaConfig` gives it to the live one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TinaSpec {
+    /// Sequential (Alcin's) or parallel sub-connection setup.
+    pub mode: SetupMode,
+    /// Levels of NML-CPs (1: one NML-CP over every EML-CP, Alcin's shape).
+    pub depth: u32,
+    /// Children per NML-CP above the lowest level.
+    pub fanout: u32,
+    /// Each EML-CP in its NML-CP's address space: their invocations are local calls,
+    /// neither marshalled nor on the wire nor counted (paper 001 §4.3's second Alcin
+    /// configuration).
+    pub colocate: bool,
 }
 
 /// How long a call is held.
@@ -159,7 +183,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "manager",
-        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
     },
     ParamDoc {
         key: "arrival",
@@ -192,7 +216,7 @@ impl ModelKind for ControlKind {
         "control"
     }
     fn summary(&self) -> &'static str {
-        "paper 000's control plane: the real connection manager, switch and route cores in virtual time"
+        "papers 000 and 001's control planes: the real connection manager (or TINA performers), switch and route cores in virtual time"
     }
     fn parameters(&self) -> &'static [ParamDoc] {
         PARAMS
@@ -231,6 +255,10 @@ const BUILT_IN: &[(&str, &str)] = &[
     (
         "line3.toml",
         include_str!("../../../../topologies/line3.toml"),
+    ),
+    (
+        "chain3.toml",
+        include_str!("../../../../topologies/chain3.toml"),
     ),
     (
         "tree4.toml",
@@ -375,6 +403,15 @@ impl ControlConfig {
             }
         };
         let costs = CostProfile::from_params(p)?;
+        if manager.tina.is_some() && (costs.colocated || costs.links || costs.cpus > 0) {
+            // The TINA shell models the papers' testbeds: a server per performer, remote
+            // objects, the caller marshalling; a profile of the live lab's structure
+            // would be silently misread.
+            return Err(p.error(
+                "profile",
+                "the TINA shell does not model `colocated`, `links` or shared `cpus` (a `measured` profile's structure)",
+            ));
+        }
         let faults = if p.has("faults") {
             let f = p.table("faults")?;
             let loss = f.number_or("loss", 0.0)?;
@@ -387,6 +424,12 @@ impl ControlConfig {
                 Duration::ZERO
             };
             f.finish()?;
+            if manager.tina.is_some() {
+                return Err(p.error(
+                    "faults",
+                    "the TINA shell injects no faults (the managers' shell does)",
+                ));
+            }
             Faults { loss, max_delay }
         } else {
             Faults::default()
@@ -445,6 +488,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                 }
                 (fill, low, max)
             },
+            tina: None,
         },
         "sequential" | "threaded" => ManagerSpec {
             kind: CmKind::Sequential,
@@ -467,11 +511,41 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                 let d = atmlab_control::cm::core::CmConfig::new(CmKind::Sequential);
                 (d.cache_fill, d.cache_low, d.cache_max)
             },
+            tina: None,
         },
+        "tina" => {
+            let mode = if m.has("mode") {
+                m.string("mode")?
+                    .parse::<SetupMode>()
+                    .map_err(|_| m.error("mode", "expected \"sequential\" or \"parallel\""))?
+            } else {
+                SetupMode::Sequential
+            };
+            let defaults = atmlab_control::tina::TinaConfig::default();
+            let colocate = m.bool_or("colocate", false)?;
+            ManagerSpec {
+                // Unused: the TINA shell runs the performers' cores, not a CmCore.
+                kind: CmKind::Sequential,
+                name: "tina",
+                threshold: 1,
+                flush: Duration::ZERO,
+                adaptive: None,
+                threads: whole("threads", 1, 1_024)?,
+                blocking: false,
+                route_ttl: duration_or("route_ttl", Duration::ZERO)?,
+                cache: (0, 0, 0),
+                tina: Some(TinaSpec {
+                    mode,
+                    depth: whole("depth", defaults.depth, 16)?,
+                    fanout: whole("fanout", defaults.fanout, 1_024)?,
+                    colocate,
+                }),
+            }
+        }
         other => {
             return Err(m.error(
                 "kind",
-                format!("{other:?}: expected \"xbind\", \"sequential\" or \"threaded\""),
+                format!("{other:?}: expected \"xbind\", \"sequential\", \"threaded\" or \"tina\""),
             ));
         }
     };

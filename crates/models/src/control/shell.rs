@@ -194,88 +194,166 @@ struct Plane<'a> {
 }
 
 impl ControlConfig {
-    /// Runs one replication.
+    /// Runs one replication: the managers' plane, or TINA's performers' (`tina`).
     pub(super) fn run_replication(&self, rep: &Replication) -> Result<RepResult, SimError> {
-        let d = match rep.length {
-            RunLength::Duration(d) => d,
-            RunLength::Count(_) => {
-                return Err(SimError::Model {
-                    model: "control".into(),
-                    message: "runs by duration: set run.duration, not run.count".into(),
-                });
-            }
-        };
-        let warmup = match rep.warmup {
-            Warmup::Time(w) => w,
-            Warmup::Observations(0) => Duration::ZERO,
-            _ => {
-                return Err(SimError::Model {
-                    model: "control".into(),
-                    message: "the warm-up is a duration (run.warmup = \"30 s\"), not auto".into(),
-                });
-            }
-        };
-        let mut plane = Plane::new(self, rep)?;
-        let batches = rep.batches.max(1);
-        let start = Instant::ZERO + warmup;
-        let mut marks = vec![start];
-        for b in 1..=batches {
-            marks.push(
-                start + Duration::from_picos(d.as_picos() / u64::from(batches) * u64::from(b)),
-            );
+        let (d, warmup) = lengths(rep)?;
+        match &self.manager.tina {
+            Some(t) => drive(
+                &mut super::tina::TinaPlane::new(self, t, rep)?,
+                rep,
+                d,
+                warmup,
+            ),
+            None => drive(&mut Plane::new(self, rep)?, rep, d, warmup),
         }
-        let end = *marks.last().unwrap_or(&start);
-        for &m in &marks {
-            plane.events.schedule(m, Ev::Mark);
+    }
+}
+
+/// The run's measured length and warm-up, both durations.
+fn lengths(rep: &Replication) -> Result<(Duration, Duration), SimError> {
+    let d = match rep.length {
+        RunLength::Duration(d) => d,
+        RunLength::Count(_) => {
+            return Err(model_err(
+                "runs by duration: set run.duration, not run.count",
+            ));
         }
-        plane.events.schedule(Instant::ZERO, Ev::Arrival);
-        let mut batch_metrics = Vec::new();
-        let mut mark = 0usize;
-        let mut processed = 0u64;
-        while let Some((t, ev)) = plane.events.pop_until(end) {
-            plane.now = t;
-            processed += 1;
-            if let Ev::Mark = ev {
-                if mark > 0 {
-                    let m = plane.metrics(marks[mark] - marks[mark - 1]);
-                    batch_metrics.push(m.into_iter().map(|(_, v)| v).collect::<Vec<f64>>());
-                }
-                plane.start_period();
-                mark += 1;
-                if mark == marks.len() {
-                    break;
-                }
-                continue;
+    };
+    let warmup = match rep.warmup {
+        Warmup::Time(w) => w,
+        Warmup::Observations(0) => Duration::ZERO,
+        _ => {
+            return Err(model_err(
+                "the warm-up is a duration (run.warmup = \"30 s\"), not auto",
+            ));
+        }
+    };
+    Ok((d, warmup))
+}
+
+/// What the replication loop needs of a simulated control plane (the managers' here,
+/// TINA's performers' in `tina`): the one loop of marks, batches and metrics for both.
+pub(super) trait Driven {
+    /// Schedules a period mark at `at`.
+    fn schedule_mark(&mut self, at: Instant);
+    /// Schedules the first call's arrival, at zero.
+    fn begin(&mut self);
+    /// Applies the next event due by `end`: `None` when there is none, `Some(true)` when
+    /// it was a period mark.
+    fn advance(&mut self, end: Instant) -> Option<bool>;
+    /// A new measured period: counters to zero, busy times noted.
+    fn new_period(&mut self);
+    /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
+    fn measure(&self, span: Duration) -> Vec<(&'static str, f64)>;
+}
+
+/// Runs `plane` for the warm-up and `d` in `rep.batches` batches.
+fn drive(
+    plane: &mut dyn Driven,
+    rep: &Replication,
+    d: Duration,
+    warmup: Duration,
+) -> Result<RepResult, SimError> {
+    let batches = rep.batches.max(1);
+    let start = Instant::ZERO + warmup;
+    let mut marks = vec![start];
+    for b in 1..=batches {
+        marks.push(start + Duration::from_picos(d.as_picos() / u64::from(batches) * u64::from(b)));
+    }
+    let end = *marks.last().unwrap_or(&start);
+    for &m in &marks {
+        plane.schedule_mark(m);
+    }
+    plane.begin();
+    let mut batch_metrics = Vec::new();
+    let mut mark = 0usize;
+    let mut processed = 0u64;
+    while let Some(is_mark) = plane.advance(end) {
+        processed += 1;
+        if is_mark {
+            if mark > 0 {
+                let m = plane.measure(marks[mark] - marks[mark - 1]);
+                batch_metrics.push(m.into_iter().map(|(_, v)| v).collect::<Vec<f64>>());
             }
-            plane.handle(ev);
+            plane.new_period();
+            mark += 1;
+            if mark == marks.len() {
+                break;
+            }
         }
-        let metrics: Vec<(&'static str, f64)> = if batches == 1 {
-            METRICS
-                .iter()
-                .copied()
-                .zip(batch_metrics.pop().unwrap_or_default())
-                .collect()
+    }
+    let metrics: Vec<(&'static str, f64)> = if batches == 1 {
+        METRICS
+            .iter()
+            .copied()
+            .zip(batch_metrics.pop().unwrap_or_default())
+            .collect()
+    } else {
+        let mut m: Vec<(&'static str, f64)> = METRICS.iter().map(|k| (*k, 0.0)).collect();
+        atmlab_sim::model::grand_means(&mut m, &batch_metrics);
+        m
+    };
+    Ok(RepResult {
+        metrics,
+        events: processed,
+        simulated: end - Instant::ZERO,
+        truncation: None,
+        batch_metrics: if batches > 1 {
+            batch_metrics
         } else {
-            let mut m: Vec<(&'static str, f64)> = METRICS.iter().map(|k| (*k, 0.0)).collect();
-            atmlab_sim::model::grand_means(&mut m, &batch_metrics);
-            m
-        };
-        Ok(RepResult {
-            metrics,
-            events: processed,
-            simulated: end - Instant::ZERO,
-            truncation: None,
-            batch_metrics: if batches > 1 {
-                batch_metrics
-            } else {
-                Vec::new()
-            },
-        })
+            Vec::new()
+        },
+    })
+}
+
+impl Driven for Plane<'_> {
+    fn schedule_mark(&mut self, at: Instant) {
+        self.events.schedule(at, Ev::Mark);
+    }
+    fn begin(&mut self) {
+        self.events.schedule(Instant::ZERO, Ev::Arrival);
+    }
+    fn advance(&mut self, end: Instant) -> Option<bool> {
+        let (t, ev) = self.events.pop_until(end)?;
+        self.now = t;
+        if let Ev::Mark = ev {
+            return Some(true);
+        }
+        self.handle(ev);
+        Some(false)
+    }
+    fn new_period(&mut self) {
+        self.start_period();
+    }
+    fn measure(&self, span: Duration) -> Vec<(&'static str, f64)> {
+        self.metrics(span)
+    }
+}
+
+/// A call's host pair, drawn as the scenario says.
+pub(super) fn draw_pair(cfg: &ControlConfig, rng: &mut SimRng) -> (usize, usize) {
+    match &cfg.pairs {
+        Pairs::List(list) if list.len() == 1 => list[0],
+        Pairs::List(list) => list[rng.random_range(0..list.len())],
+        Pairs::Any => {
+            let n = cfg.hosts.len();
+            let a = rng.random_range(0..n);
+            let b = (a + 1 + rng.random_range(0..n - 1)) % n;
+            (a, b)
+        }
+    }
+}
+
+/// A call's holding time, drawn as the scenario says.
+pub(super) fn draw_hold(cfg: &ControlConfig, rng: &mut SimRng) -> Duration {
+    match cfg.holding {
+        Holding::Exponential(mean) => Duration::from_secs_f64(exp1(rng) * mean.as_secs_f64()),
+        Holding::Deterministic(d) => d,
     }
 }
 
 /// `d` taken `n` times.
-fn times(d: Duration, n: u64) -> Duration {
+pub(super) fn times(d: Duration, n: u64) -> Duration {
     Duration::from_picos(d.as_picos().saturating_mul(n))
 }
 
@@ -319,7 +397,7 @@ impl ControlConfig {
     }
 }
 
-fn model_err(message: impl Into<String>) -> SimError {
+pub(super) fn model_err(message: impl Into<String>) -> SimError {
     SimError::Model {
         model: "control".into(),
         message: message.into(),
@@ -534,16 +612,7 @@ impl<'a> Plane<'a> {
 
     fn arrival(&mut self) {
         let cfg = self.cfg;
-        let pair = match &cfg.pairs {
-            Pairs::List(list) if list.len() == 1 => list[0],
-            Pairs::List(list) => list[self.rng.random_range(0..list.len())],
-            Pairs::Any => {
-                let n = cfg.hosts.len();
-                let a = self.rng.random_range(0..n);
-                let b = (a + 1 + self.rng.random_range(0..n - 1)) % n;
-                (a, b)
-            }
-        };
+        let pair = draw_pair(cfg, &mut self.rng);
         let u = self.next_call;
         self.next_call += 1;
         self.calls.insert(
@@ -781,12 +850,7 @@ impl<'a> Plane<'a> {
                 self.stats.latency_sum += latency;
                 self.latency.record(latency);
                 self.decided(u, Outcome::Established);
-                let hold = match self.cfg.holding {
-                    Holding::Exponential(mean) => {
-                        Duration::from_secs_f64(exp1(&mut self.rng) * mean.as_secs_f64())
-                    }
-                    Holding::Deterministic(d) => d,
-                };
+                let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.invocations += 1;
                 self.events.schedule(heard + hold, Ev::Hangup(call));
                 self.op_ended();

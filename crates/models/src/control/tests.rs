@@ -233,3 +233,259 @@ profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command
     assert!((own - 0.4).abs() < 0.004, "{own} ms with a processor per server");
     assert!((one - 1.2).abs() < 0.012, "{one} ms on one shared processor");
 }
+
+// ----- TINA's performers (paper 001) ---------------------------------------------------
+
+fn chain3() -> String {
+    format!(
+        "{}/../../topologies/chain3.toml",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn tina_config(manager: &str, pairs: &str, profile: &str, extra: &str) -> ControlConfig {
+    let text = format!(
+        "topology = {:?}\nmanager = {manager}\narrival = {{ kind = \"poisson\", rate = \"0.5 /s\" }}\nholding = {{ kind = \"deterministic\", mean = \"10 ms\" }}\npcr = \"100 /s\"\npairs = [{pairs:?}]\nprofile = {profile:?}\n{extra}",
+        chain3()
+    );
+    let table: toml::Table = toml::from_str(&text).expect("test parameters parse");
+    let p = Params::new("test.toml", &table);
+    let c = ControlConfig::from_params(&p).expect("valid parameters");
+    p.finish().expect("every key read");
+    c
+}
+
+/// The setup time of one TINA call alone in the network, sequential, one NML-CP level
+/// (Alcin's shape), from the profile and a count of the steps, made here from the
+/// performers' protocol and not from the model: the user's AddConnection, the route
+/// object's query, LNC -> NML, one NML -> EML per switch, and per switch a Commit after
+/// a Reserve of each identifier not given (the first switch reserves the source's VC
+/// and its output, each later one only its output, the previous one's being its input).
+/// Each remote invocation is a request and an answer on the wire, marshalled and
+/// unmarshalled at both ends; every input a performer handles costs it one step.
+fn sequential_setup_by_hand(p: &super::CostProfile, switches: u64) -> f64 {
+    let s = |d: Duration| d.as_secs_f64();
+    let m = s(p.per_message) + s(p.per_command);
+    let wire = 2.0 * s(p.latency);
+    // The user's call: on the wire both ways, (un)marshalled by the LNC only.
+    let user = wire + 2.0 * m;
+    let invocation = wire + 4.0 * m;
+    let route = invocation + s(p.route_work);
+    let performer_calls = 1 + switches;
+    let switch_commands = 2 * switches + 1;
+    let command = invocation + s(p.switch_per_command);
+    // Steps: the LNC's three (the request, the route, the root's answer); the NML-CP's
+    // request and each child's answer; each EML-CP's request and each command's answer.
+    let steps = 3 + (1 + switches) + switches + switch_commands;
+    user + route
+        + performer_calls as f64 * invocation
+        + switch_commands as f64 * command
+        + steps as f64 * s(p.manager_step)
+}
+
+/// One call at a time, the simulated TINA setup is exactly the sum of its steps' costs
+/// under the profile, over one switch and over three; and the invocations per call are
+/// the protocol's: the setup's above plus the release's (the user's delete, LNC -> NML,
+/// one NML -> EML and one Release per switch, and the source's VC given back).
+#[test]
+fn tina_one_at_a_time_is_the_sum_of_its_steps() {
+    for profile in ["paper-001", "fast"] {
+        let p = super::CostProfile::named(profile).unwrap();
+        for (dest, l) in [("a:h1", 1u64), ("a:h3", 3)] {
+            let c = tina_config(
+                "{ kind = \"tina\", mode = \"sequential\", depth = 1 }",
+                dest,
+                profile,
+                "",
+            );
+            let m = run(&c, 400, 1, 0);
+            let want = sequential_setup_by_hand(&p, l);
+            // No setup is faster than its steps; the mean is a little slower only by
+            // the rare call that arrives while another's release is still running.
+            let got = metric(&m, "mean_setup_latency");
+            assert!(
+                got >= want - 1e-12 && got <= want * 1.002,
+                "{profile}, {l} switch(es): {got} s against {want} s by hand"
+            );
+            let p99 = metric(&m, "p99_setup_latency");
+            assert!(p99 >= want * 0.999, "{p99} against {want}");
+            assert_eq!(metric(&m, "blocking_probability"), 0.0);
+            let setup = 3 * l + 4;
+            let release = 2 * l + 3;
+            let inv = metric(&m, "invocations_per_call");
+            assert!(
+                (inv - (setup + release) as f64).abs() < 0.05,
+                "{profile}, {l}: {inv} invocations per call"
+            );
+        }
+    }
+}
+
+/// Parallel setup over one switch is sequential setup (one run: nothing to overlap);
+/// over three it reserves the two inner links' identifiers at once and then sets every
+/// switch up at once, so it takes less than sequential setup but more than the one
+/// switch (the extra round of link reservations); and it makes two invocations more per
+/// setup (a ReserveLink and its Reserve per inner link, less the Reserves the EML-CPs no
+/// longer make). A co-located EML-CP saves its NML -> EML round trip and counts none.
+#[test]
+fn tina_parallel_and_colocated_setups_order_as_the_paper_argues() {
+    let latency = |manager: &str, pair: &str| {
+        let m = run(&tina_config(manager, pair, "paper-001", ""), 200, 1, 0);
+        (
+            metric(&m, "mean_setup_latency"),
+            metric(&m, "invocations_per_call"),
+        )
+    };
+    let seq = "{ kind = \"tina\", mode = \"sequential\", depth = 1 }";
+    let par = "{ kind = \"tina\", mode = \"parallel\", depth = 1 }";
+    let (s1, si1) = latency(seq, "a:h1");
+    let (p1, pi1) = latency(par, "a:h1");
+    let (s3, si3) = latency(seq, "a:h3");
+    let (p3, pi3) = latency(par, "a:h3");
+    assert_eq!((s1, si1), (p1, pi1));
+    assert!(p1 < p3 && p3 < s3, "{p1} {p3} {s3}");
+    assert!((pi3 - si3 - 2.0).abs() < 0.05, "{pi3} against {si3}");
+    let (c1, ci1) = latency(
+        "{ kind = \"tina\", mode = \"sequential\", depth = 1, colocate = true }",
+        "a:h1",
+    );
+    assert!(c1 < s1, "{c1} against {s1}");
+    // One NML -> EML for the setup and one for the release no longer remote.
+    assert!((si1 - ci1 - 2.0).abs() < 0.05, "{ci1} against {si1}");
+}
+
+/// The same seed gives the same numbers with any number of worker threads (the runner
+/// runs replications in parallel); another replication gives others.
+#[test]
+fn tina_runs_are_a_function_of_their_seed_whatever_the_threads() {
+    let text = format!(
+        r#"model = "control"
+[run]
+duration = "20 s"
+warmup = "1 s"
+replications = 3
+seed = 5
+[params]
+topology = {:?}
+manager = {{ kind = "tina", mode = "parallel", depth = 2 }}
+arrival = {{ kind = "poisson", rate = "40 /s" }}
+holding = {{ kind = "exponential", mean = "100 ms" }}
+pcr = "100 /s"
+pairs = ["a:h1", "a:h3", "a:h2"]
+profile = "paper-001"
+"#,
+        chain3()
+    );
+    let scn = atmlab_sim::scenario::Scenario::parse("tina.toml", &text, &[]).unwrap();
+    let kind = crate::model_kind("control").unwrap();
+    let run = |threads| {
+        let r = atmlab_sim::runner::run(
+            &scn,
+            kind,
+            &atmlab_sim::runner::RunOptions {
+                threads,
+                progress: None,
+            },
+        )
+        .unwrap();
+        r.points
+            .iter()
+            .map(|p| format!("{:?}", p.replications))
+            .collect::<Vec<_>>()
+    };
+    let one = run(1);
+    assert_eq!(one, run(3));
+    let c = tina_config(
+        "{ kind = \"tina\", mode = \"parallel\", depth = 2 }",
+        "a:h3",
+        "paper-001",
+        "",
+    );
+    // Debug strings: the metrics without a cache are NaN, which equals nothing.
+    let a = format!("{:?}", run_rep(&c, 0));
+    assert_eq!(a, format!("{:?}", run_rep(&c, 0)));
+    assert_ne!(a, format!("{:?}", run_rep(&c, 1)));
+}
+
+fn run_rep(c: &ControlConfig, replication: u32) -> Vec<(&'static str, f64)> {
+    let mut c = c.clone();
+    c.arrival_rate = 40.0;
+    c.holding = super::Holding::Exponential(Duration::from_millis(100));
+    run(&c, 20, 1, replication)
+}
+
+/// TINA's calls on a trunk of 12 circuits (chain3's ports admitting 1,250 cells/s, calls
+/// of 100 cells/s, every call crossing the same ports): blocking is Erlang-B's, and it is
+/// the switches' admission control that refuses (the route object's view is never
+/// updated), each refusal rolled back through the performers without leaking.
+#[test]
+fn tina_blocking_on_a_trunk_is_erlang_b() {
+    let text = format!(
+        "topology = {:?}\ncapacity = \"1250 cells/s\"\nmanager = {{ kind = \"tina\", mode = \"parallel\", depth = 2 }}\narrival = {{ kind = \"poisson\", rate = \"112.5 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"80 ms\" }}\npcr = \"100 /s\"\npairs = [\"a:h3\"]\nprofile = \"fast\"\n",
+        chain3()
+    );
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let c = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap();
+    let samples: Vec<f64> = (0..5)
+        .map(|r| metric(&run(&c, 200, 5, r), "blocking_probability"))
+        .collect();
+    let e = atmlab_sim::stats::Estimate::from_samples(&samples);
+    let theory = erlang_b(112.5 * 0.080, 12);
+    assert!(
+        (e.mean - theory).abs() <= e.ci95.max(0.004),
+        "blocking {} ± {} against Erlang-B {theory}",
+        e.mean,
+        e.ci95
+    );
+}
+
+/// Blocked calls are rolled back through the performers (sequential and parallel,
+/// one NML-CP level and two): once the calls end, no call is held, and no connection
+/// and no bandwidth is left on any switch.
+#[test]
+fn tina_refusals_leave_nothing_behind() {
+    for manager in [
+        "{ kind = \"tina\", mode = \"parallel\", depth = 2 }",
+        "{ kind = \"tina\", mode = \"sequential\", depth = 1 }",
+    ] {
+        let text = format!(
+            "topology = {:?}\ncapacity = \"1250 cells/s\"\nmanager = {manager}\narrival = {{ kind = \"poisson\", rate = \"150 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"80 ms\" }}\npcr = \"100 /s\"\npairs = [\"a:h3\", \"a:h2\", \"h1:h3\"]\nprofile = \"fast\"\n",
+            chain3()
+        );
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        let c = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap();
+        let (held, connections, allocated, blocking) = c.tina_run_and_drain(20).unwrap();
+        assert!(
+            blocking > 0.02,
+            "{manager}: blocking {blocking}: the test needs refusals"
+        );
+        assert_eq!((held, connections), (0, 0), "{manager}");
+        assert!(
+            allocated.abs() < 1e-9,
+            "{manager}: {allocated} cells/s left"
+        );
+    }
+}
+
+/// TINA takes no faults (its shell injects none) and names the key.
+#[test]
+fn tina_refuses_faults_and_bad_modes() {
+    let base = format!(
+        "topology = {:?}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [\"a:h1\"]\nprofile = \"fast\"\n",
+        chain3()
+    );
+    for (extra, key) in [
+        (
+            "manager = { kind = \"tina\" }\nfaults = { loss = 0.1 }\n",
+            "params.faults",
+        ),
+        (
+            "manager = { kind = \"tina\", mode = \"both\" }\n",
+            "params.manager.mode",
+        ),
+    ] {
+        let table: toml::Table = toml::from_str(&format!("{base}{extra}")).unwrap();
+        let e = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap_err();
+        assert!(e.to_string().contains(key), "{e}");
+    }
+}

@@ -2,7 +2,7 @@
 //! switch servers on loopback (mutual TLS unless `--insecure`), with the paper's numbers
 //! beside ours.
 //!
-//! - §4.2: connection setup time against the number of switches crossed (1 to 8), one
+//! - §4.3: connection setup time against the number of switches crossed (1 to 8), one
 //!   call at a time (latency, not throughput), for TINA with sequential sub-connection
 //!   setup (Alcin's behaviour: 28 ms for one switch, about 44 ms across three), TINA
 //!   with parallel sub-connection setup (what the paper asks for), and the xbind manager;
@@ -12,9 +12,14 @@
 //!   protocol (the hybrid of §3.4), and SNMP-like per-attribute operations (one UDP
 //!   request/response per attribute of the cross-connect row, §3.6).
 //!
+//! - §4.3 in the simulator ([`sim`]): the same TINA cores in virtual time at the
+//!   `paper-001` costs (Table 3.3's cost per invocation), one and three switches,
+//!   sequential and parallel, the EML-CP remote or co-located.
+//!
 //! Nothing is fitted to the paper: the machine is far faster per invocation than the
-//! paper's, so the comparison is of shapes (growth with path length, ratios between
-//! interfaces), not of milliseconds.
+//! paper's, so the live comparison is of shapes (growth with path length, ratios between
+//! interfaces), not of milliseconds; the simulated rows compare milliseconds at a cost
+//! per invocation taken from Table 3.3, never from §4.3.
 //!
 //! The report (`README.md`, its CSVs and figures) is built with [`crate::report`]; its
 //! prose is `templates/retina.md`.
@@ -154,6 +159,8 @@ pub struct RetinaResults {
     pub depths: Vec<(String, u32, Counts)>,
     /// The switch interface table.
     pub interfaces: Vec<InterfaceRow>,
+    /// The simulated rows: the same TINA cores in virtual time at the paper-001 costs.
+    pub sim: Vec<SimPoint>,
     /// The short form.
     pub quick: bool,
     /// Wall-clock seconds.
@@ -318,6 +325,17 @@ pub async fn run(
     let mut results = lab
         .within(async |lab| run_on(opts, lab, &mut say).await)
         .await?;
+    // The simulated rows, once the live lab is down (a second or so of CPU).
+    results.sim = sim::run()?;
+    for p in &results.sim {
+        say(&format!(
+            "{:>48} over {} switch(es): mean {} ms, {:.1} invocations per call",
+            p.label(),
+            p.switches,
+            crate::report::verdict::show(&p.setup_ms),
+            p.invocations
+        ));
+    }
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
     Ok(results)
@@ -400,6 +418,7 @@ async fn run_on(
         setup,
         depths,
         interfaces,
+        sim: Vec::new(),
         quick: opts.quick,
         seconds: 0.0,
     })
@@ -429,7 +448,7 @@ pub fn label(manager: &str, delay: StdDuration) -> String {
     }
 }
 
-/// The co-located configuration's name (paper 001 §4.2: Alcin and the EML-CP in one
+/// The co-located configuration's name (paper 001 §4.3: Alcin and the EML-CP in one
 /// address space).
 pub const COLOCATED: &str = "tina sequential, EML-CP co-located";
 
@@ -447,7 +466,7 @@ async fn sweep(
     setup: &mut Vec<SetupPoint>,
     say: &mut impl FnMut(&str),
 ) -> Result<(), LabError> {
-    // §4.2: TINA, sequential and parallel.
+    // §4.3: TINA, sequential and parallel.
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         let name = label(&format!("tina {}", mode.name()), delay);
         let config = TinaConfig {
@@ -461,7 +480,7 @@ async fn sweep(
         lab.audit(&name).await?;
         setup.extend(r?);
     }
-    // §4.2's co-located configuration: sequential, the EML-CPs in their NML-CP's address
+    // §4.3's co-located configuration: sequential, the EML-CPs in their NML-CP's address
     // space, at one switch (where the paper measured it) and the longest path.
     {
         let name = label(COLOCATED, delay);
@@ -865,7 +884,9 @@ async fn raw_client(
     }
 }
 
+mod sim;
 mod snmp;
+pub use sim::SimPoint;
 
 mod verdicts;
 pub use verdicts::{RATIO_TOLERANCE, verdicts};
@@ -879,7 +900,7 @@ fn counts_text(c: &Counts, calls: u64) -> String {
         .join(", ")
 }
 
-/// §4.2: the paper's two points beside every point we measured, and the curves.
+/// §4.3: the paper's two points beside every point we measured, and the curves.
 fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
     let ms = |md: &str, csv: &str| Column::new(md, csv).right().fixed(3, 4);
     let mut t = Table::new([
@@ -933,6 +954,56 @@ fn setup_table(r: &RetinaResults) -> (Table, SeriesSet) {
     (t, series)
 }
 
+/// The simulated sequential setup's mean over `switches`, ms (NaN when not simulated).
+fn sim_ms(r: &RetinaResults, switches: usize) -> f64 {
+    r.sim
+        .iter()
+        .find(|p| p.mode == "sequential" && !p.colocated && p.switches == switches)
+        .map_or(f64::NAN, |p| p.setup_ms.mean)
+}
+
+/// §4.3 in the simulator: the paper's figures beside the simulated rows.
+fn sim_table(r: &RetinaResults) -> Table {
+    let mut t = Table::new([
+        Column::md("configuration"),
+        Column::csv("manager"),
+        Column::new("switches", "switches").right(),
+        Column::md("mean ms (95% CI)"),
+        Column::csv("mean_ms").format(Format::Fixed(4)),
+        Column::csv("mean_ms_ci95").format(Format::Fixed(4)),
+        Column::new("p99 ms", "p99_ms").right().fixed(2, 4),
+        Column::new("invocations per call", "invocations_per_call")
+            .right()
+            .fixed(1, 2),
+    ]);
+    let e = Value::Empty;
+    for (what, switches, ms, inv) in [
+        ("paper, Alcin (sequential)", 1u64, "28", "13 (setup)"),
+        ("paper, Alcin, EML-CP co-located", 1, "20", "9 (setup)"),
+        (
+            "paper, Alcin (sequential, estimated)",
+            3,
+            "44",
+            "21 (setup)",
+        ),
+    ] {
+        t.md_row(cells![what, switches, ms, e.clone(), inv]);
+    }
+    for p in &r.sim {
+        t.row(cells![
+            p.label(),
+            p.label(),
+            p.switches,
+            crate::report::verdict::show(&p.setup_ms),
+            p.setup_ms.mean,
+            p.setup_ms.ci95,
+            p.p99_ms,
+            p.invocations
+        ]);
+    }
+    t
+}
+
 /// Writes README.md, the CSVs, the plot and results.json.
 pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     report::create_dir(dir)?;
@@ -956,13 +1027,13 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     plot(
         dir,
         "setup_time",
-        spec("§4.2: setup time, nothing injected"),
+        spec("§4.3: setup time, nothing injected"),
         &bare,
     )?;
     plot(
         dir,
         "setup_time_emulated",
-        spec("§4.2: setup time, emulated ORB (20 ms per invocation)"),
+        spec("§4.3: setup time, emulated ORB (20 ms per invocation)"),
         &emulated,
     )?;
     let mut paper = SeriesSet::new();
@@ -974,7 +1045,7 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         dir,
         "setup_time_paper",
         PlotSpec {
-            title: "§4.2, the paper (Alcin, Orbix)",
+            title: "§4.3, the paper (Alcin, Orbix)",
             y_label: "setup time (ms)",
             ..spec("")
         },
@@ -1023,6 +1094,9 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
     }
     write(dir, "switch_interface.csv", &interfaces.csv())?;
 
+    let sim_table = sim_table(r);
+    write(dir, "sim_setup.csv", &sim_table.csv())?;
+
     let judged = verdicts(r);
     // Each verdict by the first word of its item's claim, for the discussion's
     // conditional sentences.
@@ -1037,13 +1111,21 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
         proxy => verdict_of("§3.4"),
         snmp => verdict_of("§3.6"),
         orb => verdict_of("§3.3 rows 9-10"),
-        colocated => verdict_of("§4.2: the EML-CP co-located"),
-        transport => verdict_of("§4.2: about 90%"),
+        colocated => verdict_of("§4.3: the EML-CP co-located"),
+        transport => verdict_of("§4.3: about 90%"),
         parallel_emulated => verdict_of("§4.3: parallel setup grows less per switch than sequential (emulated"),
         parallel_bare => verdict_of("§4.3: parallel setup grows less per switch than sequential (nothing"),
-        per_switch => verdict_of("§4.2: invocations per switch"),
+        per_switch => verdict_of("§4.3: invocations per switch"),
+        sim_one => verdict_of("§4.3 (sim, paper-001): setup through one switch"),
+        sim_three => verdict_of("§4.3 (sim, paper-001): setup across three switches"),
+        sim_per_switch => verdict_of("§4.3 (sim, paper-001): time added per switch"),
+        sim_colocated => verdict_of("§4.3 (sim, paper-001): the EML-CP co-located"),
+        sim_parallel => verdict_of("§4.3 (sim, paper-001): parallel setup"),
     };
     let verdicts = judged.write(dir)?;
+    let profile = atmlab_models::control::CostProfile::named("paper-001")
+        .ok_or_else(|| err("the report", "no paper-001 profile"))?;
+    let ms = |d: atmlab_core::time::Duration| d.as_secs_f64() * 1e3;
     let md = report::render(
         "retina.md",
         TEMPLATE,
@@ -1059,6 +1141,15 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             slopes => slopes,
             depths => depths.markdown(),
             interfaces => interfaces.markdown(),
+            sim => sim_table.markdown(),
+            sim_scenario => sim::SCENARIO_PATH,
+            sim_replications => r.sim.first().map_or(0, |p| p.setup_ms.n),
+            sim_seq1_ms => sim_ms(r, 1),
+            sim_seq3_ms => sim_ms(r, 3),
+            sim_rtt_ms => ms(profile.round_trip(profile.switch_per_command)),
+            sim_switch_ms => ms(profile.switch_per_command),
+            sim_step_ms => ms(profile.manager_step),
+            sim_route_ms => ms(profile.route_work),
         },
     )?;
     write(dir, "README.md", &md)?;
@@ -1082,7 +1173,12 @@ pub fn write_report(dir: &Path, r: &RetinaResults) -> Result<(), LabError> {
             "mean_pair_us": i.pair_us.mean, "mean_pair_us_ci95": i.pair_us.ci95, "invocations_per_pair": i.invocations_per_pair,
             "ops_per_s": i.ops_per_s, "p50_pair_us": i.p50_pair_us,
         })).collect::<Vec<_>>(),
-        "paper": {"alcin_one_switch_ms": 28.0, "alcin_three_switches_ms": 44.0, "orb_share": 0.9,
+        "sim": r.sim.iter().map(|p| json!({
+            "manager": p.label(), "mode": p.mode, "colocated": p.colocated, "switches": p.switches,
+            "mean_ms": p.setup_ms.mean, "mean_ms_ci95": p.setup_ms.ci95, "replications": p.setup_ms.n,
+            "p99_ms": p.p99_ms, "invocations_per_call": p.invocations,
+        })).collect::<Vec<_>>(),
+        "paper": {"alcin_one_switch_ms": 28.0, "alcin_colocated_ms": 20.0, "alcin_three_switches_ms": 44.0, "orb_share": 0.9,
                   "jorb_rpc_per_s": 418, "socket_rpc_per_s": 1818, "hybrid_rpc_per_s": 97, "snmp_per_s": 50},
     });
     report::write_json(dir, "results.json", &json)

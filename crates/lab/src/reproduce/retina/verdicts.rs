@@ -127,11 +127,11 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         _ => missing(item, paper, "the SNMP-like or plain-text raw TCP row"),
     });
 
-    // §4.2: setup time.
+    // §4.3: setup time.
     let seq = "tina sequential";
     let par = "tina parallel";
     let at = |m: &str, l: usize| r.point(m, l);
-    let item = "§4.2: invocations per switch crossed, sequential";
+    let item = "§4.3: invocations per switch crossed, sequential";
     let paper = "4 (Alcin -> EML-CP)";
     out.push(match (at(seq, 1), at(seq, MAX_PATH)) {
         (Some(a), Some(b)) => {
@@ -140,7 +140,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         }
         _ => missing(item, paper, "1 and 8 switches"),
     });
-    let item = "§4.2: sequential setup time grows with the switches crossed";
+    let item = "§4.3: sequential setup time grows with the switches crossed";
     let points: Vec<(f64, Estimate)> = r
         .setup
         .iter()
@@ -155,7 +155,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
     ));
     let emulated_seq = label(seq, EMULATED_RTT);
     let rtt_ms = EMULATED_RTT.as_secs_f64() * 1e3;
-    let item = "§4.2: time per switch in invocations' worth, sequential (emulated ORB)";
+    let item = "§4.3: time per switch in invocations' worth, sequential (emulated ORB)";
     let slope = r.slope_estimate_of(&emulated_seq);
     out.push(if slope.n >= 2 {
         let worth = Estimate {
@@ -168,7 +168,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
     } else {
         missing(item, "4 (8 ms / 2 ms)", "the emulated sweep")
     });
-    let item = "§4.2: about 90% of a setup is transport (1 switch)";
+    let item = "§4.3: about 90% of a setup is transport (1 switch)";
     out.push(match (at(seq, 1), r.interface(GRPC, tls), r.interface(IN_PROCESS, false)) {
         (Some(p), Some(g), Some(w)) => {
             // Transport: the remote invocations a setup makes, each costing what one
@@ -214,7 +214,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         }
         _ => missing(item, "≈ 90%", "1 switch, gRPC or the in-process row"),
     });
-    let item = "§4.2: the EML-CP co-located with its caller (1 switch)";
+    let item = "§4.3: the EML-CP co-located with its caller (1 switch)";
     let paper = "1.4x faster (28 vs 20 ms)";
     out.push(match (at(seq, 1), at(COLOCATED, 1)) {
         (Some(remote), Some(local)) => {
@@ -231,6 +231,7 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         }
         _ => missing(item, paper, "the co-located configuration"),
     });
+    sim_verdicts(r, &mut out);
     for (delay, how) in [
         (EMULATED_RTT, "emulated ORB"),
         (StdDuration::ZERO, "nothing injected"),
@@ -253,4 +254,91 @@ pub fn verdicts(r: &RetinaResults) -> Verdicts {
         });
     }
     out
+}
+
+/// §4.3 in the simulator: the same TINA cores at the paper-001 costs (Table 3.3's cost
+/// per invocation, nothing fitted to §4.3), in milliseconds against the paper's, each
+/// within [`RATIO_TOLERANCE`] or with the paper's value inside our interval.
+fn sim_verdicts(r: &RetinaResults, out: &mut Verdicts) {
+    use crate::report::verdict::{self as v, Check, Relation};
+    let at = |mode: &str, colocated: bool, switches: usize| {
+        r.sim
+            .iter()
+            .find(|p| p.mode == mode && p.colocated == colocated && p.switches == switches)
+    };
+    let missing =
+        |item: &str, paper: &str| Check::not_applicable(item, paper, "not simulated in this run");
+    let (s1, s3) = (at("sequential", false, 1), at("sequential", false, 3));
+    let counted = |c: Check, p: &super::SimPoint| {
+        let mut c = c;
+        c.why = format!(
+            "{}; {} remote invocations per call here (setup and release)",
+            c.why,
+            v::sig(p.invocations)
+        );
+        c
+    };
+    let item = "§4.3 (sim, paper-001): setup through one switch, sequential";
+    let paper = "28 ms (Alcin: 13 invocations of about 2 ms)";
+    out.push(match s1 {
+        Some(p) => counted(
+            v::value(item, 28.0, &p.setup_ms, RATIO_TOLERANCE).with_paper(paper),
+            p,
+        ),
+        None => missing(item, paper),
+    });
+    let item = "§4.3 (sim, paper-001): setup across three switches, sequential";
+    let paper = "≈ 44 ms (estimated: 20 + 3 x 8 ms)";
+    out.push(match s3 {
+        Some(p) => counted(
+            v::value(item, 44.0, &p.setup_ms, RATIO_TOLERANCE).with_paper(paper),
+            p,
+        ),
+        None => missing(item, paper),
+    });
+    let item = "§4.3 (sim, paper-001): time added per switch, sequential";
+    let paper = "8 ms (4 invocations x 2 ms)";
+    out.push(match (s1, s3) {
+        (Some(a), Some(b)) => {
+            // Half the difference of two independent estimates.
+            let per = Estimate {
+                mean: (b.setup_ms.mean - a.setup_ms.mean) / 2.0,
+                ci95: a.setup_ms.ci95.hypot(b.setup_ms.ci95) / 2.0,
+                n: a.setup_ms.n.min(b.setup_ms.n),
+            };
+            v::value(item, 8.0, &per, RATIO_TOLERANCE).with_paper(paper)
+        }
+        _ => missing(item, paper),
+    });
+    let item = "§4.3 (sim, paper-001): the EML-CP co-located (1 switch)";
+    let paper = "1.4x faster (28 vs 20 ms)";
+    out.push(match (s1, at("sequential", true, 1)) {
+        (Some(remote), Some(local)) => v::value(
+            item,
+            1.4,
+            &ratio(&remote.setup_ms, &local.setup_ms),
+            RATIO_TOLERANCE,
+        )
+        .or_shape(v::order(
+            item,
+            "co-located faster",
+            ("co-located", &local.setup_ms),
+            Relation::Less,
+            ("remote", &remote.setup_ms),
+        ))
+        .with_paper(paper),
+        _ => missing(item, paper),
+    });
+    let item = "§4.3 (sim, paper-001): parallel setup across three switches";
+    let paper = "faster than sequential (predicted)";
+    out.push(match (s3, at("parallel", false, 3)) {
+        (Some(seq), Some(par)) => v::order(
+            item,
+            paper,
+            ("parallel", &par.setup_ms),
+            Relation::Less,
+            ("sequential", &seq.setup_ms),
+        ),
+        _ => missing(item, paper),
+    });
 }
