@@ -118,7 +118,8 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             use atmlab_lab::launch::Lab;
             use atmlab_lab::twin::{LINE3, measure};
             let m = crate::live::runtime()?.block_on(async {
-                let topology = atmlab_control::net::Topology::parse(LINE3, "topologies/line3.toml")?;
+                let topology =
+                    atmlab_control::net::Topology::parse(LINE3, "topologies/line3.toml")?;
                 let lab = Lab::up_with(topology, &data, insecure, &mut |l| say!("{l}")).await?;
                 lab.within(async |lab| {
                     measure::measure(lab, std::time::Duration::from_secs(1), 500, &mut |l| {

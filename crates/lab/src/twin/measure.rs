@@ -157,7 +157,10 @@ async fn cycles<B: SwitchBackend>(
     let probe = |e: atmlab_fabric::FabricError| LabError::run("the cost probe", e);
     // Warm the connection and the code paths.
     for _ in 0..50 {
-        let r = backend.execute(reserves(k), Atomicity::ContinueOnError).await.map_err(probe)?;
+        let r = backend
+            .execute(reserves(k), Atomicity::ContinueOnError)
+            .await
+            .map_err(probe)?;
         backend
             .execute(unreserves(&r), Atomicity::ContinueOnError)
             .await
@@ -166,7 +169,10 @@ async fn cycles<B: SwitchBackend>(
     let (t0, c0) = (Instant::now(), process_cpu()?);
     let mut messages = 0u64;
     while t0.elapsed() < span {
-        let r = backend.execute(reserves(k), Atomicity::ContinueOnError).await.map_err(probe)?;
+        let r = backend
+            .execute(reserves(k), Atomicity::ContinueOnError)
+            .await
+            .map_err(probe)?;
         let back = unreserves(&r);
         if back.len() != k as usize {
             return Err(LabError::run(
@@ -174,7 +180,10 @@ async fn cycles<B: SwitchBackend>(
                 format!("{} of {k} reserves answered with an identifier", back.len()),
             ));
         }
-        backend.execute(back, Atomicity::ContinueOnError).await.map_err(probe)?;
+        backend
+            .execute(back, Atomicity::ContinueOnError)
+            .await
+            .map_err(probe)?;
         messages += 2;
     }
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
@@ -258,7 +267,8 @@ fn simulated_setup(profile: &CostProfile) -> Result<f64, LabError> {
     let dir = std::env::temp_dir().join(format!("atmlab-probe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| LabError::run("a temporary directory", e))?;
     let file = dir.join("probe.toml");
-    std::fs::write(&file, profile.to_toml("")).map_err(|e| LabError::run("the probe's profile", e))?;
+    std::fs::write(&file, profile.to_toml(""))
+        .map_err(|e| LabError::run("the probe's profile", e))?;
     let text = format!(
         r#"topology = "topologies/line3.toml"
 manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
@@ -271,7 +281,8 @@ profile = {{ file = {:?} }}
         file.display().to_string()
     );
     let result = (|| {
-        let table: toml::Table = toml::from_str(&text).map_err(|e| LabError::run("the probe", e))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| LabError::run("the probe", e))?;
         let p = Params::new("the cost probe", &table);
         let run = RunConfig {
             length: RunLength::Duration(Duration::from_secs(30)),
@@ -347,7 +358,10 @@ pub async fn measure(
         let t0 = Instant::now();
         let mut n = 0u32;
         while t0.elapsed() < span / 4 {
-            let r = route.lock().unwrap_or_else(|e| e.into_inner()).route("a", "b", 10.0);
+            let r = route
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .route("a", "b", 10.0);
             r.map_err(|e| LabError::run("the cost probe's route query", e))?;
             n += 1;
         }

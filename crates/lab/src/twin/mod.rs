@@ -142,10 +142,7 @@ pub fn verdicts(r: &TwinResults) -> Verdicts {
         let live: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.live_latency_s)).collect();
         let sim: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.sim_latency_s.mean)).collect();
         let live_knee = knee(&live);
-        for p in pts
-            .iter()
-            .filter(|p| live_knee.is_none_or(|k| p.rate < k))
-        {
+        for p in pts.iter().filter(|p| live_knee.is_none_or(|k| p.rate < k)) {
             let ms = Estimate {
                 mean: p.sim_latency_s.mean * 1e3,
                 ci95: p.sim_latency_s.ci95 * 1e3,
@@ -161,7 +158,11 @@ pub fn verdicts(r: &TwinResults) -> Verdicts {
                 let off = (s - l).abs() / l;
                 let ok = off <= tol;
                 (
-                    if ok { Verdict::Reproduces } else { Verdict::Differs },
+                    if ok {
+                        Verdict::Reproduces
+                    } else {
+                        Verdict::Differs
+                    },
                     format!(
                         "simulated knee {}% off the live one (tolerance {}%)",
                         verdict::sig(off * 100.0),
@@ -188,10 +189,13 @@ pub fn verdicts(r: &TwinResults) -> Verdicts {
 /// Runs the check: a live line of three switches, the profile measured on it, both
 /// curves, and the report in `opts.out`.
 pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinResults, LabError> {
-    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::run("creating the output directory", e))?;
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| LabError::run("creating the output directory", e))?;
     let topology = Topology::parse(LINE3, "topologies/line3.toml")?;
     let lab = Lab::up_with(topology, &opts.data_dir, opts.insecure, say).await?;
-    let live = lab.within(async |lab| live_part(opts, lab, say).await).await?;
+    let live = lab
+        .within(async |lab| live_part(opts, lab, say).await)
+        .await?;
     let (measurement, curves) = live;
     let profile_file = opts.out.join("measured.toml");
     crate::report::write(
@@ -263,7 +267,9 @@ async fn live_part(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
                 report.setups_per_s, report.mean_setup_ms, report.failed
             ));
-            let light = curve.first().map_or(report.mean_setup_ms, |(_, r)| r.mean_setup_ms);
+            let light = curve
+                .first()
+                .map_or(report.mean_setup_ms, |(_, r)| r.mean_setup_ms);
             let saturated = report.setups_per_s < 0.9 * rate
                 || report.mean_setup_ms > 10.0 * light
                 || report.failed + report.blocked > 0;
@@ -342,11 +348,21 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
     let mut table = Table::new([
         Column::new("T", "threshold"),
         Column::new("offered (calls/s)", "rate").right(),
-        Column::new("live setups/s", "live_setups_per_s").right().fixed(0, 1),
-        Column::new("live mean (ms)", "live_latency_ms").right().fixed(3, 4),
-        Column::new("simulated setups/s", "sim_setups_per_s").right().fixed(0, 1),
-        Column::new("simulated mean (ms)", "sim_latency_ms").right().fixed(3, 4),
-        Column::new("± (ms)", "sim_latency_ci95_ms").right().fixed(3, 4),
+        Column::new("live setups/s", "live_setups_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("live mean (ms)", "live_latency_ms")
+            .right()
+            .fixed(3, 4),
+        Column::new("simulated setups/s", "sim_setups_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("simulated mean (ms)", "sim_latency_ms")
+            .right()
+            .fixed(3, 4),
+        Column::new("± (ms)", "sim_latency_ci95_ms")
+            .right()
+            .fixed(3, 4),
     ]);
     for p in &r.points {
         table.row(crate::cells![
@@ -392,7 +408,12 @@ mod tests {
     }
 
     fn results(sim_scale: f64) -> TwinResults {
-        let curve = [(100.0, 1.0e-3), (200.0, 1.1e-3), (400.0, 1.5e-3), (800.0, 3.0e-3)];
+        let curve = [
+            (100.0, 1.0e-3),
+            (200.0, 1.1e-3),
+            (400.0, 1.5e-3),
+            (800.0, 3.0e-3),
+        ];
         TwinResults {
             measurement: Measurement {
                 profile: CostProfile::named("fast").unwrap(),

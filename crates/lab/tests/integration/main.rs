@@ -4,3 +4,4 @@
 mod common;
 mod erlang;
 mod load;
+mod twin;

@@ -191,7 +191,10 @@ impl CostProfile {
                 })
             }
             Some(toml::Value::String(name)) => CostProfile::named(name).ok_or_else(|| {
-                p.error("profile", format!("no profile {name:?}: expected one of {NAMES}"))
+                p.error(
+                    "profile",
+                    format!("no profile {name:?}: expected one of {NAMES}"),
+                )
             }),
             Some(toml::Value::Table(_)) => {
                 let t = p.table("profile")?;
@@ -226,7 +229,11 @@ impl CostProfile {
 
     /// The costs in a table: `base` (default `paper-000`) changed by the keys given.
     fn from_table(t: &Params<'_>) -> Result<CostProfile, SimError> {
-        let base = if t.has("base") { t.string("base")? } else { "paper-000" };
+        let base = if t.has("base") {
+            t.string("base")?
+        } else {
+            "paper-000"
+        };
         let mut c = CostProfile::named(base)
             .ok_or_else(|| t.error("base", format!("no profile {base:?}")))?;
         if t.has("name") {

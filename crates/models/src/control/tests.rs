@@ -230,8 +230,14 @@ profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command
         metric(&m, "mean_setup_latency") * 1e3
     };
     let (own, one) = (setup(0), setup(1));
-    assert!((own - 0.4).abs() < 0.004, "{own} ms with a processor per server");
-    assert!((one - 1.2).abs() < 0.012, "{one} ms on one shared processor");
+    assert!(
+        (own - 0.4).abs() < 0.004,
+        "{own} ms with a processor per server"
+    );
+    assert!(
+        (one - 1.2).abs() < 0.012,
+        "{one} ms on one shared processor"
+    );
 }
 
 // ----- TINA's performers (paper 001) ---------------------------------------------------

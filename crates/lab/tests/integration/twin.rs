@@ -1,0 +1,57 @@
+//! The twin check, short (issue 23, item 4, "Twin"): `atmlab_lab::twin` measures the
+//! live line of three switches one operation at a time, writes the `measured` profile,
+//! and runs the live and simulated curves of xbind T = 1 and T = 4 in one run.
+//!
+//! Asserted here, each something the code could get wrong: the profile file reads back as
+//! the profile measured; the fit of `manager_step` makes the simulated one-at-a-time setup
+//! the live one (within 15%); and at light load, where T = 4's setup is spent waiting for
+//! the aggregator to fill or its flush time-out (the core's logic, not the costs), the
+//! simulated mean setup is within 50% of the live one. The full check (the knee, 15% below
+//! it) is `atmlab sim twin`, whose committed run is `docs/reproductions/twin/`.
+
+use atmlab_lab::twin::{self, TwinOptions};
+use atmlab_models::control::CostProfile;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy tier (scripts/test.sh): about a minute of live calls"]
+async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = TwinOptions {
+        data_dir: dir.path().join("data"),
+        insecure: true,
+        max_points: 3,
+        ..TwinOptions::new(dir.path().join("out"), true)
+    };
+    let r = twin::run(&opts, &mut |l| eprintln!("{l}")).await.unwrap();
+    let m = &r.measurement;
+    let back = CostProfile::from_file(&dir.path().join("out/measured.toml")).unwrap();
+    // The file keeps nanoseconds: the same profile to that precision.
+    let close = |a: atmlab_core::time::Duration, b: atmlab_core::time::Duration| {
+        (a.as_secs_f64() - b.as_secs_f64()).abs() < 1e-9
+    };
+    assert!(close(back.per_message, m.profile.per_message), "{back:?}");
+    assert!(close(back.manager_step, m.profile.manager_step), "{back:?}");
+    assert_eq!(
+        (back.colocated, back.links, back.cpus),
+        (true, true, m.profile.cpus)
+    );
+    assert!(
+        (m.sim_setup_ms - m.live_setup_ms).abs() <= 0.15 * m.live_setup_ms,
+        "one at a time: simulated {} ms, live {} ms",
+        m.sim_setup_ms,
+        m.live_setup_ms
+    );
+    let light = r
+        .points
+        .iter()
+        .filter(|p| p.threshold == 4)
+        .min_by(|a, b| a.rate.total_cmp(&b.rate))
+        .expect("a T = 4 point");
+    let (live, sim) = (light.live_latency_s, light.sim_latency_s.mean);
+    assert!(
+        (sim - live).abs() <= 0.5 * live,
+        "T = 4 at {} calls/s: simulated {sim} s, live {live} s",
+        light.rate
+    );
+    assert!(dir.path().join("out/README.md").exists());
+}
