@@ -3,3 +3,4 @@
 
 mod common;
 mod load;
+mod smds_atm;
