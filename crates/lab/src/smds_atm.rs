@@ -289,6 +289,7 @@ pub fn attachment(
 pub struct AtmSubscriber {
     host: HostPort,
     atm: AtmAttach,
+    cells_sent: u64,
 }
 
 impl AtmSubscriber {
@@ -298,15 +299,26 @@ impl AtmSubscriber {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut host = HostPort::attach(any, atm.switch, atm.rate).await?;
         host.expect_aal34(atm.recv_vc);
-        Ok(AtmSubscriber { host, atm })
+        Ok(AtmSubscriber {
+            host,
+            atm,
+            cells_sent: 0,
+        })
     }
 
     /// Sends one L3_PDU; the cells it took.
     pub async fn send(&mut self, pdu: &[u8]) -> Result<usize, LabError> {
-        Ok(self
+        let cells = self
             .host
             .send_aal34(self.atm.send_vc, self.atm.mid, pdu)
-            .await?)
+            .await?;
+        self.cells_sent += cells as u64;
+        Ok(cells)
+    }
+
+    /// Cells sent so far.
+    pub fn cells_sent(&self) -> u64 {
+        self.cells_sent
     }
 
     /// The next L3_PDU from the SNI, waiting up to `idle`; `None` on time-out.
