@@ -172,7 +172,7 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
             loop {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 if let Some(p) = &status {
-                    let text = serde_json::to_string_pretty(&server.status().to_json())? + "\n";
+                    let text = serde_json::to_string_pretty(&running.status_json())? + "\n";
                     let tmp = p.with_extension("tmp");
                     std::fs::write(&tmp, text)
                         .with_context(|| format!("writing {}", tmp.display()))?;
@@ -188,7 +188,7 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
         }
         say!(
             "{}",
-            serde_json::to_string_pretty(&server.status().to_json())?
+            serde_json::to_string_pretty(&running.status_json())?
         );
         Ok(ExitCode::SUCCESS)
     })

@@ -168,6 +168,39 @@ pub struct AtmServer {
     pub atm: Vec<Option<AtmInterface>>,
 }
 
+impl AtmServer {
+    /// The server's status (`atmlab smds serve --status`) with, under `atm`, what each
+    /// interface over ATM counted (`iface` numbered from 1, as in the server file).
+    pub fn status_json(&self) -> serde_json::Value {
+        let mut j = self.server.status().to_json();
+        let atm: Vec<serde_json::Value> = self
+            .atm
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                let s = &a.as_ref()?.stats;
+                let c = s.aal34();
+                Some(serde_json::json!({
+                    "iface": i + 1,
+                    "sent": s.sent.load(Relaxed),
+                    "cells_sent": s.cells_sent.load(Relaxed),
+                    "received": s.received.load(Relaxed),
+                    "dropped": s.dropped.load(Relaxed),
+                    "other_vc": s.other_vc.load(Relaxed),
+                    "send_errors": s.send_errors.load(Relaxed),
+                    "lost": c.lost,
+                    "stray_cells": c.stray_cells,
+                    "hec_errors": c.hec_errors,
+                }))
+            })
+            .collect();
+        if let Some(o) = j.as_object_mut() {
+            o.insert("atm".into(), atm.into());
+        }
+        j
+    }
+}
+
 /// Starts the server of `file`: UDP interfaces bound as `LiveServer::bind` binds them,
 /// ATM interfaces attached to their switch ports.
 pub async fn bind(file: &ServerFile) -> Result<AtmServer, LabError> {

@@ -1,6 +1,7 @@
 //! SMDS over ATM (paper 002 §4.2: the servers sat on an ATM network): two SMDS servers,
 //! the first one's SNI over a VC through the three switches of `topologies/line3.toml`
-//! (L3_PDUs as AAL3/4 cells), the ISSI and the second SNI over UDP. PDUs arrive intact
+//! (L3_PDUs as AAL3/4 cells; the server started from a file with the `atm` option), the
+//! ISSI and the second SNI over UDP. PDUs arrive intact
 //! both ways; a cell lost or corrupted between the subscriber and its switch loses
 //! exactly the PDU it belonged to, and the server's reassembly counts it.
 
@@ -13,7 +14,7 @@ use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_control::cm::live;
 use atmlab_core::units::BitRate;
 use atmlab_lab::smds_atm::{self, AtmSubscriber};
-use atmlab_smds::config::TopologyFile;
+use atmlab_smds::config::{ServerFile, TopologyFile};
 use atmlab_smds::live::{Link, LiveServer, Subscriber, describe};
 use atmlab_smds::msg::l3_pdu;
 /// Octets in a cell (atmlab_wire::cell::CELL_LEN; the lab does not depend on the wire crate).
@@ -143,23 +144,42 @@ async fn an_sni_over_atm_carries_l3_pdus_and_a_lost_cell_loses_one_pdu() {
     let relay = Relay::start(sub_atm.switch).await;
     sub_atm.switch = relay.addr;
 
+    // Server A from a server file, its SNI over ATM (the file's `atm` option); server B
+    // on UDP sockets.
+    let issi_b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr_b = issi_b.local_addr().unwrap();
+    let file = ServerFile::parse(
+        &format!(
+            r#"
+id = 1
+hello_ms = 50
+queue = 64
+[[interface]]
+kind = "sni"
+addresses = ["I:15550101"]
+atm = {{ switch = "{}", send_vc = "{}", recv_vc = "{}" }}
+[[interface]]
+kind = "issi"
+bind = "127.0.0.1:0"
+peer = "{addr_b}"
+"#,
+            sni.switch, sni.send_vc, sni.recv_vc
+        ),
+        "a.toml",
+    )
+    .unwrap();
+    let running = smds_atm::bind(&file).await.unwrap();
+    let (server_a, adapter) = (&running.server, running.atm[0].as_ref().unwrap());
+    assert!(running.atm[1].is_none());
+    let addr_a = server_a.addrs()[1];
     let topo = TopologyFile::parse(
         "hello_ms = 50\n[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
          [[server]]\nname = \"b\"\nsubscribers = [\"I:15550201\"]\n[[link]]\na = \"a\"\nb = \"b\"\n",
         "test",
     )
     .unwrap();
-    let udp = || async { UdpSocket::bind("127.0.0.1:0").await.unwrap() };
-    let (issi_a, issi_b, sni_b) = (udp().await, udp().await, udp().await);
-    let (addr_a, addr_b) = (issi_a.local_addr().unwrap(), issi_b.local_addr().unwrap());
     let any = "127.0.0.1:0".parse().unwrap();
-    let (link, adapter) = smds_atm::attach(sni, any).await.unwrap();
-    let server_a = LiveServer::start_links(
-        topo.servers[0].1.clone(),
-        vec![Link::Frames(link), Link::Udp(issi_a, Some(addr_b))],
-        64,
-    )
-    .unwrap();
+    let sni_b = UdpSocket::bind(any).await.unwrap();
     let server_b = LiveServer::start_links(
         topo.servers[1].1.clone(),
         vec![Link::Udp(sni_b, None), Link::Udp(issi_b, Some(addr_a))],
@@ -167,7 +187,7 @@ async fn an_sni_over_atm_carries_l3_pdus_and_a_lost_cell_loses_one_pdu() {
     )
     .unwrap();
     eventually("the servers converge", || {
-        [&server_a, &server_b].iter().all(|s| {
+        [server_a, &server_b].iter().all(|s| {
             let st = s.status();
             st.lsas == 2 && st.neighbours.iter().all(|n| n.2)
         })
@@ -238,7 +258,12 @@ async fn an_sni_over_atm_carries_l3_pdus_and_a_lost_cell_loses_one_pdu() {
     assert_eq!(got, (100..110).collect::<Vec<_>>());
     assert_eq!(u1.counters().lost, 0);
     assert_eq!(stats.sent.load(Relaxed), 10);
-    drop((server_a, server_b, adapter));
+    // The server's status reports what its ATM interface counted.
+    let st = running.status_json();
+    assert_eq!(st["atm"][0]["iface"], 1, "{st}");
+    assert_eq!(st["atm"][0]["lost"], 2, "{st}");
+    assert_eq!(st["atm"][0]["received"], 38, "{st}");
+    drop((running, server_b));
     cm.shutdown().await;
     lab.down().await;
 }
