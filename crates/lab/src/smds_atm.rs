@@ -47,7 +47,7 @@ const ADAPTER_QUEUE: usize = 1024;
 /// What one interface over ATM counted, beside its reassembler's [`Aal34Counters`].
 #[derive(Debug, Default)]
 pub struct AtmStats {
-    /// Messages the server sent, and their cells.
+    /// Messages the server sent.
     pub sent: AtomicU64,
     /// Cells sent.
     pub cells_sent: AtomicU64,
