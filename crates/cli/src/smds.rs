@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use atmlab_smds::config::{DEFAULT_QUEUE, ServerFile, TopologyFile};
-use atmlab_smds::live::{LiveNetwork, LiveServer, Subscriber, describe};
+use atmlab_smds::live::{LiveNetwork, Subscriber, describe};
 use atmlab_smds::msg::l3_pdu;
 use atmlab_wire::E164Address;
 use atmlab_wire::smds::MAX_INFO;
@@ -143,22 +143,36 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let server = LiveServer::bind(file.config.clone(), &file.endpoints, file.queue).await?;
+        // Interfaces over ATM need the cell data plane, which the lab's bridge brings.
+        let running = atmlab_lab::smds_atm::bind(&file).await?;
+        let server = &running.server;
         say!("smds server s{} up", server.id().0);
-        for (i, (a, ifc)) in server
+        for (i, ((a, ifc), e)) in server
             .addrs()
             .iter()
             .zip(&file.config.local.interfaces)
+            .zip(&file.endpoints)
             .enumerate()
         {
-            say!("  interface {} {} udp {a}", i + 1, ifc.kind());
+            match e.atm {
+                None => say!("  interface {} {} udp {a}", i + 1, ifc.kind()),
+                Some(atm) => say!(
+                    "  interface {} {} atm host {a} on switch port {}, sends on {}, receives on {} (AAL3/4, MID {})",
+                    i + 1,
+                    ifc.kind(),
+                    atm.switch,
+                    atm.send_vc,
+                    atm.recv_vc,
+                    atm.mid
+                ),
+            }
         }
         let _ = std::io::stdout().flush();
         let writer = async {
             loop {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 if let Some(p) = &status {
-                    let text = serde_json::to_string_pretty(&server.status().to_json())? + "\n";
+                    let text = serde_json::to_string_pretty(&running.status_json())? + "\n";
                     let tmp = p.with_extension("tmp");
                     std::fs::write(&tmp, text)
                         .with_context(|| format!("writing {}", tmp.display()))?;
@@ -174,7 +188,7 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
         }
         say!(
             "{}",
-            serde_json::to_string_pretty(&server.status().to_json())?
+            serde_json::to_string_pretty(&running.status_json())?
         );
         Ok(ExitCode::SUCCESS)
     })

@@ -21,6 +21,7 @@ mod error;
 pub mod launch;
 pub mod report;
 pub mod reproduce;
+pub mod smds_atm;
 pub mod soak;
 pub mod twin;
 

@@ -31,6 +31,17 @@
 //! peer = "127.0.0.1:7301"
 //! prefixes = ["I:33"]
 //!
+//! [[interface]]
+//! kind = "sni"                # an SNI over ATM (paper 002's servers sat on ATM):
+//! addresses = ["I:15550003"]  # L3_PDUs as AAL3/4 cells on a VC through atmlab switches
+//! atm = { switch = "127.0.0.1:7400", send_vc = "0/40", recv_vc = "0/41" }
+//! # atm keys: switch (the switch port's UDP address, required); vc = "VPI/VCI" for
+//! # both directions, or send_vc and recv_vc (what the connections through the switches
+//! # give each end); rate (the link rate that paces sending, default "155.52 Mb/s");
+//! # mid (the AAL3/4 MID of the messages sent, 0-1023, default 1). With atm, bind is
+//! # the host's own UDP address (default "127.0.0.1:0") and there is no peer: the VC
+//! # is the peer. An ISSI or ICI may run over ATM the same way.
+//!
 //! [[group]]
 //! address = "G:15559999"
 //! members = ["I:15550001", "I:15550002"]
@@ -62,7 +73,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::str::FromStr;
 
+use atmlab_core::ids::{VcId, Vpi};
 use atmlab_core::time::Duration;
+use atmlab_core::units::BitRate;
 use atmlab_wire::E164Address;
 use serde::Deserialize;
 
@@ -105,7 +118,10 @@ struct ScreenRaw {
 #[serde(deny_unknown_fields)]
 struct IfaceRaw {
     kind: String,
-    bind: String,
+    #[serde(default)]
+    bind: Option<String>,
+    #[serde(default)]
+    atm: Option<AtmRaw>,
     #[serde(default)]
     peer: Option<String>,
     #[serde(default)]
@@ -122,19 +138,124 @@ struct IfaceRaw {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AtmRaw {
+    switch: String,
+    #[serde(default)]
+    vc: Option<String>,
+    #[serde(default)]
+    send_vc: Option<String>,
+    #[serde(default)]
+    recv_vc: Option<String>,
+    #[serde(default)]
+    rate: Option<String>,
+    #[serde(default)]
+    mid: Option<u16>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct GroupRaw {
     address: String,
     members: Vec<String>,
 }
 
-/// Where one interface's UDP socket binds, and its peer if fixed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where one interface's UDP socket binds, and its peer if fixed; or, over ATM, the
+/// switch port and VCs it uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Endpoint {
-    /// The local address.
+    /// The local address (over ATM: the host's own address on the cell data plane).
     pub bind: SocketAddr,
-    /// The peer (required on ISSI and ICI; on an SNI, learned from the subscriber if
-    /// absent).
+    /// The peer (required on a UDP ISSI and ICI; on an SNI, learned from the subscriber
+    /// if absent; none over ATM).
     pub peer: Option<SocketAddr>,
+    /// The interface runs over ATM: its messages are AAL3/4 cells on a VC.
+    pub atm: Option<AtmAttach>,
+}
+
+/// An interface over ATM: attached to a switch port of the live cell data plane (as a
+/// host is), sending on one VC and receiving on another, each message (an L3_PDU on an
+/// SNI or ICI, a frame of [`crate::msg`] on an ISSI) one AAL3/4 CPCS-PDU.
+///
+/// This crate only describes it: the cell data plane is `atmlab-fabric`, which the SMDS
+/// crate does not depend on (see docs/ARCHITECTURE.md); `atmlab-lab`'s `smds_atm`
+/// bridges the two and `atmlab smds serve` uses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AtmAttach {
+    /// The switch port's UDP address.
+    pub switch: SocketAddr,
+    /// The VC the interface sends on.
+    pub send_vc: VcId,
+    /// The VC the interface receives on.
+    pub recv_vc: VcId,
+    /// The link rate, which paces sending.
+    pub rate: BitRate,
+    /// The AAL3/4 MID of the messages sent.
+    pub mid: u16,
+}
+
+/// The default link rate of an ATM interface: paper 002's SBA-200 boards ran at
+/// 155.52 Mb/s (the paper's "150 Mbps").
+pub const DEFAULT_ATM_RATE: BitRate = BitRate(155.52e6);
+
+fn atm(file: &str, at: &str, raw: &AtmRaw) -> Result<AtmAttach, SmdsError> {
+    let switch = sock(file, &format!("{at}: atm.switch"), &raw.switch)?;
+    let vc = |key: &str, s: &str| -> Result<VcId, SmdsError> {
+        let vc: VcId = s
+            .parse()
+            .map_err(|e| cerr(file, format!("{at}: atm.{key} {s:?}: {e}")))?;
+        if vc.vpi.0 > Vpi::MAX_UNI {
+            return Err(cerr(
+                file,
+                format!(
+                    "{at}: atm.{key} {s:?}: a host's VPI is at most {} (UNI)",
+                    Vpi::MAX_UNI
+                ),
+            ));
+        }
+        Ok(vc)
+    };
+    let (send_vc, recv_vc) = match (&raw.vc, &raw.send_vc, &raw.recv_vc) {
+        (Some(v), None, None) => (vc("vc", v)?, vc("vc", v)?),
+        (None, Some(s), Some(r)) => (vc("send_vc", s)?, vc("recv_vc", r)?),
+        _ => {
+            return Err(cerr(
+                file,
+                format!("{at}: atm needs either vc = \"VPI/VCI\" or both send_vc and recv_vc"),
+            ));
+        }
+    };
+    let rate = match &raw.rate {
+        None => DEFAULT_ATM_RATE,
+        Some(r) => {
+            let rate: BitRate = r
+                .parse()
+                .map_err(|e| cerr(file, format!("{at}: atm.rate {r:?}: {e}")))?;
+            if !(rate.0.is_finite() && rate.0 > 0.0) {
+                return Err(cerr(
+                    file,
+                    format!("{at}: atm.rate {r:?}: must be positive"),
+                ));
+            }
+            rate
+        }
+    };
+    let mid = raw.mid.unwrap_or(1);
+    if mid > atmlab_wire::aal34::MAX_MID {
+        return Err(cerr(
+            file,
+            format!(
+                "{at}: atm.mid {mid}: an AAL3/4 MID is 0-{}",
+                atmlab_wire::aal34::MAX_MID
+            ),
+        ));
+    }
+    Ok(AtmAttach {
+        switch,
+        send_vc,
+        recv_vc,
+        rate,
+        mid,
+    })
 }
 
 /// A server file, read and checked.
@@ -230,8 +351,19 @@ impl ServerFile {
         let mut endpoints = Vec::new();
         for (i, f) in raw.interfaces.iter().enumerate() {
             let at = format!("interface {} ({})", i + 1, f.kind);
-            let bind = sock(file, &at, &f.bind)?;
+            let over_atm = f.atm.as_ref().map(|a| atm(file, &at, a)).transpose()?;
+            let bind = match (&f.bind, &over_atm) {
+                (Some(b), _) => sock(file, &at, b)?,
+                (None, Some(_)) => SocketAddr::from(([127, 0, 0, 1], 0)),
+                (None, None) => return Err(cerr(file, format!("{at}: needs a bind"))),
+            };
             let peer = f.peer.as_deref().map(|p| sock(file, &at, p)).transpose()?;
+            if over_atm.is_some() && peer.is_some() {
+                return Err(cerr(
+                    file,
+                    format!("{at}: an interface over ATM has no peer (its VC is the peer)"),
+                ));
+            }
             let only = |ok: bool, what: &str| {
                 if ok {
                     Ok(())
@@ -258,8 +390,8 @@ impl ServerFile {
                         f.destination_screen.is_none() && f.source_screen.is_none(),
                         "a screen",
                     )?;
-                    if peer.is_none() {
-                        return Err(cerr(file, format!("{at}: needs a peer")));
+                    if peer.is_none() && over_atm.is_none() {
+                        return Err(cerr(file, format!("{at}: needs a peer (or atm)")));
                     }
                     if f.kind == "issi" {
                         only(f.prefixes.is_empty(), "prefixes")?;
@@ -281,7 +413,11 @@ impl ServerFile {
                 }
             };
             interfaces.push(ifc);
-            endpoints.push(Endpoint { bind, peer });
+            endpoints.push(Endpoint {
+                bind,
+                peer,
+                atm: over_atm,
+            });
         }
         let local = LocalConfig {
             id: ServerId(raw.id),
@@ -443,6 +579,31 @@ peer = "127.0.0.1:9"
         .unwrap();
         assert_eq!(f.config.local.id, ServerId(3));
         assert_eq!(f.endpoints.len(), 2);
+        assert!(f.endpoints.iter().all(|e| e.atm.is_none()));
+        // An SNI over ATM: the VCs of each direction, the defaults.
+        let f = ServerFile::parse(
+            r#"
+id = 3
+[[interface]]
+kind = "sni"
+addresses = ["I:15550001"]
+atm = { switch = "127.0.0.1:7400", send_vc = "0/40", recv_vc = "1/41" }
+[[interface]]
+kind = "issi"
+atm = { switch = "127.0.0.1:7401", vc = "0/50", rate = "622.08 Mb/s", mid = 7 }
+"#,
+            "s.toml",
+        )
+        .unwrap();
+        let a = f.endpoints[0].atm.unwrap();
+        assert_eq!((a.send_vc, a.recv_vc), (VcId::new(0, 40), VcId::new(1, 41)));
+        assert_eq!((a.rate, a.mid), (DEFAULT_ATM_RATE, 1));
+        let b = f.endpoints[1].atm.unwrap();
+        assert_eq!(
+            (b.send_vc, b.recv_vc, b.mid),
+            (VcId::new(0, 50), VcId::new(0, 50), 7)
+        );
+        assert_eq!(b.rate, BitRate(622.08e6));
         for (text, want) in [
             ("id = 1\nbogus = 2", "unknown field"),
             (
@@ -458,6 +619,30 @@ peer = "127.0.0.1:9"
                 "is not one of",
             ),
             ("id = 0", "reserved"),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\natm = { switch = \"127.0.0.1:9\" }",
+                "atm needs either vc",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\natm = { switch = \"127.0.0.1:9\", vc = \"300/40\" }",
+                "atm.vc \"300/40\": a host's VPI is at most 255",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\natm = { switch = \"127.0.0.1:9\", vc = \"0/40\", mid = 2000 }",
+                "atm.mid 2000",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\natm = { switch = \"127.0.0.1:9\", vc = \"0/40\", rate = \"fast\" }",
+                "atm.rate \"fast\"",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\npeer = \"127.0.0.1:9\"\natm = { switch = \"127.0.0.1:9\", vc = \"0/40\" }",
+                "has no peer",
+            ),
+            (
+                "id = 1\n[[interface]]\nkind = \"issi\"\natm = { switch = \"127.0.0.1:9\", vc = \"0/40\", speed = 1 }",
+                "unknown field",
+            ),
         ] {
             let e = ServerFile::parse(text, "s.toml").unwrap_err().to_string();
             assert!(e.contains("s.toml") && e.contains(want), "{e}");

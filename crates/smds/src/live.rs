@@ -5,6 +5,13 @@
 //! datagram (an empty one does nothing else); the server then delivers to the address
 //! it last heard from, unless the server file fixes the peer.
 //!
+//! An interface may instead be a [`FrameLink`]: the same messages, one per `Vec`, handed
+//! to and taken from an adapter that carries them. That is how an interface runs over
+//! ATM (paper 002's servers sat on an ATM network, §4.2): `atmlab-lab`'s `smds_atm`
+//! attaches a host to a switch port of the live cell data plane and carries each message
+//! as AAL3/4 cells on a VC. This crate does not depend on the cell data plane
+//! (`atmlab-fabric`), so it sees only the messages.
+//!
 //! The shell is thin and parallel: per interface, a **reader** task receives datagrams,
 //! hands control frames to the **control** task and user data to that interface's
 //! bounded input queue (a full queue discards the PDU and counts it under `overload`:
@@ -91,6 +98,57 @@ struct Shared {
     unattached: AtomicU64,
 }
 
+/// One interface's transport, as [`LiveServer::start_links`] takes it.
+#[derive(Debug)]
+pub enum Link {
+    /// A UDP socket, and its peer: fixed, or (`None`, on an SNI) learned from the
+    /// subscriber.
+    Udp(UdpSocket, Option<SocketAddr>),
+    /// Messages exchanged with an adapter that carries them (over ATM: see the module
+    /// doc).
+    Frames(FrameLink),
+}
+
+/// An interface whose messages go through an adapter: each `Vec` one message (an L3_PDU
+/// on an SNI or ICI, a frame of [`crate::msg`] on an ISSI), in both directions.
+#[derive(Debug)]
+pub struct FrameLink {
+    /// The messages the server sends; it waits when the adapter is behind.
+    pub out: mpsc::Sender<Vec<u8>>,
+    /// The messages the server receives (an empty one is ignored).
+    pub incoming: mpsc::Receiver<Vec<u8>>,
+    /// The adapter's own address (over ATM, the host's address on the cell data plane),
+    /// reported as the interface's address.
+    pub local: SocketAddr,
+}
+
+/// The sending half of an interface.
+#[derive(Debug)]
+enum Tx {
+    Udp(UdpSocket),
+    Frames(mpsc::Sender<Vec<u8>>),
+}
+
+/// Sends one message on an interface; false when it has nowhere to go (an SNI no
+/// subscriber has attached to).
+async fn transmit(tx: &Tx, peer: &Mutex<Option<SocketAddr>>, bytes: &[u8]) -> bool {
+    match tx {
+        Tx::Udp(sock) => {
+            let peer = *lock(peer);
+            let Some(peer) = peer else {
+                return false;
+            };
+            let _ = sock.send_to(bytes, peer).await;
+            true
+        }
+        Tx::Frames(out) => {
+            // A closed adapter loses the message, as a socket's send error does.
+            let _ = out.send(bytes.to_vec()).await;
+            true
+        }
+    }
+}
+
 /// A server running on the current tokio runtime; stops when dropped.
 #[derive(Debug)]
 pub struct LiveServer {
@@ -110,7 +168,9 @@ impl Drop for LiveServer {
 }
 
 impl LiveServer {
-    /// Binds the endpoints and starts the server.
+    /// Binds the endpoints and starts the server. An endpoint over ATM is refused
+    /// here: the cell data plane is not this crate's (`atmlab_lab::smds_atm::bind`
+    /// starts such a server).
     pub async fn bind(
         cfg: ServerConfig,
         endpoints: &[Endpoint],
@@ -118,6 +178,13 @@ impl LiveServer {
     ) -> Result<LiveServer, SmdsError> {
         let mut socks = Vec::new();
         for (i, e) in endpoints.iter().enumerate() {
+            if e.atm.is_some() {
+                return Err(SmdsError::Config(format!(
+                    "interface {} runs over ATM, which needs the cell data plane: start the \
+                     server with `atmlab smds serve` (atmlab_lab::smds_atm)",
+                    i + 1
+                )));
+            }
             let s = UdpSocket::bind(e.bind).await.map_err(|err| {
                 SmdsError::io(format!("interface {}: binding {}", i + 1, e.bind), err)
             })?;
@@ -132,10 +199,20 @@ impl LiveServer {
         sockets: Vec<(UdpSocket, Option<SocketAddr>)>,
         queue: usize,
     ) -> Result<LiveServer, SmdsError> {
-        if sockets.len() != cfg.local.interfaces.len() {
+        let links = sockets.into_iter().map(|(s, p)| Link::Udp(s, p)).collect();
+        LiveServer::start_links(cfg, links, queue)
+    }
+
+    /// Starts the server on its interfaces' transports (one per interface, in order).
+    pub fn start_links(
+        cfg: ServerConfig,
+        links: Vec<Link>,
+        queue: usize,
+    ) -> Result<LiveServer, SmdsError> {
+        if links.len() != cfg.local.interfaces.len() {
             return Err(SmdsError::Config(format!(
-                "{} sockets for {} interfaces",
-                sockets.len(),
+                "{} transports for {} interfaces",
+                links.len(),
                 cfg.local.interfaces.len()
             )));
         }
@@ -143,15 +220,39 @@ impl LiveServer {
         let kinds: Vec<IfaceKind> = cfg.local.interfaces.iter().map(|i| i.kind()).collect();
         let id = cfg.local.id;
         let control = Control::new(cfg, clock.now())?;
-        let n = sockets.len();
-        let addrs = sockets
+        let n = links.len();
+        let addrs = links
             .iter()
-            .map(|(s, _)| s.local_addr())
+            .map(|l| match l {
+                Link::Udp(s, _) => s.local_addr(),
+                Link::Frames(f) => Ok(f.local),
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| SmdsError::io("reading a socket's address", e))?;
-        let peers: Arc<Vec<Mutex<Option<SocketAddr>>>> =
-            Arc::new(sockets.iter().map(|(_, p)| Mutex::new(*p)).collect());
-        let socks: Arc<Vec<UdpSocket>> = Arc::new(sockets.into_iter().map(|(s, _)| s).collect());
+        let peers: Arc<Vec<Mutex<Option<SocketAddr>>>> = Arc::new(
+            links
+                .iter()
+                .map(|l| match l {
+                    Link::Udp(_, p) => Mutex::new(*p),
+                    Link::Frames(_) => Mutex::new(None),
+                })
+                .collect(),
+        );
+        let mut incoming = Vec::with_capacity(n);
+        let mut txs = Vec::with_capacity(n);
+        for l in links {
+            match l {
+                Link::Udp(s, _) => {
+                    incoming.push(None);
+                    txs.push(Tx::Udp(s));
+                }
+                Link::Frames(f) => {
+                    incoming.push(Some(f.incoming));
+                    txs.push(Tx::Frames(f.out));
+                }
+            }
+        }
+        let socks: Arc<Vec<Tx>> = Arc::new(txs);
         let shared = Arc::new(Shared {
             per_iface: (0..n).map(|_| Mutex::new(Counters::default())).collect(),
             overload: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -165,12 +266,13 @@ impl LiveServer {
         let (ctrl_tx, ctrl_rx) = mpsc::channel::<(IfaceId, Vec<u8>)>(1024);
         let mut queues = Vec::new();
         let mut tasks = Vec::new();
-        for (i, &kind_) in kinds.iter().enumerate() {
+        for ((i, &kind_), frames) in kinds.iter().enumerate().zip(incoming) {
             let (tx, rx) = mpsc::channel::<Vec<u8>>(queue.max(1));
             queues.push(tx.clone());
             tasks.push(tokio::spawn(reader(
                 IfaceId(i as u16),
                 kind_,
+                frames,
                 Arc::clone(&socks),
                 Arc::clone(&peers),
                 tx,
@@ -242,33 +344,45 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+#[allow(clippy::too_many_arguments)] // reason: the task's whole world, passed once at spawn
 async fn reader(
     iface: IfaceId,
     kind_: IfaceKind,
-    socks: Arc<Vec<UdpSocket>>,
+    mut frames: Option<mpsc::Receiver<Vec<u8>>>,
+    socks: Arc<Vec<Tx>>,
     peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
     queue: mpsc::Sender<Vec<u8>>,
     control: mpsc::Sender<(IfaceId, Vec<u8>)>,
     shared: Arc<Shared>,
 ) {
-    let sock = &socks[iface.index()];
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
-        let Ok((n, from)) = sock.recv_from(&mut buf).await else {
-            // ICMP errors (a peer not yet up) surface here on some systems; keep going.
-            tokio::task::yield_now().await;
-            continue;
+        let data = match (&mut frames, &socks[iface.index()]) {
+            (Some(rx), _) => match rx.recv().await {
+                None => return,
+                Some(d) if d.is_empty() => continue,
+                Some(d) => d,
+            },
+            (None, Tx::Udp(sock)) => {
+                let Ok((n, from)) = sock.recv_from(&mut buf).await else {
+                    // ICMP errors (a peer not yet up) surface here on some systems.
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                if kind_ == IfaceKind::Sni {
+                    let mut p = lock(&peers[iface.index()]);
+                    if p.is_none_or(|p| p != from) {
+                        *p = Some(from);
+                    }
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                buf[..n].to_vec()
+            }
+            // A frame transport always comes with its receiver.
+            (None, Tx::Frames(_)) => return,
         };
-        if kind_ == IfaceKind::Sni {
-            let mut p = lock(&peers[iface.index()]);
-            if p.is_none_or(|p| p != from) {
-                *p = Some(from);
-            }
-            if n == 0 {
-                continue;
-            }
-        }
-        let data = buf[..n].to_vec();
         if kind_ == IfaceKind::Issi && data.first() != Some(&kind::DATA) {
             let _ = control.send((iface, data)).await;
             continue;
@@ -283,7 +397,7 @@ async fn forwarder(
     iface: IfaceId,
     mut rx: mpsc::Receiver<Vec<u8>>,
     mut fib: watch::Receiver<Arc<Fib>>,
-    socks: Arc<Vec<UdpSocket>>,
+    socks: Arc<Vec<Tx>>,
     peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
     shared: Arc<Shared>,
 ) {
@@ -296,13 +410,11 @@ async fn forwarder(
         }
         fwd.handle_datagram(iface, &d);
         while let Some(t) = fwd.poll_transmit() {
-            let peer = *lock(&peers[t.iface.index()]);
-            let Some(peer) = peer else {
-                shared.unattached.fetch_add(1, Relaxed);
-                continue;
-            };
             t.write_into(&d, &mut out);
-            let _ = socks[t.iface.index()].send_to(&out, peer).await;
+            let i = t.iface.index();
+            if !transmit(&socks[i], &peers[i], &out).await {
+                shared.unattached.fetch_add(1, Relaxed);
+            }
         }
         if rx.is_empty() || last.elapsed() >= std::time::Duration::from_millis(50) {
             // This forwarder alone writes this slot.
@@ -319,7 +431,7 @@ async fn control_task(
     mut rx: mpsc::Receiver<(IfaceId, Vec<u8>)>,
     queues: Vec<mpsc::Sender<Vec<u8>>>,
     fib_tx: watch::Sender<Arc<Fib>>,
-    socks: Arc<Vec<UdpSocket>>,
+    socks: Arc<Vec<Tx>>,
     peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
     shared: Arc<Shared>,
 ) {
@@ -354,11 +466,9 @@ async fn control_task(
             }
         }
         while let Some(t) = control.poll_transmit() {
-            let peer = *lock(&peers[t.iface.index()]);
-            if let Payload::Owned(bytes) = &t.payload
-                && let Some(peer) = peer
-            {
-                let _ = socks[t.iface.index()].send_to(bytes, peer).await;
+            if let Payload::Owned(bytes) = &t.payload {
+                let i = t.iface.index();
+                transmit(&socks[i], &peers[i], bytes).await;
             }
         }
         if control.fib_version() != version {

@@ -4,4 +4,5 @@
 mod common;
 mod erlang;
 mod load;
+mod smds_atm;
 mod twin;

@@ -7,7 +7,10 @@
 //! 2. **Fig. 3**, flow rate against PDU size, user to user through two servers joined by
 //!    one ISSI: the live shell on loopback UDP in this process, the sender kept at most
 //!    ten PDUs ahead of the receiver (the paper's ten-PDU receive buffer and "rate
-//!    optimized to fit the throughput of the receiving server").
+//!    optimized to fit the throughput of the receiving server"). Then the same over ATM
+//!    (§4.2's SBA-200 case): every hop a pair of connections through two atmlab switches
+//!    of the live data plane, each L3_PDU or ISSI frame AAL3/4 cells paced at 155.52 Mb/s
+//!    ([`crate::smds_atm`]).
 //! 3. **Figs. 6 and 5** as the paper ran them ([`nodes`]): N independent server
 //!    processes (`atmlab smds serve`), each with its own sockets, windowed (Fig. 6) or
 //!    paced at three traffic densities (Fig. 5), for N up to the machine's cores; past
@@ -40,6 +43,7 @@ use minijinja::context;
 use rand::{Rng, SeedableRng};
 
 use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
+use crate::smds_atm::{self, AtmSubscriber};
 use crate::{LabError, cells};
 use atmlab_smds::cmp::CmpConfig;
 use atmlab_smds::config::TopologyFile;
@@ -189,17 +193,8 @@ pub fn flow_rates(
     run: StdDuration,
     window: u64,
 ) -> Result<Vec<FlowPoint>, LabError> {
-    let topo = TopologyFile::parse(
-        "hello_ms = 50\n[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
-         [[server]]\nname = \"b\"\nsubscribers = [\"I:15550201\"]\n[[link]]\na = \"a\"\nb = \"b\"\n",
-        "fig3",
-    )?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| LabError::io("starting a runtime", e))?;
-    rt.block_on(async {
+    let topo = fig3_servers()?;
+    runtime()?.block_on(async {
         let net = LiveNetwork::up(&topo, 64).await?;
         let deadline = StdInstant::now() + StdDuration::from_secs(10);
         while !net.converged() {
@@ -215,90 +210,313 @@ pub fn flow_rates(
         let tx = Subscriber::attach(any, net.servers[0].1.addrs()[0]).await?;
         let rx = Arc::new(Subscriber::attach(any, net.servers[1].1.addrs()[0]).await?);
         tokio::time::sleep(StdDuration::from_millis(50)).await;
-        let got = Arc::new(AtomicU64::new(0));
-        let octets = Arc::new(AtomicU64::new(0));
-        let notify = Arc::new(tokio::sync::Notify::new());
+        let sink = Arc::new(Sink::default());
         let reader = {
-            let (rx, got, octets, notify) = (
-                Arc::clone(&rx),
-                Arc::clone(&got),
-                Arc::clone(&octets),
-                Arc::clone(&notify),
-            );
+            let (rx, sink) = (Arc::clone(&rx), Arc::clone(&sink));
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 65_536];
                 while let Ok(n) = rx.recv(&mut buf).await {
-                    octets.fetch_add(n.saturating_sub(40) as u64, Ordering::Relaxed);
-                    got.fetch_add(1, Ordering::Relaxed);
-                    notify.notify_one();
+                    sink.arrived(n);
                 }
             })
         };
-        let mut points = Vec::new();
-        for &info in sizes {
-            let body = vec![0x5au8; info];
-            let pdu = l3_pdu(
-                "I:15550101".parse().expect("literal"),
-                "I:15550201".parse().expect("literal"),
-                &body,
-                1,
-            )?;
-            let mut sent = 0u64;
-            let mut lost = 0u64;
-            let base_got = got.load(Ordering::Relaxed);
-            let mut measure_from: Option<(StdInstant, u64, u64)> = None;
-            let warm = StdDuration::from_millis(100);
-            let t0 = StdInstant::now();
-            loop {
-                let elapsed = t0.elapsed();
-                if measure_from.is_none() && elapsed >= warm {
-                    measure_from = Some((
-                        StdInstant::now(),
-                        got.load(Ordering::Relaxed),
-                        octets.load(Ordering::Relaxed),
-                    ));
-                }
-                if elapsed >= warm + run {
-                    break;
-                }
+        let points = windowed(sizes, run, window, &mut FlowSender::Udp(&tx), &sink).await;
+        reader.abort();
+        points
+    })
+}
+
+/// Fig. 3's two servers, one subscriber each, one ISSI (SNIs first, then the ISSI).
+fn fig3_servers() -> Result<TopologyFile, LabError> {
+    Ok(TopologyFile::parse(
+        "hello_ms = 50\n[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
+         [[server]]\nname = \"b\"\nsubscribers = [\"I:15550201\"]\n[[link]]\na = \"a\"\nb = \"b\"\n",
+        "fig3",
+    )?)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| LabError::io("starting a runtime", e))
+}
+
+/// What the receiving subscriber counted.
+#[derive(Debug, Default)]
+struct Sink {
+    got: AtomicU64,
+    octets: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl Sink {
+    /// An L3_PDU of `n` octets arrived (its Info: `n` - 40, no PAD at our sizes).
+    fn arrived(&self, n: usize) {
+        self.octets
+            .fetch_add(n.saturating_sub(40) as u64, Ordering::Relaxed);
+        self.got.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+}
+
+/// The sending subscriber of Fig. 3: on loopback UDP, or over ATM.
+enum FlowSender<'a> {
+    Udp(&'a Subscriber),
+    Atm(&'a mut AtmSubscriber),
+}
+
+impl FlowSender<'_> {
+    async fn send(&mut self, pdu: &[u8]) -> Result<(), LabError> {
+        match self {
+            FlowSender::Udp(s) => Ok(s.send(pdu).await?),
+            FlowSender::Atm(s) => s.send(pdu).await.map(|_| ()),
+        }
+    }
+}
+
+/// Fig. 3's measurement, one PDU size after another: the sender at most `window` PDUs
+/// ahead of what `sink` received, 100 ms of warm-up, then `run` measured.
+async fn windowed(
+    sizes: &[usize],
+    run: StdDuration,
+    window: u64,
+    tx: &mut FlowSender<'_>,
+    sink: &Sink,
+) -> Result<Vec<FlowPoint>, LabError> {
+    let (got, octets, notify) = (&sink.got, &sink.octets, &sink.notify);
+    let mut points = Vec::new();
+    for &info in sizes {
+        let body = vec![0x5au8; info];
+        let pdu = l3_pdu(
+            "I:15550101".parse().expect("literal"),
+            "I:15550201".parse().expect("literal"),
+            &body,
+            1,
+        )?;
+        let mut sent = 0u64;
+        let mut lost = 0u64;
+        let base_got = got.load(Ordering::Relaxed);
+        let mut measure_from: Option<(StdInstant, u64, u64)> = None;
+        let warm = StdDuration::from_millis(100);
+        let t0 = StdInstant::now();
+        loop {
+            let elapsed = t0.elapsed();
+            if measure_from.is_none() && elapsed >= warm {
+                measure_from = Some((
+                    StdInstant::now(),
+                    got.load(Ordering::Relaxed),
+                    octets.load(Ordering::Relaxed),
+                ));
+            }
+            if elapsed >= warm + run {
+                break;
+            }
+            let delivered = got.load(Ordering::Relaxed) - base_got;
+            // A PDU given up as lost may still arrive, and so may a previous size's
+            // after this one began: neither may take the count in flight below zero
+            // (it overflowed here, once, on a loaded machine).
+            let in_flight = sent.saturating_sub(lost).saturating_sub(delivered);
+            if in_flight < window {
+                tx.send(&pdu).await?;
+                sent += 1;
+                continue;
+            }
+            // Window full: wait for a delivery, or give up on the outstanding ones.
+            if tokio::time::timeout(StdDuration::from_millis(20), notify.notified())
+                .await
+                .is_err()
+            {
                 let delivered = got.load(Ordering::Relaxed) - base_got;
-                // A PDU given up as lost may still arrive, and so may a previous size's
-                // after this one began: neither may take the count in flight below zero
-                // (it overflowed here, once, on a loaded machine).
-                let in_flight = sent.saturating_sub(lost).saturating_sub(delivered);
-                if in_flight < window {
-                    tx.send(&pdu).await?;
-                    sent += 1;
-                    continue;
-                }
-                // Window full: wait for a delivery, or give up on the outstanding ones.
-                if tokio::time::timeout(StdDuration::from_millis(20), notify.notified())
-                    .await
-                    .is_err()
-                {
-                    let delivered = got.load(Ordering::Relaxed) - base_got;
-                    lost += sent.saturating_sub(lost).saturating_sub(delivered);
+                lost += sent.saturating_sub(lost).saturating_sub(delivered);
+            }
+        }
+        // Late arrivals of PDUs counted lost are not lost.
+        let lost = lost.min(sent.saturating_sub(got.load(Ordering::Relaxed) - base_got));
+        let (m0, g0, o0) = measure_from.unwrap_or((t0, base_got, 0));
+        let secs = m0.elapsed().as_secs_f64();
+        let g = got.load(Ordering::Relaxed) - g0;
+        let o = octets.load(Ordering::Relaxed) - o0;
+        points.push(FlowPoint {
+            info,
+            pdus_per_s: g as f64 / secs,
+            // Info octets delivered (every size here is a multiple of 4: no PAD).
+            mbps: o as f64 * 8.0 / secs / 1e6,
+            lost,
+        });
+        // Let the last PDUs drain before the next size.
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    Ok(points)
+}
+
+/// Fig. 3 over ATM: the topology. Two switches joined by one trunk, the six ends of the
+/// three hops on host ports: subscriber u1 and server a's SNI on s1, a's ISSI on s1 and
+/// b's on s2 (the ISSI crosses the trunk), b's SNI and subscriber u2 on s2. Every link at
+/// 155.52 Mb/s, the SBA-200's line rate (the paper's "150 Mbps").
+pub const FIG3_ATM_TOPOLOGY: &str = r#"
+name = "smds-fig3-atm"
+[defaults]
+link_rate = "155.52 Mb/s"
+buffer_cells = 4096
+[[switch]]
+name = "s1"
+ports = 4
+[[switch]]
+name = "s2"
+ports = 4
+[[link]]
+a = "s1:3"
+b = "s2:3"
+[[host]]
+name = "u1"
+at = "s1:0"
+[[host]]
+name = "a-sni"
+at = "s1:1"
+[[host]]
+name = "a-issi"
+at = "s1:2"
+[[host]]
+name = "b-issi"
+at = "s2:2"
+[[host]]
+name = "b-sni"
+at = "s2:1"
+[[host]]
+name = "u2"
+at = "s2:0"
+"#;
+
+/// The link rate of [`FIG3_ATM_TOPOLOGY`], bits/s.
+pub const ATM_LINK_RATE: f64 = 155.52e6;
+
+/// What the ATM hops counted over a Fig. 3 run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AtmCounts {
+    /// Cells the five senders (u1, a's SNI and ISSI, b's ISSI and SNI) sent.
+    pub cells_sent: u64,
+    /// Messages the receivers' AAL3/4 reassembly discarded (a cell lost or damaged).
+    pub lost: u64,
+}
+
+/// Fig. 3 over ATM: the same two servers, every hop (subscriber to SNI, the ISSI, SNI
+/// to subscriber) a pair of connections through atmlab switches set up by a manager,
+/// each message AAL3/4 cells paced at the link rate; the same window and sizes as
+/// [`flow_rates`]. The lab's state (net.json) goes to a directory under `scratch`.
+pub fn flow_rates_atm(
+    sizes: &[usize],
+    run: StdDuration,
+    window: u64,
+    scratch: &FsPath,
+) -> Result<(Vec<FlowPoint>, AtmCounts), LabError> {
+    let servers = fig3_servers()?;
+    let topology = atmlab_control::net::Topology::parse(FIG3_ATM_TOPOLOGY, "Fig. 3 over ATM")?;
+    let rate = atmlab_core::units::BitRate(ATM_LINK_RATE);
+    runtime()?.block_on(async {
+        let spec = crate::launch::LabSpec::in_data_dir(topology, &scratch.join("fig3-atm"), true);
+        let lab = crate::launch::Lab::start(spec, &mut |_| {}).await?;
+        lab.within(async |lab| {
+            let cm = atmlab_control::cm::live::start(
+                atmlab_control::cm::core::CmConfig::new(atmlab_control::cm::core::CmKind::Xbind),
+                lab.clients.clone(),
+                Box::new(lab.router()),
+            )
+            .map_err(|e| LabError::run("Fig. 3 over ATM", e.message))?;
+            let r = fig3_atm_on(lab, &cm, &servers, rate, sizes, run, window).await;
+            cm.shutdown().await;
+            r
+        })
+        .await
+    })
+}
+
+async fn fig3_atm_on(
+    lab: &crate::launch::Lab,
+    cm: &atmlab_control::cm::live::CmHandle,
+    servers: &TopologyFile,
+    rate: atmlab_core::units::BitRate,
+    sizes: &[usize],
+    run: StdDuration,
+    window: u64,
+) -> Result<(Vec<FlowPoint>, AtmCounts), LabError> {
+    // CBR reservations well inside the links (ours: the paper gives none); the live
+    // data plane does not police, the hosts pace at the link rate.
+    let pcr = 100_000.0;
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("literal");
+    let mut ends = Vec::new();
+    for (x, y) in [("u1", "a-sni"), ("a-issi", "b-issi"), ("b-sni", "u2")] {
+        let (vx, vy) = smds_atm::duplex(cm, x, y, pcr).await?;
+        ends.push(smds_atm::attachment(&lab.net, x, vx, rate)?);
+        ends.push(smds_atm::attachment(&lab.net, y, vy, rate)?);
+    }
+    let (u1, a_sni, a_issi, b_issi, b_sni, u2) =
+        (ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]);
+    let mut adapters = Vec::new();
+    let mut start = async |cfg: &atmlab_smds::server::ServerConfig,
+                           sni: atmlab_smds::config::AtmAttach,
+                           issi: atmlab_smds::config::AtmAttach| {
+        let (l1, a1) = smds_atm::attach(sni, any).await?;
+        let (l2, a2) = smds_atm::attach(issi, any).await?;
+        adapters.push(a1);
+        adapters.push(a2);
+        Ok::<_, LabError>(atmlab_smds::live::LiveServer::start_links(
+            cfg.clone(),
+            vec![
+                atmlab_smds::live::Link::Frames(l1),
+                atmlab_smds::live::Link::Frames(l2),
+            ],
+            64,
+        )?)
+    };
+    let sa = start(&servers.servers[0].1, a_sni, a_issi).await?;
+    let sb = start(&servers.servers[1].1, b_sni, b_issi).await?;
+    let deadline = StdInstant::now() + StdDuration::from_secs(10);
+    while ![&sa, &sb].iter().all(|s| {
+        let st = s.status();
+        st.lsas == 2 && st.neighbours.iter().all(|n| n.2)
+    }) {
+        if StdInstant::now() > deadline {
+            return Err(LabError::run(
+                "Fig. 3 over ATM",
+                "the two servers did not converge over their ATM ISSI",
+            ));
+        }
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
+    let mut tx = AtmSubscriber::attach(u1).await?;
+    let mut rx = AtmSubscriber::attach(u2).await?;
+    let sink = Arc::new(Sink::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (sink, stop) = (Arc::clone(&sink), Arc::clone(&stop));
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match rx.recv(StdDuration::from_millis(50)).await {
+                    Ok(Some(pdu)) => sink.arrived(pdu.len()),
+                    Ok(None) => {}
+                    Err(_) => break,
                 }
             }
-            // Late arrivals of PDUs counted lost are not lost.
-            let lost = lost.min(sent.saturating_sub(got.load(Ordering::Relaxed) - base_got));
-            let (m0, g0, o0) = measure_from.unwrap_or((t0, base_got, 0));
-            let secs = m0.elapsed().as_secs_f64();
-            let g = got.load(Ordering::Relaxed) - g0;
-            let o = octets.load(Ordering::Relaxed) - o0;
-            points.push(FlowPoint {
-                info,
-                pdus_per_s: g as f64 / secs,
-                // Info octets delivered (every size here is a multiple of 4: no PAD).
-                mbps: o as f64 * 8.0 / secs / 1e6,
-                lost,
-            });
-            // Let the last PDUs drain before the next size.
-            tokio::time::sleep(StdDuration::from_millis(50)).await;
-        }
-        reader.abort();
-        Ok(points)
-    })
+            rx
+        })
+    };
+    let points = windowed(sizes, run, window, &mut FlowSender::Atm(&mut tx), &sink).await;
+    stop.store(true, Ordering::Relaxed);
+    let rx = reader
+        .await
+        .map_err(|e| LabError::run("Fig. 3 over ATM", format!("the receiver: {e}")))?;
+    let mut counts = AtmCounts {
+        cells_sent: tx.cells_sent(),
+        lost: rx.counters().lost,
+    };
+    for a in &adapters {
+        counts.cells_sent += a.stats.cells_sent.load(Ordering::Relaxed);
+        counts.lost += a.stats.aal34().lost;
+    }
+    drop((sa, sb));
+    Ok((points?, counts))
 }
 
 /// Fig. 5 on the harness: eight traffic servers around a parallel server of `workers`
@@ -517,11 +735,17 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     } else {
         vec![64, 256, 512, 1024, 2048, 4096, 8192, 9188]
     };
-    let fig3 = flow_rates(
-        &sizes,
-        StdDuration::from_millis(if q { 300 } else { 2000 }),
-        10,
-    )?;
+    let fig3_run = StdDuration::from_millis(if q { 300 } else { 2000 });
+    let fig3 = flow_rates(&sizes, fig3_run, 10)?;
+
+    step(
+        opts,
+        "Fig. 3 over ATM: AAL3/4 cells through two switches at 155.52 Mb/s",
+    );
+    let scratch = std::env::temp_dir().join(format!("atmlab-smds-{}", std::process::id()));
+    let atm = flow_rates_atm(&sizes, fig3_run, 10, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (fig3_atm, atm_counts) = atm?;
 
     step(opts, "Figs. 6 and 5: N independent server processes");
     // Up to one node per core (at least two, so that a speed-up exists to measure).
@@ -643,6 +867,8 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let results = SmdsResults {
         table1,
         fig3,
+        fig3_atm,
+        atm_link_bps: ATM_LINK_RATE,
         fig6: fig6_live,
         fig5: fig5_live,
         spf,
@@ -655,6 +881,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
         cores,
         seconds,
         &results,
+        atm_counts,
         (&fig6, &fig6_small),
         &fig5,
         k,
@@ -764,6 +991,7 @@ fn write_report(
     cores: usize,
     seconds: f64,
     results: &SmdsResults,
+    atm_counts: AtmCounts,
     (fig6, fig6_small): (&[ParallelPoint], &[ParallelPoint]),
     fig5: &[DensityPoint],
     k: usize,
@@ -777,32 +1005,90 @@ fn write_report(
     write(dir, "table1.csv", &t1.csv())?;
     let slowest = table1.iter().map(|r| r.per_s).fold(f64::INFINITY, f64::min);
 
-    // Fig. 3.
+    // Fig. 3, loopback UDP and ATM side by side.
     let mut t3 = Table::new([
         Column::new("Info octets", "info_octets").right(),
-        Column::new("PDUs/s", "pdus_per_s").right().fixed(0, 1),
-        Column::new("Mb/s (Info)", "mbps").right().fixed(1, 3),
-        Column::new("lost", "lost").right(),
+        Column::new("UDP PDUs/s", "pdus_per_s").right().fixed(0, 1),
+        Column::new("UDP Mb/s (Info)", "mbps").right().fixed(1, 3),
+        Column::new("UDP lost", "lost").right(),
+        Column::new("ATM PDUs/s", "atm_pdus_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("ATM Mb/s (Info)", "atm_mbps")
+            .right()
+            .fixed(1, 3),
+        Column::new("ATM lost", "atm_lost").right(),
+        Column::new("link's AAL3/4 capacity, Mb/s (Info)", "atm_capacity_mbps")
+            .right()
+            .fixed(1, 3),
+        Column::new("ATM / capacity", "atm_of_capacity")
+            .right()
+            .fixed(2, 4),
     ]);
     for p in fig3 {
-        t3.row(cells![p.info, p.pdus_per_s, p.mbps, p.lost]);
+        let cap = verdicts::aal34_capacity_mbps(p.info, results.atm_link_bps);
+        match results.fig3_atm.iter().find(|a| a.info == p.info) {
+            Some(a) => t3.row(cells![
+                p.info,
+                p.pdus_per_s,
+                p.mbps,
+                p.lost,
+                a.pdus_per_s,
+                a.mbps,
+                a.lost,
+                cap,
+                a.mbps / cap
+            ]),
+            None => t3.row(cells![
+                p.info,
+                p.pdus_per_s,
+                p.mbps,
+                p.lost,
+                f64::NAN,
+                f64::NAN,
+                "-",
+                cap,
+                f64::NAN
+            ]),
+        };
     }
     write(dir, "fig3_flow_rate.csv", &t3.csv())?;
     let mut series = SeriesSet::new();
     for p in fig3 {
-        series.push("atmlab", (p.info as f64, p.mbps, f64::NAN));
+        series.push("loopback UDP", (p.info as f64, p.mbps, f64::NAN));
+    }
+    for p in &results.fig3_atm {
+        series.push(
+            "ATM: AAL3/4 cells through two switches",
+            (p.info as f64, p.mbps, f64::NAN),
+        );
+    }
+    for p in fig3 {
+        series.push(
+            "the 155.52 Mb/s link's AAL3/4 capacity",
+            (
+                p.info as f64,
+                verdicts::aal34_capacity_mbps(p.info, results.atm_link_bps),
+                f64::NAN,
+            ),
+        );
     }
     plot(
         dir,
         "fig3_flow_rate",
         PlotSpec {
-            title: "Fig. 3: flow rate through two servers (loopback UDP)",
+            title: "Fig. 3: flow rate through two servers (loopback UDP, and ATM)",
             x_label: "Info octets per PDU",
             y_label: "user data (Mb/s)",
-            log_y: false,
+            log_y: true,
         },
         series.as_slice(),
     )?;
+    let best_atm = results
+        .fig3_atm
+        .iter()
+        .max_by(|a, b| a.mbps.total_cmp(&b.mbps))
+        .copied();
 
     // Fig. 6: N server processes, measured, then the model past the cores.
     let mut t6n = Table::new([
@@ -1086,6 +1372,14 @@ fn write_report(
             fig3 => t3.markdown(),
             fig3_pdus => fig3.iter().map(|p| p.pdus_per_s).fold(0.0, f64::max),
             fig3_best => fig3.iter().map(|p| p.mbps).fold(0.0, f64::max),
+            atm_measured => best_atm.is_some(),
+            atm_best_mbps => best_atm.map_or(f64::NAN, |p| p.mbps),
+            atm_best_info => best_atm.map_or(0, |p| p.info),
+            atm_best_pdus => results.fig3_atm.iter().map(|p| p.pdus_per_s).fold(0.0, f64::max),
+            atm_best_capacity => best_atm.map_or(f64::NAN, |p| verdicts::aal34_capacity_mbps(p.info, results.atm_link_bps)),
+            atm_cells => atm_counts.cells_sent,
+            atm_lost => atm_counts.lost,
+            atm_link_mbps => results.atm_link_bps / 1e6,
             fig6 => t6.markdown(),
             fig5 => t5.markdown(),
             routing => routing.markdown(),
@@ -1104,6 +1398,12 @@ fn write_report(
             "path": r.path.name(), "paper_per_s": r.path.paper().0, "per_s": r.per_s })).collect::<Vec<_>>(),
         "fig3": fig3.iter().map(|p| serde_json::json!({
             "info": p.info, "pdus_per_s": p.pdus_per_s, "mbps": p.mbps, "lost": p.lost })).collect::<Vec<_>>(),
+        "fig3_atm": results.fig3_atm.iter().map(|p| serde_json::json!({
+            "info": p.info, "pdus_per_s": p.pdus_per_s, "mbps": p.mbps, "lost": p.lost,
+            "capacity_mbps": verdicts::aal34_capacity_mbps(p.info, results.atm_link_bps) })).collect::<Vec<_>>(),
+        "fig3_atm_link_bps": results.atm_link_bps,
+        "fig3_atm_cells_sent": atm_counts.cells_sent,
+        "fig3_atm_pdus_lost_in_reassembly": atm_counts.lost,
         "fig6_nodes": results.fig6.iter().map(|p| serde_json::json!({
             "nodes": p.nodes, "mbps": p.mbps().mean, "mbps_ci95": p.mbps().ci95,
             "runs": p.runs.iter().map(|r| serde_json::json!({

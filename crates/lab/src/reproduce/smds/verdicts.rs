@@ -1,5 +1,6 @@
-//! The verdict table of paper 002's report (Table 1, §4.1's 3.29 Gb/s, Figs. 3, 5 and 6,
-//! §3.3.2 and the CMP), a pure function of [`SmdsResults`].
+//! The verdict table of paper 002's report (Table 1, §4.1's 3.29 Gb/s, Fig. 3 on UDP and
+//! over ATM with §4.2's link, Figs. 5 and 6, §3.3.2 and the CMP), a pure function of
+//! [`SmdsResults`].
 //!
 //! Live measurements come as points (one run) or as replications (Figs. 5 and 6, whose
 //! runs are repeated); a point is compared as a point and the row says "no interval".
@@ -46,8 +47,12 @@ impl NodesPoint {
 pub struct SmdsResults {
     /// Table 1, per path.
     pub table1: Vec<HeaderRate>,
-    /// Fig. 3, per PDU size.
+    /// Fig. 3, per PDU size, on loopback UDP.
     pub fig3: Vec<FlowPoint>,
+    /// Fig. 3 over ATM (AAL3/4 cells through switches), per PDU size.
+    pub fig3_atm: Vec<FlowPoint>,
+    /// The ATM links' rate, bits/s (the hosts pace at it).
+    pub atm_link_bps: f64,
     /// Fig. 6: N independent server processes, windowed.
     pub fig6: Vec<NodesPoint>,
     /// Fig. 5: N independent server processes, paced at three densities.
@@ -71,6 +76,15 @@ pub fn paper_gbps(bits_per_octet: f64) -> f64 {
 pub fn paper_slopes() -> (f64, f64, f64) {
     let s8 = 430.0 / 130.0;
     (0.5, (s8 - 1.0) / 7.0, s8 / 8.0)
+}
+
+/// The most Info an ATM link of `link_bps` carries in L3_PDUs of `info` octets as AAL3/4,
+/// Mb/s: each PDU is `info` + 40 octets of L3_PDU (36 of header and extension, 4 of
+/// trailer; our sizes need no PAD), + 8 of CPCS header and trailer, cut into 44-octet
+/// SAR payloads, each a 53-octet cell on the line.
+pub fn aal34_capacity_mbps(info: usize, link_bps: f64) -> f64 {
+    let cells = (info + 40 + 8).div_ceil(44);
+    link_bps * info as f64 / (cells * 53) as f64 / 1e6
 }
 
 /// The rate of a path in `table1`.
@@ -165,11 +179,60 @@ pub fn verdicts(r: &SmdsResults) -> Verdicts {
         }
         _ => Check::not_applicable(item, claim, "Fig. 3 not measured"),
     });
-    v.push(Check::not_applicable(
-        "Fig. 3 over ATM: L3_PDUs as AAL3/4 cells through switches",
-        "Fore SBA-200 on 150 Mb/s ATM",
-        "not yet: our servers' SNIs and ISSIs run over UDP only; the ATM data plane path is still to be built",
-    ));
+    let item = "Fig. 3 over ATM: L3_PDUs as AAL3/4 cells through switches";
+    let claim = "over ATM too, the flow rate stays well below the header processing rate";
+    let best_atm = r.fig3_atm.iter().map(|p| p.pdus_per_s).reduce(f64::max);
+    v.push(match (slowest, best_atm) {
+        (Some(s), Some(b)) => {
+            let mut c = verdict::at_most(item, claim, &point(b / s), 0.5);
+            let udp = best.map_or(String::new(), |u| {
+                format!("; {} of the loopback UDP figure's", sig(b / u))
+            });
+            c.ours = format!(
+                "at most {} PDUs/s through two servers, every hop AAL3/4 cells through atmlab switches: {} of the slowest header rate{udp}",
+                sig(b),
+                sig(b / s)
+            );
+            c.why = format!("reading: 'well below' = at most half; {}", c.why);
+            c
+        }
+        (None, _) => Check::not_applicable(item, claim, "Table 1 not measured"),
+        (_, None) => Check::not_applicable(item, claim, "Fig. 3 over ATM not measured"),
+    });
+    let item = "§4.2: the ATM link's bandwidth widely exceeds the flow rate";
+    let claim = "150 Mb/s (SBA-200) against the server's maximal flow rate";
+    v.push(
+        match r
+            .fig3_atm
+            .iter()
+            .max_by(|a, b| a.mbps.total_cmp(&b.mbps))
+        {
+            Some(p) => {
+                let cap = aal34_capacity_mbps(p.info, r.atm_link_bps);
+                let mut c = verdict::at_most(item, claim, &point(p.mbps / cap), 0.5);
+                c.ours = format!(
+                    "{} Mb/s of Info at {} octets, {} of what the {} Mb/s link carries as AAL3/4 ({} Mb/s)",
+                    sig(p.mbps),
+                    p.info,
+                    sig(p.mbps / cap),
+                    sig(r.atm_link_bps / 1e6),
+                    sig(cap)
+                );
+                c.why = format!(
+                    "reading: 'widely exceed' = the flow at most half the link's AAL3/4 capacity; {}",
+                    c.why
+                );
+                if c.verdict == Verdict::Differs {
+                    c.why = format!(
+                        "{}: the link, not the interface's software, bounds the flow",
+                        c.why
+                    );
+                }
+                c
+            }
+            None => Check::not_applicable(item, claim, "Fig. 3 over ATM not measured"),
+        },
+    );
 
     // Fig. 6.
     let item = "Fig. 6: one node's rate";
@@ -455,6 +518,13 @@ mod tests {
                 mbps: 1470.0,
                 lost: 0,
             }],
+            fig3_atm: vec![FlowPoint {
+                info: 9188,
+                pdus_per_s: 800.0,
+                mbps: 58.8,
+                lost: 0,
+            }],
+            atm_link_bps: 155.52e6,
             fig6: vec![
                 NodesPoint {
                     nodes: 1,
@@ -505,6 +575,28 @@ mod tests {
         let mut r2 = r.clone();
         r2.fig3[0].pdus_per_s = 200_000.0;
         assert_eq!(verdicts(&r2).verdict(fig3), Some(Verdict::Differs));
+        // Over ATM: 800 PDUs/s against 300,000 headers/s, 58.8 Mb/s against the link's
+        // 128 Mb/s of AAL3/4 Info: both claims hold.
+        let atm = "Fig. 3 over ATM: L3_PDUs as AAL3/4 cells through switches";
+        let link = "§4.2: the ATM link's bandwidth widely exceeds the flow rate";
+        assert!((aal34_capacity_mbps(9188, 155.52e6) - 128.38).abs() < 0.01);
+        assert_eq!(v.verdict(atm), Some(Verdict::Reproduces), "{v:?}");
+        assert_eq!(v.verdict(link), Some(Verdict::Reproduces), "{v:?}");
+        // A server whose ATM flow fills the link: the link, not the interface, bounds
+        // it; the header rate is still far.
+        let mut r7 = r.clone();
+        r7.fig3_atm[0].mbps = 120.0;
+        r7.fig3_atm[0].pdus_per_s = 1632.0;
+        let v7 = verdicts(&r7);
+        assert_eq!(v7.verdict(link), Some(Verdict::Differs));
+        assert_eq!(v7.verdict(atm), Some(Verdict::Reproduces));
+        // A slower header path makes the ATM flow no longer "well below" it.
+        r7.table1.iter_mut().for_each(|h| h.per_s = 2000.0);
+        assert_eq!(verdicts(&r7).verdict(atm), Some(Verdict::Differs));
+        // Not measured: not applicable.
+        let mut r8 = r.clone();
+        r8.fig3_atm.clear();
+        assert_eq!(verdicts(&r8).verdict(link), Some(Verdict::NotApplicable));
         // Two nodes no better than one: the growth is contradicted, the slope differs.
         let mut r3 = r.clone();
         r3.fig6[1].runs = vec![run(2, 7_000), run(2, 7_200), run(2, 6_900)];
