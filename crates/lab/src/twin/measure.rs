@@ -296,8 +296,8 @@ profile = {{ file = {:?} }}
         let r = prepared.run(&Replication {
             seed: 1,
             replication: 0,
-            length: run.length.clone(),
-            warmup: run.warmup.clone(),
+            length: run.length,
+            warmup: run.warmup,
             batches: 1,
         })?;
         r.metrics
