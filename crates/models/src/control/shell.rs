@@ -959,8 +959,8 @@ impl<'a> Plane<'a> {
             LinkJob::Out(cmds) => cmds.len(),
             LinkJob::In(answers) => answers.len(),
         };
+        // The link's own thread: not the manager's utilisation.
         let work = c.per_message + times(c.per_command, k as u64);
-        self.manager.busy += work;
         self.links[s].job = Some(job);
         self.events.schedule(self.now + work, Ev::LinkDone(s));
     }
