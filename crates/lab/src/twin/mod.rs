@@ -18,7 +18,8 @@
 //!   the sweep: undecided.
 //!
 //! The live sweep climbs from `start` calls/s by half again each point until the live
-//! manager stops carrying what is offered (or its latency passes ten times light load),
+//! manager stops carrying what is offered (or its latency passes ten times light load,
+//! or more than 1% of its calls fail),
 //! so the sweep finds this machine's knee whatever its speed; the simulation runs the
 //! same rates.
 
@@ -86,7 +87,7 @@ impl TwinOptions {
             insecure: false,
             seconds: if quick { 0.6 } else { 3.0 },
             start: 200.0,
-            max_points: if quick { 8 } else { 14 },
+            max_points: if quick { 8 } else { 17 },
             replications: if quick { 2 } else { 3 },
             tolerance: 0.15,
         }
@@ -290,9 +291,12 @@ async fn live_part(
             let light = curve
                 .first()
                 .map_or(report.mean_setup_ms, |(_, r)| r.mean_setup_ms);
+            // Past saturation: it stops carrying what is offered, its latency is far
+            // past light load's, or more than 1% of the calls fail.
+            let refused = (report.failed + report.blocked) as f64;
             let saturated = report.setups_per_s < 0.9 * rate
                 || report.mean_setup_ms > 10.0 * light
-                || report.failed + report.blocked > 0;
+                || refused > 0.01 * report.offered as f64;
             curve.push((rate, report));
             if saturated {
                 break;
