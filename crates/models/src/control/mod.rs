@@ -183,7 +183,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "manager",
-        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), adaptive = \"paper\" | { bounds = [calls/s...], thresholds = [T...], window = duration } (xbind: T follows the arrival rate, §IV-B), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
     },
     ParamDoc {
         key: "arrival",
@@ -449,6 +449,51 @@ impl ControlConfig {
     }
 }
 
+/// xbind's adaptive T (paper 000 §IV-B): `adaptive = "paper"` (its regions: below 50
+/// calls/s T = 1, to 100 T = 4, above T = 10, the rate estimated over 1 s) or a table
+/// `{ bounds = [calls/s, ...], thresholds = [T, ...], window = duration }`; none by
+/// default (T fixed).
+fn adaptive(m: &Params<'_>) -> Result<Option<Regions>, SimError> {
+    let regions = match m.raw("adaptive") {
+        None => return Ok(None),
+        Some(toml::Value::String(s)) if s == "paper" => Regions::paper(),
+        Some(toml::Value::Table(_)) => {
+            let t = m.table("adaptive")?;
+            let bounds = t.numbers("bounds")?;
+            let thresholds = t
+                .numbers("thresholds")?
+                .into_iter()
+                .map(|x| {
+                    if x >= 1.0 && x.fract() == 0.0 && x <= 1_000.0 {
+                        Ok(x as u32)
+                    } else {
+                        Err(t.error("thresholds", "each a whole number from 1 to 1000"))
+                    }
+                })
+                .collect::<Result<Vec<u32>, SimError>>()?;
+            let window = if t.has("window") {
+                t.duration("window")?
+            } else {
+                Duration::from_secs(1)
+            };
+            t.finish()?;
+            Regions {
+                bounds,
+                thresholds,
+                window,
+            }
+        }
+        Some(_) => {
+            return Err(m.error(
+                "adaptive",
+                "expected \"paper\" or { bounds = [...], thresholds = [...], window = duration }",
+            ));
+        }
+    };
+    regions.validate().map_err(|e| m.error("adaptive", e))?;
+    Ok(Some(regions))
+}
+
 fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
     let m = p.table("manager")?;
     let name = m.string("kind")?;
@@ -472,7 +517,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             name: "xbind",
             threshold: whole("threshold", 1, 1_000)?,
             flush: duration_or("flush", Duration::from_secs(1))?,
-            adaptive: None,
+            adaptive: adaptive(&m)?,
             threads: 1,
             blocking: false,
             route_ttl: duration_or("route_ttl", Duration::from_secs(5))?,

@@ -495,3 +495,67 @@ fn tina_refuses_faults_and_bad_modes() {
         assert!(e.to_string().contains(key), "{e}");
     }
 }
+
+/// §IV-B's adaptive T at the paper's regions and costs: at 20 calls/s (T = 1's region) it
+/// sets calls up as T = 1 does, at 250 calls/s (T = 10's region) it carries the load as T = 10
+/// does; and bad regions name the key.
+#[test]
+fn adaptive_t_follows_the_arrival_rate() {
+    let mean = |manager: &str, rate: f64| {
+        let c = config(&format!(
+            r#"
+manager = {manager}
+arrival = {{ kind = "poisson", rate = "{rate} /s" }}
+holding = {{ kind = "exponential", mean = "500 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = "paper-000"
+"#
+        ));
+        metric(&run(&c, 120, 10, 0), "mean_setup_latency")
+    };
+    for (rate, fixed) in [(20.0, 1), (250.0, 10)] {
+        let a = mean(
+            r#"{ kind = "xbind", flush = "1 s", adaptive = "paper" }"#,
+            rate,
+        );
+        let f = mean(
+            &format!(r#"{{ kind = "xbind", flush = "1 s", threshold = {fixed} }}"#),
+            rate,
+        );
+        let other = mean(
+            &format!(
+                r#"{{ kind = "xbind", flush = "1 s", threshold = {} }}"#,
+                if fixed == 1 { 10 } else { 1 }
+            ),
+            rate,
+        );
+        if fixed == 1 {
+            // Light load: T = 1's latency; T = 10 waits for its flush.
+            assert!(
+                (a - f).abs() <= 0.1 * f,
+                "at {rate}/s: adaptive {a} s, T = 1 {f} s"
+            );
+            assert!(
+                other > 3.0 * a,
+                "at {rate}/s: adaptive {a} s, T = 10 {other} s"
+            );
+        } else {
+            // Past T = 1's saturation at these costs: adaptive carries
+            // the load as T = 10 does (one replication's mean varies by tens of percent
+            // here, so the bound is loose), where T = 1's backlog grows without end.
+            assert!(a <= 1.5 * f, "at {rate}/s: adaptive {a} s, T = 10 {f} s");
+            assert!(
+                other > 3.0 * a,
+                "at {rate}/s: adaptive {a} s, T = 1 {other} s"
+            );
+        }
+    }
+    let text = format!(
+        "topology = {:?}\nmanager = {{ kind = \"xbind\", adaptive = {{ bounds = [100, 50], thresholds = [1, 4, 10] }} }}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [\"a:b\"]\nprofile = \"fast\"\n",
+        line3()
+    );
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let e = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap_err();
+    assert!(e.to_string().contains("adaptive"), "{e}");
+}

@@ -41,6 +41,10 @@ pub const MANAGERS: &[(&str, &str)] = &[
         "xbind T=15",
         r#"{ kind = "xbind", threshold = 15, flush = "1 s" }"#,
     ),
+    (
+        "xbind adaptive",
+        r#"{ kind = "xbind", adaptive = "paper", flush = "1 s" }"#,
+    ),
 ];
 
 /// The call rates, calls/s: the paper's Figs. 6 and 7 span 0 to about 200.
