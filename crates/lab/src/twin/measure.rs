@@ -23,6 +23,13 @@
 //!   profile so far, is run one at a time with two values of `manager_step` (it is
 //!   linear in it), and `manager_step` is chosen so that the two setups agree. Every
 //!   curve under load is then a prediction.
+//! - **What is structure, not measured**: the client, the route object and the QoS
+//!   mapper are in the manager's process (`colocated`); each link marshals on its own
+//!   task (`links`); every server shares this machine's processors (`cpus`, its
+//!   available parallelism); and `per_message`, which one exchange at a time pays at
+//!   every end, is a wakeup that a message reaching a busy server does not pay
+//!   (`coalesce`). One at a time these make no difference; under load they are the
+//!   prediction.
 //! - **The route object and the QoS mapper**: in the live lab both are objects in the
 //!   manager's process (`colocated`): a route query is timed on the route object; the
 //!   manager maps no QoS (calls arrive with their cell-level contract), so `qos_work` is
@@ -392,6 +399,7 @@ pub async fn measure(
         switch_threads: 1,
         colocated: true,
         links: true,
+        coalesce: true,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
 

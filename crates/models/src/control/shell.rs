@@ -114,6 +114,8 @@ struct SwitchServer {
     replies: Vec<Option<Answers>>,
     answered: HashMap<u64, Result<Reply, FabricError>>,
     answered_order: VecDeque<(Instant, u64)>,
+    /// Per queued message: whether it found the server idle (see `Link`).
+    cold: VecDeque<bool>,
 }
 
 /// What a manager's link to a switch marshals or unmarshals (`links` profiles: each
@@ -126,10 +128,11 @@ enum LinkJob {
     In(Answers),
 }
 
-/// A manager's link to one switch.
+/// A manager's link to one switch. Each queued job notes whether it found the link
+/// idle (`coalesce` profiles charge `per_message` only then).
 #[derive(Default)]
 struct Link {
-    queue: VecDeque<LinkJob>,
+    queue: VecDeque<(LinkJob, bool)>,
     job: Option<LinkJob>,
 }
 
@@ -429,6 +432,7 @@ impl<'a> Plane<'a> {
                 replies: (0..threads).map(|_| None).collect(),
                 answered: HashMap::new(),
                 answered_order: VecDeque::new(),
+                cold: VecDeque::new(),
             });
             index.insert(sc.name.clone(), i);
         }
@@ -582,14 +586,15 @@ impl<'a> Plane<'a> {
             Ev::AtManager(w) => self.reach_manager(w),
             Ev::ManagerDone(t) => self.manager_done(t),
             Ev::AtSwitch(s, msg) => {
-                self.switches[s].server.queue.push_back(msg);
+                let sw = &mut self.switches[s];
+                let idle =
+                    sw.server.queue.is_empty() && sw.server.threads.iter().all(Option::is_none);
+                sw.cold.push_back(idle);
+                sw.server.queue.push_back(msg);
                 self.serve_switch(s);
             }
             Ev::SwitchDone(s, t) => self.switch_done(s, t),
-            Ev::AtLink(s, answers) => {
-                self.links[s].queue.push_back(LinkJob::In(answers));
-                self.serve_link(s);
-            }
+            Ev::AtLink(s, answers) => self.push_link(s, LinkJob::In(answers)),
             Ev::LinkDone(s) => self.link_done(s),
             Ev::Hangup(id) => {
                 // The user's DeleteConnection reaches the manager.
@@ -814,8 +819,7 @@ impl<'a> Plane<'a> {
         for o in outputs {
             match o {
                 Output::Transmit(s, commands) if c.links => {
-                    self.links[s].queue.push_back(LinkJob::Out(commands));
-                    self.serve_link(s);
+                    self.push_link(s, LinkJob::Out(commands));
                 }
                 Output::Transmit(s, commands) => {
                     if let Some(at) = self.wire(c.latency) {
@@ -895,6 +899,7 @@ impl<'a> Plane<'a> {
             let Some(msg) = sw.server.queue.pop_front() else {
                 return;
             };
+            let cold = sw.cold.pop_front().unwrap_or(true);
             let k = msg.len() as u64;
             let mut replies = Vec::with_capacity(msg.len());
             for (req, cmd) in &msg {
@@ -918,8 +923,15 @@ impl<'a> Plane<'a> {
                 sw.answered_order.pop_front();
                 sw.answered.remove(&req);
             }
+            // Receiving the message and sending the answers; a server that was busy
+            // when the message came reads it with others, no wakeup of its own.
+            let per_message = if cold || !c.coalesce {
+                c.per_message
+            } else {
+                Duration::ZERO
+            };
             let work =
-                times(c.per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
+                times(per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
             sw.server.threads[t] = Some(Vec::new());
             sw.replies[t] = Some(replies);
             sw.server.busy += work;
@@ -951,7 +963,7 @@ impl<'a> Plane<'a> {
         if self.links[s].job.is_some() || self.links[s].queue.is_empty() || !self.take_cpu() {
             return;
         }
-        let Some(job) = self.links[s].queue.pop_front() else {
+        let Some((job, cold)) = self.links[s].queue.pop_front() else {
             return;
         };
         let c = &self.cfg.costs;
@@ -960,9 +972,22 @@ impl<'a> Plane<'a> {
             LinkJob::In(answers) => answers.len(),
         };
         // The link's own thread: not the manager's utilisation.
-        let work = c.per_message + times(c.per_command, k as u64);
+        let per_message = if cold || !c.coalesce {
+            c.per_message
+        } else {
+            Duration::ZERO
+        };
+        let work = per_message + times(c.per_command, k as u64);
         self.links[s].job = Some(job);
         self.events.schedule(self.now + work, Ev::LinkDone(s));
+    }
+
+    /// A job for the link to switch `s`, noting whether it found the link idle.
+    fn push_link(&mut self, s: usize, job: LinkJob) {
+        let link = &mut self.links[s];
+        let idle = link.job.is_none() && link.queue.is_empty();
+        link.queue.push_back((job, idle));
+        self.serve_link(s);
     }
 
     fn link_done(&mut self, s: usize) {
