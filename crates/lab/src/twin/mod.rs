@@ -445,10 +445,12 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          predictions; the criteria are in `atmlab_lab::twin`.\n\n\
          {verdicts}\n\n{knees}\n\
          How to read a miss: every cost in the profile is measured one exchange at a time, \
-         and the simulated knee follows from those costs alone. Where the simulated knee \
-         comes early, the live system's work per message under load is less than one \
-         exchange at a time costs it (a reading, not measured here: under load the \
-         command stream's frames share system calls and its tasks stay awake). Past its \
+         and the simulated knee follows from those costs and the profile's structure \
+         alone (a message that finds its server busy costs no wakeup, `coalesce`). Where \
+         the simulated knee still comes early, the live system's work per message under \
+         load is less than the model charges (a reading, not measured here: tokio's \
+         workers poll many tasks per wakeup and HTTP/2 writes many frames per system \
+         call). Past its \
          knee the simulated manager's backlog grows, calls waiting for their setup hold \
          identifiers, and new calls are refused (the simulated blocking climbs), so what it \
          carries falls (a setup-age guard is the issue \
