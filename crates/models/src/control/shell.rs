@@ -18,8 +18,6 @@
 //! a route-cache miss), and each message to a switch with its answer.
 
 use std::collections::{HashMap, VecDeque};
-
-use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 
 use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, SetupRequest};
@@ -37,6 +35,7 @@ use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use atmlab_sim::scenario::{RunLength, Warmup};
 use atmlab_sim::stats::Histogram;
 use rand::Rng;
+use rustc_hash::FxHashMap;
 
 use super::{ControlConfig, Holding, METRICS, Pairs};
 
@@ -92,24 +91,6 @@ struct Server<W> {
     busy: Duration,
 }
 
-impl SwitchServer {
-    /// The server finished a message at `now`: it forgets the answers older than
-    /// [`ANSWER_KEEP`].
-    fn forget_answers(&mut self, now: Instant) {
-        self.pruned_at = Some(now);
-        while let Some(&(at, req)) = self.answered_order.front() {
-            if now.saturating_duration_since(at) <= ANSWER_KEEP {
-                break;
-            }
-            self.answered_order.pop_front();
-            // An answer forgotten and given again since is the newer one's to forget.
-            if self.answered.get(&req).is_some_and(|&(t, _)| t == at) {
-                self.answered.remove(&req);
-            }
-        }
-    }
-}
-
 impl<W> Server<W> {
     fn new(threads: usize) -> Self {
         Server {
@@ -132,8 +113,8 @@ type Answers = Vec<(u64, Result<Reply, FabricError>)>;
 /// The live server keeps each answer [`ANSWER_KEEP`] and forgets it at the first message
 /// it serves after that. Here an answer is forgotten sooner where nothing can ask for it
 /// again (see [`Plane::answers_kept`]), which changes no answer given, only the memory and
-/// the time it takes: kept for the whole run, the answers of a busy plane are a map of
-/// millions of entries, and looking each request up in it was a fifth of the run.
+/// the time it takes: kept, the answers of a busy plane would make a map of millions of
+/// entries, each request looked up in it.
 struct SwitchServer {
     core: Switch,
     server: Server<Vec<(u64, Command)>>,
@@ -151,6 +132,24 @@ struct SwitchServer {
 /// How long a switch server keeps an answer for a repeated request (as long as the
 /// manager may re-send it: its retries).
 const ANSWER_KEEP: Duration = Duration::from_secs(60);
+
+impl SwitchServer {
+    /// The server finished a message at `now`: it forgets the answers older than
+    /// [`ANSWER_KEEP`].
+    fn forget_answers(&mut self, now: Instant) {
+        self.pruned_at = Some(now);
+        while let Some(&(at, req)) = self.answered_order.front() {
+            if now.saturating_duration_since(at) <= ANSWER_KEEP {
+                break;
+            }
+            self.answered_order.pop_front();
+            // An answer forgotten and given again since is the newer one's to forget.
+            if self.answered.get(&req).is_some_and(|&(t, _)| t == at) {
+                self.answered.remove(&req);
+            }
+        }
+    }
+}
 
 /// What a manager's link to a switch marshals or unmarshals (`links` profiles: each
 /// link its own thread, as the live manager's link tasks).
