@@ -353,3 +353,54 @@ fn update_replaces_the_view() {
     r.set_allocated("s1", 9, 1.0);
     assert_eq!(r.view(), line3().view());
 }
+
+/// The breadth-first search by labels finds the very paths the search by copies found
+/// (ties of width broken by the same keys), on random meshes whose ports have a few
+/// levels of free bandwidth (so that ties are common), with switches and edges banned
+/// as Yen's alternates ban them.
+#[test]
+fn the_search_by_labels_finds_the_paths_the_search_by_copies_found() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+    let mut found = 0;
+    for round in 0..40 {
+        let n = rng.random_range(2..9usize);
+        let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        // Up to 6 ports a switch; random links between free ports, parallel ones too.
+        let ports = 6u16;
+        let mut peer: BTreeMap<(usize, u16), (usize, u16)> = BTreeMap::new();
+        for _ in 0..rng.random_range(1..3 * n) {
+            let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+            let (pa, pb) = (rng.random_range(0..ports), rng.random_range(0..ports));
+            if a == b || peer.contains_key(&(a, pa)) || peer.contains_key(&(b, pb)) {
+                continue;
+            }
+            peer.insert((a, pa), (b, pb));
+            peer.insert((b, pb), (a, pa));
+        }
+        let view = NetworkView {
+            switches: (0..n)
+                .map(|i| {
+                    let ps = (0..ports)
+                        .map(|p| PortState {
+                            port: p,
+                            capacity: 1000.0,
+                            allocated: [0.0, 500.0, 900.0, 1000.0][rng.random_range(0..4)],
+                            peer: peer.get(&(i, p)).map(|&(s, q)| (names[s].clone(), q)),
+                        })
+                        .collect();
+                    (names[i].clone(), ps)
+                })
+                .collect(),
+            hosts: Vec::new(),
+        };
+        let r = RouteObject::new(view).unwrap();
+        for bw in [0.0, 100.0, 600.0, f64::NEG_INFINITY] {
+            found += r.check_best_paths(bw, 2 + round % 3);
+        }
+    }
+    assert!(
+        found > 1_000,
+        "only {found} paths found: the meshes are too sparse"
+    );
+}

@@ -35,6 +35,7 @@ use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use atmlab_sim::scenario::{RunLength, Warmup};
 use atmlab_sim::stats::Histogram;
 use rand::Rng;
+use rustc_hash::FxHashMap;
 
 use super::{ControlConfig, Holding, METRICS, Pairs};
 
@@ -50,8 +51,8 @@ enum Work {
     ),
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
-    /// A switch's answer message.
-    Replies(Vec<(u64, Result<Reply, FabricError>)>),
+    /// Switch `s`'s answer message.
+    Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
     /// The core's timer fired.
     Timeout,
 }
@@ -108,14 +109,48 @@ type Answers = Vec<(u64, Result<Reply, FabricError>)>;
 
 /// A switch server: its core, its threads and the answers it already gave (a repeated
 /// request id is answered again, not applied twice, as the live servers do).
+///
+/// The live server keeps each answer [`ANSWER_KEEP`] and forgets it at the first message
+/// it serves after that. Here an answer is forgotten sooner where nothing can ask for it
+/// again (see [`Plane::answers_kept`]), which changes no answer given, only the memory and
+/// the time it takes: kept, the answers of a busy plane would make a map of millions of
+/// entries, each request looked up in it.
 struct SwitchServer {
     core: Switch,
     server: Server<Vec<(u64, Command)>>,
     replies: Vec<Option<Answers>>,
-    answered: HashMap<u64, Result<Reply, FabricError>>,
+    /// The answers given, by request id, with when they were given.
+    answered: FxHashMap<u64, (Instant, Result<Reply, FabricError>)>,
+    /// When each answer was given, oldest first, to forget it [`ANSWER_KEEP`] later;
+    /// filled only once answers are kept (a repeated request may come).
     answered_order: VecDeque<(Instant, u64)>,
     /// Per queued message: whether it found the server idle (see `Link`).
     cold: VecDeque<bool>,
+    /// When the server last finished a message (and forgot the answers older than
+    /// [`ANSWER_KEEP`] then).
+    pruned_at: Option<Instant>,
+}
+
+/// How long a switch server keeps an answer for a repeated request (as long as the
+/// manager may re-send it: its retries).
+const ANSWER_KEEP: Duration = Duration::from_secs(60);
+
+impl SwitchServer {
+    /// The server finished a message at `now`: it forgets the answers older than
+    /// [`ANSWER_KEEP`].
+    fn forget_answers(&mut self, now: Instant) {
+        self.pruned_at = Some(now);
+        while let Some(&(at, req)) = self.answered_order.front() {
+            if now.saturating_duration_since(at) <= ANSWER_KEEP {
+                break;
+            }
+            self.answered_order.pop_front();
+            // An answer forgotten and given again since is the newer one's to forget.
+            if self.answered.get(&req).is_some_and(|&(t, _)| t == at) {
+                self.answered.remove(&req);
+            }
+        }
+    }
 }
 
 /// What a manager's link to a switch marshals or unmarshals (`links` profiles: each
@@ -183,6 +218,11 @@ struct Plane<'a> {
     timer: Option<(Instant, EventId, u64)>,
     timer_generation: u64,
     timeout_queued: bool,
+    /// Whether the switches keep every answer [`ANSWER_KEEP`] (once the manager has
+    /// re-sent a request), or forget it as soon as the manager has it: until a request
+    /// is sent twice, each request reaches its switch at most once, and once the manager
+    /// has its answer it never sends it again, so nothing can ask for that answer.
+    answers_kept: bool,
     stats: Stats,
     latency: Histogram,
     /// Cumulative busy times at the last mark.
@@ -430,9 +470,10 @@ impl<'a> Plane<'a> {
                 core,
                 server: Server::new(threads),
                 replies: (0..threads).map(|_| None).collect(),
-                answered: HashMap::new(),
+                answered: FxHashMap::default(),
                 answered_order: VecDeque::new(),
                 cold: VecDeque::new(),
+                pruned_at: None,
             });
             index.insert(sc.name.clone(), i);
         }
@@ -457,6 +498,7 @@ impl<'a> Plane<'a> {
             timer: None,
             timer_generation: 0,
             timeout_queued: false,
+            answers_kept: false,
             stats: Stats {
                 switch_busy: vec![Duration::ZERO; n],
                 ..Stats::default()
@@ -734,12 +776,21 @@ impl<'a> Plane<'a> {
                 }
                 self.core.delete(now, id);
             }
-            Work::Replies(replies) => {
+            Work::Replies(s, replies) => {
                 if !c.links {
                     work += unmarshal(replies.len());
                 }
                 for (req, r) in replies {
                     self.core.handle_reply(now, req, r);
+                    if !self.answers_kept {
+                        if self.core.stats().retries == 0 {
+                            // Answered, and no request was ever sent twice: nothing will
+                            // ask the switch for this answer again.
+                            self.switches[s].answered.remove(&req);
+                        } else {
+                            self.keep_answers();
+                        }
+                    }
                 }
             }
             Work::Timeout => {
@@ -895,6 +946,10 @@ impl<'a> Plane<'a> {
             if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
                 return;
             }
+            if !self.answers_kept && self.core.stats().retries > 0 {
+                self.keep_answers();
+            }
+            let kept = self.answers_kept;
             let sw = &mut self.switches[s];
             let Some(msg) = sw.server.queue.pop_front() else {
                 return;
@@ -904,25 +959,20 @@ impl<'a> Plane<'a> {
             let mut replies = Vec::with_capacity(msg.len());
             for (req, cmd) in &msg {
                 let r = match sw.answered.get(req) {
-                    Some(r) => r.clone(),
+                    Some((_, r)) => r.clone(),
                     None => {
                         let r = sw.core.apply(cmd);
-                        sw.answered.insert(*req, r.clone());
-                        sw.answered_order.push_back((now, *req));
+                        sw.answered.insert(*req, (now, r.clone()));
+                        if kept {
+                            sw.answered_order.push_back((now, *req));
+                        }
                         r
                     }
                 };
                 replies.push((*req, r));
             }
             // Answers are kept as long as the manager may re-send (its retries).
-            let keep = Duration::from_secs(60);
-            while let Some(&(at, req)) = sw.answered_order.front() {
-                if now.saturating_duration_since(at) <= keep {
-                    break;
-                }
-                sw.answered_order.pop_front();
-                sw.answered.remove(&req);
-            }
+            sw.forget_answers(now);
             // Receiving the message and sending the answers; a server that was busy
             // when the message came reads it with others, no wakeup of its own.
             let per_message = if cold || !c.coalesce {
@@ -949,12 +999,33 @@ impl<'a> Plane<'a> {
             let ev = if self.cfg.costs.links {
                 Ev::AtLink(s, replies)
             } else {
-                Ev::AtManager(Work::Replies(replies))
+                Ev::AtManager(Work::Replies(s, replies))
             };
             self.events.schedule(at, ev);
         }
         self.serve_switch(s);
         self.serve_others();
+    }
+
+    /// The manager re-sent a request for the first time: from now on a switch may be
+    /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`], as the live
+    /// server keeps it. The answers still held (those the manager has not yet had) are
+    /// put in the order they were given, and those the live server would have forgotten
+    /// by now are forgotten.
+    fn keep_answers(&mut self) {
+        self.answers_kept = true;
+        for sw in &mut self.switches {
+            let mut order: Vec<(Instant, u64)> = sw
+                .answered
+                .iter()
+                .map(|(&req, &(at, _))| (at, req))
+                .collect();
+            order.sort_unstable();
+            sw.answered_order = order.into();
+            if let Some(at) = sw.pruned_at {
+                sw.forget_answers(at);
+            }
+        }
     }
 
     /// The manager's link to switch `s` takes its next job: marshalling a message out or
@@ -999,7 +1070,7 @@ impl<'a> Plane<'a> {
                 }
             }
             Some(LinkJob::In(answers)) => {
-                self.manager.queue.push_back(Work::Replies(answers));
+                self.manager.queue.push_back(Work::Replies(s, answers));
                 self.serve_manager();
             }
             None => {}
