@@ -12,7 +12,7 @@
 //!   protocol (the hybrid of §3.4), and SNMP-like per-attribute operations (one UDP
 //!   request/response per attribute of the cross-connect row, §3.6).
 //!
-//! - §4.3 in the simulator ([`sim`]): the same TINA cores in virtual time at the
+//! - §4.3 in the simulator (`sim`): the same TINA cores in virtual time at the
 //!   `paper-001` costs (Table 3.3's cost per invocation), one and three switches,
 //!   sequential and parallel, the EML-CP remote or co-located.
 //!
