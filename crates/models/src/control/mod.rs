@@ -235,6 +235,21 @@ impl Prepared for ControlConfig {
     }
 }
 
+impl ControlConfig {
+    /// Runs one replication: the managers' plane, or TINA's performers' (`tina`). The
+    /// choice is made here, so that the two shells share the loop (`shell::drive`)
+    /// without depending on each other.
+    fn run_replication(&self, rep: &Replication) -> Result<RepResult, SimError> {
+        match &self.manager.tina {
+            Some(t) => {
+                let (d, warmup) = shell::lengths(rep)?;
+                shell::drive(&mut tina::TinaPlane::new(self, t, rep)?, rep, d, warmup)
+            }
+            None => self.run_managers(rep),
+        }
+    }
+}
+
 /// Where a path a scenario names is: beside the scenario, else as given.
 pub(crate) fn resolve(scenario: &str, path: &str) -> PathBuf {
     let beside = Path::new(scenario)

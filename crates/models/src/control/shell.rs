@@ -237,23 +237,15 @@ struct Plane<'a> {
 }
 
 impl ControlConfig {
-    /// Runs one replication: the managers' plane, or TINA's performers' (`tina`).
-    pub(super) fn run_replication(&self, rep: &Replication) -> Result<RepResult, SimError> {
+    /// Runs one replication of the managers' plane.
+    pub(super) fn run_managers(&self, rep: &Replication) -> Result<RepResult, SimError> {
         let (d, warmup) = lengths(rep)?;
-        match &self.manager.tina {
-            Some(t) => drive(
-                &mut super::tina::TinaPlane::new(self, t, rep)?,
-                rep,
-                d,
-                warmup,
-            ),
-            None => drive(&mut Plane::new(self, rep)?, rep, d, warmup),
-        }
+        drive(&mut Plane::new(self, rep)?, rep, d, warmup)
     }
 }
 
 /// The run's measured length and warm-up, both durations.
-fn lengths(rep: &Replication) -> Result<(Duration, Duration), SimError> {
+pub(super) fn lengths(rep: &Replication) -> Result<(Duration, Duration), SimError> {
     let d = match rep.length {
         RunLength::Duration(d) => d,
         RunLength::Count(_) => {
@@ -291,7 +283,7 @@ pub(super) trait Driven {
 }
 
 /// Runs `plane` for the warm-up and `d` in `rep.batches` batches.
-fn drive(
+pub(super) fn drive(
     plane: &mut dyn Driven,
     rep: &Replication,
     d: Duration,
