@@ -182,15 +182,59 @@ struct UserCall {
 /// The counters of one measured period.
 #[derive(Debug, Clone, Default)]
 struct Stats {
-    attempts: u64,
-    established: u64,
-    blocked: u64,
-    failed: u64,
-    invocations: u64,
-    latency_sum: f64,
+    calls: Calls,
     manager_busy: Duration,
     switch_busy: Vec<Duration>,
     cache: (u64, u64),
+}
+
+/// What every plane counts of its calls in a measured period (the managers' and
+/// TINA's).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Calls {
+    pub(super) attempts: u64,
+    pub(super) established: u64,
+    pub(super) blocked: u64,
+    pub(super) failed: u64,
+    pub(super) invocations: u64,
+    pub(super) latency_sum: f64,
+}
+
+impl Calls {
+    /// The first seven of [`METRICS`], the ones every plane has: blocking and failure
+    /// probability, mean and 99th-percentile setup latency (`latency` holds the
+    /// period's setups), setups and offered calls per second, invocations per call.
+    pub(super) fn metrics(&self, latency: &Histogram, secs: f64) -> [f64; 7] {
+        let decided = (self.established + self.blocked + self.failed) as f64;
+        let ratio = |x: u64| {
+            if decided > 0.0 {
+                x as f64 / decided
+            } else {
+                0.0
+            }
+        };
+        [
+            ratio(self.blocked),
+            ratio(self.failed),
+            if self.established > 0 {
+                self.latency_sum / self.established as f64
+            } else {
+                f64::NAN
+            },
+            if latency.count() > 0 {
+                latency.quantile(0.99)
+            } else {
+                f64::NAN
+            },
+            self.established as f64 / secs,
+            self.attempts as f64 / secs,
+            if self.attempts > 0 {
+                self.invocations as f64 / self.attempts as f64
+            } else {
+                0.0
+            },
+        ]
+    }
 }
 
 /// The whole simulated control plane of one replication.
@@ -559,16 +603,7 @@ impl<'a> Plane<'a> {
 
     /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
     fn metrics(&self, span: Duration) -> Vec<(&'static str, f64)> {
-        let s = &self.stats;
         let secs = span.as_secs_f64().max(f64::MIN_POSITIVE);
-        let decided = (s.established + s.blocked + s.failed) as f64;
-        let ratio = |x: u64| {
-            if decided > 0.0 {
-                x as f64 / decided
-            } else {
-                0.0
-            }
-        };
         let (h, m) = self.core.cache_counts();
         let (hits, misses) = (h - self.marked.cache.0, m - self.marked.cache.1);
         let manager_busy = self.manager.busy - self.marked.manager_busy;
@@ -580,36 +615,22 @@ impl<'a> Plane<'a> {
             .fold(0.0, f64::max);
         let threads = |n: usize| n.max(1) as f64;
         let (nv_mean, nv_dispersion) = self.nv_moments();
-        let values = [
-            ratio(s.blocked),
-            ratio(s.failed),
-            if s.established > 0 {
-                s.latency_sum / s.established as f64
-            } else {
-                f64::NAN
-            },
-            if self.latency.count() > 0 {
-                self.latency.quantile(0.99)
-            } else {
-                f64::NAN
-            },
-            s.established as f64 / secs,
-            s.attempts as f64 / secs,
-            if s.attempts > 0 {
-                s.invocations as f64 / s.attempts as f64
-            } else {
-                0.0
-            },
-            if hits + misses > 0 {
-                hits as f64 / (hits + misses) as f64
-            } else {
-                f64::NAN
-            },
-            manager_busy.as_secs_f64() / secs / threads(self.manager.threads.len()),
-            switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
-            nv_mean,
-            nv_dispersion,
-        ];
+        let values = self
+            .stats
+            .calls
+            .metrics(&self.latency, secs)
+            .into_iter()
+            .chain([
+                if hits + misses > 0 {
+                    hits as f64 / (hits + misses) as f64
+                } else {
+                    f64::NAN
+                },
+                manager_busy.as_secs_f64() / secs / threads(self.manager.threads.len()),
+                switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
+                nv_mean,
+                nv_dispersion,
+            ]);
         METRICS.iter().copied().zip(values).collect()
     }
 
@@ -661,8 +682,8 @@ impl<'a> Plane<'a> {
                 arrived: self.now,
             },
         );
-        self.stats.attempts += 1;
-        self.stats.invocations += 1;
+        self.stats.calls.attempts += 1;
+        self.stats.calls.invocations += 1;
         // The AddConnection crosses the wire to the manager.
         let at = self.now + cfg.costs.client_latency();
         self.events.schedule(at, Ev::AtManager(Work::Setup(u)));
@@ -748,7 +769,7 @@ impl<'a> Plane<'a> {
                     // The QoS mapper's round trip, and the route object's on a miss: the
                     // manager marshals each request and unmarshals each answer.
                     let queries = 1 + u64::from(miss);
-                    self.stats.invocations += queries;
+                    self.stats.calls.invocations += queries;
                     work += times(c.per_message + c.per_command, queries);
                     let one_way = c.latency + c.per_message + c.per_command;
                     let mut wait = one_way + one_way + c.qos_work;
@@ -797,7 +818,7 @@ impl<'a> Plane<'a> {
             if !c.links {
                 work += c.per_message + times(c.per_command, t.commands.len() as u64);
             }
-            self.stats.invocations += 1;
+            self.stats.calls.invocations += 1;
             out.push(Output::Transmit(s, t.commands));
         }
         while let Some(e) = self.core.poll_event() {
@@ -894,11 +915,11 @@ impl<'a> Plane<'a> {
                     return;
                 };
                 let latency = (heard - user.arrived).as_secs_f64();
-                self.stats.latency_sum += latency;
+                self.stats.calls.latency_sum += latency;
                 self.latency.record(latency);
                 self.decided(u, Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
-                self.stats.invocations += 1;
+                self.stats.calls.invocations += 1;
                 self.events.schedule(heard + hold, Ev::Hangup(call));
                 self.op_ended();
             }
@@ -924,9 +945,9 @@ impl<'a> Plane<'a> {
     fn decided(&mut self, u: usize, outcome: Outcome) {
         self.calls.remove(&u);
         match outcome {
-            Outcome::Established => self.stats.established += 1,
-            Outcome::Blocked => self.stats.blocked += 1,
-            Outcome::Failed => self.stats.failed += 1,
+            Outcome::Established => self.stats.calls.established += 1,
+            Outcome::Blocked => self.stats.calls.blocked += 1,
+            Outcome::Failed => self.stats.calls.failed += 1,
         }
     }
 

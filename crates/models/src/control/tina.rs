@@ -144,15 +144,7 @@ enum UserOp {
 }
 
 /// The counters of one measured period.
-#[derive(Debug, Clone, Default)]
-struct Stats {
-    attempts: u64,
-    established: u64,
-    blocked: u64,
-    failed: u64,
-    invocations: u64,
-    latency_sum: f64,
-}
+type Stats = super::shell::Calls;
 
 /// TINA's whole simulated deployment in one replication.
 pub(super) struct TinaPlane<'a> {
@@ -675,16 +667,7 @@ impl Driven for TinaPlane<'_> {
     /// As the managers' plane measures, with the busiest performer as the manager and
     /// no identifier cache (its metrics NaN).
     fn measure(&self, span: Duration) -> Vec<(&'static str, f64)> {
-        let s = &self.stats;
         let secs = span.as_secs_f64().max(f64::MIN_POSITIVE);
-        let decided = (s.established + s.blocked + s.failed) as f64;
-        let ratio = |x: u64| {
-            if decided > 0.0 {
-                x as f64 / decided
-            } else {
-                0.0
-            }
-        };
         let busiest = |now: Vec<Duration>, then: &[Duration], threads: usize| {
             now.iter()
                 .enumerate()
@@ -703,32 +686,13 @@ impl Driven for TinaPlane<'_> {
             &self.marked.1,
             self.cfg.costs.switch_threads as usize,
         );
-        let values = [
-            ratio(s.blocked),
-            ratio(s.failed),
-            if s.established > 0 {
-                s.latency_sum / s.established as f64
-            } else {
-                f64::NAN
-            },
-            if self.latency.count() > 0 {
-                self.latency.quantile(0.99)
-            } else {
-                f64::NAN
-            },
-            s.established as f64 / secs,
-            s.attempts as f64 / secs,
-            if s.attempts > 0 {
-                s.invocations as f64 / s.attempts as f64
-            } else {
-                0.0
-            },
+        let values = self.stats.metrics(&self.latency, secs).into_iter().chain([
             f64::NAN,
             performers,
             switches,
             f64::NAN,
             f64::NAN,
-        ];
+        ]);
         METRICS.iter().copied().zip(values).collect()
     }
 }

@@ -539,38 +539,46 @@ fn fig11(r: &XbindResults, v: &mut Verdicts) {
             ));
         }
     }
+    v.push(adaptive_row(
+        item,
+        "load carried by a fixed T and offered to adaptive T",
+        "load",
+        compared,
+        &worse,
+    ));
+}
+
+/// Fig. 11's row: adaptive T against the best fixed T at each of `compared` loads (`one`
+/// names a load: "load", "rate"), `worse` those where it falls short (`what` the data
+/// missing when none was compared).
+fn adaptive_row(item: &str, what: &str, one: &str, compared: usize, worse: &[String]) -> Check {
     if compared == 0 {
-        v.push(missing(
-            item,
-            "best of both",
-            "load carried by a fixed T and offered to adaptive T",
-        ));
-    } else {
-        let ours = if worse.is_empty() {
-            format!(
-                "within a factor {} at all {compared} loads",
-                sig(ADAPTIVE_FACTOR)
-            )
-        } else {
-            worse.join("; ")
-        };
-        v.push(Check::new(
-            item,
-            "a good trade of latency and throughput at every load",
-            ours,
-            if worse.is_empty() {
-                Verdict::Reproduces
-            } else {
-                Verdict::Differs
-            },
-            format!(
-                "at every load some fixed T carried: adaptive carries it, mean within a \
-                 factor {} of the best fixed T's (ours); {} of {compared} loads fail",
-                sig(ADAPTIVE_FACTOR),
-                worse.len()
-            ),
-        ));
+        return missing(item, "best of both", what);
     }
+    let ours = if worse.is_empty() {
+        format!(
+            "within a factor {} of the best fixed T at all {compared} {one}s",
+            sig(ADAPTIVE_FACTOR)
+        )
+    } else {
+        worse.join("; ")
+    };
+    Check::new(
+        item,
+        "a good trade of latency and throughput at every load",
+        ours,
+        if worse.is_empty() {
+            Verdict::Reproduces
+        } else {
+            Verdict::Differs
+        },
+        format!(
+            "at every {one} some fixed T carried: adaptive carries it, mean within a \
+             factor {} of the best fixed T's (ours); {} of {compared} {one}s fail",
+            sig(ADAPTIVE_FACTOR),
+            worse.len()
+        ),
+    )
 }
 
 /// Fig. 11 where the paper's costs hold: the simulated adaptive manager (the paper's own
@@ -605,37 +613,12 @@ fn fig11_simulated(r: &XbindResults, v: &mut Verdicts) {
             ));
         }
     }
-    if compared == 0 {
-        v.push(missing(
-            item,
-            "best of both",
-            "simulated adaptive and fixed-T curves",
-        ));
-        return;
-    }
-    let ours = if worse.is_empty() {
-        format!(
-            "within a factor {} of the best fixed T at all {compared} rates",
-            sig(ADAPTIVE_FACTOR)
-        )
-    } else {
-        worse.join("; ")
-    };
-    v.push(Check::new(
+    v.push(adaptive_row(
         item,
-        "a good trade of latency and throughput at every load",
-        ours,
-        if worse.is_empty() {
-            Verdict::Reproduces
-        } else {
-            Verdict::Differs
-        },
-        format!(
-            "at every rate some fixed T carried: adaptive carries it, mean within a factor \
-             {} of the best fixed T's (ours); {} of {compared} rates fail",
-            sig(ADAPTIVE_FACTOR),
-            worse.len()
-        ),
+        "simulated adaptive and fixed-T curves",
+        "rate",
+        compared,
+        &worse,
     ));
 }
 
