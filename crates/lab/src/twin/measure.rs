@@ -161,25 +161,31 @@ async fn cycles<B: SwitchBackend>(
     k: u32,
     span: StdDuration,
 ) -> Result<(f64, f64), LabError> {
-    let probe = |e: atmlab_fabric::FabricError| LabError::run("the cost probe", e);
-    // Warm the connection and the code paths.
-    for _ in 0..50 {
-        let r = backend
-            .execute(reserves(k), Atomicity::ContinueOnError)
-            .await
-            .map_err(probe)?;
+    timed(k, span, async |commands| {
         backend
-            .execute(unreserves(&r), Atomicity::ContinueOnError)
+            .execute(commands, Atomicity::ContinueOnError)
             .await
-            .map_err(probe)?;
+            .map_err(|e| LabError::run("the cost probe", e))
+    })
+    .await
+}
+
+/// Reserve-unreserve cycles of `k` commands each through `exchange` (one message out,
+/// its answers back) for about `span`, after 50 to warm the path: the mean wall and
+/// process CPU seconds per message (each cycle is two messages).
+async fn timed(
+    k: u32,
+    span: StdDuration,
+    mut exchange: impl AsyncFnMut(Vec<Command>) -> Result<BatchAnswers, LabError>,
+) -> Result<(f64, f64), LabError> {
+    for _ in 0..50 {
+        let r = exchange(reserves(k)).await?;
+        exchange(unreserves(&r)).await?;
     }
     let (t0, c0) = (Instant::now(), process_cpu()?);
     let mut messages = 0u64;
     while t0.elapsed() < span {
-        let r = backend
-            .execute(reserves(k), Atomicity::ContinueOnError)
-            .await
-            .map_err(probe)?;
+        let r = exchange(reserves(k)).await?;
         let back = unreserves(&r);
         if back.len() != k as usize {
             return Err(LabError::run(
@@ -187,10 +193,7 @@ async fn cycles<B: SwitchBackend>(
                 format!("{} of {k} reserves answered with an identifier", back.len()),
             ));
         }
-        backend
-            .execute(back, Atomicity::ContinueOnError)
-            .await
-            .map_err(probe)?;
+        exchange(back).await?;
         messages += 2;
     }
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
@@ -218,7 +221,7 @@ async fn stream_cycles(
     // streams: each stream its own client id.
     let client_id = format!("{OWNER}-{k}-{}", std::process::id());
     let mut next = 0u64;
-    let mut exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
+    let exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
         let n = commands.len();
         for c in commands {
             next += 1;
@@ -244,26 +247,7 @@ async fn stream_cycles(
         }
         Ok(out)
     };
-    for _ in 0..50 {
-        let r = exchange(reserves(k)).await?;
-        exchange(unreserves(&r)).await?;
-    }
-    let (t0, c0) = (Instant::now(), process_cpu()?);
-    let mut messages = 0u64;
-    while t0.elapsed() < span {
-        let r = exchange(reserves(k)).await?;
-        let back = unreserves(&r);
-        if back.len() != k as usize {
-            return Err(probe(format!(
-                "{} of {k} reserves answered with an identifier",
-                back.len()
-            )));
-        }
-        exchange(back).await?;
-        messages += 2;
-    }
-    let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
-    Ok((wall / messages as f64, cpu / messages as f64))
+    timed(k, span, exchange).await
 }
 
 type BatchAnswers = Vec<Result<Reply, atmlab_fabric::FabricError>>;
