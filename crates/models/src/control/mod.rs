@@ -20,7 +20,7 @@
 //! manager = { kind = "xbind", threshold = 4, flush = "10 ms" }
 //! arrival = { kind = "poisson", rate = "100 /s" }
 //! holding = { kind = "exponential", mean = "80 ms" }
-//! pcr = "100 /s"
+//! pcr = "100 /s"                      # or qos = { class = "cbr", frame_rate = "25 /s", frame_size = 4000, delay = "100 ms" }
 //! pairs = ["a:b"]
 //! profile = "paper-000"
 //! ```
@@ -36,6 +36,7 @@
 //! Not yet here: several managers on partitions.
 
 pub mod costs;
+pub mod qos;
 mod shell;
 mod tina;
 
@@ -140,8 +141,10 @@ pub struct ControlConfig {
     pub arrival_rate: f64,
     /// How long each call is held once established.
     pub holding: Holding,
-    /// Each call's CBR peak cell rate, cells/s.
+    /// The peak cell rate each call's route must have room for, cells/s (the contract's).
     pub pcr: f64,
+    /// What each call asks for: a CBR rate, or a user's QoS the QoS mapper maps.
+    pub contract: qos::Contract,
     /// The topology's hosts, by index.
     pub hosts: Vec<String>,
     /// The host pairs calls go between, chosen uniformly.
@@ -195,7 +198,11 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "pcr",
-        doc: "each call's CBR peak cell rate, e.g. \"100 /s\"",
+        doc: "each call's CBR peak cell rate, e.g. \"100 /s\" (or give `qos`)",
+    },
+    ParamDoc {
+        key: "qos",
+        doc: "instead of `pcr`: each call's QoS as an application states it, mapped at every setup by the QoS mapper core (paper 000 step 2): { class = \"cbr\" | \"rt-vbr\" | \"nrt-vbr\" | \"ubr\", frame_rate = \"25 /s\", frame_size = octets, peak_frame_size, peak_frame_rate, frame_loss, delay }",
     },
     ParamDoc {
         key: "pairs",
@@ -376,7 +383,8 @@ impl ControlConfig {
             }
         };
         h.finish()?;
-        let pcr = p.positive_rate("pcr")?;
+        let contract = qos::Contract::from_params(p)?;
+        let pcr = contract.pcr().map_err(|e| p.error("qos", e))?;
         let hosts: Vec<String> = topology.hosts.iter().map(|h| h.name.clone()).collect();
         let host = |name: &str| hosts.iter().position(|h| h == name);
         let pairs = match p.raw("pairs") {
@@ -458,6 +466,7 @@ impl ControlConfig {
             arrival_rate,
             holding,
             pcr,
+            contract,
             hosts,
             pairs,
             costs,

@@ -25,7 +25,6 @@ use atmlab_control::cm::routes::{CachedRouter, Router};
 use atmlab_control::route::RouteObject;
 use atmlab_core::time::{Duration, Instant};
 use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_core::units::CellRate;
 use atmlab_fabric::FabricError;
 use atmlab_fabric::switch::{Command, Reply, Switch};
 use atmlab_sim::SimError;
@@ -39,16 +38,20 @@ use rustc_hash::FxHashMap;
 
 use super::{ControlConfig, Holding, METRICS, Pairs};
 
+/// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
+type Route = (
+    Vec<atmlab_control::cm::core::HopSpec>,
+    TrafficDescriptor,
+    f64,
+);
+
 /// What a manager thread works on.
 #[derive(Debug)]
 enum Work {
     /// A user's AddConnection for call `u` arrived.
     Setup(usize),
     /// The QoS mapper and the route object answered for call `u`.
-    Resolved(
-        usize,
-        Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
-    ),
+    Resolved(usize, Result<Route, String>),
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
     /// Switch `s`'s answer message.
@@ -61,11 +64,7 @@ enum Work {
 #[derive(Debug)]
 enum Output {
     Transmit(usize, Vec<(u64, Command)>),
-    Resolve(
-        usize,
-        Duration,
-        Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
-    ),
+    Resolve(usize, Duration, Result<Route, String>),
     Event(CallEvent),
 }
 
@@ -750,11 +749,16 @@ impl<'a> Plane<'a> {
                 }
                 let (a, b) = self.calls.get(&u).map_or((0, 0), |c| c.pair);
                 let (src, dst) = (&self.cfg.hosts[a], &self.cfg.hosts[b]);
+                // Step 2, the QoS mapper core (the user's QoS to a cell-level contract),
+                // then step 3, a route with room for its peak rate.
+                let contract = self.cfg.contract.traffic();
                 let before = self.router.misses;
-                let route = self
-                    .router
-                    .route(now, src, dst, self.cfg.pcr)
-                    .map_err(|e| e.message);
+                let route = contract.and_then(|(t, clr)| {
+                    self.router
+                        .route(now, src, dst, t.pcr.per_sec())
+                        .map(|hops| (hops, t, clr))
+                        .map_err(|e| e.message)
+                });
                 let miss = self.router.misses > before;
                 if c.colocated {
                     // The QoS mapper and the route object are objects in the manager's
@@ -830,20 +834,15 @@ impl<'a> Plane<'a> {
 
     /// The route is known: the core starts the setup, or the call is refused before any
     /// switch is asked.
-    fn start_setup(
-        &mut self,
-        u: usize,
-        route: Result<Vec<atmlab_control::cm::core::HopSpec>, String>,
-        now: Instant,
-    ) {
+    fn start_setup(&mut self, u: usize, route: Result<Route, String>, now: Instant) {
         match route {
-            Ok(hops) => {
+            Ok((hops, traffic, clr)) => {
                 let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
                 let dst = &self.cfg.hosts[b];
                 let req = SetupRequest {
                     routes: vec![(dst.clone(), hops)],
-                    traffic: TrafficDescriptor::cbr(CellRate(self.cfg.pcr)),
-                    clr: 0.0,
+                    traffic,
+                    clr,
                     buffer_cells: 0,
                     tag: String::new(),
                 };

@@ -40,7 +40,7 @@ use atmlab_control::tina::core::{
 use atmlab_control::tina::iface;
 use atmlab_control::tina::partition::hierarchy;
 use atmlab_core::time::{Duration, Instant};
-use atmlab_core::traffic::ServiceClass;
+use atmlab_core::units::CellRate;
 use atmlab_fabric::switch::{Command, Reply, Switch};
 use atmlab_sim::SimError;
 use atmlab_sim::event_set::EventSet;
@@ -356,12 +356,18 @@ impl<'a> TinaPlane<'a> {
                 node.next_op += 1;
                 self.lnc_ops.insert(op, UserOp::Add(u));
                 let (a, b, _) = self.calls.get(&u).copied().unwrap_or((0, 0, now));
+                // The contract the scenario gives, mapped by the QoS mapper core when
+                // it is a user's QoS (validated when the scenario was read).
+                let (td, clr) = cfg.contract.traffic().unwrap_or((
+                    atmlab_core::traffic::TrafficDescriptor::cbr(CellRate(cfg.pcr)),
+                    0.0,
+                ));
                 let traffic = Traffic {
-                    class: ServiceClass::Cbr,
-                    pcr: cfg.pcr,
-                    scr: cfg.pcr,
-                    mbs: 1,
-                    clr: 0.0,
+                    class: td.class,
+                    pcr: td.pcr.per_sec(),
+                    scr: td.scr.per_sec(),
+                    mbs: td.mbs,
+                    clr,
                 };
                 let request = LncRequest::Add {
                     source: cfg.hosts[a].clone(),
