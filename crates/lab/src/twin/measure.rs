@@ -9,27 +9,30 @@
 //! - **A switch server's work per command** (`switch_per_command`): a reserve or an
 //!   unreserve run on a switch core in this process, no transport: the mean wall time
 //!   per command.
+//! - **The manager's own work per step** (`manager_step`): the xbind core (T = 1) setting
+//!   up and releasing calls over switch cores in this process, no transport: the time
+//!   spent in the core's own calls (a request, each answer message, a release) per input
+//!   it handled.
 //! - **A remote invocation**: round trips to a live switch server over the SwitchServer
 //!   command stream the live manager's links use (each command one request on the
-//!   stream, each answered), carrying k = 1 and k = 8 commands (reserves, then the
-//!   unreserves that return them), one exchange at a time.
-//!   Their wall time is 2 x latency + 4 x per_message + k x (2 x per_command +
-//!   switch_per_command); the process's CPU time per round trip (client and server are
-//!   both in this process) is the same without the two latencies. So the CPU slope in k
-//!   gives per_command, the CPU intercept per_message, and the wall time left over the
-//!   latency (the time a message spends in the kernel and waiting for a thread to wake).
-//! - **The manager's own work per step** (`manager_step`): the one number fitted. The
-//!   live xbind manager (T = 1) sets up calls one at a time; the simulated one, at the
-//!   profile so far, is run one at a time with two values of `manager_step` (it is
-//!   linear in it), and `manager_step` is chosen so that the two setups agree. Every
-//!   curve under load is then a prediction.
+//!   stream, each answered), carrying k = 1 and k = 8 commands back to back (reserves,
+//!   then the unreserves that return them), one exchange at a time. The process's CPU
+//!   time (client and server are both in this process) grows with k by the marshalling
+//!   of a command at both ends and the switch's work: its slope gives `per_command`,
+//!   and what is left of a lone exchange's CPU, shared by its four ends, `per_message`:
+//!   the work of taking up a message when its server was idle (`coalesce`: a message
+//!   that finds its server busy is read with the others, at no such cost).
+//! - **The wake-up** (`wakeup`): the one number fitted. A lone exchange takes longer
+//!   than its work: the threads that carry it are parked and must be scheduled, a delay
+//!   that holds no processor. The live xbind manager (T = 1) sets up calls one at a
+//!   time; the simulated one is run one at a time at the profile with two values of
+//!   `wakeup` (the delay before an idle server starts), and `wakeup` is chosen so that
+//!   the two setups agree. Every curve under load is then a prediction.
 //! - **What is structure, not measured**: the client, the route object and the QoS
 //!   mapper are in the manager's process (`colocated`); each link marshals on its own
 //!   task (`links`); every server shares this machine's processors (`cpus`, its
-//!   available parallelism); and `per_message`, which one exchange at a time pays at
-//!   every end, is a wakeup that a message reaching a busy server does not pay
-//!   (`coalesce`). One at a time these make no difference; under load they are the
-//!   prediction.
+//!   available parallelism). One at a time these make no difference; under load they
+//!   are the prediction.
 //! - **The route object and the QoS mapper**: in the live lab both are objects in the
 //!   manager's process (`colocated`): a route query is timed on the route object; the
 //!   manager maps no QoS (calls arrive with their cell-level contract), so `qos_work` is
@@ -69,6 +72,8 @@ pub struct Measurement {
     pub switch_command_us: f64,
     /// A route query on the route object, microseconds.
     pub route_us: f64,
+    /// The xbind core's work per input it handles, microseconds.
+    pub manager_step_us: f64,
     /// The live xbind T = 1 setup one call at a time, mean, milliseconds.
     pub live_setup_ms: f64,
     /// The simulated one at the fitted profile, milliseconds.
@@ -90,8 +95,8 @@ impl Measurement {
             ));
         }
         s.push_str(&format!(
-            "switch core per command: {:.2} us; route query: {:.2} us\n",
-            self.switch_command_us, self.route_us
+            "switch core per command: {:.2} us; route query: {:.2} us; manager core per step: {:.2} us\n",
+            self.switch_command_us, self.route_us, self.manager_step_us
         ));
         s.push_str(&format!(
             "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms ({} calls)\n",
@@ -362,32 +367,35 @@ pub async fn measure(
         "switch core per command: {switch_command_us:.2} us; route query: {route_us:.2} us"
     ));
 
+    let manager_step_us = manager_core_step(lab)?;
+    say(&format!("manager core per step: {manager_step_us:.2} us"));
+
     // The split (see the module doc), in microseconds.
-    let (k1, w1, c1) = round_trips[0];
+    let (k1, _, c1) = round_trips[0];
     let (k2, _, c2) = round_trips[1];
     let dk = f64::from(k2 - k1);
     let cpu_slope = ((c2 - c1) / dk).max(0.0);
     let per_command = ((cpu_slope - switch_command_us) / 2.0).max(0.0);
     let per_message = ((c1 - f64::from(k1) * cpu_slope) / 4.0).max(0.0);
-    let latency = ((w1 - c1) / 2.0).max(0.0);
     let us = |x: f64| Duration::from_secs_f64(x * 1e-6);
     let mut profile = CostProfile {
         name: "measured".into(),
-        latency: us(latency),
+        latency: Duration::ZERO,
         per_message: us(per_message),
         per_command: us(per_command),
         switch_per_command: us(switch_command_us),
-        manager_step: Duration::ZERO,
+        manager_step: us(manager_step_us),
         route_work: us(route_us),
         qos_work: Duration::ZERO,
         switch_threads: 1,
         colocated: true,
         links: true,
         coalesce: true,
+        wakeup: Duration::ZERO,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
 
-    // The live one-at-a-time setup, and manager_step fitted to it.
+    // The live one-at-a-time setup, and the wake-up fitted to it.
     let cm = lab.manager(crate::launch::xbind_config(1)).await?;
     let mut sum = 0.0;
     for i in 0..calls + 20 {
@@ -404,31 +412,141 @@ pub async fn measure(
     }
     cm.shutdown().await;
     let live = sum / calls.max(1) as f64;
+    // The lone setup is linear in the wake-up (a fixed chain of servers woken in turn).
+    let (w0, w1) = (0.0, 20e-6);
     let s0 = simulated_setup(&profile)?;
-    let probe_step = 10e-6;
-    profile.manager_step = us(probe_step * 1e6);
+    profile.wakeup = us(w1 * 1e6);
     let s1 = simulated_setup(&profile)?;
-    let steps = (s1 - s0) / probe_step;
-    let step = if steps > 0.0 {
-        ((live - s0) / steps).max(0.0)
+    let per_wakeup = (s1 - s0) / (w1 - w0);
+    let wakeup = if per_wakeup > 0.0 {
+        ((live - s0) / per_wakeup).max(0.0)
     } else {
         0.0
     };
-    profile.manager_step = us(step * 1e6);
+    profile.wakeup = us(wakeup * 1e6);
     let fitted = simulated_setup(&profile)?;
     say(&format!(
-        "xbind T=1 one at a time: live {:.3} ms; simulated {:.3} ms with manager_step {:.2} us ({steps:.1} steps a setup)",
+        "xbind T=1 one at a time: live {:.3} ms; simulated {:.3} ms with a wake-up of {:.2} us ({per_wakeup:.1} wake-ups a setup)",
         live * 1e3,
         fitted * 1e3,
-        step * 1e6
+        wakeup * 1e6
     ));
     Ok(Measurement {
         profile,
         round_trips,
         switch_command_us,
         route_us,
+        manager_step_us,
         live_setup_ms: live * 1e3,
         sim_setup_ms: fitted * 1e3,
         calls,
     })
+}
+
+/// The xbind core's (T = 1, the live lab's configuration) work per input, microseconds:
+/// calls set up and released one at a time over switch cores like `lab`'s, in this
+/// process, the answers handed back at once; only the time inside the manager core's
+/// own calls is counted (the request, each answer message with the transmissions and
+/// events it leads to, the release), over the inputs it handled.
+fn manager_core_step(lab: &Lab) -> Result<f64, LabError> {
+    use atmlab_control::cm::core::{CallEvent, CmCore, SetupRequest};
+    use atmlab_control::cm::routes::{CachedRouter, Router};
+    use atmlab_core::time::Instant as At;
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+    use std::collections::HashMap;
+
+    let probe = |e: String| LabError::run("the cost probe's manager core", e);
+    let mut switches: HashMap<String, Switch> = HashMap::new();
+    for c in lab
+        .net
+        .topology
+        .switch_configs()
+        .map_err(|e| probe(e.to_string()))?
+    {
+        let sw = Switch::new(&c).map_err(|e| probe(e.to_string()))?;
+        switches.insert(c.name.clone(), sw);
+    }
+    let mut router = CachedRouter::new(Arc::clone(&lab.route), Duration::from_secs(3600));
+    let hops = router
+        .route(At::ZERO, "a", "b", 10.0)
+        .map_err(|e| probe(e.message))?;
+    let mut core = CmCore::new(crate::launch::xbind_config(1)).map_err(|e| probe(e.into()))?;
+    let mut now = At::ZERO;
+    let (mut inside, mut inputs) = (StdDuration::ZERO, 0u64);
+    // One input to the core, timed: `f`, then what it sends and what it tells.
+    let step = |core: &mut CmCore,
+                now: At,
+                inside: &mut StdDuration,
+                f: &mut dyn FnMut(&mut CmCore)|
+     -> (Vec<atmlab_control::cm::core::Transmit>, Vec<CallEvent>) {
+        let t0 = Instant::now();
+        f(core);
+        let mut out = Vec::new();
+        while let Some(t) = core.poll_transmit(now) {
+            out.push(t);
+        }
+        let mut events = Vec::new();
+        while let Some(e) = core.poll_event() {
+            events.push(e);
+        }
+        *inside += t0.elapsed();
+        (out, events)
+    };
+    const WARM: u64 = 200;
+    const CALLS: u64 = 2_000;
+    for i in 0..WARM + CALLS {
+        if i == WARM {
+            (inside, inputs) = (StdDuration::ZERO, 0);
+        }
+        now = now.saturating_add(Duration::from_millis(1));
+        let req = SetupRequest {
+            routes: vec![("b".to_string(), hops.clone())],
+            traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+            clr: 0.0,
+            buffer_cells: 0,
+            tag: String::new(),
+        };
+        let mut id = 0;
+        let (mut out, mut events) = step(&mut core, now, &mut inside, &mut |c| {
+            id = c.add(now, req.clone())
+        });
+        inputs += 1;
+        for phase in 0..2 {
+            // Every message answered at once, each answer message one input.
+            while !out.is_empty() {
+                let mut next = Vec::new();
+                for t in std::mem::take(&mut out) {
+                    let sw = switches
+                        .get_mut(&t.switch)
+                        .ok_or_else(|| probe(format!("no switch {}", t.switch)))?;
+                    let mut answers: Vec<_> =
+                        t.commands.iter().map(|(r, c)| (*r, sw.apply(c))).collect();
+                    let (o, e) = step(&mut core, now, &mut inside, &mut |c| {
+                        for (r, a) in answers.drain(..) {
+                            c.handle_reply(now, r, a);
+                        }
+                    });
+                    inputs += 1;
+                    next.extend(o);
+                    events.extend(e);
+                }
+                out = next;
+            }
+            if phase == 0 {
+                let up = events
+                    .iter()
+                    .any(|e| matches!(e, CallEvent::Established { call, .. } if *call == id));
+                if !up {
+                    return Err(probe(format!("call {i} was not set up: {events:?}")));
+                }
+                let (o, e) = step(&mut core, now, &mut inside, &mut |c| {
+                    c.delete(now, id);
+                });
+                inputs += 1;
+                (out, events) = (o, e);
+            }
+        }
+    }
+    Ok(inside.as_secs_f64() / inputs.max(1) as f64 * 1e6)
 }

@@ -444,13 +444,15 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          from the same network ([measured.toml](measured.toml)). The simulated curves are \
          predictions; the criteria are in `atmlab_lab::twin`.\n\n\
          {verdicts}\n\n{knees}\n\
-         How to read a miss: every cost in the profile is measured one exchange at a time, \
-         and the simulated knee follows from those costs and the profile's structure \
-         alone (a message that finds its server busy costs no wakeup, `coalesce`). Where \
-         the simulated knee still comes early, the live system's work per message under \
-         load is less than the model charges (a reading, not measured here: tokio's \
-         workers poll many tasks per wakeup and HTTP/2 writes many frames per system \
-         call). Past its \
+         How to read a miss: the profile's work is measured in process and in trains of \
+         commands, and its wake-up (the delay before an idle server starts, holding no \
+         processor) is the one number fitted, to the live setup one call at a time; the \
+         simulated knee follows from those and the profile's structure alone. A \
+         simulated knee later than the live one means the live system spends work the \
+         profile does not charge (the call generator shares the processors, and its own \
+         work per call is not in the profile); an earlier one, that the live work per \
+         command under load is less than a train of eight shows (longer trains, fewer \
+         system calls). Both are readings, not measured here. Past its \
          knee the simulated manager's backlog grows, calls waiting for their setup hold \
          identifiers, and new calls are refused (the simulated blocking climbs), so what it \
          carries falls (a setup-age guard is the issue \
@@ -490,6 +492,7 @@ mod tests {
                 round_trips: vec![],
                 switch_command_us: 1.0,
                 route_us: 1.0,
+                manager_step_us: 1.0,
                 live_setup_ms: 1.0,
                 sim_setup_ms: 1.0,
                 calls: 1,

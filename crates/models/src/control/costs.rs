@@ -41,9 +41,18 @@
 //!   `atmlab sim measure-costs` (`atmlab_lab::twin::measure`) and read from
 //!   [`MEASURED_FILE`]. Its structure is the live lab's, not a testbed's: the client, the
 //!   route object and the QoS mapper are in the manager's process (`colocated`), each
-//!   link to a switch marshals on its own task (`links`), every server shares this
-//!   machine's processors (`cpus`), and a message that reaches a busy server costs no
-//!   wakeup (`coalesce`).
+//!   link to a switch marshals on its own task (`links`), and every server shares this
+//!   machine's processors (`cpus`). Its work is measured per command and per step, in
+//!   process and in trains of commands, and per message where a lone exchange pays it;
+//!   what a lone setup takes beyond that work is the time its parked threads take to be
+//!   scheduled (`wakeup`, the one number fitted, to the live lone setup).
+//!
+//! What a busy server saves is charged two ways, which one call at a time cannot tell
+//! apart (it is never busy): `coalesce` (a message
+//! that finds its server idle pays `per_message` as work, one that finds it busy does
+//! not) and `wakeup` (a server that was idle starts its work that much later, holding no
+//! processor). The twin check (`atmlab_lab::twin`) tests the prediction they make
+//! together.
 
 use std::path::Path;
 
@@ -98,6 +107,11 @@ pub struct CostProfile {
     /// so the one-at-a-time calibration does not see the difference; under load it is
     /// what a busy server saves. False for the papers' testbeds (every message paid).
     pub coalesce: bool,
+    /// How long a server that is idle when work reaches it (the manager, a link, a
+    /// switch server) takes to start it, holding no processor meanwhile: a parked
+    /// thread being scheduled. Work that reaches a server already working or waking
+    /// waits for nothing more. Zero for the papers' testbeds.
+    pub wakeup: Duration,
 }
 
 impl CostProfile {
@@ -123,6 +137,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                wakeup: Duration::ZERO,
             },
             // 2.39 ms per round trip (418 operations/s over JORB, Table 3.3 row 9): 2 x
             // (0.2 + 2 x 0.4 + 2 x 0.05) + 0.19; the split is ours.
@@ -140,6 +155,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                wakeup: Duration::ZERO,
             },
             "fast" => CostProfile {
                 name: name.into(),
@@ -155,6 +171,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                wakeup: Duration::ZERO,
             },
             _ => return None,
         };
@@ -263,6 +280,7 @@ impl CostProfile {
         set("manager_step", &mut c.manager_step)?;
         set("route_work", &mut c.route_work)?;
         set("qos_work", &mut c.qos_work)?;
+        set("wakeup", &mut c.wakeup)?;
         if t.has("switch_threads") {
             let n = t.number("switch_threads")?;
             if !(n >= 1.0 && n.fract() == 0.0 && n <= 1024.0) {
@@ -300,6 +318,7 @@ impl CostProfile {
             ("manager_step", self.manager_step),
             ("route_work", self.route_work),
             ("qos_work", self.qos_work),
+            ("wakeup", self.wakeup),
         ] {
             out.push_str(&format!("{key} = {}\n", us(d)));
         }
@@ -338,6 +357,7 @@ mod tests {
         p.links = true;
         p.coalesce = true;
         p.cpus = 2;
+        p.wakeup = Duration::from_secs_f64(30.5e-6);
         p.manager_step = Duration::from_secs_f64(3.25e-6);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.toml");

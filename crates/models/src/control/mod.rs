@@ -214,7 +214,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "profile",
-        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, switch_threads, colocated, links, cpus, coalesce }",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, switch_threads, colocated, links, cpus, coalesce, wakeup }",
     },
 ];
 
@@ -427,14 +427,18 @@ impl ControlConfig {
         };
         let costs = CostProfile::from_params(p)?;
         if manager.tina.is_some()
-            && (costs.colocated || costs.links || costs.coalesce || costs.cpus > 0)
+            && (costs.colocated
+                || costs.links
+                || costs.coalesce
+                || costs.cpus > 0
+                || costs.wakeup != Duration::ZERO)
         {
             // The TINA shell models the papers' testbeds: a server per performer, remote
             // objects, the caller marshalling; a profile of the live lab's structure
             // would be silently misread.
             return Err(p.error(
                 "profile",
-                "the TINA shell does not model `colocated`, `links`, `coalesce` or shared `cpus` (a `measured` profile's structure)",
+                "the TINA shell does not model `colocated`, `links`, `coalesce`, `wakeup` or shared `cpus` (a `measured` profile's structure)",
             ));
         }
         let faults = if p.has("faults") {

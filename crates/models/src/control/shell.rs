@@ -68,8 +68,18 @@ enum Output {
     Event(CallEvent),
 }
 
+/// A server that was idle when work reached it.
+#[derive(Debug, Clone, Copy)]
+enum Sleeper {
+    Manager,
+    Link(usize),
+    Switch(usize),
+}
+
 #[derive(Debug)]
 enum Ev {
+    /// A server is awake after its `wakeup`.
+    Woken(Sleeper),
     Arrival,
     AtManager(Work),
     ManagerDone(usize),
@@ -88,6 +98,8 @@ struct Server<W> {
     queue: VecDeque<W>,
     threads: Vec<Option<Vec<Output>>>,
     busy: Duration,
+    /// Idle when work came: it starts once awake (`wakeup` profiles).
+    waking: bool,
 }
 
 impl<W> Server<W> {
@@ -96,10 +108,15 @@ impl<W> Server<W> {
             queue: VecDeque::new(),
             threads: (0..threads).map(|_| None).collect(),
             busy: Duration::ZERO,
+            waking: false,
         }
     }
     fn idle_thread(&self) -> Option<usize> {
         self.threads.iter().position(Option::is_none)
+    }
+    /// Nothing queued and no thread working.
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && self.threads.iter().all(Option::is_none)
     }
 }
 
@@ -168,6 +185,8 @@ enum LinkJob {
 struct Link {
     queue: VecDeque<(LinkJob, bool)>,
     job: Option<LinkJob>,
+    /// Idle when a job came: it starts once awake (`wakeup` profiles).
+    waking: bool,
 }
 
 /// One user call.
@@ -641,11 +660,15 @@ impl<'a> Plane<'a> {
             Ev::ManagerDone(t) => self.manager_done(t),
             Ev::AtSwitch(s, msg) => {
                 let sw = &mut self.switches[s];
-                let idle =
-                    sw.server.queue.is_empty() && sw.server.threads.iter().all(Option::is_none);
+                let idle = sw.server.idle();
+                let wake = idle && !sw.server.waking;
                 sw.cold.push_back(idle);
                 sw.server.queue.push_back(msg);
-                self.serve_switch(s);
+                if wake && self.wake(Sleeper::Switch(s)) {
+                    self.switches[s].server.waking = true;
+                } else {
+                    self.serve_switch(s);
+                }
             }
             Ev::SwitchDone(s, t) => self.switch_done(s, t),
             Ev::AtLink(s, answers) => self.push_link(s, LinkJob::In(answers)),
@@ -660,11 +683,11 @@ impl<'a> Plane<'a> {
                     self.timer = None;
                     if !self.timeout_queued {
                         self.timeout_queued = true;
-                        self.manager.queue.push_back(Work::Timeout);
-                        self.serve_manager();
+                        self.give_manager(Work::Timeout);
                     }
                 }
             }
+            Ev::Woken(who) => self.woken(who),
             Ev::Mark => {}
         }
     }
@@ -702,8 +725,7 @@ impl<'a> Plane<'a> {
             }
             self.in_progress += 1;
         }
-        self.manager.queue.push_back(w);
-        self.serve_manager();
+        self.give_manager(w);
     }
 
     /// A blocking manager's operation ended: the next waiting one starts.
@@ -714,12 +736,54 @@ impl<'a> Plane<'a> {
         self.in_progress = self.in_progress.saturating_sub(1);
         if let Some(w) = self.waiting_ops.pop_front() {
             self.in_progress += 1;
-            self.manager.queue.push_back(w);
-            self.serve_manager();
+            self.give_manager(w);
+        }
+    }
+
+    /// Work for the manager: it starts at once, or after `wakeup` if the manager was
+    /// idle.
+    fn give_manager(&mut self, w: Work) {
+        let wake = self.manager.idle() && !self.manager.waking;
+        self.manager.queue.push_back(w);
+        if wake && self.wake(Sleeper::Manager) {
+            self.manager.waking = true;
+            return;
+        }
+        self.serve_manager();
+    }
+
+    /// Schedules `who`'s wakeup if the profile has one; false if it has none.
+    fn wake(&mut self, who: Sleeper) -> bool {
+        let w = self.cfg.costs.wakeup;
+        if w == Duration::ZERO {
+            return false;
+        }
+        self.events.schedule(self.now + w, Ev::Woken(who));
+        true
+    }
+
+    /// `who` is awake: it starts its queued work.
+    fn woken(&mut self, who: Sleeper) {
+        match who {
+            Sleeper::Manager => {
+                self.manager.waking = false;
+                self.serve_manager();
+            }
+            Sleeper::Link(s) => {
+                self.links[s].waking = false;
+                self.serve_link(s);
+            }
+            Sleeper::Switch(s) => {
+                self.switches[s].server.waking = false;
+                self.serve_switch(s);
+            }
         }
     }
 
     fn serve_manager(&mut self) {
+        if self.manager.waking {
+            return;
+        }
         while let Some(t) = self.manager.idle_thread() {
             if self.manager.queue.is_empty() || !self.take_cpu() {
                 return;
@@ -951,6 +1015,9 @@ impl<'a> Plane<'a> {
     }
 
     fn serve_switch(&mut self, s: usize) {
+        if self.switches[s].server.waking {
+            return;
+        }
         let cfg = self.cfg;
         let c = &cfg.costs;
         let now = self.now;
@@ -1043,7 +1110,11 @@ impl<'a> Plane<'a> {
     /// The manager's link to switch `s` takes its next job: marshalling a message out or
     /// unmarshalling an answer in, `per_message` plus `per_command` for each command.
     fn serve_link(&mut self, s: usize) {
-        if self.links[s].job.is_some() || self.links[s].queue.is_empty() || !self.take_cpu() {
+        if self.links[s].waking
+            || self.links[s].job.is_some()
+            || self.links[s].queue.is_empty()
+            || !self.take_cpu()
+        {
             return;
         }
         let Some((job, cold)) = self.links[s].queue.pop_front() else {
@@ -1069,8 +1140,13 @@ impl<'a> Plane<'a> {
     fn push_link(&mut self, s: usize, job: LinkJob) {
         let link = &mut self.links[s];
         let idle = link.job.is_none() && link.queue.is_empty();
+        let wake = idle && !link.waking;
         link.queue.push_back((job, idle));
-        self.serve_link(s);
+        if wake && self.wake(Sleeper::Link(s)) {
+            self.links[s].waking = true;
+        } else {
+            self.serve_link(s);
+        }
     }
 
     fn link_done(&mut self, s: usize) {
@@ -1082,8 +1158,7 @@ impl<'a> Plane<'a> {
                 }
             }
             Some(LinkJob::In(answers)) => {
-                self.manager.queue.push_back(Work::Replies(s, answers));
-                self.serve_manager();
+                self.give_manager(Work::Replies(s, answers));
             }
             None => {}
         }

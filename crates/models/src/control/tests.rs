@@ -603,3 +603,30 @@ profile = "fast"
         "200 cells/s calls block {b2}, 100 cells/s calls {b1}"
     );
 }
+
+/// A wake-up is a delay of the server that was idle, not work: one call at a time, with
+/// every other cost zero, an xbind setup whose identifiers all come from the caches is
+/// one round, and wakes five servers in turn (the manager for the request, the link out,
+/// the switch server, the link back, the manager for the answers: the three switches'
+/// chains run side by side), so it takes exactly five wake-ups; and the processors are
+/// never held by it (a wake-up under a pool of one processor costs the same).
+#[test]
+fn a_wakeup_delays_an_idle_server_and_holds_no_processor() {
+    for cpus in [1, 2] {
+        let c = config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
+arrival = {{ kind = "poisson", rate = "20 /s" }}
+holding = {{ kind = "deterministic", mean = "1 ms" }}
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command = "0 us", switch_per_command = "0 us", manager_step = "0 us", route_work = "0 us", qos_work = "0 us", wakeup = "10 us", colocated = true, links = true, cpus = {cpus} }}
+"#
+        ));
+        let m = run(&c, 20, 1, 0);
+        assert_eq!(metric(&m, "cache_hit_ratio"), 1.0);
+        let mean = metric(&m, "mean_setup_latency");
+        assert!((mean - 50e-6).abs() < 1e-12, "cpus {cpus}: {mean}");
+        assert!((metric(&m, "p99_setup_latency") - 50e-6).abs() < 1e-12);
+    }
+}
