@@ -26,7 +26,10 @@
 //! paper's numbers or tuned on the curves it is judged by.
 //!
 //! Submodules: [`report`] writes the report (`README.md`, CSVs, figures, prose from
-//! `templates/xbind.md`); [`verdicts()`] computes the verdict table from [`XbindResults`].
+//! `templates/xbind.md`); [`verdicts()`] computes the verdict table from [`XbindResults`];
+//! [`simulated`] (Figs. 6, 7, 11) and [`sim_dimension`] (Fig. 9, Table I, Fig. 10) run
+//! the same experiments on the simulated control plane at the paper's costs and rates,
+//! unscaled.
 
 pub mod report;
 pub mod sim_dimension;
