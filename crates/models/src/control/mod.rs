@@ -37,6 +37,7 @@
 
 pub mod costs;
 pub mod qos;
+mod probes;
 mod shell;
 mod tina;
 
@@ -55,6 +56,7 @@ use atmlab_sim::model::{ModelKind, ParamDoc, Prepared, RepResult, Replication};
 use atmlab_sim::scenario::{Params, RunConfig};
 
 pub use costs::CostProfile;
+pub use probes::CDF_POINTS;
 
 /// The manager of a scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,7 +161,24 @@ pub struct ControlConfig {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ControlKind;
 
-/// The metrics, in the order a replication reports them.
+/// The metrics, in the order a replication reports them. Per call means per call
+/// attempted in the period; latencies are in seconds; utilisations are the busiest
+/// server's share of its threads' time. From `cache_hit_ratio` on, the managers' plane
+/// only (TINA's reports NaN):
+///
+/// - `cache_hit_ratio`: identifier lookups served from the manager's caches;
+/// - `nv_mean`, `nv_dispersion`: `N_v`, the identifiers in use at the first output
+///   port's cache (paper 000 §IV-A), time-averaged: its mean and its variance over its
+///   mean (1 for the Poisson law M/G/∞ gives);
+/// - `switch_messages_per_call`: messages the manager sent to switch servers (re-sends
+///   included), each one remote invocation with its answer (§IV-B, Fig. 10);
+/// - `nv_arrival_mean`: the mean of `N_v` as arriving calls found it;
+/// - `nv_poisson_gap`: Fig. 9's check, the largest gap between the measured P{N_v <= x}
+///   at arrivals and the Poisson law with that mean, where the latter exceeds 0.9;
+/// - `nv_cdf_0` .. `nv_cdf_31`: P{N_v <= x} at arrivals; a cache of X identifiers hits
+///   with `nv_cdf_{X-1}` (Table I).
+///
+/// The managers' probes are read by `probes` from the core's own counters.
 pub const METRICS: &[&str] = &[
     "blocking_probability",
     "failure_probability",
@@ -173,6 +192,41 @@ pub const METRICS: &[&str] = &[
     "switch_utilisation",
     "nv_mean",
     "nv_dispersion",
+    "switch_messages_per_call",
+    "nv_arrival_mean",
+    "nv_poisson_gap",
+    "nv_cdf_0",
+    "nv_cdf_1",
+    "nv_cdf_2",
+    "nv_cdf_3",
+    "nv_cdf_4",
+    "nv_cdf_5",
+    "nv_cdf_6",
+    "nv_cdf_7",
+    "nv_cdf_8",
+    "nv_cdf_9",
+    "nv_cdf_10",
+    "nv_cdf_11",
+    "nv_cdf_12",
+    "nv_cdf_13",
+    "nv_cdf_14",
+    "nv_cdf_15",
+    "nv_cdf_16",
+    "nv_cdf_17",
+    "nv_cdf_18",
+    "nv_cdf_19",
+    "nv_cdf_20",
+    "nv_cdf_21",
+    "nv_cdf_22",
+    "nv_cdf_23",
+    "nv_cdf_24",
+    "nv_cdf_25",
+    "nv_cdf_26",
+    "nv_cdf_27",
+    "nv_cdf_28",
+    "nv_cdf_29",
+    "nv_cdf_30",
+    "nv_cdf_31",
 ];
 
 const PARAMS: &[ParamDoc] = &[

@@ -36,7 +36,7 @@ use atmlab_sim::stats::Histogram;
 use rand::Rng;
 use rustc_hash::FxHashMap;
 
-use super::{ControlConfig, Holding, METRICS, Pairs};
+use super::{ControlConfig, Holding, METRICS, Pairs, probes};
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
@@ -289,8 +289,8 @@ struct Plane<'a> {
     latency: Histogram,
     /// Cumulative busy times at the last mark.
     marked: Stats,
-    /// The first cache's time at each `N_v` at the last mark (§IV-A's M/G/∞ check).
-    nv_marked: Vec<u64>,
+    /// The core's probes at the last mark (§IV-A's `N_v`, §IV-B's messages).
+    nv_marked: probes::Mark,
     /// The faults' own stream, apart from the calls' (a fault-free run draws nothing
     /// from it, so faults do not move the arrivals).
     fault_rng: SimRng,
@@ -562,7 +562,7 @@ impl<'a> Plane<'a> {
                 switch_busy: vec![Duration::ZERO; n],
                 ..Stats::default()
             },
-            nv_marked: Vec::new(),
+            nv_marked: probes::Mark::default(),
             fault_rng: rngs.stream(1),
             arrivals_stopped: false,
         })
@@ -585,38 +585,10 @@ impl<'a> Plane<'a> {
         self.nv_marked = self.nv_time();
     }
 
-    /// Picoseconds the first cache (the source switch's output port, in name order) has
-    /// spent with each number of identifiers in use, since the run began.
-    fn nv_time(&self) -> Vec<u64> {
-        self.core
-            .nv_probes()
-            .into_iter()
-            .next()
-            .map(|(_, _, p)| p.time_at)
-            .unwrap_or_default()
-    }
-
-    /// The mean and the index of dispersion (variance over mean) of that cache's `N_v`
-    /// over the period, time-averaged: M/G/∞ makes it Poisson, so the index is 1.
-    fn nv_moments(&self) -> (f64, f64) {
-        let now = self.nv_time();
-        let d: Vec<f64> = now
-            .iter()
-            .enumerate()
-            .map(|(k, &t)| (t - self.nv_marked.get(k).copied().unwrap_or(0)) as f64)
-            .collect();
-        let total: f64 = d.iter().sum();
-        if total <= 0.0 {
-            return (f64::NAN, f64::NAN);
-        }
-        let mean = d.iter().enumerate().map(|(k, t)| k as f64 * t).sum::<f64>() / total;
-        let var = d
-            .iter()
-            .enumerate()
-            .map(|(k, t)| (k as f64 - mean).powi(2) * t)
-            .sum::<f64>()
-            / total;
-        (mean, if mean > 0.0 { var / mean } else { f64::NAN })
+    /// The core's probes now: the first cache's `N_v` (the source switch's output port,
+    /// in name order) and the messages sent (see [`probes`]).
+    fn nv_time(&self) -> probes::Mark {
+        probes::Mark::of(&self.core)
     }
 
     /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
@@ -632,7 +604,8 @@ impl<'a> Plane<'a> {
             .map(|(sw, b)| (sw.server.busy - *b).as_secs_f64())
             .fold(0.0, f64::max);
         let threads = |n: usize| n.max(1) as f64;
-        let (nv_mean, nv_dispersion) = self.nv_moments();
+        let probed = self.nv_time().since(&self.nv_marked);
+        let (nv_mean, nv_dispersion) = probed.moments();
         let values = self
             .stats
             .calls
@@ -648,7 +621,8 @@ impl<'a> Plane<'a> {
                 switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
                 nv_mean,
                 nv_dispersion,
-            ]);
+            ])
+            .chain(probed.metrics(self.stats.calls.attempts));
         METRICS.iter().copied().zip(values).collect()
     }
 

@@ -692,13 +692,13 @@ impl Driven for TinaPlane<'_> {
             &self.marked.1,
             self.cfg.costs.switch_threads as usize,
         );
-        let values = self.stats.metrics(&self.latency, secs).into_iter().chain([
-            f64::NAN,
-            performers,
-            switches,
-            f64::NAN,
-            f64::NAN,
-        ]);
+        let values = self
+            .stats
+            .metrics(&self.latency, secs)
+            .into_iter()
+            .chain([f64::NAN, performers, switches])
+            // No connection manager, so no identifier caches and no N_v.
+            .chain(super::probes::none());
         METRICS.iter().copied().zip(values).collect()
     }
 }

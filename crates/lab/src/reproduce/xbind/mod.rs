@@ -26,9 +26,13 @@
 //! paper's numbers or tuned on the curves it is judged by.
 //!
 //! Submodules: [`report`] writes the report (`README.md`, CSVs, figures, prose from
-//! `templates/xbind.md`); [`verdicts()`] computes the verdict table from [`XbindResults`].
+//! `templates/xbind.md`); [`verdicts()`] computes the verdict table from [`XbindResults`];
+//! [`simulated`] (Figs. 6, 7, 11) and [`sim_dimension`] (Fig. 9, Table I, Fig. 10) run
+//! the same experiments on the simulated control plane at the paper's costs and rates,
+//! unscaled.
 
 pub mod report;
+pub mod sim_dimension;
 pub mod simulated;
 pub mod verdicts;
 
@@ -454,6 +458,8 @@ pub struct XbindResults {
     pub invocations: Vec<InvocationResult>,
     /// Figs. 6 and 7 at the paper's costs, on the simulated control plane.
     pub simulated: Vec<simulated::SimPoint>,
+    /// Fig. 9, Table I and Fig. 10 at the paper's costs, on the simulated control plane.
+    pub simulated_dimension: sim_dimension::SimDimension,
     /// Whether this was the quick form.
     pub quick: bool,
     /// Wall-clock seconds of the whole run.
@@ -574,6 +580,7 @@ pub async fn run(opts: &XbindOptions, mut say: impl FnMut(&str)) -> Result<Xbind
         .await?;
     // Figs. 6 and 7 where the paper's costs hold, once the live network is down.
     results.simulated = simulated::run(opts.quick, 0, &mut say)?;
+    results.simulated_dimension = sim_dimension::run(opts.quick, 0, &mut say)?;
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
     Ok(results)
@@ -873,6 +880,7 @@ async fn run_on(
         nv,
         invocations,
         simulated: Vec::new(),
+        simulated_dimension: Default::default(),
         quick: opts.quick,
         seconds: 0.0,
     })

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{
     CurvePoint, HOPS, NvResult, PAPER_FLUSH_S, PAPER_TABLE_I, SCALE, XbindResults,
-    paper_regions_scaled, verdicts,
+    paper_regions_scaled, sim_dimension, verdicts,
 };
 use crate::report::{self, Column, Format, SeriesSet, Table, Value, plot, write};
 use crate::{LabError, cells};
@@ -596,6 +596,16 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
         )?;
     }
 
+    let dim = &r.simulated_dimension;
+    let (sim_nv, sim_table1, sim_invocations) = (
+        sim_dimension::nv_table(dim),
+        sim_dimension::table_i(dim),
+        sim_dimension::invocations_table(dim),
+    );
+    write(dir, "simulated_nv.csv", &sim_nv.csv())?;
+    write(dir, "simulated_table1.csv", &sim_table1.csv())?;
+    write(dir, "simulated_invocations.csv", &sim_invocations.csv())?;
+
     let md = report::render(
         "xbind.md",
         TEMPLATE,
@@ -623,6 +633,10 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
             invocations => invocations.markdown(),
             simulated => simulated.markdown(),
             simulated_plot => !sim_series.as_slice().is_empty(),
+            sim_nv => (!dim.nv.is_empty()).then(|| sim_nv.markdown()),
+            sim_nv_runs => sim_dimension::runs(dim),
+            sim_table1 => (!sim_table1.is_empty()).then(|| sim_table1.markdown()),
+            sim_invocations => (!dim.invocations.is_empty()).then(|| sim_invocations.markdown()),
         },
     )?;
     write(dir, "README.md", &md)?;
@@ -679,6 +693,7 @@ fn results_json(r: &XbindResults) -> serde_json::Value {
             "mean_setup_s": p.latency_s.mean, "mean_setup_s_ci95": p.latency_s.ci95,
             "blocking": p.blocking.mean,
         })).collect::<Vec<_>>(),
+        "simulated_dimension": sim_dimension::to_json(&r.simulated_dimension),
         "invocations": r.invocations.iter().map(|i| json!({
             "threshold": i.threshold, "rate": i.rate, "calls": i.calls,
             "requests": i.requests, "messages": i.messages, "commands": i.commands,

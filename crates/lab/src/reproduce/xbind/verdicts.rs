@@ -97,6 +97,7 @@ pub fn verdicts(r: &XbindResults) -> Verdicts {
     fig9(r, &mut v);
     table_i(r, &mut v);
     fig10(r, &mut v);
+    super::sim_dimension::verdicts(&r.simulated_dimension, &mut v);
     v
 }
 
@@ -836,6 +837,7 @@ pub(crate) mod tests {
         }
         XbindResults {
             simulated: simulated_points(),
+            simulated_dimension: super::super::sim_dimension::tests::results(),
             baseline: vec![
                 Baseline {
                     manager: "sequential".into(),
