@@ -10,13 +10,13 @@
 
 use smallvec::SmallVec;
 
-use atmlab_core::ids::VcId;
+use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
 
 use super::{
     Branch, BranchChange, Commit, ConnectionKind, Entry, Hot, IdState, MAX_BRANCHES, MAX_RESERVE,
-    Modify, Port, Release, Reserve, Rewrite, Switch, Unreserve, header_for, out_key, vc_key,
-    vp_key,
+    MIN_CELL_RATE, Modify, Port, Release, Reserve, Rewrite, Switch, Unreserve, header_for, out_key,
+    vc_key, vp_key,
 };
 use crate::cac;
 use crate::error::FabricError;
@@ -126,14 +126,16 @@ impl Switch {
 
     fn check_traffic(t: &TrafficDescriptor, clr: f64) -> Result<(), FabricError> {
         let pcr = t.pcr.per_sec();
-        if !(pcr.is_finite() && pcr > 0.0) {
-            return Err(FabricError::Invalid("the peak cell rate must be positive"));
+        if !(pcr.is_finite() && pcr >= MIN_CELL_RATE) {
+            return Err(FabricError::Invalid(
+                "the peak cell rate must be finite and at least 1 cell/s",
+            ));
         }
         if matches!(t.class, ServiceClass::RtVbr | ServiceClass::NrtVbr) {
             let scr = t.scr.per_sec();
-            if !(scr.is_finite() && scr > 0.0 && scr <= pcr) {
+            if !(scr.is_finite() && scr >= MIN_CELL_RATE && scr <= pcr) {
                 return Err(FabricError::Invalid(
-                    "a VBR sustainable cell rate must be positive and at most the peak",
+                    "a VBR sustainable cell rate must be at least 1 cell/s and at most the peak",
                 ));
             }
             if t.mbs == 0 {
@@ -439,6 +441,9 @@ impl Switch {
         let owner = self.existing_owner(&c.owner);
         let mut need_bw: Vec<(usize, f64, u32)> = Vec::new();
         for (i, b) in c.branches.iter().enumerate() {
+            if hairpin(c.kind, c.in_port, c.in_id, b) {
+                return Err(FabricError::Invalid(HAIRPIN));
+            }
             let pi = self.port_idx(b.port)?;
             let p = &self.ports[pi];
             Self::check_id(p, c.kind, b.id)?;
@@ -628,6 +633,9 @@ impl Switch {
             ));
         }
         let (kind, owner, admitted, buf) = (e.kind, e.owner, e.admitted, e.buffer_cells);
+        if hairpin(kind, e.in_port, e.in_id, &ch.branch) {
+            return Err(FabricError::Invalid(HAIRPIN));
+        }
         let pi = self.port_idx(ch.branch.port)?;
         let p = &self.ports[pi];
         Self::check_id(p, kind, ch.branch.id)?;
@@ -751,4 +759,16 @@ impl Switch {
         e.admitted = admitted;
         Ok(old)
     }
+}
+
+const HAIRPIN: &str = "a branch may not leave by the port and identifier the connection enters by (a hairpin: its cells would loop for ever)";
+
+/// A branch that sends cells back out on the very port and identifier they came in on
+/// (the whole VPI for a VP connection): each cell would be switched again, for ever.
+fn hairpin(kind: ConnectionKind, in_port: PortId, in_id: VcId, b: &Branch) -> bool {
+    b.port == in_port
+        && match kind {
+            ConnectionKind::Vc => b.id == in_id,
+            ConnectionKind::Vp => b.id.vpi == in_id.vpi,
+        }
 }

@@ -54,8 +54,8 @@ mod undo;
 
 pub use types::{
     Atomicity, Branch, BranchChange, CellFate, Command, Commit, Connection, ConnectionKind,
-    MAX_BRANCHES, MAX_RESERVE, Modify, PortCounters, PortStatus, Release, Reply, Reservation,
-    Reserve, Unreserve,
+    MAX_BRANCHES, MAX_RESERVE, MIN_CELL_RATE, Modify, PortCounters, PortStatus, Release, Reply,
+    Reservation, Reserve, Unreserve,
 };
 
 use std::collections::VecDeque;

@@ -11,6 +11,11 @@ use crate::config::PortConfig;
 
 /// The most branches one connection may have.
 pub const MAX_BRANCHES: usize = 256;
+
+/// The least peak (and sustainable) cell rate admitted, cells/s. UNI signalling carries
+/// cell rates as whole cells per second, so one is the least a user can ask for; a rate
+/// below it (1e-300) would be admitted as no bandwidth at all.
+pub const MIN_CELL_RATE: f64 = 1.0;
 /// The most identifiers one reservation may ask for.
 pub const MAX_RESERVE: u32 = 65_536;
 

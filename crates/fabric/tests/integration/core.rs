@@ -699,3 +699,65 @@ fn modify_admits_first_and_undoes_exactly() {
     assert_eq!(alloc(&s, 1), 0.0);
     assert_eq!(alloc(&s, 2), 0.0);
 }
+
+/// Admission cannot be bypassed (issue 24, item 5): a peak rate below one cell per second
+/// (`1e-300` was admitted as no bandwidth, then carried hundreds of thousands of cells a
+/// second), a non-finite one, a VBR sustainable rate below one cell per second, and a
+/// hairpin (a branch out by the port and identifier the connection enters by, whose
+/// cells loop for ever) are each refused, naming the cause, and change nothing. A branch
+/// back out of the same port on another identifier is a loop-back, not a hairpin: taken.
+#[test]
+fn admission_refuses_vanishing_rates_and_hairpins() {
+    let mut s = switch3();
+    let ids = s.reserve(&reserve(1, 4)).unwrap();
+    let before = fp(&s);
+    let refused = |s: &mut Switch, c: Commit, why: &str| {
+        let e = s.commit(&c).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    };
+    for rate in [1e-300, 0.5, f64::NAN, f64::INFINITY] {
+        refused(
+            &mut s,
+            commit(0, VcId::new(0, 100), 1, ids[0], rate),
+            "peak cell rate",
+        );
+    }
+    let vbr = TrafficDescriptor {
+        class: ServiceClass::NrtVbr,
+        pcr: CellRate(1000.0),
+        scr: CellRate(1e-300),
+        mbs: 10,
+        cdvt_ps: 0,
+    };
+    refused(
+        &mut s,
+        Commit {
+            traffic: vbr,
+            ..commit(0, VcId::new(0, 100), 1, ids[0], 1000.0)
+        },
+        "sustainable cell rate",
+    );
+    // The hairpin: in on port 1's own reserved VC, out on the same.
+    refused(&mut s, commit(1, ids[1], 1, ids[1], 1000.0), "hairpin");
+    let vp = Commit {
+        kind: ConnectionKind::Vp,
+        ..commit(2, VcId::new(5, 0), 2, VcId::new(5, 0), 1000.0)
+    };
+    refused(&mut s, vp, "hairpin");
+    assert_eq!(fp(&s), before);
+
+    // A loop-back on another identifier of the same port is a real connection.
+    let (conn, _) = s.commit(&commit(1, ids[2], 1, ids[3], 1000.0)).unwrap();
+    // And a leaf added back onto the input is the hairpin again.
+    let e = s
+        .add_branch(&BranchChange {
+            connection: conn,
+            branch: Branch {
+                port: PortId(1),
+                id: ids[2],
+            },
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hairpin"), "{e}");
+}

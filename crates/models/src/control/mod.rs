@@ -36,8 +36,8 @@
 //! Not yet here: several managers on partitions.
 
 pub mod costs;
-pub mod qos;
 mod probes;
+pub mod qos;
 mod shell;
 mod tina;
 
