@@ -142,6 +142,12 @@ pub struct CmTuning {
     /// journal against the switches and take its connections back.
     #[arg(long)]
     journal: Option<PathBuf>,
+    /// With --journal: when the journal holds no connections but the switches hold
+    /// cross-connects of this manager's owner, release them (by default the manager
+    /// refuses to start, naming them: a fresh or mistyped journal would tear a running
+    /// network down).
+    #[arg(long, requires = "journal")]
+    release_strays: bool,
     /// Reserve identifiers only from this part of every port's VCI range, "LO-HI"
     /// (several managers on disjoint partitions, paper 000 §II-C1).
     #[arg(long)]
@@ -180,6 +186,7 @@ impl CmTuning {
         Ok(live::LiveOptions {
             faults: self.faults()?,
             journal: self.journal.clone(),
+            release_strays: self.release_strays,
         })
     }
 

@@ -144,6 +144,7 @@ async fn run_on(
         LiveOptions {
             faults: opts.faults,
             journal: opts.journal.clone(),
+            ..LiveOptions::default()
         },
     )
     .await

@@ -146,10 +146,16 @@ fn hops_of(entries: &[serde_json::Value]) -> Option<Vec<(HopSpec, u64, VcId, VcI
 }
 
 impl CmJournal {
-    /// Opens (creating if needed) the journal at `path`.
+    /// Opens (creating the file if needed) the journal at `path`. Its directory must
+    /// exist: a mistyped directory is an error, not a fresh, empty journal.
     pub fn open(path: &Path) -> Result<Self, ControlError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| jerr("creating its directory", e))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(jerr(
+                &path.display().to_string(),
+                format!("its directory {} does not exist", dir.display()),
+            ));
         }
         let db = Connection::open(path).map_err(|e| jerr(&path.display().to_string(), e))?;
         db.execute_batch(

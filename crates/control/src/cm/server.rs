@@ -101,6 +101,18 @@ impl ManagerServer {
         listen: SocketAddr,
         tls: Option<TlsIdentity>,
     ) -> Result<ManagerServer, ControlError> {
+        // The port first: a manager that cannot serve must not have audited (and
+        // repaired) the switches first.
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|e| ControlError::Serve {
+                what: "the connection manager",
+                reason: format!("binding {listen}: {e}"),
+            })?;
+        let addr = listener.local_addr().map_err(|e| ControlError::Serve {
+            what: "the connection manager",
+            reason: e.to_string(),
+        })?;
         let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
         let (running, recovery, performers) = match kind {
             ManagerKind::Core(config, options) => {
@@ -127,16 +139,6 @@ impl ManagerServer {
                 (Running::Tina(tina), Vec::new(), performers)
             }
         };
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|e| ControlError::Serve {
-                what: "the connection manager",
-                reason: format!("binding {listen}: {e}"),
-            })?;
-        let addr = listener.local_addr().map_err(|e| ControlError::Serve {
-            what: "the connection manager",
-            reason: e.to_string(),
-        })?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
         let registration = names

@@ -23,6 +23,7 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
     let opts = LiveOptions {
         faults: None,
         journal: Some(dir.path().join("cm.sqlite")),
+        ..LiveOptions::default()
     };
     let config = CmConfig::new(CmKind::Xbind);
     let router = || Box::new(StaticRouter::new().with("a", "b", line_route()));
@@ -137,6 +138,7 @@ async fn a_restarted_manager_takes_back_a_changed_multipoint_call_as_changed() {
     let opts = LiveOptions {
         faults: None,
         journal: Some(dir.path().join("cm.sqlite")),
+        ..LiveOptions::default()
     };
     let hop = |s: &str, i: u16, o: u16| HopSpec {
         switch: s.into(),
@@ -195,5 +197,106 @@ async fn a_restarted_manager_takes_back_a_changed_multipoint_call_as_changed() {
             "{name} has reservations left"
         );
     }
+    net.down().await;
+}
+
+/// No mistake tears a network down (issue 24, item 2): a manager started on a fresh
+/// journal (an emptied one, or a mistyped path) while the switches hold its owner's
+/// connections refuses to start and names them, and leaves every switch as it was; a
+/// journal whose directory does not exist is an error naming it, not a new journal; and
+/// only when told to release the strays does it release them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_journal_never_releases_a_running_networks_connections() {
+    use atmlab_control::cm::live::LiveOptions;
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+
+    let (net, clients) = crate::common::line3().await;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = |name: &str| LiveOptions {
+        journal: Some(dir.path().join(name)),
+        ..LiveOptions::default()
+    };
+    let config = CmConfig::new(CmKind::Xbind);
+    let router = || Box::new(StaticRouter::new().with("a", "b", line_route()));
+    let (cm, _) = live::start_with(
+        config.clone(),
+        clients.clone(),
+        router(),
+        journal("cm.sqlite"),
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        cm.add("a", "b", TrafficDescriptor::cbr(CellRate(10.0)), 0.0, "j")
+            .await
+            .unwrap();
+    }
+    // Stopped as a crash leaves it: the calls stay up.
+    cm.shutdown().await;
+    let before = snapshot(&clients).await.unwrap();
+    let held = |s: &[atmlab_control::audit::SwitchSnapshot]| -> usize {
+        s.iter().map(|x| x.connections.len()).sum()
+    };
+    assert_eq!(held(&before), 9);
+
+    // A mistyped journal: a new file, no connections.
+    let e = live::start_with(
+        config.clone(),
+        clients.clone(),
+        router(),
+        journal("cm2.sqlite"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.message.contains("9 cross-connects")
+            && e.message.contains("s1: 3")
+            && e.message.contains("--release-strays")
+            && e.message.contains("cm2.sqlite"),
+        "{}",
+        e.message
+    );
+    // A journal in a directory that does not exist.
+    let e = live::start_with(
+        config.clone(),
+        clients.clone(),
+        router(),
+        journal("nowhere/cm.sqlite"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.message.contains("nowhere") && e.message.contains("does not exist"),
+        "{}",
+        e.message
+    );
+    assert!(!dir.path().join("nowhere").exists());
+    let after = snapshot(&clients).await.unwrap();
+    assert_eq!(held(&after), 9, "a refused start changed the switches");
+
+    // Told to, it releases them, and the network is empty.
+    let (cm, found) = live::start_with(
+        config,
+        clients.clone(),
+        router(),
+        LiveOptions {
+            release_strays: true,
+            ..journal("cm2.sqlite")
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        found.iter().any(|f| f.contains("3 cross-connects")),
+        "{found:?}"
+    );
+    cm.shutdown().await;
+    let r = audit(
+        &[],
+        &snapshot(&clients).await.unwrap(),
+        AuditOptions { quiescent: true },
+    );
+    assert!(r.is_clean(), "{r}");
     net.down().await;
 }

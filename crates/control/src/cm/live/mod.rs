@@ -123,6 +123,9 @@ pub struct LiveOptions {
     /// callers hear of them, and a manager started on an existing journal audits it
     /// against the switches first (see [`recover`]).
     pub journal: Option<std::path::PathBuf>,
+    /// On a journal with no connections, release the cross-connects of this owner the
+    /// switches hold instead of refusing to start (see [`recover`]).
+    pub release_strays: bool,
 }
 
 /// Starts a manager with a journal and faults as `opts` says. With a journal, the
@@ -145,7 +148,11 @@ pub async fn start_with(
                 kind: ErrorKind::Unavailable,
                 message: e.to_string(),
             })?;
-            Some(recover(&mut core, journal, &switches).await?)
+            let r = recover(&mut core, journal, &switches, opts.release_strays).await;
+            Some(r.map_err(|e| CallError {
+                message: format!("journal {}: {}", path.display(), e.message),
+                ..e
+            })?)
         }
     };
     let findings = recovered

@@ -27,10 +27,15 @@ fn unavailable(what: String) -> CallError {
 /// released; identifiers it had reserved (its caches, lost with the process) are given
 /// back, except each taken-back connection's source identifier. Returns what it found
 /// and did, one line each.
+///
+/// A journal with no connections while the switches hold cross-connects of this owner
+/// is refused, naming them, unless `release_strays`: a fresh, emptied or mistyped journal
+/// would otherwise release every connection of a running network (issue 24).
 pub async fn recover(
     core: &mut CmCore,
     mut journal: CmJournal,
     switches: &[(String, GrpcSwitch)],
+    release_strays: bool,
 ) -> Result<Recovered, CallError> {
     use atmlab_fabric::live::backend::SwitchBackend;
     use atmlab_fabric::switch::{Atomicity, Release, Unreserve};
@@ -110,6 +115,25 @@ pub async fn recover(
                 to_release.entry(name.clone()).or_default().push(x.id);
             }
         }
+    }
+    let strays: usize = to_release.values().map(Vec::len).sum();
+    if calls.is_empty() && strays > 0 && !release_strays {
+        let mut per: Vec<String> = to_release
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.len()))
+            .collect();
+        per.sort();
+        return Err(CallError {
+            kind: ErrorKind::Aborted,
+            message: format!(
+                "the journal holds no connections, but the switches hold {strays} \
+                 cross-connects of owner {owner:?} ({}); on a fresh, emptied or mistyped \
+                 journal the start-up audit would release them all. Start on the journal \
+                 that recorded them, give this manager its own --owner, or pass \
+                 --release-strays to release them",
+                per.join(", ")
+            ),
+        });
     }
     for (name, c) in switches {
         let (_, res) = &held[name];
