@@ -17,7 +17,7 @@
 //! DeleteConnection, the QoS mapper's and the route object's queries (the latter only on
 //! a route-cache miss), and each message to a switch with its answer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, SetupRequest};
@@ -252,10 +252,12 @@ struct Plane<'a> {
     /// Processors free when the profile shares `cpus` among every server; `None` when
     /// each server has its own.
     cpu_free: Option<usize>,
-    index: HashMap<String, usize>,
-    calls: HashMap<usize, UserCall>,
+    index: FxHashMap<String, usize>,
+    /// The core's switch numbers (`Transmit::switch_index`) to ours, learnt once each.
+    core_index: Vec<Option<usize>>,
+    calls: FxHashMap<usize, UserCall>,
     next_call: usize,
-    by_core: HashMap<u64, usize>,
+    by_core: FxHashMap<u64, usize>,
     /// Operations in progress and waiting for a thread (blocking managers only).
     in_progress: usize,
     waiting_ops: VecDeque<Work>,
@@ -497,7 +499,7 @@ impl<'a> Plane<'a> {
         let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
         let router = CachedRouter::new(Arc::new(Mutex::new(route)), cfg.manager.route_ttl);
         let mut switches = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = FxHashMap::default();
         for (i, sc) in cfg.switches.iter().enumerate() {
             let core =
                 Switch::new(sc).map_err(|e| model_err(format!("switch {}: {e}", sc.name)))?;
@@ -526,9 +528,10 @@ impl<'a> Plane<'a> {
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
-            calls: HashMap::new(),
+            core_index: Vec::new(),
+            calls: FxHashMap::default(),
             next_call: 0,
-            by_core: HashMap::new(),
+            by_core: FxHashMap::default(),
             in_progress: 0,
             waiting_ops: VecDeque::new(),
             timer: None,
@@ -812,7 +815,7 @@ impl<'a> Plane<'a> {
             }
         }
         while let Some(t) = self.core.poll_transmit(now) {
-            let Some(&s) = self.index.get(&t.switch) else {
+            let Some(s) = self.switch_of(t.switch_index, &t.switch) else {
                 continue;
             };
             if !c.links {
@@ -826,6 +829,19 @@ impl<'a> Plane<'a> {
         }
         self.arm_timer();
         (work, out)
+    }
+
+    /// Our number of the core's switch `core` (named `name`).
+    fn switch_of(&mut self, core: usize, name: &str) -> Option<usize> {
+        if let Some(&Some(s)) = self.core_index.get(core) {
+            return Some(s);
+        }
+        let s = *self.index.get(name)?;
+        if self.core_index.len() <= core {
+            self.core_index.resize(core + 1, None);
+        }
+        self.core_index[core] = Some(s);
+        Some(s)
     }
 
     /// The route is known: the core starts the setup, or the call is refused before any

@@ -321,10 +321,8 @@ impl CmCore {
         if self.estimator.as_mut().is_some_and(|e| e.advance(now)) {
             self.adapt();
         }
-        for sw in 0..self.aggregators.len() {
-            if self.aggregators[sw].deadline().is_some_and(|d| d <= now) {
-                self.ready.push_back(sw);
-            }
+        for sw in self.flushes_due(now) {
+            self.ready.push_back(sw);
         }
         let mut expired = Vec::new();
         while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
@@ -349,7 +347,11 @@ impl CmCore {
                 self.stats.retries += 1;
                 o.queued = now;
                 // The same request id: the switch answers a repeat once.
+                let was_empty = self.aggregators[sw].is_empty();
                 self.aggregators[sw].push(now, req, cmd);
+                if was_empty {
+                    self.note_flush(sw);
+                }
                 self.ready.push_back(sw);
             } else {
                 let sw = o.switch;
