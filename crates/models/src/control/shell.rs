@@ -29,7 +29,7 @@ use atmlab_core::units::CellRate;
 use atmlab_fabric::FabricError;
 use atmlab_fabric::switch::{Command, Reply, Switch};
 use atmlab_sim::SimError;
-use atmlab_sim::event_set::{EventId, EventSet};
+use atmlab_sim::event_set::EventSet;
 use atmlab_sim::model::{RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use atmlab_sim::scenario::{RunLength, Warmup};
@@ -80,7 +80,7 @@ enum Ev {
     AtLink(usize, Answers),
     LinkDone(usize),
     Hangup(u64),
-    Timer(u64),
+    Timer,
     Mark,
 }
 
@@ -261,8 +261,9 @@ struct Plane<'a> {
     /// Operations in progress and waiting for a thread (blocking managers only).
     in_progress: usize,
     waiting_ops: VecDeque<Work>,
-    timer: Option<(Instant, EventId, u64)>,
-    timer_generation: u64,
+    /// The core's timer: the time it asked for, when it fires, and its place among the
+    /// events due then (kept out of the event set, see [`EventSet::take_seq`]).
+    timer: Option<(Instant, Instant, u64)>,
     timeout_queued: bool,
     /// Whether the switches keep every answer [`ANSWER_KEEP`] (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
@@ -395,7 +396,7 @@ impl Driven for Plane<'_> {
         self.events.schedule(Instant::ZERO, Ev::Arrival);
     }
     fn advance(&mut self, end: Instant) -> Option<bool> {
-        let (t, ev) = self.events.pop_until(end)?;
+        let (t, ev) = self.next_event(end)?;
         self.now = t;
         if let Ev::Mark = ev {
             return Some(true);
@@ -459,7 +460,7 @@ impl ControlConfig {
         let end = Instant::ZERO + Duration::from_secs(seconds);
         plane.events.schedule(Instant::ZERO, Ev::Arrival);
         plane.start_period();
-        while let Some((t, ev)) = plane.events.pop_until(end) {
+        while let Some((t, ev)) = plane.next_event(end) {
             plane.now = t;
             plane.handle(ev);
         }
@@ -535,7 +536,6 @@ impl<'a> Plane<'a> {
             in_progress: 0,
             waiting_ops: VecDeque::new(),
             timer: None,
-            timer_generation: 0,
             timeout_queued: false,
             answers_kept: false,
             stats: Stats {
@@ -659,14 +659,11 @@ impl<'a> Plane<'a> {
                 let at = self.now + self.cfg.costs.client_latency();
                 self.events.schedule(at, Ev::AtManager(Work::Delete(id)));
             }
-            Ev::Timer(generation) => {
-                if self.timer.is_some_and(|(_, _, g)| g == generation) {
-                    self.timer = None;
-                    if !self.timeout_queued {
-                        self.timeout_queued = true;
-                        self.manager.queue.push_back(Work::Timeout);
-                        self.serve_manager();
-                    }
+            Ev::Timer => {
+                if !self.timeout_queued {
+                    self.timeout_queued = true;
+                    self.manager.queue.push_back(Work::Timeout);
+                    self.serve_manager();
                 }
             }
             Ev::Mark => {}
@@ -877,19 +874,25 @@ impl<'a> Plane<'a> {
         let want = self.core.poll_timeout();
         match (want, self.timer) {
             (Some(t), Some((armed, _, _))) if t == armed => {}
-            (want, armed) => {
-                if let Some((_, id, _)) = armed {
-                    self.events.cancel(id);
-                    self.timer = None;
-                }
-                if let Some(t) = want {
-                    self.timer_generation += 1;
-                    let at = t.max(self.now);
-                    let id = self.events.schedule(at, Ev::Timer(self.timer_generation));
-                    self.timer = Some((t, id, self.timer_generation));
-                }
+            (want, _) => {
+                // Re-armed: as if the old timer event were cancelled and a new one
+                // scheduled now.
+                self.timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
             }
         }
+    }
+
+    /// The next event due by `end`: the event set's earliest, or the core's timer when
+    /// it comes first (by time, then by when it was armed).
+    fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
+        if let Some((_, at, seq)) = self.timer
+            && at <= end
+            && self.events.peek_key().is_none_or(|k| (at, seq) < k)
+        {
+            self.timer = None;
+            return Some((at, Ev::Timer));
+        }
+        self.events.pop_until(end)
     }
 
     fn manager_done(&mut self, t: usize) {
@@ -1164,7 +1167,7 @@ impl<'a> Plane<'a> {
     #[cfg(test)]
     fn drain(&mut self, until: Instant) -> (usize, usize, f64) {
         self.arrivals_stopped = true;
-        while let Some((t, ev)) = self.events.pop_until(until) {
+        while let Some((t, ev)) = self.next_event(until) {
             self.now = t;
             if !matches!(ev, Ev::Mark) {
                 self.handle(ev);
