@@ -641,7 +641,10 @@ mod tests {
         // "a" was scheduled before the outside event's number was taken, "d" after.
         assert!(s.peek_key().is_some_and(|k| k < outside));
         assert_eq!(s.pop().map(|e| e.1), Some("a"));
-        assert!(s.peek_key().is_some_and(|k| k > outside), "c skipped, d after");
+        assert!(
+            s.peek_key().is_some_and(|k| k > outside),
+            "c skipped, d after"
+        );
     }
 
     #[test]

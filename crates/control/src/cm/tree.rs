@@ -151,15 +151,17 @@ impl Tree {
         let first = route
             .first()
             .ok_or_else(|| TreeError::EmptyRoute(leaf.to_string()))?;
+        let mut slots = Vec::with_capacity(route.len() + 1);
+        slots.push(TreeSlot {
+            switch: first.switch.clone(),
+            port: first.in_port,
+            hop: None,
+            leaf: None,
+            live: true,
+        });
         let mut t = Tree {
-            hops: Vec::new(),
-            slots: vec![TreeSlot {
-                switch: first.switch.clone(),
-                port: first.in_port,
-                hop: None,
-                leaf: None,
-                live: true,
-            }],
+            hops: Vec::with_capacity(route.len()),
+            slots,
         };
         t.graft(leaf, route)?;
         Ok(t)

@@ -480,6 +480,8 @@ enum Stray {
 #[derive(Debug)]
 pub struct CmCore {
     config: CmConfig,
+    /// `config.owner`, shared by every command that carries it.
+    owner: std::sync::Arc<str>,
     switch_index: FxHashMap<String, usize>,
     switches: Vec<String>,
     aggregators: Vec<MessageAggregator>,
@@ -544,6 +546,7 @@ impl CmCore {
             .map(|r| ArrivalEstimator::new(r.window));
         let region = 0;
         let mut core = CmCore {
+            owner: config.owner.as_str().into(),
             config,
             switch_index: FxHashMap::default(),
             switches: Vec::new(),

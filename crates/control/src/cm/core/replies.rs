@@ -175,7 +175,7 @@ impl CmCore {
                                     Command::Unreserve(Unreserve {
                                         port: PortId(p),
                                         ids: vec![vc],
-                                        owner: self.config.owner.clone(),
+                                        owner: self.owner.clone(),
                                     }),
                                 ));
                             }
@@ -281,7 +281,7 @@ impl CmCore {
                     let cmd = Command::Unreserve(Unreserve {
                         port: PortId(port),
                         ids,
-                        owner: self.config.owner.clone(),
+                        owner: self.owner.clone(),
                     });
                     self.send(now, None, Purpose::Unreserve, sw, port, cmd);
                 }

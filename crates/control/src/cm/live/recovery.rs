@@ -84,7 +84,11 @@ pub async fn recover(
                 kept.insert((h.switch.to_string(), *conn));
             }
             hosts.push((v.id, jc.source.clone(), jc.destination.clone()));
-            sources.insert((v.hops[0].0.switch.to_string(), v.hops[0].0.in_port, v.source_vc));
+            sources.insert((
+                v.hops[0].0.switch.to_string(),
+                v.hops[0].0.in_port,
+                v.source_vc,
+            ));
         } else {
             let missing: Vec<&str> = v
                 .hops
@@ -138,7 +142,7 @@ pub async fn recover(
             all.push(Command::Unreserve(Unreserve {
                 port: atmlab_core::ids::PortId(port),
                 ids,
-                owner: owner.clone(),
+                owner: owner.as_str().into(),
             }));
         }
         if all.is_empty() {
