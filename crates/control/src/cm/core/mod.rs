@@ -495,10 +495,12 @@ pub struct CmCore {
     stats: CmStats,
     estimator: Option<ArrivalEstimator>,
     region: usize,
-    /// Command deadlines, earliest first; stale entries (answered, or re-armed) are
-    /// skipped lazily, so a deadline costs O(log n) instead of a scan of every command
-    /// in flight.
-    timeouts: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Command deadlines with their request ids, in time order; stale entries
+    /// (answered, or re-armed) are skipped lazily. A deadline is its message's leaving
+    /// plus the command time-out, so they come in time order and a queue holds them
+    /// (one that comes earlier than the last is put in its place); a heap would pay a
+    /// sift through tens of thousands of entries per command.
+    timeouts: VecDeque<(Instant, u64)>,
     /// The aggregators' flush deadlines, earliest first, with their switch; an entry is
     /// pushed whenever an aggregator's deadline changes and skipped lazily once it is no
     /// longer that aggregator's deadline, so the next flush is found without a scan of
@@ -561,7 +563,7 @@ impl CmCore {
             stats: CmStats::default(),
             estimator,
             region,
-            timeouts: BinaryHeap::new(),
+            timeouts: VecDeque::new(),
             flushes: BinaryHeap::new(),
             orphans: FxHashMap::default(),
             suspects: Vec::new(),
@@ -867,7 +869,13 @@ impl CmCore {
                 o.sent = Some(now);
                 o.deadline = deadline;
                 if let Some(d) = deadline {
-                    self.timeouts.push(Reverse((d, *req)));
+                    match self.timeouts.back() {
+                        Some(&(last, _)) if last > d => {
+                            let at = self.timeouts.partition_point(|&(t, _)| t <= d);
+                            self.timeouts.insert(at, (d, *req));
+                        }
+                        _ => self.timeouts.push_back((d, *req)),
+                    }
                 }
             }
         }
@@ -890,15 +898,15 @@ impl CmCore {
         }
         let flush = self.flushes.peek().map(|Reverse((d, _))| *d);
         // Drop stale heads: answered commands, or ones re-armed with a later deadline.
-        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
+        while let Some(&(d, req)) = self.timeouts.front() {
             match self.outstanding.get(&req) {
                 Some(o) if o.deadline == Some(d) => break,
                 _ => {
-                    self.timeouts.pop();
+                    self.timeouts.pop_front();
                 }
             }
         }
-        let cmd = self.timeouts.peek().map(|Reverse((d, _))| *d);
+        let cmd = self.timeouts.front().map(|&(d, _)| d);
         let linger = if self.lingering.is_empty() {
             None
         } else {

@@ -5,8 +5,6 @@
 //! aggregators, re-sends unanswered commands with the same request id and gives up on
 //! them after `max_retries`.
 
-use std::cmp::Reverse;
-
 use atmlab_core::ids::PortId;
 use atmlab_core::time::Instant;
 use atmlab_fabric::error::{ErrorKind, FabricError};
@@ -324,20 +322,19 @@ impl CmCore {
         for sw in self.flushes_due(now) {
             self.ready.push_back(sw);
         }
-        let mut expired = Vec::new();
-        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
-            if d > now {
-                break;
-            }
-            self.timeouts.pop();
-            if self
-                .outstanding
-                .get(&req)
-                .is_some_and(|o| o.deadline == Some(d))
-            {
-                expired.push(req);
-            }
-        }
+        // The deadlines passed, earliest first and by request id among equal ones.
+        let due = self.timeouts.partition_point(|&(d, _)| d <= now);
+        let mut passed: Vec<(Instant, u64)> = self.timeouts.drain(..due).collect();
+        passed.sort_unstable();
+        let expired: Vec<u64> = passed
+            .into_iter()
+            .filter(|&(d, req)| {
+                self.outstanding
+                    .get(&req)
+                    .is_some_and(|o| o.deadline == Some(d))
+            })
+            .map(|(_, req)| req)
+            .collect();
         for req in expired {
             let o = self.outstanding.get_mut(&req).expect("listed");
             if o.retries < self.config.max_retries {
