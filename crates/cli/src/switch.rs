@@ -239,7 +239,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                         traffic: atmlab_core::traffic::TrafficDescriptor::cbr(atmlab_core::units::CellRate(pcr)),
                         clr: 0.0,
                         buffer_cells: 0,
-                        owner,
+                        owner: owner.into(),
                         replenish: 0,
                         tag: "cli".into(),
                     })

@@ -927,12 +927,12 @@ fn get_command(r: &mut Reader<'_>) -> Result<Command, FabricError> {
                 1 => Some((r.u16()?, r.u16()?)),
                 _ => return Err(FabricError::Frame("an option tag other than 0 or 1")),
             },
-            owner: r.str()?,
+            owner: r.str()?.into(),
         }),
         2 => Command::Unreserve(Unreserve {
             port: PortId(r.u16()?),
             ids: r.vcids()?,
-            owner: r.str()?,
+            owner: r.str()?.into(),
         }),
         3 => Command::Commit(Commit {
             kind: r.kind()?,
@@ -942,7 +942,7 @@ fn get_command(r: &mut Reader<'_>) -> Result<Command, FabricError> {
             traffic: r.traffic()?,
             clr: r.f64()?,
             buffer_cells: r.u32()?,
-            owner: r.str()?,
+            owner: r.str()?.into(),
             replenish: r.u32()?,
             tag: r.str()?,
         }),

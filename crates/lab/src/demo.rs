@@ -90,7 +90,12 @@ async fn run_on(
     let call = crate::launch::call_a_to_b(&cm, 100_000.0, "demo")
         .await
         .map_err(|e| err("setting up a -> b", e.message))?;
-    let path: Vec<String> = call.view.hops.iter().map(|h| h.0.switch.clone()).collect();
+    let path: Vec<String> = call
+        .view
+        .hops
+        .iter()
+        .map(|h| h.0.switch.to_string())
+        .collect();
     say(&format!(
         "connection a -> b set up in {:.3} ms over {} (a sends on {}, b receives on {})",
         call.view.setup.as_picos() as f64 / 1e9,

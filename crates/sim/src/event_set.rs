@@ -486,6 +486,27 @@ impl<E> EventSet<E> {
         self.heap.peek().map(|k| Instant::from_picos(k.time))
     }
 
+    /// The time and sequence number of the earliest pending event: where an event held
+    /// outside the set (numbered by [`EventSet::take_seq`]) falls among the set's.
+    pub fn peek_key(&mut self) -> Option<(Instant, u64)> {
+        self.skip_stale();
+        self.heap
+            .peek()
+            .map(|k| (Instant::from_picos(k.time), k.seq))
+    }
+
+    /// The sequence number an event scheduled now would get, for an event the caller
+    /// holds outside the set: ordered against the set's events by (time, this number),
+    /// it pops where [`EventSet::schedule`] would have put it. A model's one timer,
+    /// re-armed on most steps, is best kept so: cancelled and scheduled again each time,
+    /// it would leave a stale key in the heap per re-arming, and a timer far ahead (a
+    /// command's time-out) keeps thousands of them there, deepening every sift.
+    pub fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
     /// Drops cancelled events from the top of the heap.
     fn skip_stale(&mut self) {
         while let Some(k) = self.heap.peek() {
@@ -604,6 +625,26 @@ mod tests {
 
     fn t(ps: u64) -> Instant {
         Instant::from_picos(ps)
+    }
+
+    #[test]
+    fn an_event_held_outside_orders_by_its_taken_number() {
+        let mut s = EventSet::new();
+        s.schedule(t(5), "a");
+        let outside = (t(5), s.take_seq());
+        let c = s.schedule(t(5), "c");
+        s.schedule(t(3), "x");
+        s.cancel(c);
+        s.schedule(t(5), "d");
+        assert_eq!(s.peek_key().map(|k| k.0), Some(t(3)));
+        s.pop();
+        // "a" was scheduled before the outside event's number was taken, "d" after.
+        assert!(s.peek_key().is_some_and(|k| k < outside));
+        assert_eq!(s.pop().map(|e| e.1), Some("a"));
+        assert!(
+            s.peek_key().is_some_and(|k| k > outside),
+            "c skipped, d after"
+        );
     }
 
     #[test]

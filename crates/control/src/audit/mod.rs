@@ -205,11 +205,11 @@ pub fn audit(calls: &[CallView], switches: &[SwitchSnapshot], opts: AuditOptions
     let mut known: HashSet<(&str, u64)> = HashSet::new();
     for c in calls {
         for (hop, conn, in_id, out_id) in &c.hops {
-            known.insert((hop.switch.as_str(), *conn));
-            let Some(sw) = by_name.get(hop.switch.as_str()) else {
+            known.insert((&*hop.switch, *conn));
+            let Some(sw) = by_name.get(&*hop.switch) else {
                 r.findings.push(Finding::Missing {
                     call: c.id,
-                    switch: hop.switch.clone(),
+                    switch: hop.switch.to_string(),
                     connection: *conn,
                 });
                 continue;
@@ -217,7 +217,7 @@ pub fn audit(calls: &[CallView], switches: &[SwitchSnapshot], opts: AuditOptions
             let Some(x) = sw.connections.iter().find(|x| x.id == *conn) else {
                 r.findings.push(Finding::Missing {
                     call: c.id,
-                    switch: hop.switch.clone(),
+                    switch: hop.switch.to_string(),
                     connection: *conn,
                 });
                 continue;
@@ -247,7 +247,7 @@ pub fn audit(calls: &[CallView], switches: &[SwitchSnapshot], opts: AuditOptions
             if !what.is_empty() {
                 r.findings.push(Finding::Mismatch {
                     call: c.id,
-                    switch: hop.switch.clone(),
+                    switch: hop.switch.to_string(),
                     connection: *conn,
                     what: what.join("; "),
                 });

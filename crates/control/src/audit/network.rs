@@ -76,7 +76,7 @@ pub fn call_from_pb(i: &atmlab_rpc::v1::ConnectionInfo) -> Result<CallView, Cont
         for (out_port, out_id) in outs {
             hops.push((
                 crate::cm::core::HopSpec {
-                    switch: h.switch.clone(),
+                    switch: h.switch.as_str().into(),
                     in_port: port(h.in_port, "input port")?,
                     out_port,
                 },

@@ -76,7 +76,7 @@ fn hops_json(v: &CallView) -> String {
         .zip(&v.parents)
         .map(|((h, conn, i, o), p)| {
             serde_json::json!([
-                h.switch, h.in_port, h.out_port, conn, i.vpi.0, i.vci.0, o.vpi.0, o.vci.0, p
+                &*h.switch, h.in_port, h.out_port, conn, i.vpi.0, i.vci.0, o.vpi.0, o.vci.0, p
             ])
         })
         .collect();
@@ -133,7 +133,7 @@ fn hops_of(entries: &[serde_json::Value]) -> Option<Vec<(HopSpec, u64, VcId, VcI
         let u16_at = |i: usize| n(i).and_then(|x| u16::try_from(x).ok());
         out.push((
             HopSpec {
-                switch: a.first()?.as_str()?.to_string(),
+                switch: a.first()?.as_str()?.into(),
                 in_port: u16_at(1)?,
                 out_port: u16_at(2)?,
             },
@@ -346,6 +346,10 @@ mod tests {
     fn what_is_written_is_read_back_after_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j/cm.sqlite");
+        // A mistyped directory is an error naming it, not a new, empty journal.
+        let e = CmJournal::open(&path).unwrap_err().to_string();
+        assert!(e.contains("does not exist") && e.contains("/j"), "{e}");
+        std::fs::create_dir(dir.path().join("j")).unwrap();
         {
             let mut j = CmJournal::open(&path).unwrap();
             j.apply(&[call(1), call(2), call(3)], &[]).unwrap();

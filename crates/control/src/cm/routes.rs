@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use rustc_hash::FxHashMap;
+
 use atmlab_core::time::{Duration, Instant};
 use atmlab_fabric::error::ErrorKind;
 
@@ -43,7 +45,9 @@ pub const ROUTE_CACHE_TTL: Duration = Duration::from_secs(5);
 pub struct CachedRouter {
     route: Arc<Mutex<RouteObject>>,
     ttl: Duration,
-    cache: HashMap<(String, String), (Vec<HopSpec>, Instant)>,
+    /// By source, then destination: looked up by the names as given, with no key built
+    /// per call.
+    cache: FxHashMap<String, FxHashMap<String, (Vec<HopSpec>, Instant)>>,
     /// Setups served from the cache.
     pub hits: u64,
     /// Setups that computed a route.
@@ -57,7 +61,7 @@ impl CachedRouter {
         CachedRouter {
             route,
             ttl,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             hits: 0,
             misses: 0,
         }
@@ -65,8 +69,9 @@ impl CachedRouter {
 
     /// Forgets the route of a pair (after a refusal on it).
     pub fn invalidate(&mut self, source: &str, destination: &str) {
-        self.cache
-            .remove(&(source.to_string(), destination.to_string()));
+        if let Some(m) = self.cache.get_mut(source) {
+            m.remove(destination);
+        }
     }
 }
 
@@ -78,8 +83,7 @@ impl Router for CachedRouter {
         destination: &str,
         bandwidth: f64,
     ) -> Result<Vec<HopSpec>, CallError> {
-        let key = (source.to_string(), destination.to_string());
-        if let Some((hops, at)) = self.cache.get(&key)
+        if let Some((hops, at)) = self.cache.get(source).and_then(|m| m.get(destination))
             && now.saturating_duration_since(*at) < self.ttl
         {
             self.hits += 1;
@@ -108,12 +112,15 @@ impl Router for CachedRouter {
             .hops
             .into_iter()
             .map(|h| HopSpec {
-                switch: h.switch,
+                switch: h.switch.into(),
                 in_port: h.in_port,
                 out_port: h.out_port,
             })
             .collect();
-        self.cache.insert(key, (hops.clone(), now));
+        self.cache
+            .entry(source.to_string())
+            .or_default()
+            .insert(destination.to_string(), (hops.clone(), now));
         Ok(hops)
     }
 

@@ -91,11 +91,11 @@ pub fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
         };
         match hops
             .iter_mut()
-            .find(|x| x.switch == h.switch && x.connection == *conn)
+            .find(|x| *x.switch == *h.switch && x.connection == *conn)
         {
             Some(x) => x.branches.push(branch),
             None => hops.push(pb::HopInfo {
-                switch: h.switch.clone(),
+                switch: h.switch.to_string(),
                 connection: *conn,
                 in_port: u32::from(h.in_port),
                 in_id: Some(cv::pb_vc_id(*in_id)),

@@ -21,12 +21,17 @@
 //! the switch connection loses one branch; the hops below carried only that leaf and are
 //! released). The managers turn the results into switch commands.
 
+use std::sync::Arc;
+
 /// One hop of a call's route: the pure vocabulary routes and trees are built from (it
 /// lives here, below the manager's core, so the core depends on trees and not back).
+///
+/// Names are shared (`Arc<str>`): a route is copied per call from the route cache into
+/// the call's tree, and a copy of a shared name is a count, not an allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HopSpec {
     /// The switch's name.
-    pub switch: String,
+    pub switch: Arc<str>,
     /// Where the cells enter.
     pub in_port: u16,
     /// Where they leave.
@@ -40,7 +45,7 @@ impl HopSpec {
         switches
             .iter()
             .map(|s| HopSpec {
-                switch: (*s).to_string(),
+                switch: Arc::from(*s),
                 in_port,
                 out_port,
             })
@@ -52,7 +57,7 @@ impl HopSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeHop {
     /// The switch.
-    pub switch: String,
+    pub switch: Arc<str>,
     /// Where cells enter.
     pub in_port: u16,
     /// The slot of its input VC.
@@ -68,7 +73,7 @@ pub struct TreeHop {
 pub struct TreeSlot {
     /// The switch whose port the VC is on (for slot 0, the root switch's input port; for
     /// a branch, its hop's output port).
-    pub switch: String,
+    pub switch: Arc<str>,
     /// The port.
     pub port: u16,
     /// The hop it is a branch of (`None` for slot 0).
@@ -146,15 +151,17 @@ impl Tree {
         let first = route
             .first()
             .ok_or_else(|| TreeError::EmptyRoute(leaf.to_string()))?;
+        let mut slots = Vec::with_capacity(route.len() + 1);
+        slots.push(TreeSlot {
+            switch: first.switch.clone(),
+            port: first.in_port,
+            hop: None,
+            leaf: None,
+            live: true,
+        });
         let mut t = Tree {
-            hops: Vec::new(),
-            slots: vec![TreeSlot {
-                switch: first.switch.clone(),
-                port: first.in_port,
-                hop: None,
-                leaf: None,
-                live: true,
-            }],
+            hops: Vec::with_capacity(route.len()),
+            slots,
         };
         t.graft(leaf, route)?;
         Ok(t)
@@ -230,11 +237,15 @@ impl Tree {
         if first.switch != self.slots[0].switch || first.in_port != self.slots[0].port {
             return Err(TreeError::WrongRoot {
                 leaf: leaf.to_string(),
-                switch: first.switch.clone(),
+                switch: first.switch.to_string(),
                 port: first.in_port,
             });
         }
-        if self.leaves().iter().any(|(l, _)| *l == leaf) {
+        if self
+            .slots
+            .iter()
+            .any(|s| s.live && s.leaf.as_deref() == Some(leaf))
+        {
             return Err(TreeError::AlreadyLeaf(leaf.to_string()));
         }
         // Follow the tree as far as the route agrees with it.
@@ -438,7 +449,7 @@ mod tests {
         assert_eq!(t.hop(1).outs, vec![2]);
         assert_eq!(t.leaves(), vec![("b", 2)]);
         assert_eq!(t.slot(0).port, 0);
-        assert_eq!(t.slot(2).switch, "s2");
+        assert_eq!(&*t.slot(2).switch, "s2");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{EdgeIndex, Graph, NodeIndex};
 use petgraph::visit::EdgeRef;
+use rustc_hash::FxHashMap;
 
 use crate::ControlError;
 
@@ -131,7 +132,9 @@ impl Path {
 pub struct RouteObject {
     graph: Graph<Node, Link>,
     index: BTreeMap<String, NodeIndex>,
-    hosts: BTreeMap<String, (String, u16)>,
+    /// Where each host attaches; hashed, as every route looks two hosts up (thousands of
+    /// them on a large network).
+    hosts: FxHashMap<String, (String, u16)>,
     /// What the last lenient update left out, so a refresh warns once, not every period.
     problems: Vec<String>,
 }
@@ -228,7 +231,7 @@ impl RouteObject {
                 );
             }
         }
-        let mut hosts = BTreeMap::new();
+        let mut hosts = FxHashMap::default();
         for (host, switch, port) in view.hosts {
             if hosts.contains_key(&host) {
                 problems.push(format!("host {host} appears twice"));
@@ -266,11 +269,15 @@ impl RouteObject {
                     (n.name.clone(), n.ports.values().cloned().collect())
                 })
                 .collect(),
-            hosts: self
-                .hosts
-                .iter()
-                .map(|(h, (s, p))| (h.clone(), s.clone(), *p))
-                .collect(),
+            hosts: {
+                let mut hosts: Vec<(String, String, u16)> = self
+                    .hosts
+                    .iter()
+                    .map(|(h, (s, p))| (h.clone(), s.clone(), *p))
+                    .collect();
+                hosts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                hosts
+            },
         }
     }
 

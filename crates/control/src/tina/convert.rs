@@ -209,7 +209,7 @@ pub fn pb_setup(s: &SetupSnc) -> pb::SetupSncRequest {
             .hops
             .iter()
             .map(|h| pb::SncHop {
-                switch: h.switch.clone(),
+                switch: h.switch.to_string(),
                 in_port: u32::from(h.in_port),
                 out_port: u32::from(h.out_port),
             })
@@ -310,7 +310,7 @@ impl Wire for pb::SetupSncRequest {
             .iter()
             .map(|h| {
                 Ok(HopSpec {
-                    switch: h.switch.clone(),
+                    switch: h.switch.as_str().into(),
                     in_port: port(h.in_port)?.0,
                     out_port: port(h.out_port)?.0,
                 })

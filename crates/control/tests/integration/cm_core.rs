@@ -830,7 +830,7 @@ fn reconcile_completes_a_commit_whose_answer_died_with_the_switch_and_releases_s
                 traffic: TrafficDescriptor::cbr(CellRate(1.0)),
                 clr: 0.0,
                 buffer_cells: 0,
-                owner: xbind().owner,
+                owner: xbind().owner.into(),
                 replenish: 0,
                 tag: "stray".into(),
             },
@@ -1198,7 +1198,7 @@ fn sweeps_release_what_a_lost_commit_left_and_unexplained_strays_but_no_call() {
             traffic: TrafficDescriptor::cbr(CellRate(1.0)),
             clr: 0.0,
             buffer_cells: 0,
-            owner: core.config().owner.clone(),
+            owner: core.config().owner.as_str().into(),
             replenish: 0,
             tag: "stray".into(),
         });
@@ -1223,7 +1223,7 @@ fn sweeps_release_what_a_lost_commit_left_and_unexplained_strays_but_no_call() {
         let stray_id = Command::Reserve(atmlab_fabric::switch::Reserve {
             port: PortId(1),
             count: 1,
-            owner: core.config().owner.clone(),
+            owner: core.config().owner.as_str().into(),
             ..Default::default()
         });
         net.switches

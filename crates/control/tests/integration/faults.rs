@@ -70,7 +70,7 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
                 traffic: TrafficDescriptor::cbr(CellRate(10.0)),
                 clr: 0.0,
                 buffer_cells: 0,
-                owner: config.owner.clone(),
+                owner: config.owner.as_str().into(),
                 replenish: 0,
                 tag: "half".into(),
             })],

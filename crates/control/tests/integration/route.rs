@@ -104,7 +104,7 @@ async fn discover_sees_line3_and_the_refresher_follows_allocations() {
         traffic: TrafficDescriptor::cbr(CellRate(taken)),
         clr: 0.0,
         buffer_cells: 0,
-        owner: String::new(),
+        owner: "".into(),
         replenish: 0,
         tag: "route-test".into(),
     })

@@ -140,7 +140,7 @@ pub fn reserve(r: &pb::ReserveRequest) -> R<Reserve> {
                 ))
             })
             .transpose()?,
-        owner: r.owner.clone(),
+        owner: r.owner.as_str().into(),
     })
 }
 
@@ -149,7 +149,7 @@ pub fn unreserve(r: &pb::UnreserveRequest) -> R<Unreserve> {
     Ok(Unreserve {
         port: port(r.port)?,
         ids: r.ids.iter().map(|i| vc_id(Some(i))).collect::<R<_>>()?,
-        owner: r.owner.clone(),
+        owner: r.owner.as_str().into(),
     })
 }
 
@@ -164,7 +164,7 @@ pub fn commit(c: &pb::CommitRequest) -> R<Commit> {
         traffic,
         clr,
         buffer_cells: c.buffer_cells,
-        owner: c.owner.clone(),
+        owner: c.owner.as_str().into(),
         replenish: c.replenish,
         tag: c.tag.clone(),
     })
@@ -179,7 +179,7 @@ pub fn pb_commit(c: &Commit) -> pb::CommitRequest {
         branches: c.branches.iter().map(pb_branch).collect(),
         traffic: Some(pb_traffic(&c.traffic, c.clr)),
         buffer_cells: c.buffer_cells,
-        owner: c.owner.clone(),
+        owner: c.owner.to_string(),
         replenish: c.replenish,
         tag: c.tag.clone(),
     }
@@ -239,12 +239,12 @@ pub fn pb_command(c: &Command) -> pb::Command {
                 min: u32::from(a),
                 max: u32::from(b),
             }),
-            owner: r.owner.clone(),
+            owner: r.owner.to_string(),
         }),
         Command::Unreserve(u) => Op::Unreserve(pb::UnreserveRequest {
             port: u32::from(u.port.0),
             ids: u.ids.iter().map(|&i| pb_vc_id(i)).collect(),
-            owner: u.owner.clone(),
+            owner: u.owner.to_string(),
         }),
         Command::Commit(c) => Op::Commit(pb_commit(c)),
         Command::Release(r) => Op::Release(pb::ReleaseRequest {

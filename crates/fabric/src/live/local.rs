@@ -182,7 +182,7 @@ impl LocalSwitch {
                                 .map(|&id| Reservation {
                                     port: u.port,
                                     id,
-                                    owner: u.owner.clone(),
+                                    owner: u.owner.to_string(),
                                 })
                                 .collect(),
                         ));
@@ -244,7 +244,7 @@ fn reservations_of(cmd: &Command, ids: &[atmlab_core::ids::VcId]) -> Vec<Reserva
         .map(|&id| Reservation {
             port,
             id,
-            owner: owner.clone(),
+            owner: owner.to_string(),
         })
         .collect()
 }

@@ -466,7 +466,10 @@ impl Switch {
         // Everything checked: install.
         let id = self.next_id;
         self.next_id += 1;
-        let owner = self.owner_id(&c.owner);
+        let owner = match owner {
+            Some(o) => o,
+            None => self.owner_id(&c.owner),
+        };
         let prior: Vec<Option<IdState>> = c
             .branches
             .iter()

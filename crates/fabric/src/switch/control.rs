@@ -264,7 +264,7 @@ impl Switch {
             traffic: c.traffic,
             clr: c.clr,
             buffer_cells: c.buffer_cells,
-            owner: c.owner.clone(),
+            owner: c.owner.as_str().into(),
             replenish: 0,
             tag: c.tag.clone(),
         };

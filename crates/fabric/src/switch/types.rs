@@ -4,6 +4,8 @@
 //! for audits (connections, reservations, port status and counters). Plain data, shared
 //! by the core, the codecs and every shell.
 
+use std::sync::Arc;
+
 use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::traffic::TrafficDescriptor;
 
@@ -62,8 +64,9 @@ pub struct Reserve {
     pub vp: bool,
     /// Restrict to this part of the port's VCI (or, with `vp`, VPI) range.
     pub within: Option<(u16, u16)>,
-    /// The owner; only it may commit or unreserve these.
-    pub owner: String,
+    /// The owner; only it may commit or unreserve these (shared: a manager puts its
+    /// name on every command it sends).
+    pub owner: Arc<str>,
 }
 
 /// Return reserved identifiers.
@@ -74,7 +77,7 @@ pub struct Unreserve {
     /// The identifiers (VCI 0 names a reserved VPI).
     pub ids: Vec<VcId>,
     /// Their owner.
-    pub owner: String,
+    pub owner: Arc<str>,
 }
 
 /// Phase 2: install a connection.
@@ -95,7 +98,7 @@ pub struct Commit {
     /// Buffer set aside on each branch's port, in cells.
     pub buffer_cells: u32,
     /// Owner of the reservations used.
-    pub owner: String,
+    pub owner: Arc<str>,
     /// Piggybacked replenishment: reserve this many more on the first branch's port.
     pub replenish: u32,
     /// The caller's label for the connection.

@@ -616,7 +616,7 @@ proptest! {
             s.release(&Release { connection: c.id, keep_reserved: false }).unwrap();
         }
         for r in s.reservations() {
-            s.unreserve(&Unreserve { port: r.port, ids: vec![r.id], owner: r.owner }).unwrap();
+            s.unreserve(&Unreserve { port: r.port, ids: vec![r.id], owner: r.owner.into() }).unwrap();
         }
         prop_assert_eq!(fp(&s), before);
     }

@@ -88,7 +88,7 @@ fn commit() -> impl Strategy<Value = Commit> {
                 traffic,
                 clr,
                 buffer_cells,
-                owner,
+                owner: owner.into(),
                 replenish,
                 tag,
             },
@@ -112,14 +112,14 @@ fn command() -> impl Strategy<Value = Command> {
                     vpi,
                     vp,
                     within,
-                    owner,
+                    owner: owner.into(),
                 })
             }),
         (any::<u16>(), prop::collection::vec(vcid(), 0..8), text()).prop_map(
             |(port, ids, owner)| Command::Unreserve(Unreserve {
                 port: PortId(port),
                 ids,
-                owner,
+                owner: owner.into(),
             })
         ),
         commit().prop_map(Command::Commit),

@@ -200,7 +200,7 @@ async fn a_thousand_concurrent_calls_each_get_their_own_answer() {
                     vec![Command::Reserve(Reserve {
                         port: PortId((i % 3) as u16),
                         count: 1 + i % 2,
-                        owner: format!("cm{i}"),
+                        owner: format!("cm{i}").into(),
                         ..Default::default()
                     })],
                     Atomicity::ContinueOnError,
@@ -255,7 +255,7 @@ async fn pipelined_frames_are_answered_with_their_ids() {
                 commands: vec![Command::Reserve(Reserve {
                     port: PortId(1),
                     count: 1,
-                    owner: format!("o{id}"),
+                    owner: format!("o{id}").into(),
                     ..Default::default()
                 })],
             }

@@ -17,7 +17,7 @@
 //! DeleteConnection, the QoS mapper's and the route object's queries (the latter only on
 //! a route-cache miss), and each message to a switch with its answer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, SetupRequest};
@@ -28,7 +28,7 @@ use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_fabric::FabricError;
 use atmlab_fabric::switch::{Command, Reply, Switch};
 use atmlab_sim::SimError;
-use atmlab_sim::event_set::{EventId, EventSet};
+use atmlab_sim::event_set::EventSet;
 use atmlab_sim::model::{RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use atmlab_sim::scenario::{RunLength, Warmup};
@@ -89,7 +89,7 @@ enum Ev {
     AtLink(usize, Answers),
     LinkDone(usize),
     Hangup(u64),
-    Timer(u64),
+    Timer,
     Mark,
 }
 
@@ -270,15 +270,18 @@ struct Plane<'a> {
     /// Processors free when the profile shares `cpus` among every server; `None` when
     /// each server has its own.
     cpu_free: Option<usize>,
-    index: HashMap<String, usize>,
-    calls: HashMap<usize, UserCall>,
+    index: FxHashMap<String, usize>,
+    /// The core's switch numbers (`Transmit::switch_index`) to ours, learnt once each.
+    core_index: Vec<Option<usize>>,
+    calls: FxHashMap<usize, UserCall>,
     next_call: usize,
-    by_core: HashMap<u64, usize>,
+    by_core: FxHashMap<u64, usize>,
     /// Operations in progress and waiting for a thread (blocking managers only).
     in_progress: usize,
     waiting_ops: VecDeque<Work>,
-    timer: Option<(Instant, EventId, u64)>,
-    timer_generation: u64,
+    /// The core's timer: the time it asked for, when it fires, and its place among the
+    /// events due then (kept out of the event set, see [`EventSet::take_seq`]).
+    timer: Option<(Instant, Instant, u64)>,
     timeout_queued: bool,
     /// Whether the switches keep every answer [`ANSWER_KEEP`] (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
@@ -411,7 +414,7 @@ impl Driven for Plane<'_> {
         self.events.schedule(Instant::ZERO, Ev::Arrival);
     }
     fn advance(&mut self, end: Instant) -> Option<bool> {
-        let (t, ev) = self.events.pop_until(end)?;
+        let (t, ev) = self.next_event(end)?;
         self.now = t;
         if let Ev::Mark = ev {
             return Some(true);
@@ -475,7 +478,7 @@ impl ControlConfig {
         let end = Instant::ZERO + Duration::from_secs(seconds);
         plane.events.schedule(Instant::ZERO, Ev::Arrival);
         plane.start_period();
-        while let Some((t, ev)) = plane.events.pop_until(end) {
+        while let Some((t, ev)) = plane.next_event(end) {
             plane.now = t;
             plane.handle(ev);
         }
@@ -515,7 +518,7 @@ impl<'a> Plane<'a> {
         let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
         let router = CachedRouter::new(Arc::new(Mutex::new(route)), cfg.manager.route_ttl);
         let mut switches = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = FxHashMap::default();
         for (i, sc) in cfg.switches.iter().enumerate() {
             let core =
                 Switch::new(sc).map_err(|e| model_err(format!("switch {}: {e}", sc.name)))?;
@@ -544,13 +547,13 @@ impl<'a> Plane<'a> {
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
-            calls: HashMap::new(),
+            core_index: Vec::new(),
+            calls: FxHashMap::default(),
             next_call: 0,
-            by_core: HashMap::new(),
+            by_core: FxHashMap::default(),
             in_progress: 0,
             waiting_ops: VecDeque::new(),
             timer: None,
-            timer_generation: 0,
             timeout_queued: false,
             answers_kept: false,
             stats: Stats {
@@ -652,13 +655,10 @@ impl<'a> Plane<'a> {
                 let at = self.now + self.cfg.costs.client_latency();
                 self.events.schedule(at, Ev::AtManager(Work::Delete(id)));
             }
-            Ev::Timer(generation) => {
-                if self.timer.is_some_and(|(_, _, g)| g == generation) {
-                    self.timer = None;
-                    if !self.timeout_queued {
-                        self.timeout_queued = true;
-                        self.give_manager(Work::Timeout);
-                    }
+            Ev::Timer => {
+                if !self.timeout_queued {
+                    self.timeout_queued = true;
+                    self.give_manager(Work::Timeout);
                 }
             }
             Ev::Woken(who) => self.woken(who),
@@ -854,7 +854,7 @@ impl<'a> Plane<'a> {
             }
         }
         while let Some(t) = self.core.poll_transmit(now) {
-            let Some(&s) = self.index.get(&t.switch) else {
+            let Some(s) = self.switch_of(t.switch_index, &t.switch) else {
                 continue;
             };
             if !c.links {
@@ -868,6 +868,19 @@ impl<'a> Plane<'a> {
         }
         self.arm_timer();
         (work, out)
+    }
+
+    /// Our number of the core's switch `core` (named `name`).
+    fn switch_of(&mut self, core: usize, name: &str) -> Option<usize> {
+        if let Some(&Some(s)) = self.core_index.get(core) {
+            return Some(s);
+        }
+        let s = *self.index.get(name)?;
+        if self.core_index.len() <= core {
+            self.core_index.resize(core + 1, None);
+        }
+        self.core_index[core] = Some(s);
+        Some(s)
     }
 
     /// The route is known: the core starts the setup, or the call is refused before any
@@ -898,19 +911,25 @@ impl<'a> Plane<'a> {
         let want = self.core.poll_timeout();
         match (want, self.timer) {
             (Some(t), Some((armed, _, _))) if t == armed => {}
-            (want, armed) => {
-                if let Some((_, id, _)) = armed {
-                    self.events.cancel(id);
-                    self.timer = None;
-                }
-                if let Some(t) = want {
-                    self.timer_generation += 1;
-                    let at = t.max(self.now);
-                    let id = self.events.schedule(at, Ev::Timer(self.timer_generation));
-                    self.timer = Some((t, id, self.timer_generation));
-                }
+            (want, _) => {
+                // Re-armed: as if the old timer event were cancelled and a new one
+                // scheduled now.
+                self.timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
             }
         }
+    }
+
+    /// The next event due by `end`: the event set's earliest, or the core's timer when
+    /// it comes first (by time, then by when it was armed).
+    fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
+        if let Some((_, at, seq)) = self.timer
+            && at <= end
+            && self.events.peek_key().is_none_or(|k| (at, seq) < k)
+        {
+            self.timer = None;
+            return Some((at, Ev::Timer));
+        }
+        self.events.pop_until(end)
     }
 
     fn manager_done(&mut self, t: usize) {
@@ -1196,7 +1215,7 @@ impl<'a> Plane<'a> {
     #[cfg(test)]
     fn drain(&mut self, until: Instant) -> (usize, usize, f64) {
         self.arrivals_stopped = true;
-        while let Some((t, ev)) = self.events.pop_until(until) {
+        while let Some((t, ev)) = self.next_event(until) {
             self.now = t;
             if !matches!(ev, Ev::Mark) {
                 self.handle(ev);

@@ -230,6 +230,10 @@ pub enum CallEvent {
 pub struct Transmit {
     /// The switch's name.
     pub switch: String,
+    /// The switch's index among the switches this manager knows, in the order it met
+    /// them (a shell that numbers the switches can map it once instead of looking the
+    /// name up per message).
+    pub switch_index: usize,
     /// Request ids and commands.
     pub commands: Vec<(u64, Command)>,
 }
@@ -476,6 +480,8 @@ enum Stray {
 #[derive(Debug)]
 pub struct CmCore {
     config: CmConfig,
+    /// `config.owner`, shared by every command that carries it.
+    owner: std::sync::Arc<str>,
     switch_index: FxHashMap<String, usize>,
     switches: Vec<String>,
     aggregators: Vec<MessageAggregator>,
@@ -489,10 +495,17 @@ pub struct CmCore {
     stats: CmStats,
     estimator: Option<ArrivalEstimator>,
     region: usize,
-    /// Command deadlines, earliest first; stale entries (answered, or re-armed) are
-    /// skipped lazily, so a deadline costs O(log n) instead of a scan of every command
-    /// in flight.
-    timeouts: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Command deadlines with their request ids, in time order; stale entries
+    /// (answered, or re-armed) are skipped lazily. A deadline is its message's leaving
+    /// plus the command time-out, so they come in time order and a queue holds them
+    /// (one that comes earlier than the last is put in its place); a heap would pay a
+    /// sift through tens of thousands of entries per command.
+    timeouts: VecDeque<(Instant, u64)>,
+    /// The aggregators' flush deadlines, earliest first, with their switch; an entry is
+    /// pushed whenever an aggregator's deadline changes and skipped lazily once it is no
+    /// longer that aggregator's deadline, so the next flush is found without a scan of
+    /// every switch's aggregator.
+    flushes: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Commits that counted as failed after their retries: if one is answered after all,
     /// its connection is released at once, so a late answer leaks nothing.
     orphans: FxHashMap<u64, (usize, u16, Command)>,
@@ -535,6 +548,7 @@ impl CmCore {
             .map(|r| ArrivalEstimator::new(r.window));
         let region = 0;
         let mut core = CmCore {
+            owner: config.owner.as_str().into(),
             config,
             switch_index: FxHashMap::default(),
             switches: Vec::new(),
@@ -549,7 +563,8 @@ impl CmCore {
             stats: CmStats::default(),
             estimator,
             region,
-            timeouts: BinaryHeap::new(),
+            timeouts: VecDeque::new(),
+            flushes: BinaryHeap::new(),
             orphans: FxHashMap::default(),
             suspects: Vec::new(),
             suspect_ids: Vec::new(),
@@ -620,15 +635,32 @@ impl CmCore {
     }
 
     fn switch(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.switch_index.get(name) {
+        Self::switch_in(
+            &mut self.switch_index,
+            &mut self.switches,
+            &mut self.aggregators,
+            &self.config,
+            name,
+        )
+    }
+
+    /// [`CmCore::switch`] on the fields it needs, so a caller may hold a call meanwhile.
+    fn switch_in(
+        switch_index: &mut FxHashMap<String, usize>,
+        switches: &mut Vec<String>,
+        aggregators: &mut Vec<MessageAggregator>,
+        config: &CmConfig,
+        name: &str,
+    ) -> usize {
+        if let Some(&i) = switch_index.get(name) {
             return i;
         }
-        let i = self.switches.len();
-        self.switches.push(name.to_string());
-        self.switch_index.insert(name.to_string(), i);
-        self.aggregators.push(MessageAggregator::new(
-            self.config.threshold,
-            self.config.flush_timeout,
+        let i = switches.len();
+        switches.push(name.to_string());
+        switch_index.insert(name.to_string(), i);
+        aggregators.push(MessageAggregator::new(
+            config.threshold,
+            config.flush_timeout,
         ));
         i
     }
@@ -638,6 +670,47 @@ impl CmCore {
         for a in &mut self.aggregators {
             a.tune(self.config.threshold, self.config.flush_timeout);
         }
+        // The flush time-out may have changed every deadline.
+        self.flushes = self
+            .aggregators
+            .iter()
+            .enumerate()
+            .filter_map(|(sw, a)| a.deadline().map(|d| Reverse((d, sw))))
+            .collect();
+    }
+
+    /// Notes aggregator `sw`'s deadline after a change to its queue.
+    pub(super) fn note_flush(&mut self, sw: usize) {
+        if let Some(d) = self.aggregators[sw].deadline() {
+            self.flushes.push(Reverse((d, sw)));
+        }
+    }
+
+    /// Whether the entry `(d, sw)` of the flush heap is still its aggregator's deadline.
+    fn flush_valid(&self, d: Instant, sw: usize) -> bool {
+        self.aggregators[sw].deadline() == Some(d)
+    }
+
+    /// The switches whose aggregator's flush time-out has expired by `now`, in index
+    /// order (as a scan of every aggregator would find them).
+    pub(super) fn flushes_due(&mut self, now: Instant) -> Vec<usize> {
+        let mut due = Vec::new();
+        while let Some(Reverse((d, sw))) = self.flushes.peek().copied() {
+            if d > now {
+                break;
+            }
+            self.flushes.pop();
+            if self.flush_valid(d, sw) {
+                due.push(sw);
+            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        // Still their deadlines until their batches are taken.
+        for &sw in &due {
+            self.note_flush(sw);
+        }
+        due
     }
 
     /// Sets T and the flush time-out at run time; `adaptive` re-enables the regions
@@ -677,19 +750,33 @@ impl CmCore {
         call.conns.resize(nh, None);
         call.hop_sw.truncate(nh);
         call.slot_sw.truncate(ns);
-        let need_h: Vec<String> = call.tree.hops()[call.hop_sw.len()..]
-            .iter()
-            .map(|h| h.switch.clone())
-            .collect();
-        let need_s: Vec<String> = call.tree.slots()[call.slot_sw.len()..]
-            .iter()
-            .map(|s| s.switch.clone())
-            .collect();
-        let hs: Vec<usize> = need_h.iter().map(|n| self.switch(n)).collect();
-        let ss: Vec<usize> = need_s.iter().map(|n| self.switch(n)).collect();
-        let call = self.calls.get_mut(&id).expect("call");
-        call.hop_sw.extend(hs);
-        call.slot_sw.extend(ss);
+        // Names resolved in place: no copy of a name per hop and slot.
+        let (index, switches, aggregators, config) = (
+            &mut self.switch_index,
+            &mut self.switches,
+            &mut self.aggregators,
+            &self.config,
+        );
+        for h in call.hop_sw.len()..nh {
+            let sw = Self::switch_in(
+                index,
+                switches,
+                aggregators,
+                config,
+                &call.tree.hop(h).switch,
+            );
+            call.hop_sw.push(sw);
+        }
+        for j in call.slot_sw.len()..ns {
+            let sw = Self::switch_in(
+                index,
+                switches,
+                aggregators,
+                config,
+                &call.tree.slot(j).switch,
+            );
+            call.slot_sw.push(sw);
+        }
     }
 
     fn send(
@@ -712,7 +799,11 @@ impl CmCore {
         ) {
             self.stats.identifier_commands += 1;
         }
+        let was_empty = self.aggregators[switch].is_empty();
         self.aggregators[switch].push(now, req, command.clone());
+        if was_empty {
+            self.note_flush(switch);
+        }
         if self.aggregators[switch].len() >= self.aggregators[switch].threshold() as usize {
             self.ready.push_back(switch);
         }
@@ -766,6 +857,7 @@ impl CmCore {
 
     fn take_batch(&mut self, now: Instant, sw: usize) -> Option<Transmit> {
         let batch = self.aggregators[sw].poll(now)?;
+        self.note_flush(sw);
         if self.aggregators[sw].ready() {
             // More full messages wait for this switch.
             self.ready.push_back(sw);
@@ -777,7 +869,13 @@ impl CmCore {
                 o.sent = Some(now);
                 o.deadline = deadline;
                 if let Some(d) = deadline {
-                    self.timeouts.push(Reverse((d, *req)));
+                    match self.timeouts.back() {
+                        Some(&(last, _)) if last > d => {
+                            let at = self.timeouts.partition_point(|&(t, _)| t <= d);
+                            self.timeouts.insert(at, (d, *req));
+                        }
+                        _ => self.timeouts.push_back((d, *req)),
+                    }
                 }
             }
         }
@@ -785,23 +883,30 @@ impl CmCore {
         self.stats.commands += batch.len() as u64;
         Some(Transmit {
             switch: self.switches[sw].clone(),
+            switch_index: sw,
             commands: batch,
         })
     }
 
     /// The next call of [`CmCore::handle_timeout`] is due at this time.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        let flush = self.aggregators.iter().filter_map(|a| a.deadline()).min();
+        while let Some(Reverse((d, sw))) = self.flushes.peek().copied() {
+            if self.flush_valid(d, sw) {
+                break;
+            }
+            self.flushes.pop();
+        }
+        let flush = self.flushes.peek().map(|Reverse((d, _))| *d);
         // Drop stale heads: answered commands, or ones re-armed with a later deadline.
-        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
+        while let Some(&(d, req)) = self.timeouts.front() {
             match self.outstanding.get(&req) {
                 Some(o) if o.deadline == Some(d) => break,
                 _ => {
-                    self.timeouts.pop();
+                    self.timeouts.pop_front();
                 }
             }
         }
-        let cmd = self.timeouts.peek().map(|Reverse((d, _))| *d);
+        let cmd = self.timeouts.front().map(|&(d, _)| d);
         let linger = if self.lingering.is_empty() {
             None
         } else {

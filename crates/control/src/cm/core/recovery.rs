@@ -195,7 +195,7 @@ impl CmCore {
             let cmd = Command::Unreserve(Unreserve {
                 port: r.port,
                 ids: vec![r.id],
-                owner: self.config.owner.clone(),
+                owner: self.owner.clone(),
             });
             self.send(now, None, Purpose::Unreserve, sw, r.port.0, cmd);
         }
@@ -395,7 +395,7 @@ impl CmCore {
                 let cmd = Command::Unreserve(Unreserve {
                     port: PortId(port),
                     ids: vec![id],
-                    owner: self.config.owner.clone(),
+                    owner: self.owner.clone(),
                 });
                 self.send(now, None, Purpose::Unreserve, sw, port, cmd);
             }

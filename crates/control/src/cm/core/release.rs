@@ -44,7 +44,7 @@ impl CmCore {
                     let cmd = Command::Unreserve(Unreserve {
                         port: PortId(port),
                         ids: extra,
-                        owner: self.config.owner.clone(),
+                        owner: self.owner.clone(),
                     });
                     self.send(now, None, Purpose::Unreserve, sw, port, cmd);
                 }
@@ -53,7 +53,7 @@ impl CmCore {
                 let cmd = Command::Unreserve(Unreserve {
                     port: PortId(port),
                     ids: vec![vc],
-                    owner: self.config.owner.clone(),
+                    owner: self.owner.clone(),
                 });
                 self.send(now, None, Purpose::Unreserve, sw, port, cmd);
             }

@@ -5,8 +5,6 @@
 //! aggregators, re-sends unanswered commands with the same request id and gives up on
 //! them after `max_retries`.
 
-use std::cmp::Reverse;
-
 use atmlab_core::ids::PortId;
 use atmlab_core::time::Instant;
 use atmlab_fabric::error::{ErrorKind, FabricError};
@@ -175,7 +173,7 @@ impl CmCore {
                                     Command::Unreserve(Unreserve {
                                         port: PortId(p),
                                         ids: vec![vc],
-                                        owner: self.config.owner.clone(),
+                                        owner: self.owner.clone(),
                                     }),
                                 ));
                             }
@@ -281,7 +279,7 @@ impl CmCore {
                     let cmd = Command::Unreserve(Unreserve {
                         port: PortId(port),
                         ids,
-                        owner: self.config.owner.clone(),
+                        owner: self.owner.clone(),
                     });
                     self.send(now, None, Purpose::Unreserve, sw, port, cmd);
                 }
@@ -321,25 +319,22 @@ impl CmCore {
         if self.estimator.as_mut().is_some_and(|e| e.advance(now)) {
             self.adapt();
         }
-        for sw in 0..self.aggregators.len() {
-            if self.aggregators[sw].deadline().is_some_and(|d| d <= now) {
-                self.ready.push_back(sw);
-            }
+        for sw in self.flushes_due(now) {
+            self.ready.push_back(sw);
         }
-        let mut expired = Vec::new();
-        while let Some(Reverse((d, req))) = self.timeouts.peek().copied() {
-            if d > now {
-                break;
-            }
-            self.timeouts.pop();
-            if self
-                .outstanding
-                .get(&req)
-                .is_some_and(|o| o.deadline == Some(d))
-            {
-                expired.push(req);
-            }
-        }
+        // The deadlines passed, earliest first and by request id among equal ones.
+        let due = self.timeouts.partition_point(|&(d, _)| d <= now);
+        let mut passed: Vec<(Instant, u64)> = self.timeouts.drain(..due).collect();
+        passed.sort_unstable();
+        let expired: Vec<u64> = passed
+            .into_iter()
+            .filter(|&(d, req)| {
+                self.outstanding
+                    .get(&req)
+                    .is_some_and(|o| o.deadline == Some(d))
+            })
+            .map(|(_, req)| req)
+            .collect();
         for req in expired {
             let o = self.outstanding.get_mut(&req).expect("listed");
             if o.retries < self.config.max_retries {
@@ -349,7 +344,11 @@ impl CmCore {
                 self.stats.retries += 1;
                 o.queued = now;
                 // The same request id: the switch answers a repeat once.
+                let was_empty = self.aggregators[sw].is_empty();
                 self.aggregators[sw].push(now, req, cmd);
+                if was_empty {
+                    self.note_flush(sw);
+                }
                 self.ready.push_back(sw);
             } else {
                 let sw = o.switch;

@@ -20,7 +20,7 @@ impl CmCore {
             vpi,
             vp: false,
             within: self.config.partition,
-            owner: self.config.owner.clone(),
+            owner: self.owner.clone(),
         })
     }
 
@@ -186,7 +186,7 @@ impl CmCore {
             traffic: call.traffic,
             clr: call.clr,
             buffer_cells: call.buffer,
-            owner: self.config.owner.clone(),
+            owner: self.owner.clone(),
             replenish,
             tag: call.tag.clone(),
         })

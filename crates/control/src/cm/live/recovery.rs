@@ -67,7 +67,7 @@ pub async fn recover(
             .hops
             .iter()
             .map(|(h, conn, i, o)| {
-                held.get(&h.switch).is_some_and(|(conns, _)| {
+                held.get(&*h.switch).is_some_and(|(conns, _)| {
                     conns.iter().any(|x| {
                         x.id == *conn
                             && x.in_port.0 == h.in_port
@@ -86,17 +86,21 @@ pub async fn recover(
                 continue;
             }
             for (h, conn, ..) in &v.hops {
-                kept.insert((h.switch.clone(), *conn));
+                kept.insert((h.switch.to_string(), *conn));
             }
             hosts.push((v.id, jc.source.clone(), jc.destination.clone()));
-            sources.insert((v.hops[0].0.switch.clone(), v.hops[0].0.in_port, v.source_vc));
+            sources.insert((
+                v.hops[0].0.switch.to_string(),
+                v.hops[0].0.in_port,
+                v.source_vc,
+            ));
         } else {
             let missing: Vec<&str> = v
                 .hops
                 .iter()
                 .zip(&present)
                 .filter(|(_, p)| !**p)
-                .map(|((h, ..), _)| h.switch.as_str())
+                .map(|((h, ..), _)| &*h.switch)
                 .collect();
             findings.push(format!(
                 "connection {} ({} -> {}): hops missing on {}; rolled back",
@@ -162,7 +166,7 @@ pub async fn recover(
             all.push(Command::Unreserve(Unreserve {
                 port: atmlab_core::ids::PortId(port),
                 ids,
-                owner: owner.clone(),
+                owner: owner.as_str().into(),
             }));
         }
         if all.is_empty() {

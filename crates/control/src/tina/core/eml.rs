@@ -75,7 +75,7 @@ struct Op {
 #[derive(Debug)]
 pub struct EmlCore {
     switch: String,
-    owner: String,
+    owner: std::sync::Arc<str>,
     sncs: HashMap<u64, EmlSnc>,
     next_snc: u64,
     ops: HashMap<OpId, Op>,
@@ -87,7 +87,7 @@ impl EmlCore {
     pub fn new(switch: impl Into<String>, owner: impl Into<String>) -> Self {
         EmlCore {
             switch: switch.into(),
-            owner: owner.into(),
+            owner: owner.into().into(),
             sncs: HashMap::new(),
             next_snc: 1,
             ops: HashMap::new(),

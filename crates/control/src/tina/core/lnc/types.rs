@@ -217,7 +217,7 @@ impl Call {
                     })
                     .collect();
                 HopInfo {
-                    switch: hop.switch.clone(),
+                    switch: hop.switch.to_string(),
                     connection: self.conns[h],
                     in_port: PortId(hop.in_port),
                     in_id: self.ids[hop.in_slot],
@@ -255,7 +255,7 @@ impl Call {
     /// Hop `h`'s branch `s` as AddBranch (`drop` false) or DropBranch names it.
     pub(super) fn branch(&self, h: usize, s: usize, drop: bool) -> SncRequest {
         let at = BranchAt {
-            switch: self.tree.hop(h).switch.clone(),
+            switch: self.tree.hop(h).switch.to_string(),
             connection: self.conns[h],
             port: PortId(self.tree.slot(s).port),
         };

@@ -49,7 +49,7 @@ impl NmlCore {
         let traffic = req
             .traffic
             .ok_or_else(|| SncError::invalid("no traffic descriptor"))?;
-        let route: Vec<&str> = req.hops.iter().map(|h| h.switch.as_str()).collect();
+        let route: Vec<&str> = req.hops.iter().map(|h| &*h.switch).collect();
         let runs = self.subnetwork.runs(&route).map_err(SncError::invalid)?;
         for (c, _) in &runs {
             self.iface(*c)?;
@@ -120,7 +120,7 @@ impl NmlCore {
             .iter()
             .map(|(c, range)| {
                 let h = &req.hops[range.end - 1];
-                (*c, h.switch.clone(), PortId(h.out_port))
+                (*c, h.switch.to_string(), PortId(h.out_port))
             })
             .collect();
         let calls = links
