@@ -38,6 +38,7 @@
 pub mod costs;
 mod probes;
 pub mod qos;
+mod servers;
 mod shell;
 mod tina;
 

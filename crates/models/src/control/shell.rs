@@ -36,6 +36,7 @@ use atmlab_sim::stats::Histogram;
 use rand::Rng;
 use rustc_hash::FxHashMap;
 
+use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, Holding, METRICS, Pairs, probes};
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
@@ -91,102 +92,6 @@ enum Ev {
     Hangup(u64),
     Timer,
     Mark,
-}
-
-/// A FIFO server with threads.
-struct Server<W> {
-    queue: VecDeque<W>,
-    threads: Vec<Option<Vec<Output>>>,
-    busy: Duration,
-    /// Idle when work came: it starts once awake (`wakeup` profiles).
-    waking: bool,
-}
-
-impl<W> Server<W> {
-    fn new(threads: usize) -> Self {
-        Server {
-            queue: VecDeque::new(),
-            threads: (0..threads).map(|_| None).collect(),
-            busy: Duration::ZERO,
-            waking: false,
-        }
-    }
-    fn idle_thread(&self) -> Option<usize> {
-        self.threads.iter().position(Option::is_none)
-    }
-    /// Nothing queued and no thread working.
-    fn idle(&self) -> bool {
-        self.queue.is_empty() && self.threads.iter().all(Option::is_none)
-    }
-}
-
-/// A switch's answers to one message.
-type Answers = Vec<(u64, Result<Reply, FabricError>)>;
-
-/// A switch server: its core, its threads and the answers it already gave (a repeated
-/// request id is answered again, not applied twice, as the live servers do).
-///
-/// The live server keeps each answer [`ANSWER_KEEP`] and forgets it at the first message
-/// it serves after that. Here an answer is forgotten sooner where nothing can ask for it
-/// again (see [`Plane::answers_kept`]), which changes no answer given, only the memory and
-/// the time it takes: kept, the answers of a busy plane would make a map of millions of
-/// entries, each request looked up in it.
-struct SwitchServer {
-    core: Switch,
-    server: Server<Vec<(u64, Command)>>,
-    replies: Vec<Option<Answers>>,
-    /// The answers given, by request id, with when they were given.
-    answered: FxHashMap<u64, (Instant, Result<Reply, FabricError>)>,
-    /// When each answer was given, oldest first, to forget it [`ANSWER_KEEP`] later;
-    /// filled only once answers are kept (a repeated request may come).
-    answered_order: VecDeque<(Instant, u64)>,
-    /// Per queued message: whether it found the server idle (see `Link`).
-    cold: VecDeque<bool>,
-    /// When the server last finished a message (and forgot the answers older than
-    /// [`ANSWER_KEEP`] then).
-    pruned_at: Option<Instant>,
-}
-
-/// How long a switch server keeps an answer for a repeated request (as long as the
-/// manager may re-send it: its retries).
-const ANSWER_KEEP: Duration = Duration::from_secs(60);
-
-impl SwitchServer {
-    /// The server finished a message at `now`: it forgets the answers older than
-    /// [`ANSWER_KEEP`].
-    fn forget_answers(&mut self, now: Instant) {
-        self.pruned_at = Some(now);
-        while let Some(&(at, req)) = self.answered_order.front() {
-            if now.saturating_duration_since(at) <= ANSWER_KEEP {
-                break;
-            }
-            self.answered_order.pop_front();
-            // An answer forgotten and given again since is the newer one's to forget.
-            if self.answered.get(&req).is_some_and(|&(t, _)| t == at) {
-                self.answered.remove(&req);
-            }
-        }
-    }
-}
-
-/// What a manager's link to a switch marshals or unmarshals (`links` profiles: each
-/// link its own thread, as the live manager's link tasks).
-#[derive(Debug)]
-enum LinkJob {
-    /// A message of commands to the switch.
-    Out(Vec<(u64, Command)>),
-    /// The switch's answers, for the manager.
-    In(Answers),
-}
-
-/// A manager's link to one switch. Each queued job notes whether it found the link
-/// idle (`coalesce` profiles charge `per_message` only then).
-#[derive(Default)]
-struct Link {
-    queue: VecDeque<(LinkJob, bool)>,
-    job: Option<LinkJob>,
-    /// Idle when a job came: it starts once awake (`wakeup` profiles).
-    waking: bool,
 }
 
 /// One user call.
@@ -263,7 +168,7 @@ struct Plane<'a> {
     rng: SimRng,
     core: CmCore,
     router: CachedRouter,
-    manager: Server<Work>,
+    manager: Server<Work, Vec<Output>>,
     switches: Vec<SwitchServer>,
     /// The manager's links, one per switch, when the profile has `links`.
     links: Vec<Link>,
@@ -283,7 +188,7 @@ struct Plane<'a> {
     /// events due then (kept out of the event set, see [`EventSet::take_seq`]).
     timer: Option<(Instant, Instant, u64)>,
     timeout_queued: bool,
-    /// Whether the switches keep every answer [`ANSWER_KEEP`] (once the manager has
+    /// Whether the switches keep every answer [`ANSWER_KEEP`](super::servers::ANSWER_KEEP) (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
     /// is sent twice, each request reaches its switch at most once, and once the manager
     /// has its answer it never sends it again, so nothing can ask for that answer.
@@ -1054,7 +959,7 @@ impl<'a> Plane<'a> {
             };
             let work =
                 times(per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
-            sw.server.threads[t] = Some(Vec::new());
+            sw.server.threads[t] = Some(());
             sw.replies[t] = Some(replies);
             sw.server.busy += work;
             self.events.schedule(now + work, Ev::SwitchDone(s, t));
@@ -1080,7 +985,7 @@ impl<'a> Plane<'a> {
     }
 
     /// The manager re-sent a request for the first time: from now on a switch may be
-    /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`], as the live
+    /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`](super::servers::ANSWER_KEEP), as the live
     /// server keeps it. The answers still held (those the manager has not yet had) are
     /// put in the order they were given, and those the live server would have forgotten
     /// by now are forgotten.
