@@ -33,9 +33,12 @@
 //! (paper 001): the LNC over `depth` levels of NML-CPs (`fanout` children each) over one
 //! EML-CP per switch, `mode` sequential (Alcin's) or parallel sub-connection setup, the
 //! EML-CPs optionally co-located with their NML-CP (`colocate`); it takes no faults.
-//! Not yet here: several managers on partitions.
+//! Several managers (`managers = n`) share the switches, each reserving from its own
+//! partition of every port's VCI range (paper 000 §II-C1), the calls dealt to them in
+//! turn.
 
 pub mod costs;
+mod driver;
 mod probes;
 pub mod qos;
 mod servers;
@@ -84,6 +87,9 @@ pub struct ManagerSpec {
     pub cache: (u32, u32, u32),
     /// TINA's performers instead of a connection manager core (`kind = "tina"`).
     pub tina: Option<TinaSpec>,
+    /// Managers sharing the switches, each on its own partition of every port's VCI
+    /// range (paper 000 §II-C1); calls are dealt to them in turn.
+    pub managers: u32,
 }
 
 /// The shape of a TINA deployment (paper 001 §1.2.1, §4.3), as
@@ -241,7 +247,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "manager",
-        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), adaptive = \"paper\" | { bounds = [calls/s...], thresholds = [T...], window = duration } (xbind: T follows the arrival rate, §IV-B), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), managers = n (default 1: several managers on disjoint partitions of every port's VCI range, calls dealt in turn), adaptive = \"paper\" | { bounds = [calls/s...], thresholds = [T...], window = duration } (xbind: T follows the arrival rate, §IV-B), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
     },
     ParamDoc {
         key: "arrival",
@@ -299,13 +305,13 @@ impl Prepared for ControlConfig {
 
 impl ControlConfig {
     /// Runs one replication: the managers' plane, or TINA's performers' (`tina`). The
-    /// choice is made here, so that the two shells share the loop (`shell::drive`)
+    /// choice is made here, so that the two shells share the loop (`driver::drive`)
     /// without depending on each other.
     fn run_replication(&self, rep: &Replication) -> Result<RepResult, SimError> {
         match &self.manager.tina {
             Some(t) => {
-                let (d, warmup) = shell::lengths(rep)?;
-                shell::drive(&mut tina::TinaPlane::new(self, t, rep)?, rep, d, warmup)
+                let (d, warmup) = driver::lengths(rep)?;
+                driver::drive(&mut tina::TinaPlane::new(self, t, rep)?, rep, d, warmup)
             }
             None => self.run_managers(rep),
         }
@@ -619,6 +625,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                 (fill, low, max)
             },
             tina: None,
+            managers: whole("managers", 1, 64)?,
         },
         "sequential" | "threaded" => ManagerSpec {
             kind: CmKind::Sequential,
@@ -642,6 +649,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                 (d.cache_fill, d.cache_low, d.cache_max)
             },
             tina: None,
+            managers: whole("managers", 1, 64)?,
         },
         "tina" => {
             let mode = if m.has("mode") {
@@ -670,6 +678,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                     fanout: whole("fanout", defaults.fanout, 1_024)?,
                     colocate,
                 }),
+                managers: 1,
             }
         }
         other => {

@@ -51,9 +51,12 @@ pub(super) type Answers = Vec<(u64, Result<Reply, FabricError>)>;
 /// entries, each request looked up in it.
 pub(super) struct SwitchServer {
     pub(super) core: Switch,
-    pub(super) server: Server<Vec<(u64, Command)>>,
-    pub(super) replies: Vec<Option<Answers>>,
-    /// The answers given, by request id, with when they were given.
+    /// Messages queued, each with the number of the manager that sent it.
+    pub(super) server: Server<(usize, Vec<(u64, Command)>)>,
+    /// Per thread, the answers it is giving and to which manager.
+    pub(super) replies: Vec<Option<(usize, Answers)>>,
+    /// The answers given, by request key (the manager's number and its request id),
+    /// with when they were given.
     pub(super) answered: FxHashMap<u64, (Instant, Result<Reply, FabricError>)>,
     /// When each answer was given, oldest first, to forget it [`ANSWER_KEEP`] later;
     /// filled only once answers are kept (a repeated request may come).

@@ -31,13 +31,15 @@ use atmlab_sim::SimError;
 use atmlab_sim::event_set::EventSet;
 use atmlab_sim::model::{RepResult, Replication};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
+#[cfg(test)]
 use atmlab_sim::scenario::{RunLength, Warmup};
 use atmlab_sim::stats::Histogram;
 use rand::Rng;
 use rustc_hash::FxHashMap;
 
+use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_err, times};
 use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
-use super::{ControlConfig, Holding, METRICS, Pairs, probes};
+use super::{ControlConfig, METRICS, probes};
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
@@ -72,8 +74,8 @@ enum Output {
 /// A server that was idle when work reached it.
 #[derive(Debug, Clone, Copy)]
 enum Sleeper {
-    Manager,
-    Link(usize),
+    Manager(usize),
+    Link(usize, usize),
     Switch(usize),
 }
 
@@ -82,15 +84,20 @@ enum Ev {
     /// A server is awake after its `wakeup`.
     Woken(Sleeper),
     Arrival,
-    AtManager(Work),
-    ManagerDone(usize),
-    AtSwitch(usize, Vec<(u64, Command)>),
+    /// Work reaches manager `m`.
+    AtManager(usize, Work),
+    /// Manager `m`'s thread `t` finished.
+    ManagerDone(usize, usize),
+    /// A message of manager `m` reaches switch `s`: `(s, m, commands)`.
+    AtSwitch(usize, usize, Vec<(u64, Command)>),
     SwitchDone(usize, usize),
-    /// A switch's answers reach the manager's link to it (`links` profiles).
-    AtLink(usize, Answers),
-    LinkDone(usize),
-    Hangup(u64),
-    Timer,
+    /// Switch `s`'s answers reach manager `m`'s link to it (`links` profiles).
+    AtLink(usize, usize, Answers),
+    LinkDone(usize, usize),
+    /// Manager `m`'s user hangs up core call `id`.
+    Hangup(usize, u64),
+    /// Manager `m`'s core's timer.
+    Timer(usize),
     Mark,
 }
 
@@ -111,75 +118,17 @@ struct Stats {
     cache: (u64, u64),
 }
 
-/// What every plane counts of its calls in a measured period (the managers' and
-/// TINA's).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Calls {
-    pub(super) attempts: u64,
-    pub(super) established: u64,
-    pub(super) blocked: u64,
-    pub(super) failed: u64,
-    pub(super) invocations: u64,
-    pub(super) latency_sum: f64,
-}
-
-impl Calls {
-    /// The first seven of [`METRICS`], the ones every plane has: blocking and failure
-    /// probability, mean and 99th-percentile setup latency (`latency` holds the
-    /// period's setups), setups and offered calls per second, invocations per call.
-    pub(super) fn metrics(&self, latency: &Histogram, secs: f64) -> [f64; 7] {
-        let decided = (self.established + self.blocked + self.failed) as f64;
-        let ratio = |x: u64| {
-            if decided > 0.0 {
-                x as f64 / decided
-            } else {
-                0.0
-            }
-        };
-        [
-            ratio(self.blocked),
-            ratio(self.failed),
-            if self.established > 0 {
-                self.latency_sum / self.established as f64
-            } else {
-                f64::NAN
-            },
-            if latency.count() > 0 {
-                latency.quantile(0.99)
-            } else {
-                f64::NAN
-            },
-            self.established as f64 / secs,
-            self.attempts as f64 / secs,
-            if self.attempts > 0 {
-                self.invocations as f64 / self.attempts as f64
-            } else {
-                0.0
-            },
-        ]
-    }
-}
-
-/// The whole simulated control plane of one replication.
-struct Plane<'a> {
-    cfg: &'a ControlConfig,
-    events: EventSet<Ev>,
-    now: Instant,
-    rng: SimRng,
+/// One connection manager and what is its own: its core, its route cache, its
+/// thread(s), its links to the switches, its timer.
+struct Mgr {
     core: CmCore,
     router: CachedRouter,
-    manager: Server<Work, Vec<Output>>,
-    switches: Vec<SwitchServer>,
-    /// The manager's links, one per switch, when the profile has `links`.
+    server: Server<Work, Vec<Output>>,
+    /// Its links, one per switch, when the profile has `links`.
     links: Vec<Link>,
-    /// Processors free when the profile shares `cpus` among every server; `None` when
-    /// each server has its own.
-    cpu_free: Option<usize>,
-    index: FxHashMap<String, usize>,
     /// The core's switch numbers (`Transmit::switch_index`) to ours, learnt once each.
     core_index: Vec<Option<usize>>,
-    calls: FxHashMap<usize, UserCall>,
-    next_call: usize,
+    /// Its core's call ids to the user calls.
     by_core: FxHashMap<u64, usize>,
     /// Operations in progress and waiting for a thread (blocking managers only).
     in_progress: usize,
@@ -188,6 +137,29 @@ struct Plane<'a> {
     /// events due then (kept out of the event set, see [`EventSet::take_seq`]).
     timer: Option<(Instant, Instant, u64)>,
     timeout_queued: bool,
+}
+
+/// A request's key at a switch server: the managers number their requests apart, so
+/// the manager's number goes with it (request ids stay far below 2^48).
+fn request_key(m: usize, req: u64) -> u64 {
+    ((m as u64) << 48) | req
+}
+
+/// The whole simulated control plane of one replication.
+struct Plane<'a> {
+    cfg: &'a ControlConfig,
+    events: EventSet<Ev>,
+    now: Instant,
+    rng: SimRng,
+    /// The managers, one or more (each on its own partition of the identifiers).
+    mgrs: Vec<Mgr>,
+    switches: Vec<SwitchServer>,
+    /// Processors free when the profile shares `cpus` among every server; `None` when
+    /// each server has its own.
+    cpu_free: Option<usize>,
+    index: FxHashMap<String, usize>,
+    calls: FxHashMap<usize, UserCall>,
+    next_call: usize,
     /// Whether the switches keep every answer [`ANSWER_KEEP`](super::servers::ANSWER_KEEP) (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
     /// is sent twice, each request reaches its switch at most once, and once the manager
@@ -214,103 +186,6 @@ impl ControlConfig {
     }
 }
 
-/// The run's measured length and warm-up, both durations.
-pub(super) fn lengths(rep: &Replication) -> Result<(Duration, Duration), SimError> {
-    let d = match rep.length {
-        RunLength::Duration(d) => d,
-        RunLength::Count(_) => {
-            return Err(model_err(
-                "runs by duration: set run.duration, not run.count",
-            ));
-        }
-    };
-    let warmup = match rep.warmup {
-        Warmup::Time(w) => w,
-        Warmup::Observations(0) => Duration::ZERO,
-        _ => {
-            return Err(model_err(
-                "the warm-up is a duration (run.warmup = \"30 s\"), not auto",
-            ));
-        }
-    };
-    Ok((d, warmup))
-}
-
-/// What the replication loop needs of a simulated control plane (the managers' here,
-/// TINA's performers' in `tina`): the one loop of marks, batches and metrics for both.
-pub(super) trait Driven {
-    /// Schedules a period mark at `at`.
-    fn schedule_mark(&mut self, at: Instant);
-    /// Schedules the first call's arrival, at zero.
-    fn begin(&mut self);
-    /// Applies the next event due by `end`: `None` when there is none, `Some(true)` when
-    /// it was a period mark.
-    fn advance(&mut self, end: Instant) -> Option<bool>;
-    /// A new measured period: counters to zero, busy times noted.
-    fn new_period(&mut self);
-    /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
-    fn measure(&self, span: Duration) -> Vec<(&'static str, f64)>;
-}
-
-/// Runs `plane` for the warm-up and `d` in `rep.batches` batches.
-pub(super) fn drive(
-    plane: &mut dyn Driven,
-    rep: &Replication,
-    d: Duration,
-    warmup: Duration,
-) -> Result<RepResult, SimError> {
-    let batches = rep.batches.max(1);
-    let start = Instant::ZERO + warmup;
-    let mut marks = vec![start];
-    for b in 1..=batches {
-        marks.push(start + Duration::from_picos(d.as_picos() / u64::from(batches) * u64::from(b)));
-    }
-    let end = *marks.last().unwrap_or(&start);
-    for &m in &marks {
-        plane.schedule_mark(m);
-    }
-    plane.begin();
-    let mut batch_metrics = Vec::new();
-    let mut mark = 0usize;
-    let mut processed = 0u64;
-    while let Some(is_mark) = plane.advance(end) {
-        processed += 1;
-        if is_mark {
-            if mark > 0 {
-                let m = plane.measure(marks[mark] - marks[mark - 1]);
-                batch_metrics.push(m.into_iter().map(|(_, v)| v).collect::<Vec<f64>>());
-            }
-            plane.new_period();
-            mark += 1;
-            if mark == marks.len() {
-                break;
-            }
-        }
-    }
-    let metrics: Vec<(&'static str, f64)> = if batches == 1 {
-        METRICS
-            .iter()
-            .copied()
-            .zip(batch_metrics.pop().unwrap_or_default())
-            .collect()
-    } else {
-        let mut m: Vec<(&'static str, f64)> = METRICS.iter().map(|k| (*k, 0.0)).collect();
-        atmlab_sim::model::grand_means(&mut m, &batch_metrics);
-        m
-    };
-    Ok(RepResult {
-        metrics,
-        events: processed,
-        simulated: end - Instant::ZERO,
-        truncation: None,
-        batch_metrics: if batches > 1 {
-            batch_metrics
-        } else {
-            Vec::new()
-        },
-    })
-}
-
 impl Driven for Plane<'_> {
     fn schedule_mark(&mut self, at: Instant) {
         self.events.schedule(at, Ev::Mark);
@@ -333,33 +208,6 @@ impl Driven for Plane<'_> {
     fn measure(&self, span: Duration) -> Vec<(&'static str, f64)> {
         self.metrics(span)
     }
-}
-
-/// A call's host pair, drawn as the scenario says.
-pub(super) fn draw_pair(cfg: &ControlConfig, rng: &mut SimRng) -> (usize, usize) {
-    match &cfg.pairs {
-        Pairs::List(list) if list.len() == 1 => list[0],
-        Pairs::List(list) => list[rng.random_range(0..list.len())],
-        Pairs::Any => {
-            let n = cfg.hosts.len();
-            let a = rng.random_range(0..n);
-            let b = (a + 1 + rng.random_range(0..n - 1)) % n;
-            (a, b)
-        }
-    }
-}
-
-/// A call's holding time, drawn as the scenario says.
-pub(super) fn draw_hold(cfg: &ControlConfig, rng: &mut SimRng) -> Duration {
-    match cfg.holding {
-        Holding::Exponential(mean) => Duration::from_secs_f64(exp1(rng) * mean.as_secs_f64()),
-        Holding::Deterministic(d) => d,
-    }
-}
-
-/// `d` taken `n` times.
-pub(super) fn times(d: Duration, n: u64) -> Duration {
-    Duration::from_picos(d.as_picos().saturating_mul(n))
 }
 
 impl ControlConfig {
@@ -402,13 +250,6 @@ impl ControlConfig {
     }
 }
 
-pub(super) fn model_err(message: impl Into<String>) -> SimError {
-    SimError::Model {
-        model: "control".into(),
-        message: message.into(),
-    }
-}
-
 impl<'a> Plane<'a> {
     fn new(cfg: &'a ControlConfig, rep: &Replication) -> Result<Self, SimError> {
         let rngs = RngFactory::new(rep.seed, rep.replication);
@@ -419,9 +260,31 @@ impl<'a> Plane<'a> {
         core_cfg.sweep_interval = None;
         (core_cfg.cache_fill, core_cfg.cache_low, core_cfg.cache_max) = cfg.manager.cache;
         core_cfg.max_setups = usize::MAX / 2;
-        let core = CmCore::new(core_cfg).map_err(model_err)?;
         let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
-        let router = CachedRouter::new(Arc::new(Mutex::new(route)), cfg.manager.route_ttl);
+        let route = Arc::new(Mutex::new(route));
+        let count = cfg.manager.managers.max(1) as usize;
+        let partitions = partitions(cfg, count)?;
+        let n = cfg.switches.len();
+        let mut mgrs = Vec::with_capacity(count);
+        for partition in partitions {
+            let mut c = core_cfg.clone();
+            c.partition = partition;
+            if count > 1 {
+                c.owner = format!("{}-{}", c.owner, mgrs.len());
+            }
+            mgrs.push(Mgr {
+                core: CmCore::new(c).map_err(model_err)?,
+                router: CachedRouter::new(Arc::clone(&route), cfg.manager.route_ttl),
+                server: Server::new(cfg.manager.threads as usize),
+                links: (0..n).map(|_| Link::default()).collect(),
+                core_index: Vec::new(),
+                by_core: FxHashMap::default(),
+                in_progress: 0,
+                waiting_ops: VecDeque::new(),
+                timer: None,
+                timeout_queued: false,
+            });
+        }
         let mut switches = Vec::new();
         let mut index = FxHashMap::default();
         for (i, sc) in cfg.switches.iter().enumerate() {
@@ -439,27 +302,17 @@ impl<'a> Plane<'a> {
             });
             index.insert(sc.name.clone(), i);
         }
-        let n = switches.len();
         Ok(Plane {
             cfg,
             events: EventSet::new(),
             now: Instant::ZERO,
             rng: rngs.stream(0),
-            core,
-            router,
-            manager: Server::new(cfg.manager.threads as usize),
-            links: (0..n).map(|_| Link::default()).collect(),
+            mgrs,
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
-            core_index: Vec::new(),
             calls: FxHashMap::default(),
             next_call: 0,
-            by_core: FxHashMap::default(),
-            in_progress: 0,
-            waiting_ops: VecDeque::new(),
-            timer: None,
-            timeout_queued: false,
             answers_kept: false,
             stats: Stats {
                 switch_busy: vec![Duration::ZERO; n],
@@ -480,9 +333,9 @@ impl<'a> Plane<'a> {
     fn start_period(&mut self) {
         let n = self.switches.len();
         self.marked = Stats {
-            manager_busy: self.manager.busy,
+            manager_busy: self.managers_busy(),
             switch_busy: self.switches.iter().map(|s| s.server.busy).collect(),
-            cache: self.core.cache_counts(),
+            cache: self.cache_counts(),
             ..Stats::default()
         };
         self.stats = Stats {
@@ -496,15 +349,30 @@ impl<'a> Plane<'a> {
     /// The core's probes now: the first cache's `N_v` (the source switch's output port,
     /// in name order) and the messages sent (see [`probes`]).
     fn nv_time(&self) -> probes::Mark {
-        probes::Mark::of(&self.core)
+        probes::Mark::of(&self.mgrs[0].core)
+    }
+
+    /// Every manager's busy time, summed.
+    fn managers_busy(&self) -> Duration {
+        self.mgrs
+            .iter()
+            .fold(Duration::ZERO, |sum, g| sum + g.server.busy)
+    }
+
+    /// Every manager's VCI cache hits and misses, summed.
+    fn cache_counts(&self) -> (u64, u64) {
+        self.mgrs.iter().fold((0, 0), |(h, m), g| {
+            let (a, b) = g.core.cache_counts();
+            (h + a, m + b)
+        })
     }
 
     /// The metrics of the period that lasted `span`, in [`METRICS`]' order.
     fn metrics(&self, span: Duration) -> Vec<(&'static str, f64)> {
         let secs = span.as_secs_f64().max(f64::MIN_POSITIVE);
-        let (h, m) = self.core.cache_counts();
+        let (h, m) = self.cache_counts();
         let (hits, misses) = (h - self.marked.cache.0, m - self.marked.cache.1);
-        let manager_busy = self.manager.busy - self.marked.manager_busy;
+        let manager_busy = self.managers_busy() - self.marked.manager_busy;
         let switch_busy = self
             .switches
             .iter()
@@ -525,7 +393,9 @@ impl<'a> Plane<'a> {
                 } else {
                     f64::NAN
                 },
-                manager_busy.as_secs_f64() / secs / threads(self.manager.threads.len()),
+                manager_busy.as_secs_f64()
+                    / secs
+                    / threads(self.mgrs.len() * self.cfg.manager.threads as usize),
                 switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
                 nv_mean,
                 nv_dispersion,
@@ -538,14 +408,14 @@ impl<'a> Plane<'a> {
         match ev {
             Ev::Arrival if self.arrivals_stopped => {}
             Ev::Arrival => self.arrival(),
-            Ev::AtManager(w) => self.reach_manager(w),
-            Ev::ManagerDone(t) => self.manager_done(t),
-            Ev::AtSwitch(s, msg) => {
+            Ev::AtManager(m, w) => self.reach_manager(m, w),
+            Ev::ManagerDone(m, t) => self.manager_done(m, t),
+            Ev::AtSwitch(s, m, msg) => {
                 let sw = &mut self.switches[s];
                 let idle = sw.server.idle();
                 let wake = idle && !sw.server.waking;
                 sw.cold.push_back(idle);
-                sw.server.queue.push_back(msg);
+                sw.server.queue.push_back((m, msg));
                 if wake && self.wake(Sleeper::Switch(s)) {
                     self.switches[s].server.waking = true;
                 } else {
@@ -553,17 +423,17 @@ impl<'a> Plane<'a> {
                 }
             }
             Ev::SwitchDone(s, t) => self.switch_done(s, t),
-            Ev::AtLink(s, answers) => self.push_link(s, LinkJob::In(answers)),
-            Ev::LinkDone(s) => self.link_done(s),
-            Ev::Hangup(id) => {
+            Ev::AtLink(m, s, answers) => self.push_link(m, s, LinkJob::In(answers)),
+            Ev::LinkDone(m, s) => self.link_done(m, s),
+            Ev::Hangup(m, id) => {
                 // The user's DeleteConnection reaches the manager.
                 let at = self.now + self.cfg.costs.client_latency();
-                self.events.schedule(at, Ev::AtManager(Work::Delete(id)));
+                self.events.schedule(at, Ev::AtManager(m, Work::Delete(id)));
             }
-            Ev::Timer => {
-                if !self.timeout_queued {
-                    self.timeout_queued = true;
-                    self.give_manager(Work::Timeout);
+            Ev::Timer(m) => {
+                if !self.mgrs[m].timeout_queued {
+                    self.mgrs[m].timeout_queued = true;
+                    self.give_manager(m, Work::Timeout);
                 }
             }
             Ev::Woken(who) => self.woken(who),
@@ -585,9 +455,10 @@ impl<'a> Plane<'a> {
         );
         self.stats.calls.attempts += 1;
         self.stats.calls.invocations += 1;
-        // The AddConnection crosses the wire to the manager.
+        // The AddConnection crosses the wire to its manager (dealt in turn).
         let at = self.now + cfg.costs.client_latency();
-        self.events.schedule(at, Ev::AtManager(Work::Setup(u)));
+        let m = u % self.mgrs.len();
+        self.events.schedule(at, Ev::AtManager(m, Work::Setup(u)));
         let gap = exp1(&mut self.rng) / cfg.arrival_rate;
         let next = self.now + Duration::from_secs_f64(gap);
         self.events.schedule(next, Ev::Arrival);
@@ -595,40 +466,43 @@ impl<'a> Plane<'a> {
 
     /// An operation reaches the manager: a blocking manager admits it only with a thread
     /// free for its whole length.
-    fn reach_manager(&mut self, w: Work) {
+    fn reach_manager(&mut self, m: usize, w: Work) {
         let op = matches!(w, Work::Setup(_) | Work::Delete(_));
         if op && self.cfg.manager.blocking {
-            if self.in_progress >= self.manager.threads.len() {
-                self.waiting_ops.push_back(w);
+            let g = &mut self.mgrs[m];
+            if g.in_progress >= g.server.threads.len() {
+                g.waiting_ops.push_back(w);
                 return;
             }
-            self.in_progress += 1;
+            g.in_progress += 1;
         }
-        self.give_manager(w);
+        self.give_manager(m, w);
     }
 
     /// A blocking manager's operation ended: the next waiting one starts.
-    fn op_ended(&mut self) {
+    fn op_ended(&mut self, m: usize) {
         if !self.cfg.manager.blocking {
             return;
         }
-        self.in_progress = self.in_progress.saturating_sub(1);
-        if let Some(w) = self.waiting_ops.pop_front() {
-            self.in_progress += 1;
-            self.give_manager(w);
+        let g = &mut self.mgrs[m];
+        g.in_progress = g.in_progress.saturating_sub(1);
+        if let Some(w) = g.waiting_ops.pop_front() {
+            g.in_progress += 1;
+            self.give_manager(m, w);
         }
     }
 
     /// Work for the manager: it starts at once, or after `wakeup` if the manager was
     /// idle.
-    fn give_manager(&mut self, w: Work) {
-        let wake = self.manager.idle() && !self.manager.waking;
-        self.manager.queue.push_back(w);
-        if wake && self.wake(Sleeper::Manager) {
-            self.manager.waking = true;
+    fn give_manager(&mut self, m: usize, w: Work) {
+        let server = &mut self.mgrs[m].server;
+        let wake = server.idle() && !server.waking;
+        server.queue.push_back(w);
+        if wake && self.wake(Sleeper::Manager(m)) {
+            self.mgrs[m].server.waking = true;
             return;
         }
-        self.serve_manager();
+        self.serve_manager(m);
     }
 
     /// Schedules `who`'s wakeup if the profile has one; false if it has none.
@@ -644,13 +518,13 @@ impl<'a> Plane<'a> {
     /// `who` is awake: it starts its queued work.
     fn woken(&mut self, who: Sleeper) {
         match who {
-            Sleeper::Manager => {
-                self.manager.waking = false;
-                self.serve_manager();
+            Sleeper::Manager(m) => {
+                self.mgrs[m].server.waking = false;
+                self.serve_manager(m);
             }
-            Sleeper::Link(s) => {
-                self.links[s].waking = false;
-                self.serve_link(s);
+            Sleeper::Link(m, s) => {
+                self.mgrs[m].links[s].waking = false;
+                self.serve_link(m, s);
             }
             Sleeper::Switch(s) => {
                 self.switches[s].server.waking = false;
@@ -659,26 +533,27 @@ impl<'a> Plane<'a> {
         }
     }
 
-    fn serve_manager(&mut self) {
-        if self.manager.waking {
+    fn serve_manager(&mut self, m: usize) {
+        if self.mgrs[m].server.waking {
             return;
         }
-        while let Some(t) = self.manager.idle_thread() {
-            if self.manager.queue.is_empty() || !self.take_cpu() {
+        while let Some(t) = self.mgrs[m].server.idle_thread() {
+            if self.mgrs[m].server.queue.is_empty() || !self.take_cpu() {
                 return;
             }
-            let Some(w) = self.manager.queue.pop_front() else {
+            let Some(w) = self.mgrs[m].server.queue.pop_front() else {
                 return;
             };
-            let (work, outputs) = self.manager_step(w);
-            self.manager.threads[t] = Some(outputs);
-            self.manager.busy += work;
-            self.events.schedule(self.now + work, Ev::ManagerDone(t));
+            let (work, outputs) = self.manager_step(m, w);
+            let server = &mut self.mgrs[m].server;
+            server.threads[t] = Some(outputs);
+            server.busy += work;
+            self.events.schedule(self.now + work, Ev::ManagerDone(m, t));
         }
     }
 
     /// Applies one input to the core; returns the thread's work and what leaves after it.
-    fn manager_step(&mut self, w: Work) -> (Duration, Vec<Output>) {
+    fn manager_step(&mut self, m: usize, w: Work) -> (Duration, Vec<Output>) {
         let cfg = self.cfg;
         let c = &cfg.costs;
         let now = self.now;
@@ -695,14 +570,15 @@ impl<'a> Plane<'a> {
                 // Step 2, the QoS mapper core (the user's QoS to a cell-level contract),
                 // then step 3, a route with room for its peak rate.
                 let contract = self.cfg.contract.traffic();
-                let before = self.router.misses;
+                let router = &mut self.mgrs[m].router;
+                let before = router.misses;
                 let route = contract.and_then(|(t, clr)| {
-                    self.router
+                    router
                         .route(now, src, dst, t.pcr.per_sec())
                         .map(|hops| (hops, t, clr))
                         .map_err(|e| e.message)
                 });
-                let miss = self.router.misses > before;
+                let miss = router.misses > before;
                 if c.colocated {
                     // The QoS mapper and the route object are objects in the manager's
                     // process (atmlab's live lab): their work is the manager's, in this
@@ -711,7 +587,7 @@ impl<'a> Plane<'a> {
                     if miss {
                         work += c.route_work;
                     }
-                    self.start_setup(u, route, now);
+                    self.start_setup(m, u, route, now);
                 } else {
                     // The QoS mapper's round trip, and the route object's on a miss: the
                     // manager marshals each request and unmarshals each answer.
@@ -728,25 +604,25 @@ impl<'a> Plane<'a> {
             }
             Work::Resolved(u, route) => {
                 work += times(c.per_message + c.per_command, 2);
-                self.start_setup(u, route, now);
+                self.start_setup(m, u, route, now);
             }
             Work::Delete(id) => {
                 if !c.colocated {
                     work += unmarshal(1);
                 }
-                self.core.delete(now, id);
+                self.mgrs[m].core.delete(now, id);
             }
             Work::Replies(s, replies) => {
                 if !c.links {
                     work += unmarshal(replies.len());
                 }
                 for (req, r) in replies {
-                    self.core.handle_reply(now, req, r);
+                    self.mgrs[m].core.handle_reply(now, req, r);
                     if !self.answers_kept {
-                        if self.core.stats().retries == 0 {
+                        if self.mgrs[m].core.stats().retries == 0 {
                             // Answered, and no request was ever sent twice: nothing will
                             // ask the switch for this answer again.
-                            self.switches[s].answered.remove(&req);
+                            self.switches[s].answered.remove(&request_key(m, req));
                         } else {
                             self.keep_answers();
                         }
@@ -754,12 +630,12 @@ impl<'a> Plane<'a> {
                 }
             }
             Work::Timeout => {
-                self.timeout_queued = false;
-                self.core.handle_timeout(now);
+                self.mgrs[m].timeout_queued = false;
+                self.mgrs[m].core.handle_timeout(now);
             }
         }
-        while let Some(t) = self.core.poll_transmit(now) {
-            let Some(s) = self.switch_of(t.switch_index, &t.switch) else {
+        while let Some(t) = self.mgrs[m].core.poll_transmit(now) {
+            let Some(s) = self.switch_of(m, t.switch_index, &t.switch) else {
                 continue;
             };
             if !c.links {
@@ -768,29 +644,30 @@ impl<'a> Plane<'a> {
             self.stats.calls.invocations += 1;
             out.push(Output::Transmit(s, t.commands));
         }
-        while let Some(e) = self.core.poll_event() {
+        while let Some(e) = self.mgrs[m].core.poll_event() {
             out.push(Output::Event(e));
         }
-        self.arm_timer();
+        self.arm_timer(m);
         (work, out)
     }
 
     /// Our number of the core's switch `core` (named `name`).
-    fn switch_of(&mut self, core: usize, name: &str) -> Option<usize> {
-        if let Some(&Some(s)) = self.core_index.get(core) {
+    fn switch_of(&mut self, m: usize, core: usize, name: &str) -> Option<usize> {
+        let known = &mut self.mgrs[m].core_index;
+        if let Some(&Some(s)) = known.get(core) {
             return Some(s);
         }
         let s = *self.index.get(name)?;
-        if self.core_index.len() <= core {
-            self.core_index.resize(core + 1, None);
+        if known.len() <= core {
+            known.resize(core + 1, None);
         }
-        self.core_index[core] = Some(s);
+        known[core] = Some(s);
         Some(s)
     }
 
     /// The route is known: the core starts the setup, or the call is refused before any
     /// switch is asked.
-    fn start_setup(&mut self, u: usize, route: Result<Route, String>, now: Instant) {
+    fn start_setup(&mut self, m: usize, u: usize, route: Result<Route, String>, now: Instant) {
         match route {
             Ok((hops, traffic, clr)) => {
                 let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
@@ -802,24 +679,26 @@ impl<'a> Plane<'a> {
                     buffer_cells: 0,
                     tag: String::new(),
                 };
-                let id = self.core.add(now, req);
-                self.by_core.insert(id, u);
+                let g = &mut self.mgrs[m];
+                let id = g.core.add(now, req);
+                g.by_core.insert(id, u);
             }
             Err(_) => {
                 self.decided(u, Outcome::Blocked);
-                self.op_ended();
+                self.op_ended(m);
             }
         }
     }
 
-    fn arm_timer(&mut self) {
-        let want = self.core.poll_timeout();
-        match (want, self.timer) {
+    fn arm_timer(&mut self, m: usize) {
+        let want = self.mgrs[m].core.poll_timeout();
+        match (want, self.mgrs[m].timer) {
             (Some(t), Some((armed, _, _))) if t == armed => {}
             (want, _) => {
                 // Re-armed: as if the old timer event were cancelled and a new one
                 // scheduled now.
-                self.timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
+                let timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
+                self.mgrs[m].timer = timer;
             }
         }
     }
@@ -827,47 +706,54 @@ impl<'a> Plane<'a> {
     /// The next event due by `end`: the event set's earliest, or the core's timer when
     /// it comes first (by time, then by when it was armed).
     fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
-        if let Some((_, at, seq)) = self.timer
+        // The managers' timers: the earliest, by time then by when it was armed.
+        let first = self
+            .mgrs
+            .iter()
+            .enumerate()
+            .filter_map(|(m, g)| g.timer.map(|(_, at, seq)| ((at, seq), m)))
+            .min();
+        if let Some(((at, seq), m)) = first
             && at <= end
             && self.events.peek_key().is_none_or(|k| (at, seq) < k)
         {
-            self.timer = None;
-            return Some((at, Ev::Timer));
+            self.mgrs[m].timer = None;
+            return Some((at, Ev::Timer(m)));
         }
         self.events.pop_until(end)
     }
 
-    fn manager_done(&mut self, t: usize) {
-        let outputs = self.manager.threads[t].take().unwrap_or_default();
+    fn manager_done(&mut self, m: usize, t: usize) {
+        let outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
         self.release_cpu();
         let c = &self.cfg.costs;
         for o in outputs {
             match o {
                 Output::Transmit(s, commands) if c.links => {
-                    self.push_link(s, LinkJob::Out(commands));
+                    self.push_link(m, s, LinkJob::Out(commands));
                 }
                 Output::Transmit(s, commands) => {
                     if let Some(at) = self.wire(c.latency) {
-                        self.events.schedule(at, Ev::AtSwitch(s, commands));
+                        self.events.schedule(at, Ev::AtSwitch(s, m, commands));
                     }
                 }
                 Output::Resolve(u, wait, route) => {
                     let at = self.now + wait;
                     self.events
-                        .schedule(at, Ev::AtManager(Work::Resolved(u, route)));
+                        .schedule(at, Ev::AtManager(m, Work::Resolved(u, route)));
                 }
-                Output::Event(e) => self.call_event(e),
+                Output::Event(e) => self.call_event(m, e),
             }
         }
-        self.serve_manager();
+        self.serve_manager(m);
         self.serve_others();
     }
 
-    fn call_event(&mut self, e: CallEvent) {
+    fn call_event(&mut self, m: usize, e: CallEvent) {
         let c = &self.cfg.costs;
         match e {
             CallEvent::Established { call, .. } => {
-                let Some(&u) = self.by_core.get(&call) else {
+                let Some(&u) = self.mgrs[m].by_core.get(&call) else {
                     return;
                 };
                 // The answer crosses the wire to the user.
@@ -881,11 +767,11 @@ impl<'a> Plane<'a> {
                 self.decided(u, Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
-                self.events.schedule(heard + hold, Ev::Hangup(call));
-                self.op_ended();
+                self.events.schedule(heard + hold, Ev::Hangup(m, call));
+                self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
-                if let Some(u) = self.by_core.remove(&call) {
+                if let Some(u) = self.mgrs[m].by_core.remove(&call) {
                     let outcome = if error.blocked() {
                         Outcome::Blocked
                     } else {
@@ -893,11 +779,11 @@ impl<'a> Plane<'a> {
                     };
                     self.decided(u, outcome);
                 }
-                self.op_ended();
+                self.op_ended(m);
             }
             CallEvent::Released { call } => {
-                self.by_core.remove(&call);
-                self.op_ended();
+                self.mgrs[m].by_core.remove(&call);
+                self.op_ended(m);
             }
             CallEvent::Changed { .. } => {}
         }
@@ -923,25 +809,26 @@ impl<'a> Plane<'a> {
             if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
                 return;
             }
-            if !self.answers_kept && self.core.stats().retries > 0 {
+            if !self.answers_kept && self.mgrs.iter().any(|g| g.core.stats().retries > 0) {
                 self.keep_answers();
             }
             let kept = self.answers_kept;
             let sw = &mut self.switches[s];
-            let Some(msg) = sw.server.queue.pop_front() else {
+            let Some((m, msg)) = sw.server.queue.pop_front() else {
                 return;
             };
             let cold = sw.cold.pop_front().unwrap_or(true);
             let k = msg.len() as u64;
             let mut replies = Vec::with_capacity(msg.len());
             for (req, cmd) in &msg {
-                let r = match sw.answered.get(req) {
+                let key = request_key(m, *req);
+                let r = match sw.answered.get(&key) {
                     Some((_, r)) => r.clone(),
                     None => {
                         let r = sw.core.apply(cmd);
-                        sw.answered.insert(*req, (now, r.clone()));
+                        sw.answered.insert(key, (now, r.clone()));
                         if kept {
-                            sw.answered_order.push_back((now, *req));
+                            sw.answered_order.push_back((now, key));
                         }
                         r
                     }
@@ -960,7 +847,7 @@ impl<'a> Plane<'a> {
             let work =
                 times(per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
             sw.server.threads[t] = Some(());
-            sw.replies[t] = Some(replies);
+            sw.replies[t] = Some((m, replies));
             sw.server.busy += work;
             self.events.schedule(now + work, Ev::SwitchDone(s, t));
         }
@@ -970,13 +857,13 @@ impl<'a> Plane<'a> {
         let sw = &mut self.switches[s];
         sw.server.threads[t] = None;
         self.release_cpu();
-        if let Some(replies) = self.switches[s].replies[t].take()
+        if let Some((m, replies)) = self.switches[s].replies[t].take()
             && let Some(at) = self.wire(self.cfg.costs.latency)
         {
             let ev = if self.cfg.costs.links {
-                Ev::AtLink(s, replies)
+                Ev::AtLink(m, s, replies)
             } else {
-                Ev::AtManager(Work::Replies(s, replies))
+                Ev::AtManager(m, Work::Replies(s, replies))
             };
             self.events.schedule(at, ev);
         }
@@ -1007,15 +894,12 @@ impl<'a> Plane<'a> {
 
     /// The manager's link to switch `s` takes its next job: marshalling a message out or
     /// unmarshalling an answer in, `per_message` plus `per_command` for each command.
-    fn serve_link(&mut self, s: usize) {
-        if self.links[s].waking
-            || self.links[s].job.is_some()
-            || self.links[s].queue.is_empty()
-            || !self.take_cpu()
-        {
+    fn serve_link(&mut self, m: usize, s: usize) {
+        let link = &self.mgrs[m].links[s];
+        if link.waking || link.job.is_some() || link.queue.is_empty() || !self.take_cpu() {
             return;
         }
-        let Some((job, cold)) = self.links[s].queue.pop_front() else {
+        let Some((job, cold)) = self.mgrs[m].links[s].queue.pop_front() else {
             return;
         };
         let c = &self.cfg.costs;
@@ -1030,37 +914,37 @@ impl<'a> Plane<'a> {
             Duration::ZERO
         };
         let work = per_message + times(c.per_command, k as u64);
-        self.links[s].job = Some(job);
-        self.events.schedule(self.now + work, Ev::LinkDone(s));
+        self.mgrs[m].links[s].job = Some(job);
+        self.events.schedule(self.now + work, Ev::LinkDone(m, s));
     }
 
     /// A job for the link to switch `s`, noting whether it found the link idle.
-    fn push_link(&mut self, s: usize, job: LinkJob) {
-        let link = &mut self.links[s];
+    fn push_link(&mut self, m: usize, s: usize, job: LinkJob) {
+        let link = &mut self.mgrs[m].links[s];
         let idle = link.job.is_none() && link.queue.is_empty();
         let wake = idle && !link.waking;
         link.queue.push_back((job, idle));
-        if wake && self.wake(Sleeper::Link(s)) {
-            self.links[s].waking = true;
+        if wake && self.wake(Sleeper::Link(m, s)) {
+            self.mgrs[m].links[s].waking = true;
         } else {
-            self.serve_link(s);
+            self.serve_link(m, s);
         }
     }
 
-    fn link_done(&mut self, s: usize) {
+    fn link_done(&mut self, m: usize, s: usize) {
         self.release_cpu();
-        match self.links[s].job.take() {
+        match self.mgrs[m].links[s].job.take() {
             Some(LinkJob::Out(commands)) => {
                 if let Some(at) = self.wire(self.cfg.costs.latency) {
-                    self.events.schedule(at, Ev::AtSwitch(s, commands));
+                    self.events.schedule(at, Ev::AtSwitch(s, m, commands));
                 }
             }
             Some(LinkJob::In(answers)) => {
-                self.give_manager(Work::Replies(s, answers));
+                self.give_manager(m, Work::Replies(s, answers));
             }
             None => {}
         }
-        self.serve_link(s);
+        self.serve_link(m, s);
         self.serve_others();
     }
 
@@ -1089,9 +973,11 @@ impl<'a> Plane<'a> {
         if self.cpu_free.is_none_or(|n| n == 0) {
             return;
         }
-        self.serve_manager();
-        for s in 0..self.links.len() {
-            self.serve_link(s);
+        for m in 0..self.mgrs.len() {
+            self.serve_manager(m);
+            for s in 0..self.mgrs[m].links.len() {
+                self.serve_link(m, s);
+            }
         }
         for s in 0..self.switches.len() {
             self.serve_switch(s);
@@ -1125,7 +1011,11 @@ impl<'a> Plane<'a> {
             if !matches!(ev, Ev::Mark) {
                 self.handle(ev);
             }
-            if self.core.active() == 0 && self.calls.is_empty() && self.manager.queue.is_empty() {
+            let idle = self
+                .mgrs
+                .iter()
+                .all(|g| g.core.active() == 0 && g.server.queue.is_empty());
+            if idle && self.calls.is_empty() {
                 break;
             }
         }
@@ -1140,8 +1030,40 @@ impl<'a> Plane<'a> {
             .flat_map(|s| s.core.ports())
             .map(|p| p.allocated)
             .sum();
-        (self.core.active(), connections, allocated)
+        let active = self.mgrs.iter().map(|g| g.core.active()).sum();
+        (active, connections, allocated)
     }
+}
+
+/// Each of `count` managers' partition of every port's VCI range (paper 000 §II-C1):
+/// the range all ports share, cut in equal parts; the whole range (`None`) for one.
+pub(super) fn partitions(
+    cfg: &ControlConfig,
+    count: usize,
+) -> Result<Vec<Option<(u16, u16)>>, SimError> {
+    if count <= 1 {
+        return Ok(vec![None]);
+    }
+    let ports = cfg.switches.iter().flat_map(|s| &s.ports);
+    let lo = ports.clone().map(|p| p.vci_range.0).max().unwrap_or(0);
+    let hi = ports.map(|p| p.vci_range.1).min().unwrap_or(0);
+    let width = (u32::from(hi) + 1).saturating_sub(u32::from(lo)) / count as u32;
+    if width == 0 {
+        return Err(model_err(format!(
+            "{count} managers cannot share the VCIs {lo}-{hi} every port has"
+        )));
+    }
+    Ok((0..count as u32)
+        .map(|i| {
+            let a = u32::from(lo) + i * width;
+            let b = if i + 1 == count as u32 {
+                u32::from(hi)
+            } else {
+                a + width - 1
+            };
+            Some((a as u16, b as u16))
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, Copy)]

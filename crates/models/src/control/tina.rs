@@ -48,7 +48,7 @@ use atmlab_sim::model::Replication;
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use atmlab_sim::stats::Histogram;
 
-use super::shell::{Driven, draw_hold, draw_pair, model_err};
+use super::driver::{Driven, draw_hold, draw_pair, model_err};
 use super::{ControlConfig, METRICS, TinaSpec};
 
 /// An input to a performer.
@@ -144,7 +144,7 @@ enum UserOp {
 }
 
 /// The counters of one measured period.
-type Stats = super::shell::Calls;
+type Stats = super::driver::Calls;
 
 /// TINA's whole simulated deployment in one replication.
 pub(super) struct TinaPlane<'a> {
