@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use atmlab_core::ids::{PortId, VcId};
@@ -166,13 +166,28 @@ impl Journal {
     /// Opens (or creates) the journal at `path`, returns it with the connections it
     /// holds, and rewrites it compacted. A line that cannot be read is an error naming
     /// the file and line: a switch must not start on a table it only half understands.
+    /// The one exception is a torn last record (the file does not end with a newline:
+    /// the process died while writing it): that record was never complete, so its
+    /// command was never answered, and it is dropped with a warning naming the file.
     pub fn open(path: &Path, sync: bool) -> Result<(Journal, Vec<Connection>), FabricError> {
         let err = |what: String| FabricError::Config(format!("journal {}: {what}", path.display()));
         let mut live: BTreeMap<u64, Connection> = BTreeMap::new();
         if path.exists() {
-            let f = File::open(path).map_err(|e| err(e.to_string()))?;
-            for (n, line) in BufReader::new(f).lines().enumerate() {
-                let line = line.map_err(|e| err(e.to_string()))?;
+            let mut text = String::new();
+            File::open(path)
+                .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut text))
+                .map_err(|e| err(e.to_string()))?;
+            let torn = !text.is_empty() && !text.ends_with('\n');
+            let lines: Vec<&str> = text.lines().collect();
+            for (n, line) in lines.iter().enumerate() {
+                if torn && n + 1 == lines.len() {
+                    tracing::warn!(
+                        journal = %path.display(),
+                        line = n + 1,
+                        "dropping a torn last record (written in part when the switch stopped)"
+                    );
+                    break;
+                }
                 if line.is_empty() {
                     continue;
                 }
@@ -182,7 +197,7 @@ impl Journal {
                         .map_err(|_| err(format!("line {}: bad release record", n + 1)))?;
                     live.remove(&id);
                 } else {
-                    let c = decode(&line)
+                    let c = decode(line)
                         .ok_or_else(|| err(format!("line {}: bad connection record", n + 1)))?;
                     live.insert(c.id, c);
                 }

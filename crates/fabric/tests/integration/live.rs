@@ -103,3 +103,44 @@ fn journal_replays_commits_and_releases() {
     }
     assert_eq!(fresh.connections(), before);
 }
+
+/// A journal whose last record was torn (the switch died writing it: no newline) still
+/// opens, without that record, and is rewritten whole; a damaged record anywhere else is
+/// an error naming the file and the line (issue 24, item 6).
+#[test]
+fn a_torn_last_record_is_dropped_and_a_bad_one_elsewhere_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s1.table");
+    let cfg = SwitchConfig::uniform("s1", 3, BitRate(155.52e6));
+    let (j, _) = Journal::open(&path, false).unwrap();
+    let local = LocalSwitch::new(Switch::new(&cfg).unwrap(), Some(j));
+    let cmds: Vec<Command> = (0..3u16)
+        .map(|i| p2p(0, VcId::new(0, 40 + i), 1, VcId::new(0, 40 + i)))
+        .collect();
+    let out = local
+        .execute_now(&cmds, Atomicity::ContinueOnError)
+        .unwrap();
+    assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+    drop(local);
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    assert_eq!(lines.len(), 3);
+    // Torn inside the third record: two connections come back, and the file is whole.
+    let cut = whole.len() - lines[2].len() / 2 - 1;
+    std::fs::write(&path, &whole[..cut]).unwrap();
+    let (_j, restored) = Journal::open(&path, false).unwrap();
+    assert_eq!(restored.len(), 2);
+    assert!(std::fs::read_to_string(&path).unwrap().ends_with('\n'));
+    // A torn release ("R 12" cut to "R 1") is dropped too, not read as another release.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("R 1");
+    std::fs::write(&path, &text).unwrap();
+    let (_j, restored) = Journal::open(&path, false).unwrap();
+    assert_eq!(restored.len(), 2);
+    // Damage in the middle is refused, naming the file and line.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let damaged = text.replacen(' ', "#", 1);
+    std::fs::write(&path, damaged).unwrap();
+    let e = Journal::open(&path, false).unwrap_err().to_string();
+    assert!(e.contains("s1.table") && e.contains("line 1"), "{e}");
+}
