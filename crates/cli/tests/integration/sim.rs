@@ -245,19 +245,22 @@ fn precision_adds_replications_the_same_for_any_thread_count() {
     assert!(counts.iter().any(|&n| n > 10), "{counts:?}");
 }
 
-/// Every example scenario stays valid.
+/// Every scenario the repository ships (examples, the papers' control, gateway and
+/// RDMA studies) stays valid.
 #[test]
-fn every_example_scenario_checks() {
-    let dir = repo().join("scenarios/examples");
+fn every_shipped_scenario_checks() {
     let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "toml") {
-            let o = atmlab(&["sim", "check", path.to_str().unwrap()], b"");
-            let (out, err) = text(&o);
-            assert!(o.status.success(), "{}: {out}{err}", path.display());
-            n += 1;
+    for sub in ["examples", "control", "gateway", "rdma"] {
+        let dir = repo().join("scenarios").join(sub);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let o = atmlab(&["sim", "check", path.to_str().unwrap()], b"");
+                let (out, err) = text(&o);
+                assert!(o.status.success(), "{}: {out}{err}", path.display());
+                n += 1;
+            }
         }
     }
-    assert!(n >= 2, "only {n} example scenarios found");
+    assert!(n >= 10, "only {n} scenarios found");
 }
