@@ -137,16 +137,7 @@ impl NvProbe {
 
     /// Mean of `N_v` seen by arrivals.
     pub fn mean(&self) -> f64 {
-        let n = self.arrivals();
-        if n == 0 {
-            return 0.0;
-        }
-        self.at_arrival
-            .iter()
-            .enumerate()
-            .map(|(k, &c)| k as f64 * c as f64)
-            .sum::<f64>()
-            / n as f64
+        counts_mean(&self.at_arrival).unwrap_or(0.0)
     }
 
     /// Mean replacement latency (1/α).
@@ -159,11 +150,7 @@ impl NvProbe {
 
     /// Measured P{N_v <= x}.
     pub fn cdf(&self, x: usize) -> f64 {
-        let n = self.arrivals();
-        if n == 0 {
-            return 0.0;
-        }
-        self.at_arrival.iter().take(x + 1).sum::<u64>() as f64 / n as f64
+        counts_cdf(&self.at_arrival, x).unwrap_or(0.0)
     }
 
     /// The hit ratio a cache of `size` identifiers would have had: the fraction of
@@ -261,6 +248,26 @@ pub fn cache_size_for(mean: f64, target: f64) -> Option<usize> {
 /// call, T to a message, each message and its answer one invocation apiece.
 pub fn invocations_per_s(rate_per_s: f64, hops: u32, threshold: u32) -> f64 {
     4.0 * rate_per_s * (1.0 + hops as f64 / threshold.max(1) as f64)
+}
+
+/// The mean of a distribution given as counts per value (`counts[k]` observations of
+/// k); `None` without observations.
+pub fn counts_mean(counts: &[u64]) -> Option<f64> {
+    let n: u64 = counts.iter().sum();
+    (n > 0).then(|| {
+        counts
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| k as f64 * c as f64)
+            .sum::<f64>()
+            / n as f64
+    })
+}
+
+/// P{X <= x} of a distribution given as counts per value; `None` without observations.
+pub fn counts_cdf(counts: &[u64], x: usize) -> Option<f64> {
+    let n: u64 = counts.iter().sum();
+    (n > 0).then(|| counts.iter().take(x + 1).sum::<u64>() as f64 / n as f64)
 }
 
 #[cfg(test)]

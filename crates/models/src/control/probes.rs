@@ -17,7 +17,7 @@
 //! a -> b) the first switch's output port, the one the live reproduction measures.
 
 use atmlab_control::cm::core::CmCore;
-use atmlab_control::cm::dimension::poisson_cdf;
+use atmlab_control::cm::dimension::{counts_cdf, counts_mean, poisson_cdf};
 
 /// How many points of the distribution at arrivals are reported: `nv_cdf_0` ..
 /// `nv_cdf_31`, P{N_v <= x} for x below this (cache sizes 1 to 32, the paper's Table I
@@ -94,31 +94,14 @@ impl Period {
         (mean, if mean > 0.0 { var / mean } else { f64::NAN })
     }
 
-    fn arrivals(&self) -> u64 {
-        self.at_arrival.iter().sum()
-    }
-
     /// The mean of `N_v` as arrivals found it (NaN without arrivals).
     pub(super) fn arrival_mean(&self) -> f64 {
-        let n = self.arrivals();
-        if n == 0 {
-            return f64::NAN;
-        }
-        self.at_arrival
-            .iter()
-            .enumerate()
-            .map(|(k, &c)| k as f64 * c as f64)
-            .sum::<f64>()
-            / n as f64
+        counts_mean(&self.at_arrival).unwrap_or(f64::NAN)
     }
 
     /// P{N_v <= x} as arrivals found it (NaN without arrivals).
     pub(super) fn cdf(&self, x: usize) -> f64 {
-        let n = self.arrivals();
-        if n == 0 {
-            return f64::NAN;
-        }
-        self.at_arrival.iter().take(x + 1).sum::<u64>() as f64 / n as f64
+        counts_cdf(&self.at_arrival, x).unwrap_or(f64::NAN)
     }
 
     /// Fig. 9's comparison: the largest |measured − Poisson| P{N_v <= x} over the x
