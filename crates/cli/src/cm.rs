@@ -597,6 +597,28 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 );
             }
         }
+        // Why calls did not go through, most frequent first, over every rate.
+        let mut causes: std::collections::BTreeMap<&str, u64> = Default::default();
+        for row in &rows {
+            for (cause, n) in &row.report.causes {
+                *causes.entry(cause.as_str()).or_default() += n;
+            }
+        }
+        let mut causes: Vec<(&str, u64)> = causes.into_iter().collect();
+        causes.sort_by_key(|c| std::cmp::Reverse(c.1));
+        if !causes.is_empty() {
+            eprintln!("calls refused or failed, by cause:");
+            for (cause, n) in &causes {
+                eprintln!("{n:>10}  {cause}");
+            }
+        }
+        let established: u64 = rows.iter().map(|r| r.report.established).sum();
+        let offered: u64 = rows.iter().map(|r| r.report.offered).sum();
+        if offered > 0 && established == 0 {
+            let why = causes.first().map_or("no answer", |c| c.0);
+            eprintln!("error: not one of {offered} calls was set up ({why})");
+            return Ok(ExitCode::FAILURE);
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -257,7 +257,16 @@ pub struct Report {
     pub max_setup_ms: f64,
     /// Wall-clock seconds of the run.
     pub seconds: f64,
+    /// Why calls were refused or failed: each distinct error (its first
+    /// [`CAUSE_CHARS`] characters) with how many calls it ended, most frequent first, at
+    /// most [`CAUSES`] of them.
+    pub causes: Vec<(String, u64)>,
 }
+
+/// The most distinct causes a [`Report`] keeps.
+pub const CAUSES: usize = 5;
+/// How much of an error's text a cause keeps.
+pub const CAUSE_CHARS: usize = 200;
 
 impl Report {
     /// The report as one JSON object (the `--json` output of `atmlab callgen`).
@@ -276,6 +285,11 @@ impl Report {
             "p99_setup_ms": self.p99_setup_ms,
             "max_setup_ms": self.max_setup_ms,
             "seconds": self.seconds,
+            "causes": self
+                .causes
+                .iter()
+                .map(|(c, n)| serde_json::json!({ "cause": c, "calls": n }))
+                .collect::<Vec<_>>(),
         })
     }
 }
@@ -287,6 +301,15 @@ struct Tally {
     failed: u64,
     released: u64,
     last: Option<Instant>,
+    causes: std::collections::HashMap<String, u64>,
+}
+
+impl Tally {
+    /// A call refused or failed with `message`.
+    fn cause(&mut self, message: &str) {
+        let cause: String = message.chars().take(CAUSE_CHARS).collect();
+        *self.causes.entry(cause).or_default() += 1;
+    }
 }
 
 /// The arrival stream and the holding stream of a seed: independent, the second being the
@@ -390,12 +413,14 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
                         c.last = Some(Instant::now());
                     }
                     tokio::time::sleep(hold).await;
-                    let ok = release_reliably(&t, id).await.is_ok();
+                    let released = release_reliably(&t, id).await;
                     let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                    if ok {
-                        c.released += 1;
-                    } else {
-                        c.failed += 1;
+                    match released {
+                        Ok(()) => c.released += 1,
+                        Err(e) => {
+                            c.failed += 1;
+                            c.cause(&format!("release: {}", e.message));
+                        }
                     }
                 }
                 Err(e) => {
@@ -405,6 +430,7 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
                     } else {
                         c.failed += 1;
                     }
+                    c.cause(&e.message);
                 }
             }
         });
@@ -424,6 +450,9 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
         .as_secs_f64()
         .max(1e-9);
     let ms = |us: u64| us as f64 / 1000.0;
+    let mut causes: Vec<(String, u64)> = c.causes.iter().map(|(k, &n)| (k.clone(), n)).collect();
+    causes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    causes.truncate(CAUSES);
     Report {
         offered_per_s: load.rate,
         offered,
@@ -439,6 +468,7 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
         p99_setup_ms: ms(h.value_at_quantile(0.99)),
         max_setup_ms: ms(h.max()),
         seconds: start.elapsed().as_secs_f64(),
+        causes,
     }
 }
 

@@ -51,6 +51,29 @@ fn callgen_against_atmlab_up_reports_json() {
         ],
         b"",
     );
+    // Calls to a host the network does not have: every one fails, and the generator
+    // says why and exits non-zero (issue 27: it used to exit 0 with a column of failures).
+    let bad = atmlab(
+        &[
+            "callgen",
+            "--insecure",
+            "--cm",
+            &cm,
+            "--rate",
+            "50",
+            "--seconds",
+            "0.2",
+            "--pair",
+            "a:zz",
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("zz") && err.contains("not one of") && err.contains("by cause"),
+        "{err}"
+    );
     // The audit of the running network: clean (the manager's caches hold reservations,
     // which is why it is not --quiescent) ...
     let v: serde_json::Value =

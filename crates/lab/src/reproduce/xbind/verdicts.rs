@@ -757,6 +757,7 @@ pub(crate) mod tests {
             p99_setup_ms: mean_ms,
             max_setup_ms: mean_ms,
             seconds: 1.0,
+            causes: Vec::new(),
         }
     }
 
