@@ -73,6 +73,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     {
         bail!("--loads must be positive rates and --seconds positive");
     }
+    shell::writable_dir("--reports", &opts.reports_dir)?;
     shell::init_logging_at("warn");
     let started = std::time::Instant::now();
     let rows = shell::runtime()?.block_on(demo::run(&opts, |line| say!("{line}")))?;
@@ -529,6 +530,9 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         || args.seconds <= 0.0
     {
         bail!("--rate must be positive and --seconds positive");
+    }
+    if let Some(dir) = &args.out {
+        shell::writable_dir("--out", dir)?;
     }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;

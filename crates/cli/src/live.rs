@@ -91,3 +91,15 @@ pub async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// Makes `dir` (given by `flag`) and proves it writable before any work is done, so that a
+/// long run never loses its results to a directory it could not write at the end.
+pub fn writable_dir(flag: &str, dir: &Path) -> Result<()> {
+    let fail =
+        |e: std::io::Error| anyhow::anyhow!("{flag} {}: cannot write there: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".atmlab-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)?;
+    Ok(())
+}

@@ -235,3 +235,44 @@ fn a_server_keeps_serving_when_its_standard_output_is_closed() {
     assert!(listed.status.success(), "{}", stderr(&listed));
     assert!(alive);
 }
+
+/// A run's output directory is proved writable before the run (issue 27, item 4: `demo
+/// --reports DIR` found DIR unwritable only after its whole run, and lost the results).
+#[test]
+fn an_unwritable_output_directory_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let bad = file.join("reports");
+    let data = dir.path().join("data");
+    for args in [
+        vec![
+            "demo",
+            "--insecure",
+            "--data",
+            data.to_str().unwrap(),
+            "--reports",
+            bad.to_str().unwrap(),
+        ],
+        vec![
+            "callgen",
+            "--insecure",
+            "--cm",
+            "127.0.0.1:9",
+            "--rate",
+            "10",
+            "--out",
+            bad.to_str().unwrap(),
+        ],
+    ] {
+        let o = crate::common::atmlab(&args, b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            err.contains("cannot write there") && err.contains("a-file/reports"),
+            "{args:?}: {err}"
+        );
+    }
+    // Refused before anything was made: the demo's state directory is not there.
+    assert!(!data.exists());
+}
