@@ -476,7 +476,12 @@ pub struct CallgenArgs {
     #[arg(long, value_delimiter = ',', required = true)]
     cm: Vec<String>,
     /// Offered rates, calls/s (Poisson), comma-separated: one run each.
-    #[arg(long, value_delimiter = ',', default_value = "100")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100",
+        allow_negative_numbers = true
+    )]
     rate: Vec<f64>,
     /// Seconds of arrivals per rate.
     #[arg(long, default_value_t = 2.0)]

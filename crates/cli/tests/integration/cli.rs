@@ -276,3 +276,12 @@ fn an_unwritable_output_directory_is_refused_before_any_work() {
     // Refused before anything was made: the demo's state directory is not there.
     assert!(!data.exists());
 }
+
+/// A negative rate is a bad value, named as such, not taken for an unknown option.
+#[test]
+fn a_negative_rate_is_a_bad_value_not_an_option() {
+    let o = crate::common::atmlab(&["callgen", "--cm", "127.0.0.1:9", "--rate", "-5"], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("--rate must be positive"), "{err}");
+}
