@@ -32,7 +32,8 @@ enum SimCmd {
         /// (default: results/<file name without .toml>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Override a value of the file, e.g. --set params.arrival.rate="0.5 /s".
+        /// Override a value of the file, e.g. --set params.service.mean="2 s", or a swept
+        /// parameter's values, --set 'sweep.arrival.rate=["0.3 /s", "0.5 /s"]'.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Override run.replications.

@@ -274,6 +274,24 @@ impl Scenario {
         for o in overrides {
             apply_override(&mut doc, o)?;
         }
+        // A parameter the sweep also sets would be overwritten by every point of the
+        // sweep: the override would be silently ignored.
+        for o in overrides {
+            let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k).trim();
+            if let Some(param) = key.strip_prefix("params.")
+                && let Some(Value::Table(sweep)) = doc.get("sweep")
+                && sweep.contains_key(param)
+            {
+                return Err(err(
+                    "<--set>",
+                    o,
+                    format!(
+                        "params.{param} is swept ([sweep] \"{param}\"), so every point would \
+                         overwrite it; set the sweep instead, e.g. --set 'sweep.{param}=[...]'"
+                    ),
+                ));
+            }
+        }
         for k in doc.keys() {
             if !TOP_KEYS.contains(&k.as_str()) {
                 return Err(err(
@@ -676,6 +694,22 @@ fn apply_override(doc: &mut Table, o: &str) -> Result<(), SimError> {
         .ok()
         .and_then(|mut t| t.remove("x"))
         .unwrap_or_else(|| Value::String(v.to_owned()));
+    // A sweep's keys are parameter paths themselves (`sweep."arrival.rate"`): all that
+    // follows `sweep.` is one key, quoted or not.
+    if let Some(param) = k.strip_prefix("sweep.") {
+        let param = param.trim_matches('"');
+        if param.is_empty() {
+            return Err(bad("expected sweep.PARAMETER=[values]".into()));
+        }
+        let sweep = doc
+            .entry("sweep")
+            .or_insert_with(|| Value::Table(Table::new()));
+        let Value::Table(sweep) = sweep else {
+            return Err(bad("the scenario's sweep is not a table".into()));
+        };
+        sweep.insert(param.to_owned(), value);
+        return Ok(());
+    }
     set_dotted(doc, k, value).map_err(bad)
 }
 
@@ -918,15 +952,42 @@ capacity = "inf"
             MM1,
             &[
                 "run.replications=3".into(),
-                "params.arrival.rate=\"0.7 /s\"".into(),
+                "params.service.mean=\"2 s\"".into(),
             ],
         )
         .unwrap();
         assert_eq!(s.run.replications, 3);
         let p = Params::new("f", &s.params);
-        assert_eq!(p.table("arrival").unwrap().rate("rate").unwrap(), 0.7);
+        assert_eq!(
+            p.table("service").unwrap().duration("mean").unwrap(),
+            Duration::from_secs(2)
+        );
         let e = Scenario::parse("f", MM1, &["norun".into()]).unwrap_err();
         assert!(e.to_string().contains("key=value"), "{e}");
+    }
+
+    /// A swept parameter cannot be overridden as a parameter (every point of the sweep
+    /// would overwrite it, silently): the error says to set the sweep, and setting the
+    /// sweep, quoted or not, works.
+    #[test]
+    fn a_swept_parameter_is_overridden_through_its_sweep() {
+        let swept = MM1;
+        let e = Scenario::parse("f", swept, &["params.arrival.rate=\"0.7 /s\"".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is swept") && e.contains("sweep.arrival.rate"),
+            "{e}"
+        );
+        for key in ["sweep.arrival.rate", "sweep.\"arrival.rate\""] {
+            let s = Scenario::parse(
+                "f",
+                swept,
+                &[format!("{key}=[\"0.1 /s\", \"0.2 /s\", \"0.4 /s\"]")],
+            )
+            .unwrap();
+            assert_eq!(s.points().len(), 3, "{key}");
+        }
     }
 
     fn msg(text: &str) -> String {
