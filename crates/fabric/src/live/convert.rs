@@ -490,10 +490,29 @@ pub fn from_status(s: &tonic::Status) -> FabricError {
         | tonic::Code::Cancelled
         | tonic::Code::DeadlineExceeded
         | tonic::Code::Unknown
-        | tonic::Code::Internal => FabricError::Unavailable(s.message().to_string()),
+        | tonic::Code::Internal => {
+            // A server's own Unavailable already reads "switch server unavailable: ...";
+            // wrapped again it would say so twice.
+            let m = s.message();
+            let m = m.strip_prefix("switch server unavailable: ").unwrap_or(m);
+            FabricError::Unavailable(m.to_string())
+        }
         code => FabricError::Remote {
             kind: ErrorKind::from_code(code as i32),
             message: s.message().to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    /// An Unavailable error crossing gRPC reads as it did on the server, its prefix once.
+    #[test]
+    fn unavailable_crosses_grpc_with_its_prefix_once() {
+        let e = FabricError::Unavailable("journal write failed: disk full".into());
+        let back = from_status(&status(&e));
+        assert_eq!(back.to_string(), e.to_string());
     }
 }
