@@ -86,7 +86,10 @@ impl DataPlane {
     ) -> std::io::Result<Self> {
         let mut ports = Vec::with_capacity(bindings.len());
         for &(port, bind, peer) in bindings {
-            let socket = bind_udp(bind)?;
+            // Say which port and address: "Address already in use" alone names neither.
+            let socket = bind_udp(bind).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("port {} on {bind}: {e}", port.0))
+            })?;
             ports.push(PortSocket {
                 port,
                 socket: Arc::new(socket),

@@ -144,3 +144,21 @@ fn a_torn_last_record_is_dropped_and_a_bad_one_elsewhere_refused() {
     let e = Journal::open(&path, false).unwrap_err().to_string();
     assert!(e.contains("s1.table") && e.contains("line 1"), "{e}");
 }
+
+/// A UDP port already taken is named: the switch port and the address, not only the
+/// operating system's "Address already in use" (issue 27, item 6).
+#[tokio::test]
+async fn a_taken_udp_port_is_named() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let e = match DataPlane::bind(
+        &[(PortId(0), any_addr(), None), (PortId(3), addr, None)],
+        24,
+    )
+    .await
+    {
+        Ok(_) => panic!("bound a taken port"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("port 3") && e.contains(&addr.to_string()), "{e}");
+}
