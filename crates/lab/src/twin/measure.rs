@@ -21,11 +21,12 @@
 //!   of a command at both ends and the switch's work: its slope gives `per_command`,
 //!   and what is left of a lone exchange's CPU, shared by its four ends, `per_message`:
 //!   the work of taking up a message when its server was idle (`coalesce`: a message
-//!   that finds its server busy is read with the others, at no such cost).
+//!   that finds its server busy, or every processor working, is read by a thread
+//!   already awake, at no such cost).
 //! - **The wake-up** (`wakeup`): the one number fitted. A lone exchange takes longer
 //!   than its work: the threads that carry it are parked and must be scheduled, a delay
 //!   that holds no processor. The live xbind manager (T = 1) sets up calls one at a
-//!   time; the simulated one is run one at a time at the profile with two values of
+//!   time, back to back; the simulated one is run one at a time at the profile with two values of
 //!   `wakeup` (the delay before an idle server starts), and `wakeup` is chosen so that
 //!   the two setups agree. Every curve under load is then a prediction.
 //! - **What is structure, not measured**: the client, the route object and the QoS

@@ -47,11 +47,11 @@
 //!   what a lone setup takes beyond that work is the time its parked threads take to be
 //!   scheduled (`wakeup`, the one number fitted, to the live lone setup).
 //!
-//! What a busy server saves is charged two ways, which one call at a time cannot tell
-//! apart (it is never busy): `coalesce` (a message
-//! that finds its server idle pays `per_message` as work, one that finds it busy does
-//! not) and `wakeup` (a server that was idle starts its work that much later, holding no
-//! processor). The twin check (`atmlab_lab::twin`) tests the prediction they make
+//! What a busy machine saves is charged two ways, which one call at a time cannot tell
+//! apart (it is never busy): `coalesce` (a message that finds its server idle, and a
+//! processor of the pool idle, pays `per_message` as work; one that finds either busy
+//! does not) and `wakeup` (a server that was idle starts its work that much later,
+//! holding no processor). The twin check (`atmlab_lab::twin`) tests the prediction they make
 //! together.
 
 use std::path::Path;
@@ -103,9 +103,12 @@ pub struct CostProfile {
     /// `per_message` is a wakeup: charged for a message that finds its server (a switch
     /// server, a link) idle, not for one that arrives while it works, which is read with
     /// the others already in hand (an event-driven server drains its socket in one
-    /// system call; HTTP/2 frames share segments). One at a time every message pays it,
-    /// so the one-at-a-time calibration does not see the difference; under load it is
-    /// what a busy server saves. False for the papers' testbeds (every message paid).
+    /// system call; HTTP/2 frames share segments). With a shared pool of `cpus`, a
+    /// message that arrives while every processor works is not charged either: one
+    /// runtime's workers serve every server, and a worker already awake reads it. One at
+    /// a time every message pays it, so the one-at-a-time calibration does not see the
+    /// difference; under load it is what a busy machine saves. False for the papers'
+    /// testbeds (every message paid).
     pub coalesce: bool,
     /// How long a server that is idle when work reaches it (the manager, a link, a
     /// switch server) takes to start it, holding no processor meanwhile: a parked

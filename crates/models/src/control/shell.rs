@@ -414,7 +414,9 @@ impl<'a> Plane<'a> {
                 let sw = &mut self.switches[s];
                 let idle = sw.server.idle();
                 let wake = idle && !sw.server.waking;
-                sw.cold.push_back(idle);
+                let awake = self.pool_awake();
+                let sw = &mut self.switches[s];
+                sw.cold.push_back(idle && !awake);
                 sw.server.queue.push_back((m, msg));
                 if wake && self.wake(Sleeper::Switch(s)) {
                     self.switches[s].server.waking = true;
@@ -920,10 +922,11 @@ impl<'a> Plane<'a> {
 
     /// A job for the link to switch `s`, noting whether it found the link idle.
     fn push_link(&mut self, m: usize, s: usize, job: LinkJob) {
+        let awake = self.pool_awake();
         let link = &mut self.mgrs[m].links[s];
         let idle = link.job.is_none() && link.queue.is_empty();
         let wake = idle && !link.waking;
-        link.queue.push_back((job, idle));
+        link.queue.push_back((job, idle && !awake));
         if wake && self.wake(Sleeper::Link(m, s)) {
             self.mgrs[m].links[s].waking = true;
         } else {
@@ -946,6 +949,13 @@ impl<'a> Plane<'a> {
         }
         self.serve_link(m, s);
         self.serve_others();
+    }
+
+    /// Every processor of a shared pool is working: a message that arrives now is read
+    /// by a worker already awake, as one runtime's workers serve every server (tokio's
+    /// in the live lab), so it costs no wakeup even if its own server was idle.
+    fn pool_awake(&self) -> bool {
+        self.cpu_free == Some(0)
     }
 
     /// A processor of the shared pool for the server about to work (always, when each
