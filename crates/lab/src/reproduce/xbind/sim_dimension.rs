@@ -142,24 +142,18 @@ pub struct SimDimension {
     pub invocations: Vec<SimInvocations>,
 }
 
-/// A scenario of the paper's testbed at `paper-000`: `manager` the manager table.
+/// A scenario of the paper's testbed at `paper-000` (`simulated::testbed`), calls held
+/// [`HOLDING_S`] on average.
 fn scenario(manager: &str, rate: f64, seconds: f64, replications: usize, warmup_s: f64) -> String {
-    format!(
-        r#"model = "control"
-[run]
-duration = "{seconds} s"
-warmup = "{warmup_s} s"
-replications = {replications}
-seed = 1
-[params]
-topology = "topologies/line3.toml"
-manager = {manager}
-arrival = {{ kind = "poisson", rate = "{rate} /s" }}
-holding = {{ kind = "exponential", mean = "{HOLDING_S} s" }}
-pcr = "100 /s"
-pairs = ["a:b"]
-profile = "paper-000"
-"#
+    super::simulated::testbed(
+        manager,
+        (
+            &format!("{seconds} s"),
+            &format!("{warmup_s} s"),
+            replications,
+        ),
+        &format!("{rate} /s"),
+        &format!("{HOLDING_S} s"),
     )
 }
 

@@ -76,34 +76,47 @@ impl SimPoint {
     }
 }
 
-fn scenario(manager: &str, quick: bool) -> String {
-    let rates: Vec<String> = (if quick { QUICK_RATES } else { RATES })
-        .iter()
-        .map(|r| format!("\"{r} /s\""))
-        .collect();
-    let (duration, warmup, reps) = if quick {
-        ("10 s", "2 s", 2)
-    } else {
-        ("60 s", "5 s", 3)
-    };
+/// A scenario of the paper's testbed (`topologies/line3.toml`, one pair, 100 cells/s
+/// calls) at `paper-000`: `manager` the manager table, the run's length, warm-up and
+/// replications, the Poisson rate and the exponential holding time as TOML values.
+pub(super) fn testbed(
+    manager: &str,
+    (duration, warmup, replications): (&str, &str, usize),
+    rate: &str,
+    holding: &str,
+) -> String {
     format!(
         r#"model = "control"
 [run]
 duration = "{duration}"
 warmup = "{warmup}"
-replications = {reps}
+replications = {replications}
 seed = 1
 [params]
 topology = "topologies/line3.toml"
 manager = {manager}
-arrival = {{ kind = "poisson", rate = "1 /s" }}
-holding = {{ kind = "exponential", mean = "500 ms" }}
+arrival = {{ kind = "poisson", rate = "{rate}" }}
+holding = {{ kind = "exponential", mean = "{holding}" }}
 pcr = "100 /s"
 pairs = ["a:b"]
 profile = "paper-000"
-[sweep]
-"arrival.rate" = [{}]
-"#,
+"#
+    )
+}
+
+fn scenario(manager: &str, quick: bool) -> String {
+    let rates: Vec<String> = (if quick { QUICK_RATES } else { RATES })
+        .iter()
+        .map(|r| format!("\"{r} /s\""))
+        .collect();
+    let run = if quick {
+        ("10 s", "2 s", 2)
+    } else {
+        ("60 s", "5 s", 3)
+    };
+    format!(
+        "{}[sweep]\n\"arrival.rate\" = [{}]\n",
+        testbed(manager, run, "1 /s", "500 ms"),
         rates.join(", ")
     )
 }
