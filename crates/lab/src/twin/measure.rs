@@ -393,6 +393,7 @@ pub async fn measure(
         links: true,
         coalesce: true,
         wakeup: Duration::ZERO,
+        oneway: Duration::ZERO,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
 

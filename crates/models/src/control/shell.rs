@@ -616,7 +616,7 @@ impl<'a> Plane<'a> {
             }
             Work::Replies(s, replies) => {
                 if !c.links {
-                    work += unmarshal(replies.len());
+                    work += unmarshal(replies.len()) + self.oneway();
                 }
                 for (req, r) in replies {
                     self.mgrs[m].core.handle_reply(now, req, r);
@@ -641,7 +641,8 @@ impl<'a> Plane<'a> {
                 continue;
             };
             if !c.links {
-                work += c.per_message + times(c.per_command, t.commands.len() as u64);
+                work +=
+                    c.per_message + times(c.per_command, t.commands.len() as u64) + self.oneway();
             }
             self.stats.calls.invocations += 1;
             out.push(Output::Transmit(s, t.commands));
@@ -807,6 +808,7 @@ impl<'a> Plane<'a> {
         let cfg = self.cfg;
         let c = &cfg.costs;
         let now = self.now;
+        let oneway = self.oneway();
         while let Some(t) = self.switches[s].server.idle_thread() {
             if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
                 return;
@@ -846,8 +848,8 @@ impl<'a> Plane<'a> {
             } else {
                 Duration::ZERO
             };
-            let work =
-                times(per_message + times(c.per_command, k), 2) + times(c.switch_per_command, k);
+            let work = times(per_message + times(c.per_command, k) + oneway, 2)
+                + times(c.switch_per_command, k);
             sw.server.threads[t] = Some(());
             sw.replies[t] = Some((m, replies));
             sw.server.busy += work;
@@ -915,7 +917,7 @@ impl<'a> Plane<'a> {
         } else {
             Duration::ZERO
         };
-        let work = per_message + times(c.per_command, k as u64);
+        let work = per_message + times(c.per_command, k as u64) + self.oneway();
         self.mgrs[m].links[s].job = Some(job);
         self.events.schedule(self.now + work, Ev::LinkDone(m, s));
     }
@@ -949,6 +951,18 @@ impl<'a> Plane<'a> {
         }
         self.serve_link(m, s);
         self.serve_others();
+    }
+
+    /// What each end of a message between the manager and a switch server pays for it
+    /// being an asynchronous invocation: the profile's `oneway` for xbind's manager, none
+    /// for a synchronous one (sequential, threaded), whose call and answer are one
+    /// invocation.
+    fn oneway(&self) -> Duration {
+        if self.cfg.manager.blocking {
+            Duration::ZERO
+        } else {
+            self.cfg.costs.oneway
+        }
     }
 
     /// Every processor of a shared pool is working: a message that arrives now is read

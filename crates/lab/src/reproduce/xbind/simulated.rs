@@ -1,11 +1,11 @@
 //! Paper 000's Figs. 6 and 7 where the paper's costs hold: the simulated control plane
 //! (`atmlab_models::control`, the real connection manager, switch and route cores in
 //! virtual time) on the paper's testbed (three switch servers, `topologies/line3.toml`)
-//! at the `paper-000` costs, which were calibrated from the paper's one-at-a-time
-//! sequential setup (23.4 ms) and nothing else. Every curve under load is a prediction,
-//! set beside the paper's and beside the live curves measured on this machine, where a
-//! remote invocation costs a thousandth of Orbix's and the ordering of T comes out
-//! otherwise.
+//! at the `paper-000` costs, which were fitted to the paper's two one-at-a-time setups
+//! (the sequential manager's 23.4 ms, xbind's 11 ms at 1 call/s) and nothing else.
+//! Every curve under load is a prediction, set beside the paper's and beside the live
+//! curves measured on this machine, where a remote invocation costs a thousandth of
+//! Orbix's and the ordering of T comes out otherwise.
 //!
 //! The scenarios are built here from one template (one per manager, swept over the call
 //! rate); calls are held 0.5 s, exponentially (the paper's "very small holding time of
@@ -47,9 +47,10 @@ pub const MANAGERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The call rates, calls/s: the paper's Figs. 6 and 7 span 0 to about 200.
+/// The call rates, calls/s: the paper's Figs. 6 and 7 span 0 to about 200; steps of 5
+/// calls/s around the synchronous managers' knees (the paper's 25 calls/s).
 const RATES: &[f64] = &[
-    1.0, 10.0, 20.0, 25.0, 30.0, 50.0, 100.0, 150.0, 170.0, 200.0, 250.0,
+    1.0, 10.0, 20.0, 25.0, 30.0, 35.0, 40.0, 50.0, 60.0, 100.0, 150.0, 170.0, 200.0, 250.0,
 ];
 const QUICK_RATES: &[f64] = &[1.0, 25.0, 170.0];
 

@@ -402,8 +402,8 @@ fn fig7(r: &XbindResults, v: &mut Verdicts) {
 }
 
 /// How close a simulated prediction must come to the paper's figure (relative): the
-/// profile was calibrated on one number (23.4 ms), so a prediction under load within
-/// a quarter of the paper's is read as reproducing it. Ours.
+/// profile was fitted to two one-at-a-time numbers (23.4 ms, 11 ms), so a prediction
+/// under load within a quarter of the paper's is read as reproducing it. Ours.
 pub const PREDICTION_TOLERANCE: f64 = 0.25;
 
 fn sim_curve<'a>(r: &'a XbindResults, manager: &str) -> Vec<&'a SimPoint> {
@@ -411,6 +411,16 @@ fn sim_curve<'a>(r: &'a XbindResults, manager: &str) -> Vec<&'a SimPoint> {
         .iter()
         .filter(|p| p.manager == manager)
         .collect()
+}
+
+/// A simulated curve's knee: the highest offered rate carried, with every lower rate
+/// carried too, and the next rate simulated (not carried), if any.
+fn sim_knee(r: &XbindResults, manager: &str) -> Option<(f64, Option<f64>)> {
+    let mut curve = sim_curve(r, manager);
+    curve.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    let carried = curve.iter().take_while(|p| p.carried()).count();
+    let knee = curve.get(carried.checked_sub(1)?)?.rate;
+    Some((knee, curve.get(carried).map(|p| p.rate)))
 }
 
 /// Figs. 6 and 7 at the paper's costs: the simulated control plane's predictions.
@@ -444,44 +454,44 @@ fn simulated(r: &XbindResults, v: &mut Verdicts) {
         ),
         None => v.push(missing(item, "85 ms", "simulated point at 170 calls/s")),
     };
+    // "Saturates at a call arrival rate of about 25 calls/s" (§III-B) is a point on
+    // Fig. 6's axis of offered calls: the highest rate the manager still carries (its
+    // knee), not the most setups it completes past it, where a finite run favours setups
+    // over the releases queued behind them.
     let item = "Fig. 6 at the paper's costs (simulated): the sequential manager saturates";
-    let seq = sim_curve(r, "sequential");
-    match seq.iter().map(|p| p.setups_per_s.mean).reduce(f64::max) {
-        Some(peak) if seq.len() > 1 => {
-            let best = seq
-                .iter()
-                .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
-                .map(|p| p.setups_per_s)
-                .unwrap_or_else(|| point(peak));
-            v.push(
-                value(item, 25.0, &best, PREDICTION_TOLERANCE).with_paper("at about 25 calls/s"),
+    match sim_knee(r, "sequential") {
+        Some((knee, next)) => {
+            let mut c = value(item, 25.0, &point(knee), PREDICTION_TOLERANCE)
+                .with_paper("at about 25 calls/s");
+            c.why = format!(
+                "{}; the highest rate carried (setups within 5% of the rate, under 1% refused){}",
+                c.why,
+                next.map_or(String::new(), |n| format!(", {} not", sig(n)))
             );
+            v.push(c);
         }
-        _ => {
+        None => {
             v.push(missing(
                 item,
                 "about 25 calls/s",
-                "simulated sequential curve",
+                "simulated sequential curve with a carried rate",
             ));
         }
     };
     let item =
         "§III-B at the paper's costs (simulated): threaded slightly less efficient than sequential";
     let paper = "24.9 against 23.4 ms one at a time; both saturate near 25 calls/s";
-    let peak = |m: &str| {
-        sim_curve(r, m)
-            .into_iter()
-            .max_by(|a, b| a.setups_per_s.mean.total_cmp(&b.setups_per_s.mean))
-            .map(|p| p.setups_per_s)
-    };
-    match (peak("threaded (4 threads)"), peak("sequential")) {
-        (Some(t), Some(s)) => {
+    match (
+        sim_knee(r, "threaded (4 threads)"),
+        sim_knee(r, "sequential"),
+    ) {
+        (Some((t, _)), Some((s, _))) => {
             let mut c = order(
                 item,
                 paper,
-                ("threaded", &t),
+                ("threaded knee", &point(t)),
                 Relation::Less,
-                ("sequential", &s),
+                ("sequential knee", &point(s)),
             );
             c.why = format!(
                 "{}; the model has no cost of locking shared state, the paper's explanation",
@@ -493,7 +503,10 @@ fn simulated(r: &XbindResults, v: &mut Verdicts) {
             v.push(missing(item, paper, "simulated threaded curve"));
         }
     };
-    let item = "Abstract at the paper's costs (simulated): xbind's light-load setup";
+    // Not a prediction: the profile's `oneway` was fitted to it (in the models' tests),
+    // so this row checks that the fit holds in the report's own runs.
+    let item =
+        "Abstract at the paper's costs (simulated; the fit's own figure): xbind's light-load setup";
     match sim_curve(r, "xbind T=1")
         .into_iter()
         .min_by(|a, b| a.rate.total_cmp(&b.rate))
@@ -503,6 +516,38 @@ fn simulated(r: &XbindResults, v: &mut Verdicts) {
                 .with_paper("11 ms at 3,600 call operations/h"),
         ),
         None => v.push(missing(item, "11 ms", "simulated xbind T = 1 curve")),
+    };
+    // §IV, on Fig. 6: "the system can support up to 60 calls/s with average call setup
+    // latency of about 40 ms" (xbind, T = 1, caches warm).
+    let item = "Fig. 6 at the paper's costs (simulated): xbind (T = 1) at 60 calls/s, mean setup";
+    match sim_curve(r, "xbind T=1")
+        .into_iter()
+        .find(|p| p.rate == 60.0)
+    {
+        Some(p) if p.carried() => {
+            v.push(
+                value(item, 0.040, &p.latency_s, PREDICTION_TOLERANCE)
+                    .with_paper("up to 60 calls/s at about 40 ms"),
+            );
+        }
+        Some(p) => {
+            let mut c = value(item, 0.040, &p.latency_s, PREDICTION_TOLERANCE)
+                .with_paper("up to 60 calls/s at about 40 ms");
+            c.verdict = Verdict::Differs;
+            c.why = format!(
+                "60 calls/s not carried ({} setups/s); {}",
+                sig(p.setups_per_s.mean),
+                c.why
+            );
+            v.push(c);
+        }
+        None => {
+            v.push(missing(
+                item,
+                "about 40 ms",
+                "simulated xbind T = 1 point at 60 calls/s",
+            ));
+        }
     };
 }
 
@@ -779,7 +824,7 @@ pub(crate) mod tests {
         };
         let mut v = Vec::new();
         for (m, peak, light) in [
-            ("sequential", 22.0, 0.024),
+            ("sequential", 26.0, 0.024),
             ("threaded (4 threads)", 60.0, 0.024),
             ("xbind T=1", 150.0, 0.008),
             ("xbind T=15", 200.0, 0.2),
@@ -994,8 +1039,9 @@ pub(crate) mod tests {
             if p.manager == "xbind T=15" && p.rate == 250.0 {
                 p.setups_per_s.mean = 100.0;
             }
-            if p.manager == "sequential" {
-                p.setups_per_s.mean = p.setups_per_s.mean.max(60.0);
+            if p.manager == "sequential" && p.rate == 25.0 {
+                // Falls behind at 25 calls/s: its knee is 1 call/s.
+                p.setups_per_s.mean = 10.0;
             }
             if p.manager == "xbind T=15" && p.rate == 170.0 {
                 p.latency_s.mean = 0.3;
@@ -1005,6 +1051,34 @@ pub(crate) mod tests {
         assert_eq!(v.verdict(t), Some(Verdict::Differs));
         assert_eq!(v.verdict(seq), Some(Verdict::Differs));
         assert_eq!(v.verdict(large), Some(Verdict::Differs));
+    }
+
+    /// Fig. 6's 60 calls/s at about 40 ms: near it reproduces, far from it or not
+    /// carried differs, absent is not applicable.
+    #[test]
+    fn the_simulated_sixty_calls_row_follows_its_numbers() {
+        let item =
+            "Fig. 6 at the paper's costs (simulated): xbind (T = 1) at 60 calls/s, mean setup";
+        let mut r = results();
+        assert_eq!(verdicts(&r).verdict(item), Some(Verdict::NotApplicable));
+        let e = |mean: f64| atmlab_sim::stats::Estimate {
+            mean,
+            ci95: mean * 0.02,
+            n: 3,
+        };
+        r.simulated.push(SimPoint {
+            manager: "xbind T=1".into(),
+            rate: 60.0,
+            setups_per_s: e(60.0),
+            latency_s: e(0.042),
+            blocking: e(0.0),
+        });
+        assert_eq!(verdicts(&r).verdict(item), Some(Verdict::Reproduces));
+        r.simulated.last_mut().unwrap().latency_s = e(0.015);
+        assert_eq!(verdicts(&r).verdict(item), Some(Verdict::Differs));
+        r.simulated.last_mut().unwrap().latency_s = e(0.042);
+        r.simulated.last_mut().unwrap().setups_per_s = e(30.0);
+        assert_eq!(verdicts(&r).verdict(item), Some(Verdict::Differs));
     }
 
     /// The simulated Fig. 11 row: adaptive within the factor of the best fixed T at every
