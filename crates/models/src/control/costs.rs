@@ -27,8 +27,8 @@
 //!   0.05 ms per command of marshalling, plus 0.4 ms of the server's work, the manager's
 //!   own steps 0.1 ms each. Two numbers are fitted, in this order, by the test
 //!   `paper_000_is_the_fit_of_the_papers_one_at_a_time_setups`: the wire's latency
-//!   (0.3897 ms), so that the simulated sequential setup is 23.4 ms, then `oneway`
-//!   (0.344 ms), what an asynchronous invocation costs each end beyond a synchronous
+//!   (0.3147 ms), so that the simulated sequential setup is 23.4 ms, then `oneway`
+//!   (0.4514 ms), what an asynchronous invocation costs each end beyond a synchronous
 //!   call's share (the paper's "a single synchronous call is slightly more efficient
 //!   than two asynchronous calls", §IV), so that xbind's is 11.0 ms. The rest of the
 //!   split is ours (the paper gives only totals); it decides how much aggregation saves.
@@ -140,7 +140,7 @@ impl CostProfile {
             // and 11.0 ms (the test `paper_000_is_the_fit_of_the_papers_one_at_a_time_setups`).
             "paper-000" => CostProfile {
                 name: name.into(),
-                latency: us(389.7),
+                latency: us(314.7),
                 per_message: ms(0.25),
                 per_command: ms(0.05),
                 switch_per_command: ms(0.4),
@@ -153,7 +153,7 @@ impl CostProfile {
                 cpus: 0,
                 coalesce: false,
                 wakeup: Duration::ZERO,
-                oneway: us(344.0),
+                oneway: us(451.4),
             },
             // 2.39 ms per round trip (418 operations/s over JORB, Table 3.3 row 9): 2 x
             // (0.2 + 2 x 0.4 + 2 x 0.05) + 0.19; the split is ours.

@@ -53,8 +53,8 @@ type Route = (
 enum Work {
     /// A user's AddConnection for call `u` arrived.
     Setup(usize),
-    /// The QoS mapper and the route object answered for call `u`.
-    Resolved(usize, Result<Route, String>),
+    /// The remote QoS mapper or route object answered for call `u` (that many answers).
+    Resolved(usize, u64, Result<Route, String>),
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
     /// Switch `s`'s answer message.
@@ -67,7 +67,7 @@ enum Work {
 #[derive(Debug)]
 enum Output {
     Transmit(usize, Vec<(u64, Command)>),
-    Resolve(usize, Duration, Result<Route, String>),
+    Resolve(usize, u64, Duration, Result<Route, String>),
     Event(CallEvent),
 }
 
@@ -565,7 +565,7 @@ impl<'a> Plane<'a> {
         match w {
             Work::Setup(u) => {
                 if !c.colocated {
-                    work += unmarshal(1);
+                    work += unmarshal(1) + self.oneway();
                 }
                 let (a, b) = self.calls.get(&u).map_or((0, 0), |c| c.pair);
                 let (src, dst) = (&self.cfg.hosts[a], &self.cfg.hosts[b]);
@@ -581,36 +581,49 @@ impl<'a> Plane<'a> {
                         .map_err(|e| e.message)
                 });
                 let miss = router.misses > before;
-                if c.colocated {
-                    // The QoS mapper and the route object are objects in the manager's
-                    // process (atmlab's live lab): their work is the manager's, in this
-                    // step, and nothing crosses a wire.
+                // Where the QoS mapper and the route object are objects in the manager's
+                // process (atmlab's live lab, `colocated`), their work is the manager's,
+                // in this step, and nothing crosses a wire. xbind's manager has its QoS
+                // mapper in its own address space on the papers' testbeds too (paper 000
+                // §II-C1: Orbix's "collocated" feature), and its route cache answers
+                // locally on a hit; the sequential manager asks both remotely (§III-B:
+                // steps 1-6, each a synchronous call).
+                let qos_local = c.colocated || !cfg.manager.blocking;
+                let qos_remote = !qos_local;
+                let route_remote = miss && !c.colocated;
+                if qos_local {
                     work += c.qos_work;
-                    if miss {
-                        work += c.route_work;
-                    }
+                }
+                if miss && c.colocated {
+                    work += c.route_work;
+                }
+                let queries = u64::from(qos_remote) + u64::from(route_remote);
+                if queries == 0 {
                     self.start_setup(m, u, route, now);
                 } else {
-                    // The QoS mapper's round trip, and the route object's on a miss: the
-                    // manager marshals each request and unmarshals each answer.
-                    let queries = 1 + u64::from(miss);
+                    // The remote queries' round trips: the manager marshals each request
+                    // (and unmarshals each answer, when it comes back).
                     self.stats.calls.invocations += queries;
-                    work += times(c.per_message + c.per_command, queries);
-                    let one_way = c.latency + c.per_message + c.per_command;
-                    let mut wait = one_way + one_way + c.qos_work;
-                    if miss {
+                    let end = c.per_message + c.per_command + self.oneway();
+                    work += times(end, queries);
+                    let one_way = c.latency + end + end;
+                    let mut wait = Duration::ZERO;
+                    if qos_remote {
+                        wait += one_way + one_way + c.qos_work;
+                    }
+                    if route_remote {
                         wait += one_way + one_way + c.route_work;
                     }
-                    out.push(Output::Resolve(u, wait, route));
+                    out.push(Output::Resolve(u, queries, wait, route));
                 }
             }
-            Work::Resolved(u, route) => {
-                work += times(c.per_message + c.per_command, 2);
+            Work::Resolved(u, answers, route) => {
+                work += times(c.per_message + c.per_command + self.oneway(), answers);
                 self.start_setup(m, u, route, now);
             }
             Work::Delete(id) => {
                 if !c.colocated {
-                    work += unmarshal(1);
+                    work += unmarshal(1) + self.oneway();
                 }
                 self.mgrs[m].core.delete(now, id);
             }
@@ -648,6 +661,17 @@ impl<'a> Plane<'a> {
             out.push(Output::Transmit(s, t.commands));
         }
         while let Some(e) = self.mgrs[m].core.poll_event() {
+            // The user's AddConnection or DeleteConnection is answered: the manager
+            // marshals the answer (none crosses a wire from a co-located client).
+            let answer = matches!(
+                e,
+                CallEvent::Established { .. }
+                    | CallEvent::Failed { .. }
+                    | CallEvent::Released { .. }
+            );
+            if answer && !c.colocated {
+                work += c.per_message + c.per_command + self.oneway();
+            }
             out.push(Output::Event(e));
         }
         self.arm_timer(m);
@@ -740,10 +764,10 @@ impl<'a> Plane<'a> {
                         self.events.schedule(at, Ev::AtSwitch(s, m, commands));
                     }
                 }
-                Output::Resolve(u, wait, route) => {
+                Output::Resolve(u, answers, wait, route) => {
                     let at = self.now + wait;
                     self.events
-                        .schedule(at, Ev::AtManager(m, Work::Resolved(u, route)));
+                        .schedule(at, Ev::AtManager(m, Work::Resolved(u, answers, route)));
                 }
                 Output::Event(e) => self.call_event(m, e),
             }
