@@ -73,6 +73,36 @@ enum SimCmd {
         #[arg(long)]
         insecure: bool,
     },
+    /// Fit a testbed's cost profile to its one-at-a-time setup figures (the sequential
+    /// manager's mean, 5% and 95% quantiles, xbind's mean at 1 call/s): the wire's
+    /// latency, the asynchronous invocation's extra cost and the stalls. The defaults are
+    /// paper 000's figures, whose fit is the `paper-000` profile.
+    Calibrate {
+        /// The testbed's topology (paper 000's: the line of three switch servers).
+        #[arg(long, default_value = "topologies/line3.toml")]
+        topology: PathBuf,
+        /// The profile whose other costs (the split the fit does not choose) are kept.
+        #[arg(long, default_value = "paper-000")]
+        base: String,
+        /// The sequential manager's mean setup, one call at a time.
+        #[arg(long, default_value = "23.4 ms")]
+        sequential_mean: String,
+        /// Its 5% quantile.
+        #[arg(long, default_value = "20.5 ms")]
+        sequential_p5: String,
+        /// Its 95% quantile.
+        #[arg(long, default_value = "31.0 ms")]
+        sequential_p95: String,
+        /// xbind's mean setup (T = 1) at 1 call/s.
+        #[arg(long, default_value = "11.0 ms")]
+        xbind_mean: String,
+        /// Setups simulated for each evaluation of the fit.
+        #[arg(long, default_value_t = 5000)]
+        calls: u64,
+        /// Write the fitted profile here (a file `profile = { file = PATH }` reads).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// The twin check: the simulated control plane at the measured profile against the
     /// live one, xbind T = 1 and T = 4 on the line of three switches, in one run.
     Twin {
@@ -155,6 +185,70 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             let v = atmlab_lab::twin::verdicts(&r);
             say!("{}", v.summary());
             say!("wrote {}", out.join("README.md").display());
+            Ok(ExitCode::SUCCESS)
+        }
+        SimCmd::Calibrate {
+            topology,
+            base,
+            sequential_mean,
+            sequential_p5,
+            sequential_p95,
+            xbind_mean,
+            calls,
+            out,
+        } => {
+            use atmlab_models::control::calibrate::{self, Targets};
+            use atmlab_models::control::costs::CostProfile;
+            let secs = |flag: &str, v: &str| -> Result<f64> {
+                let d = atmlab_sim::scenario::parse_duration(&toml::Value::String(v.into()))
+                    .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))?;
+                Ok(d.as_secs_f64())
+            };
+            let targets = Targets {
+                sequential_mean: secs("sequential-mean", &sequential_mean)?,
+                sequential_p5: secs("sequential-p5", &sequential_p5)?,
+                sequential_p95: secs("sequential-p95", &sequential_p95)?,
+                xbind_mean: secs("xbind-mean", &xbind_mean)?,
+            };
+            if !(targets.sequential_p5 < targets.sequential_mean
+                && targets.sequential_mean < targets.sequential_p95)
+            {
+                bail!(
+                    "the sequential setup's figures must rise: --sequential-p5 < --sequential-mean < --sequential-p95"
+                );
+            }
+            if calls < 100 {
+                bail!("--calls {calls}: at least 100 setups are needed for a 5% quantile");
+            }
+            let mut profile = CostProfile::named(&base)
+                .with_context(|| format!("--base {base:?}: no such profile"))?;
+            if !topology.is_file() {
+                bail!(
+                    "--topology {}: no such file (run from the repository, or name the testbed's topology file)",
+                    topology.display()
+                );
+            }
+            let topology = std::fs::canonicalize(&topology)
+                .with_context(|| format!("--topology {}", topology.display()))?;
+            let fit = calibrate::fit(&topology, &base, &targets, calls)?;
+            let us = |d: atmlab_core::time::Duration| d.as_secs_f64() * 1e6;
+            println!("latency            {:.1} us", us(fit.latency));
+            println!("oneway             {:.1} us", us(fit.oneway));
+            println!("stall_probability  {:.4}", fit.stall_probability);
+            println!("stall_mean         {:.1} us", us(fit.stall_mean));
+            if let Some(out) = out {
+                profile.name = format!("{base}, fitted");
+                profile.latency = fit.latency;
+                profile.oneway = fit.oneway;
+                profile.stall_probability = fit.stall_probability;
+                profile.stall_mean = fit.stall_mean;
+                let provenance = format!(
+                    "atmlab sim calibrate: {base} fitted to a sequential setup of {sequential_mean} (5% {sequential_p5}, 95% {sequential_p95}) and xbind's {xbind_mean}, {calls} setups per evaluation"
+                );
+                std::fs::write(&out, profile.to_toml(&provenance))
+                    .with_context(|| format!("writing {}", out.display()))?;
+                say!("wrote {}", out.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         SimCmd::List => {

@@ -394,6 +394,8 @@ pub async fn measure(
         coalesce: true,
         wakeup: Duration::ZERO,
         oneway: Duration::ZERO,
+        stall_probability: 0.0,
+        stall_mean: Duration::ZERO,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
 

@@ -26,10 +26,17 @@ pub(super) struct Calls {
 }
 
 impl Calls {
-    /// The first seven of [`METRICS`], the ones every plane has: blocking and failure
-    /// probability, mean and 99th-percentile setup latency (`latency` holds the
-    /// period's setups), setups and offered calls per second, invocations per call.
-    pub(super) fn metrics(&self, latency: &Histogram, secs: f64) -> [f64; 7] {
+    /// The first nine of [`METRICS`], the ones every plane has: blocking and failure
+    /// probability, mean, 99th, 5th and 95th percentile setup latency (`latency` holds
+    /// the period's setups), setups and offered calls per second, invocations per call.
+    pub(super) fn metrics(&self, latency: &Histogram, secs: f64) -> [f64; 9] {
+        let quantile = |q: f64| {
+            if latency.count() > 0 {
+                latency.quantile(q)
+            } else {
+                f64::NAN
+            }
+        };
         let decided = (self.established + self.blocked + self.failed) as f64;
         let ratio = |x: u64| {
             if decided > 0.0 {
@@ -46,11 +53,9 @@ impl Calls {
             } else {
                 f64::NAN
             },
-            if latency.count() > 0 {
-                latency.quantile(0.99)
-            } else {
-                f64::NAN
-            },
+            quantile(0.99),
+            quantile(0.05),
+            quantile(0.95),
             self.established as f64 / secs,
             self.attempts as f64 / secs,
             if self.attempts > 0 {

@@ -37,6 +37,7 @@
 //! partition of every port's VCI range (paper 000 §II-C1), the calls dealt to them in
 //! turn.
 
+pub mod calibrate;
 pub mod costs;
 mod driver;
 mod probes;
@@ -191,6 +192,8 @@ pub const METRICS: &[&str] = &[
     "failure_probability",
     "mean_setup_latency",
     "p99_setup_latency",
+    "p5_setup_latency",
+    "p95_setup_latency",
     "setups_per_s",
     "offered_per_s",
     "invocations_per_call",
@@ -275,7 +278,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "profile",
-        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, switch_threads, colocated, links, cpus, coalesce, wakeup }",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, stall_probability, stall_mean, switch_threads, colocated, links, cpus, coalesce, wakeup }",
     },
 ];
 

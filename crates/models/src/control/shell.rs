@@ -174,6 +174,9 @@ struct Plane<'a> {
     /// The faults' own stream, apart from the calls' (a fault-free run draws nothing
     /// from it, so faults do not move the arrivals).
     fault_rng: SimRng,
+    /// Draws the profile's stalls (a stream of its own, so that a profile without them
+    /// leaves every other draw as it was).
+    stall_rng: SimRng,
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
 }
@@ -325,6 +328,7 @@ impl<'a> Plane<'a> {
             },
             nv_marked: probes::Mark::default(),
             fault_rng: rngs.stream(1),
+            stall_rng: rngs.stream(2),
             arrivals_stopped: false,
         })
     }
@@ -547,6 +551,7 @@ impl<'a> Plane<'a> {
                 return;
             };
             let (work, outputs) = self.manager_step(m, w);
+            let work = work + self.stall();
             let server = &mut self.mgrs[m].server;
             server.threads[t] = Some(outputs);
             server.busy += work;
@@ -841,6 +846,7 @@ impl<'a> Plane<'a> {
                 self.keep_answers();
             }
             let kept = self.answers_kept;
+            let stall = self.stall();
             let sw = &mut self.switches[s];
             let Some((m, msg)) = sw.server.queue.pop_front() else {
                 return;
@@ -873,7 +879,8 @@ impl<'a> Plane<'a> {
                 Duration::ZERO
             };
             let work = times(per_message + times(c.per_command, k) + oneway, 2)
-                + times(c.switch_per_command, k);
+                + times(c.switch_per_command, k)
+                + stall;
             sw.server.threads[t] = Some(());
             sw.replies[t] = Some((m, replies));
             sw.server.busy += work;
@@ -942,6 +949,7 @@ impl<'a> Plane<'a> {
             Duration::ZERO
         };
         let work = per_message + times(c.per_command, k as u64) + self.oneway();
+        let work = work + self.stall();
         self.mgrs[m].links[s].job = Some(job);
         self.events.schedule(self.now + work, Ev::LinkDone(m, s));
     }
@@ -975,6 +983,11 @@ impl<'a> Plane<'a> {
         }
         self.serve_link(m, s);
         self.serve_others();
+    }
+
+    /// A work period's stall, if the profile has them.
+    fn stall(&mut self) -> Duration {
+        self.cfg.costs.stall(&mut self.stall_rng)
     }
 
     /// What each end of a message between the manager and a switch server pays for it

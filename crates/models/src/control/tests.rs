@@ -72,71 +72,56 @@ profile = "fast"
     );
 }
 
-/// The mean setup of `manager` one call at a time through the paper's testbed at
-/// `paper-000` with `latency` and `oneway` in place of the profile's (microseconds):
-/// Poisson calls far apart (0.2 /s, a setup overlapping another one call in 200) held
-/// briefly, for the sequential manager; xbind T = 1 as the paper measured it (1 call/s,
-/// held 0.5 s, §IV).
-fn paper_000_one_at_a_time(manager: &str, latency: f64, oneway: f64) -> f64 {
-    let (rate, hold) = if manager.contains("xbind") {
-        ("1 /s", r#"{ kind = "exponential", mean = "500 ms" }"#)
-    } else {
-        ("0.2 /s", r#"{ kind = "deterministic", mean = "10 ms" }"#)
-    };
-    let c = config(&format!(
-        r#"
-manager = {manager}
-arrival = {{ kind = "poisson", rate = "{rate}" }}
-holding = {hold}
-pcr = "100 /s"
-pairs = ["a:b"]
-profile = {{ base = "paper-000", latency = "{latency} us", oneway = "{oneway} us" }}
-"#
-    ));
-    metric(&run(&c, 2000, 10, 0), "mean_setup_latency") * 1e3
-}
-
-/// The value of `x` in `[lo, hi]` (microseconds, to a tenth) at which the increasing
-/// `f` reaches `target`.
-fn bisect(target: f64, (mut lo, mut hi): (f64, f64), f: impl Fn(f64) -> f64) -> f64 {
-    while hi - lo > 0.1 {
-        let mid = 0.5 * (lo + hi);
-        if f(mid) < target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
-}
-
-/// `paper-000`'s two fitted numbers are the fit of the paper's two one-at-a-time figures
-/// and of nothing else: the wire's latency makes the sequential manager's setup 23.4 ms
-/// (§III-B; a synchronous manager pays no `oneway`), then `oneway` makes xbind T = 1's
-/// light-load setup 11.0 ms (§IV, the abstract's "11 ms at 3,600 call operations/h").
-/// The fit is run here, so the constants cannot drift from it.
+/// `paper-000` at its four one-at-a-time figures (the profile's fitted numbers are what
+/// `atmlab sim calibrate` gives for them): the sequential manager's setup, 23.4 ms mean,
+/// 5% 20.5 ms, 95% 31.0 ms (§III-B), and xbind's 11.0 ms at 1 call/s (§IV).
 #[test]
-fn paper_000_is_the_fit_of_the_papers_one_at_a_time_setups() {
+fn paper_000_gives_the_papers_one_at_a_time_setups() {
+    use super::calibrate::{Fit, one_at_a_time};
     let p = super::CostProfile::named("paper-000").unwrap();
-    let seq = r#"{ kind = "sequential" }"#;
-    let xbind = r#"{ kind = "xbind", threshold = 1, flush = "1 s" }"#;
-    let latency = bisect(23.4, (0.0, 2000.0), |l| {
-        paper_000_one_at_a_time(seq, l, 0.0)
-    });
-    let oneway = bisect(11.0, (0.0, 5000.0), |o| {
-        paper_000_one_at_a_time(xbind, latency, o)
-    });
+    let fit = Fit {
+        latency: p.latency,
+        oneway: p.oneway,
+        stall_probability: p.stall_probability,
+        stall_mean: p.stall_mean,
+    };
+    let topology = std::path::PathBuf::from(line3());
+    let seq = one_at_a_time(&topology, "paper-000", false, &fit, 5000).unwrap();
+    let ms = |x: f64| x * 1e3;
+    assert!((ms(seq.mean) - 23.4).abs() < 0.01 * 23.4, "{seq:?}");
+    assert!((ms(seq.p5) - 20.5).abs() < 0.3, "{seq:?}");
+    assert!((ms(seq.p95) - 31.0).abs() < 0.5, "{seq:?}");
+    let xbind = one_at_a_time(&topology, "paper-000", true, &fit, 5000).unwrap();
+    assert!((ms(xbind.mean) - 11.0).abs() < 0.02 * 11.0, "{xbind:?}");
+}
+
+/// The profile's fitted numbers are the fit (`atmlab sim calibrate`'s defaults), run
+/// here: change the split or the shell's charging, and this says the profile must be
+/// refitted.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): some 150 simulated runs"]
+fn paper_000_is_the_fit_of_the_papers_one_at_a_time_setups() {
+    use super::calibrate::{Targets, fit};
+    let p = super::CostProfile::named("paper-000").unwrap();
+    let topology = std::path::PathBuf::from(line3());
+    let f = fit(&topology, "paper-000", &Targets::PAPER_000, 5000).unwrap();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    eprintln!("fitted: latency {latency:.1} us, oneway {oneway:.1} us");
+    eprintln!("fitted: {f:?}");
     assert!(
-        (us(p.latency) - latency).abs() < 1.0,
-        "latency: fitted {latency} us, profile {:?}",
-        p.latency
+        (us(p.latency) - us(f.latency)).abs() < 2.0,
+        "{f:?} against {p:?}"
     );
     assert!(
-        (us(p.oneway) - oneway).abs() < 1.0,
-        "oneway: fitted {oneway} us, profile {:?}",
-        p.oneway
+        (us(p.oneway) - us(f.oneway)).abs() < 2.0,
+        "{f:?} against {p:?}"
+    );
+    assert!(
+        (p.stall_probability - f.stall_probability).abs() < 1e-3,
+        "{f:?} against {p:?}"
+    );
+    assert!(
+        (us(p.stall_mean) - us(f.stall_mean)).abs() < 20.0,
+        "{f:?} against {p:?}"
     );
 }
 
@@ -203,17 +188,17 @@ fn bad_parameters_name_their_key() {
 
 /// §IV-A: the identifiers in use at a cache (taken at a call's arrival, back when its
 /// commit is answered) form an M/G/∞ queue under Poisson calls, so their number is
-/// Poisson: its variance equals its mean. Queueing at the manager (`paper-000`, 20 calls/s,
-/// a quarter of its capacity at T = 1) makes the replacement latencies vary; the law holds
-/// while they are nearly independent. Near saturation, calls that arrive together wait
-/// together and N_v is over-dispersed (about 1.4 at 60 calls/s): the high-load rows of
-/// the simulated Fig. 9.
+/// Poisson: its variance equals its mean. The stalls and the queueing at the manager
+/// (`paper-000`, 10 calls/s, the paper's low load) make the replacement latencies vary;
+/// the law holds while they are nearly independent. With more load, calls that arrive
+/// together wait together and N_v is over-dispersed (1.06 at 20 calls/s, about 1.4 at
+/// 60): the high-load rows of the simulated Fig. 9.
 #[test]
 fn identifiers_in_use_are_poisson() {
     let c = config(
         r#"
 manager = { kind = "xbind", threshold = 1, flush = "10 ms" }
-arrival = { kind = "poisson", rate = "20 /s" }
+arrival = { kind = "poisson", rate = "10 /s" }
 holding = { kind = "exponential", mean = "500 ms" }
 pcr = "100 /s"
 pairs = ["a:b"]
@@ -233,8 +218,8 @@ profile = "paper-000"
             .map(|m| metric(m, "nv_mean"))
             .collect::<Vec<_>>(),
     );
-    // The mean is λ x the replacement latency: a few identifiers at once, not none.
-    assert!(mean.mean > 0.1, "N_v mean {mean:?}");
+    // The mean is λ x the replacement latency (about 7 ms): not none.
+    assert!(mean.mean > 0.03, "N_v mean {mean:?}");
     assert!(
         (dispersion.mean - 1.0).abs() <= dispersion.ci95.max(0.05),
         "index of dispersion {dispersion:?} (Poisson: 1)"

@@ -152,6 +152,8 @@ pub(super) struct TinaPlane<'a> {
     events: EventSet<Ev>,
     now: Instant,
     rng: SimRng,
+    /// Draws the profile's stalls (its own stream, as in the managers' shell).
+    stall_rng: SimRng,
     router: CachedRouter,
     /// The LNC (node 0), the NML-CPs, the EML-CPs.
     nodes: Vec<Node>,
@@ -259,6 +261,7 @@ impl<'a> TinaPlane<'a> {
             events: EventSet::new(),
             now: Instant::ZERO,
             rng: rngs.stream(0),
+            stall_rng: rngs.stream(2),
             router,
             nodes,
             root: nml_base,
@@ -332,6 +335,7 @@ impl<'a> TinaPlane<'a> {
                 return;
             };
             let (work, outputs) = self.step(n, input, wired);
+            let work = work + self.cfg.costs.stall(&mut self.stall_rng);
             let node = &mut self.nodes[n];
             node.threads[t] = Some(outputs);
             node.busy += work;
@@ -586,13 +590,15 @@ impl<'a> TinaPlane<'a> {
             let Some((from, id, command)) = sw.queue.pop_front() else {
                 return;
             };
+            let stall = c.stall(&mut self.stall_rng);
             let r = sw
                 .core
                 .apply(&command)
                 .map_err(|e| SncError::new(SncError::of_fabric(e.kind()), e.to_string()));
             sw.threads[t] = Some((from, id, r));
-            sw.busy += work;
-            self.events.schedule(self.now + work, Ev::SwitchDone(s, t));
+            sw.busy += work + stall;
+            self.events
+                .schedule(self.now + work + stall, Ev::SwitchDone(s, t));
         }
     }
 }

@@ -691,6 +691,7 @@ fn results_json(r: &XbindResults) -> serde_json::Value {
             "manager": p.manager, "rate": p.rate,
             "setups_per_s": p.setups_per_s.mean, "setups_per_s_ci95": p.setups_per_s.ci95,
             "mean_setup_s": p.latency_s.mean, "mean_setup_s_ci95": p.latency_s.ci95,
+            "p5_setup_s": p.quantiles_s.0.mean, "p95_setup_s": p.quantiles_s.1.mean,
             "blocking": p.blocking.mean,
         })).collect::<Vec<_>>(),
         "simulated_dimension": sim_dimension::to_json(&r.simulated_dimension),
@@ -721,6 +722,8 @@ fn simulated_table(r: &XbindResults) -> Table {
             .fixed(1, 3),
         Column::md("± "),
         Column::csv("mean_setup_ms_ci95").format(Format::Fixed(3)),
+        Column::new("5% ms", "p5_setup_ms").right().fixed(1, 3),
+        Column::new("95% ms", "p95_setup_ms").right().fixed(1, 3),
         Column::new("blocked", "blocked").right().fixed(3, 4),
     ]);
     for p in &r.simulated {
@@ -733,6 +736,8 @@ fn simulated_table(r: &XbindResults) -> Table {
             p.latency_s.mean * 1e3,
             p.latency_s.ci95 * 1e3,
             p.latency_s.ci95 * 1e3,
+            p.quantiles_s.0.mean * 1e3,
+            p.quantiles_s.1.mean * 1e3,
             p.blocking.mean
         ]);
     }

@@ -65,6 +65,8 @@ pub struct SimPoint {
     pub setups_per_s: Estimate,
     /// Mean setup latency, seconds.
     pub latency_s: Estimate,
+    /// The 5% and 95% quantiles of the setup latency, seconds.
+    pub quantiles_s: (Estimate, Estimate),
     /// Share of calls refused.
     pub blocking: Estimate,
 }
@@ -161,6 +163,7 @@ pub fn run(
                 rate,
                 setups_per_s: get("setups_per_s")?,
                 latency_s: get("mean_setup_latency")?,
+                quantiles_s: (get("p5_setup_latency")?, get("p95_setup_latency")?),
                 blocking: get("blocking_probability")?,
             };
             say(&format!(
