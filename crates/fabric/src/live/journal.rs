@@ -43,6 +43,15 @@ pub struct Journal {
     path: PathBuf,
     out: BufWriter<File>,
     sync: bool,
+    /// The file's length after the last batch that was written whole: a batch whose
+    /// write fails is cut back to it, so the file never holds a command its client was
+    /// told had failed.
+    written: u64,
+    /// Bytes buffered since.
+    pending: u64,
+    /// A failed batch could not be cut back out of the file: nothing more is written
+    /// (every later batch fails) until the server restarts and replays what is there.
+    broken: bool,
 }
 
 fn hex(s: &str) -> String {
@@ -219,14 +228,24 @@ impl Journal {
             .append(true)
             .open(path)
             .map_err(|e| err(e.to_string()))?;
+        let written = file.metadata().map_err(|e| err(e.to_string()))?.len();
         Ok((
-            Journal {
-                path: path.to_path_buf(),
-                out: BufWriter::with_capacity(64 * 1024, file),
-                sync,
-            },
+            Journal::over(path, file, sync, written),
             live.into_values().collect(),
         ))
+    }
+
+    /// A journal appending to `file` (opened for appending at `path`), `written` bytes
+    /// long.
+    pub(crate) fn over(path: &Path, file: File, sync: bool, written: u64) -> Journal {
+        Journal {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(64 * 1024, file),
+            sync,
+            written,
+            pending: 0,
+            broken: false,
+        }
     }
 
     /// The file.
@@ -236,21 +255,75 @@ impl Journal {
 
     /// Buffers a connection record (a commit or a branch change).
     pub fn record(&mut self, c: &Connection) {
-        // Errors surface at flush(), which every batch calls.
-        let _ = writeln!(self.out, "{}", encode(c));
+        self.line(&encode(c));
     }
 
     /// Buffers a release record.
     pub fn record_release(&mut self, id: u64) {
-        let _ = writeln!(self.out, "R {id}");
+        self.line(&format!("R {id}"));
     }
 
-    /// Writes the buffered records to the kernel (and to the disk with `sync`).
+    fn line(&mut self, line: &str) {
+        // Errors surface at flush(), which every batch calls.
+        let _ = writeln!(self.out, "{line}");
+        self.pending += line.len() as u64 + 1;
+    }
+
+    /// Writes the buffered records (one batch's) to the kernel, and to the disk with
+    /// `sync`. If they cannot all be written (a full disk, an I/O error), none of them
+    /// stays: the file is cut back to its length before the batch and the buffer
+    /// dropped, and the error names the file; the caller must then take the batch back.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()?;
-        if self.sync {
-            self.out.get_ref().sync_data()?;
+        if self.broken {
+            self.drop_buffer();
+            return Err(std::io::Error::other(format!(
+                "journal {}: a failed write could not be cut back out of it; restart the switch server",
+                self.path.display()
+            )));
         }
-        Ok(())
+        let r = self.out.flush().and_then(|()| {
+            if self.sync {
+                self.out.get_ref().sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        match r {
+            Ok(()) => {
+                self.written += self.pending;
+                self.pending = 0;
+                Ok(())
+            }
+            Err(e) => {
+                self.drop_buffer();
+                let what = match self.out.get_ref().set_len(self.written) {
+                    Ok(()) => "the batch was not kept".to_string(),
+                    Err(cut) => {
+                        self.broken = true;
+                        format!("and it could not be cut back to its last whole batch: {cut}")
+                    }
+                };
+                Err(std::io::Error::new(
+                    e.kind(),
+                    format!("journal {}: {e} ({what})", self.path.display()),
+                ))
+            }
+        }
+    }
+
+    /// Forgets the records buffered and not yet written.
+    fn drop_buffer(&mut self) {
+        self.pending = 0;
+        if self.out.buffer().is_empty() {
+            return;
+        }
+        match self.out.get_ref().try_clone() {
+            Ok(f) => {
+                let old = std::mem::replace(&mut self.out, BufWriter::with_capacity(64 * 1024, f));
+                // Its buffer goes with it, unwritten.
+                let _ = old.into_parts();
+            }
+            Err(_) => self.broken = true,
+        }
     }
 }

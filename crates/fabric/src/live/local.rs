@@ -14,7 +14,7 @@ use crate::error::FabricError;
 use crate::live::backend::{BatchResult, Description, SwitchBackend};
 use crate::live::journal::Journal;
 use crate::switch::{
-    Atomicity, BranchChange, Command, Connection, Modify, Reply, Reservation, Switch,
+    Atomicity, BranchChange, Command, Connection, Modify, Reply, Reservation, Switch, UndoLog,
 };
 use atmlab_core::ids::PortId;
 
@@ -133,63 +133,71 @@ impl LocalSwitch {
         // release the same connection), kept only if the batch stands.
         let mut records: Vec<Record> = Vec::new();
         let mut events: Vec<SwitchEvent> = Vec::new();
-        let results = st
-            .switch
-            .execute_observed(commands, atomicity, |sw, cmd, reply| {
-                if !journaling && !watching {
-                    return;
+        let observe = |sw: &Switch, cmd: &Command, reply: &Reply| {
+            if !journaling && !watching {
+                return;
+            }
+            match (cmd, reply) {
+                (
+                    Command::Commit(_),
+                    Reply::Committed {
+                        connection,
+                        replenished,
+                    },
+                ) => {
+                    let conn = sw.connection(*connection).expect("just committed");
+                    if watching {
+                        events.push(SwitchEvent::Committed(conn.clone()));
+                        if !replenished.is_empty() {
+                            events.push(SwitchEvent::Reserved(reservations_of(cmd, replenished)));
+                        }
+                    }
+                    records.push(Record::Connection(conn));
                 }
-                match (cmd, reply) {
-                    (
-                        Command::Commit(_),
-                        Reply::Committed {
-                            connection,
-                            replenished,
-                        },
-                    ) => {
-                        let conn = sw.connection(*connection).expect("just committed");
-                        if watching {
-                            events.push(SwitchEvent::Committed(conn.clone()));
-                            if !replenished.is_empty() {
-                                events
-                                    .push(SwitchEvent::Reserved(reservations_of(cmd, replenished)));
-                            }
-                        }
-                        records.push(Record::Connection(conn));
+                (Command::Release(r), Reply::Released) => {
+                    records.push(Record::Release(r.connection));
+                    if watching {
+                        events.push(SwitchEvent::Released(r.connection));
                     }
-                    (Command::Release(r), Reply::Released) => {
-                        records.push(Record::Release(r.connection));
-                        if watching {
-                            events.push(SwitchEvent::Released(r.connection));
-                        }
-                    }
-                    (Command::AddBranch(BranchChange { connection, .. }), _)
-                    | (Command::DropBranch(BranchChange { connection, .. }), _)
-                    | (Command::Modify(Modify { connection, .. }), _) => {
-                        let conn = sw.connection(*connection).expect("just changed");
-                        if watching {
-                            events.push(SwitchEvent::BranchesChanged(conn.clone()));
-                        }
-                        records.push(Record::Connection(conn));
-                    }
-                    (Command::Reserve(_), Reply::Reserved(ids)) if watching => {
-                        events.push(SwitchEvent::Reserved(reservations_of(cmd, ids)));
-                    }
-                    (Command::Unreserve(u), Reply::Unreserved) if watching => {
-                        events.push(SwitchEvent::Unreserved(
-                            u.ids
-                                .iter()
-                                .map(|&id| Reservation {
-                                    port: u.port,
-                                    id,
-                                    owner: u.owner.to_string(),
-                                })
-                                .collect(),
-                        ));
-                    }
-                    _ => {}
                 }
-            });
+                (Command::AddBranch(BranchChange { connection, .. }), _)
+                | (Command::DropBranch(BranchChange { connection, .. }), _)
+                | (Command::Modify(Modify { connection, .. }), _) => {
+                    let conn = sw.connection(*connection).expect("just changed");
+                    if watching {
+                        events.push(SwitchEvent::BranchesChanged(conn.clone()));
+                    }
+                    records.push(Record::Connection(conn));
+                }
+                (Command::Reserve(_), Reply::Reserved(ids)) if watching => {
+                    events.push(SwitchEvent::Reserved(reservations_of(cmd, ids)));
+                }
+                (Command::Unreserve(u), Reply::Unreserved) if watching => {
+                    events.push(SwitchEvent::Unreserved(
+                        u.ids
+                            .iter()
+                            .map(|&id| Reservation {
+                                port: u.port,
+                                id,
+                                owner: u.owner.to_string(),
+                            })
+                            .collect(),
+                    ));
+                }
+                _ => {}
+            }
+        };
+        // With a journal, the batch is kept undoable until it is written: a batch the
+        // journal cannot hold is taken back, so the table never holds a command its
+        // client was told had failed (a full disk).
+        let (results, undo) = if journaling {
+            st.switch.execute_undoable(commands, atomicity, observe)
+        } else {
+            (
+                st.switch.execute_observed(commands, atomicity, observe),
+                UndoLog::default(),
+            )
+        };
         if atomicity == Atomicity::AllOrNothing && results.iter().any(|r| r.is_err()) {
             // Undone: nothing happened.
             return Ok(results);
@@ -201,8 +209,12 @@ impl LocalSwitch {
                     Record::Release(id) => j.record_release(*id),
                 }
             }
-            j.flush()
-                .map_err(|e| FabricError::Unavailable(format!("journal write failed: {e}")))?;
+            if let Err(e) = j.flush() {
+                st.switch.roll_back(undo);
+                return Err(FabricError::Unavailable(format!(
+                    "journal write failed, nothing done: {e}"
+                )));
+            }
         }
         for event in events {
             st.sequence += 1;
@@ -268,5 +280,124 @@ impl SwitchBackend for LocalSwitch {
 
     async fn reservations(&self) -> Result<Vec<Reservation>, FabricError> {
         Ok(self.with_switch(|s| s.reservations()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::OpenOptions;
+    use std::path::Path;
+
+    use atmlab_core::ids::VcId;
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::{BitRate, CellRate};
+
+    use super::*;
+    use crate::config::SwitchConfig;
+    use crate::switch::{Branch, Commit, ConnectionKind, Release, Reserve};
+
+    /// What a batch may change: connections, reservations, and per port the bandwidth
+    /// admitted and the identifiers reserved and committed.
+    type State = (Vec<Connection>, Vec<Reservation>, Vec<(f64, u32, u32)>);
+
+    fn state(local: &LocalSwitch) -> State {
+        local.with_switch(|s| {
+            let ports = (0..3)
+                .map(|p| {
+                    let st = s.port_status(PortId(p)).unwrap();
+                    (st.allocated, st.reserved, st.committed)
+                })
+                .collect();
+            (s.connections(), s.reservations(), ports)
+        })
+    }
+
+    /// A full disk (`/dev/full`: every write fails with ENOSPC) under the journal: a
+    /// commit of reserved identifiers, a release and a mixed batch are each refused to
+    /// the client, and the switch is exactly as before each of them: no connection
+    /// installed, none removed, the reservations and the admitted bandwidth as they were
+    /// (issue 24, item 6: before, the commit was refused but stayed in the table).
+    #[test]
+    fn a_full_disk_leaves_the_switch_unchanged() {
+        let cfg = SwitchConfig::uniform("s1", 3, BitRate(155.52e6));
+        let full = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        let journal = Journal::over(Path::new("/dev/full"), full, false, 0);
+        let local = LocalSwitch::new(Switch::new(&cfg).unwrap(), Some(journal));
+        // Reservations are not journalled: this batch writes nothing and stands.
+        let r = local
+            .execute_now(
+                &[Command::Reserve(Reserve {
+                    port: PortId(1),
+                    count: 4,
+                    owner: "cm".into(),
+                    ..Default::default()
+                })],
+                Atomicity::AllOrNothing,
+            )
+            .unwrap();
+        let Ok(Reply::Reserved(ids)) = &r[0] else {
+            panic!("{r:?}")
+        };
+        let commit = |in_vci: u16, out: VcId| {
+            Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, in_vci),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: out,
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(10_000.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: "cm".into(),
+                replenish: 2,
+                tag: String::new(),
+            })
+        };
+        let before = state(&local);
+        for atomicity in [Atomicity::AllOrNothing, Atomicity::ContinueOnError] {
+            let e = local
+                .execute_now(&[commit(40, ids[0]), commit(41, ids[1])], atomicity)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("journal") && e.contains("/dev/full"), "{e}");
+            assert_eq!(state(&local), before, "{atomicity:?}");
+        }
+        // A connection installed without the journal (restored, as after a restart)
+        // cannot be released while the journal cannot say so.
+        local.with_switch(|s| {
+            s.restore(&Connection {
+                id: 7,
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 50),
+                branches: vec![Branch {
+                    port: PortId(2),
+                    id: VcId::new(0, 50),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(1_000.0)),
+                clr: 0.0,
+                admitted: 0.0,
+                buffer_cells: 0,
+                owner: "cm".into(),
+                tag: String::new(),
+                cells: 0,
+                cells_discarded: 0,
+            })
+            .unwrap()
+        });
+        let before = state(&local);
+        let release = Command::Release(Release {
+            connection: 7,
+            keep_reserved: false,
+        });
+        assert!(
+            local
+                .execute_now(std::slice::from_ref(&release), Atomicity::ContinueOnError)
+                .is_err()
+        );
+        assert_eq!(state(&local), before);
+        assert_eq!(state(&local).0.len(), 1);
     }
 }

@@ -6,7 +6,7 @@
 
 use atmlab_core::ids::{PortId, VcId};
 
-use super::undo::Undo;
+use super::undo::{Undo, UndoLog};
 use super::{
     Atomicity, Command, Commit, Connection, IdState, PortCounters, PortStatus, Reply, Reservation,
     Switch,
@@ -210,21 +210,61 @@ impl Switch {
         &mut self,
         cmds: &[Command],
         atomicity: Atomicity,
-        mut observe: impl FnMut(&Switch, &Command, &Reply),
+        observe: impl FnMut(&Switch, &Command, &Reply),
     ) -> Vec<Result<Reply, FabricError>> {
+        self.run_batch(cmds, atomicity, observe, false).0
+    }
+
+    /// [`Switch::execute_observed`], keeping how to take back every command that
+    /// succeeded: a server whose journal write fails after the batch ran hands the log
+    /// to [`Switch::roll_back`], and the switch is as it was before the batch, so that a
+    /// command refused to its client never stays in the table.
+    pub fn execute_undoable(
+        &mut self,
+        cmds: &[Command],
+        atomicity: Atomicity,
+        observe: impl FnMut(&Switch, &Command, &Reply),
+    ) -> (Vec<Result<Reply, FabricError>>, UndoLog) {
+        let (results, log) = self.run_batch(cmds, atomicity, observe, true);
+        (results, UndoLog(log))
+    }
+
+    /// Takes back every change of a batch run by [`Switch::execute_undoable`], the last
+    /// first.
+    pub fn roll_back(&mut self, log: UndoLog) {
+        for u in log.0.into_iter().rev() {
+            self.undo(u);
+        }
+    }
+
+    /// Runs a batch; with `keep`, returns the undo log of what stands.
+    fn run_batch(
+        &mut self,
+        cmds: &[Command],
+        atomicity: Atomicity,
+        mut observe: impl FnMut(&Switch, &Command, &Reply),
+        keep: bool,
+    ) -> (Vec<Result<Reply, FabricError>>, Vec<Undo>) {
+        let mut log = Vec::new();
         match atomicity {
-            Atomicity::ContinueOnError => cmds
-                .iter()
-                .map(|c| {
-                    let r = self.apply(c);
-                    if let Ok(reply) = &r {
-                        observe(self, c, reply);
-                    }
-                    r
-                })
-                .collect(),
+            Atomicity::ContinueOnError => {
+                let results = cmds
+                    .iter()
+                    .map(|c| {
+                        let r = if keep {
+                            self.apply_logged(c, Some(&mut log))
+                        } else {
+                            self.apply(c)
+                        };
+                        if let Ok(reply) = &r {
+                            observe(self, c, reply);
+                        }
+                        r
+                    })
+                    .collect();
+                (results, log)
+            }
             Atomicity::AllOrNothing => {
-                let mut log = Vec::new();
                 let mut out: Vec<Result<Reply, FabricError>> = Vec::with_capacity(cmds.len());
                 for (i, c) in cmds.iter().enumerate() {
                     match self.apply_logged(c, Some(&mut log)) {
@@ -241,11 +281,14 @@ impl Switch {
                             }
                             out.push(Err(e));
                             out.extend((i + 1..cmds.len()).map(|_| Err(FabricError::Aborted)));
-                            return out;
+                            return (out, Vec::new());
                         }
                     }
                 }
-                out
+                if !keep {
+                    log.clear();
+                }
+                (out, log)
             }
         }
     }

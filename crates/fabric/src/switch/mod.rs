@@ -57,6 +57,7 @@ pub use types::{
     MAX_BRANCHES, MAX_RESERVE, MIN_CELL_RATE, Modify, PortCounters, PortStatus, Release, Reply,
     Reservation, Reserve, Unreserve,
 };
+pub use undo::UndoLog;
 
 use std::collections::VecDeque;
 

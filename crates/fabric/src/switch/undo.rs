@@ -10,7 +10,19 @@ use atmlab_core::traffic::TrafficDescriptor;
 
 use super::{Branch, ConnectionKind, Entry, IdState, Switch};
 
-/// The undo log of an all-or-nothing batch.
+/// How to take back a batch that stood (`Switch::execute_undoable`): kept by a server
+/// until the batch is journalled, handed to `Switch::roll_back` if it cannot be.
+#[derive(Debug, Default)]
+pub struct UndoLog(pub(super) Vec<Undo>);
+
+impl UndoLog {
+    /// Whether the batch changed nothing that needs taking back.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// One step of an undo log.
 #[derive(Debug)]
 pub(super) enum Undo {
     /// Remove reservations made.
