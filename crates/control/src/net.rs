@@ -48,6 +48,7 @@ impl Topology {
                 vci: d.vci,
                 udp: Some(any),
                 peer: None,
+                host: None,
             })
             .collect();
         Ok(ServerFile {

@@ -373,6 +373,8 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     cells_discarded_clp1: p.counters.cells_discarded_clp1,
                     cells_discarded_full: p.counters.cells_discarded_full,
                     queue_cells: p.queue_cells,
+                    datagrams_refused: p.counters.datagrams_refused,
+                    cells_refused: p.counters.cells_refused,
                 })
                 .collect(),
             connections: conns

@@ -21,8 +21,12 @@
 //! vpi = [0, 15]
 //! vci = [32, 4095]
 //! udp = "127.0.0.1:7000"        # this port's socket
-//! peer = "127.0.0.1:7100"       # the neighbour's socket; absent: learn it (host ports)
+//! peer = "127.0.0.1:7100"       # a trunk: the neighbour's socket, the only sender taken
+//! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
 //! ```
+//!
+//! A port with neither `peer` nor `host` is a host port bound by its host's first attach
+//! or by [`RunningSwitch::attach_host`] (see [`crate::live::dataplane`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,9 +76,13 @@ pub struct PortFile {
     /// This port's UDP socket (default 127.0.0.1:0).
     #[serde(default)]
     pub udp: Option<SocketAddr>,
-    /// The neighbour's socket; absent: learned from the first datagram.
+    /// The neighbour's socket (a trunk port, which takes cells from it alone).
     #[serde(default)]
     pub peer: Option<SocketAddr>,
+    /// A host port's host, bound from the start (absent: bound by the host's first
+    /// attach, or by [`RunningSwitch::attach_host`]).
+    #[serde(default)]
+    pub host: Option<SocketAddr>,
 }
 
 /// A switch server's configuration file.
@@ -126,6 +134,12 @@ impl ServerFile {
                 Some(s) => BitRate::from_str(s).map_err(|e| bad("link_rate", e.to_string()))?,
                 None => BitRate(155.52e6),
             };
+            if p.peer.is_some() && p.host.is_some() {
+                return Err(bad(
+                    "host",
+                    "a port has a peer (a trunk) or a host, not both".into(),
+                ));
+            }
             let mut pc = PortConfig::new(p.id, link);
             pc.interface = match p.interface.as_deref() {
                 None | Some("uni") => Interface::Uni,
@@ -193,6 +207,18 @@ impl RunningSwitch {
         while self.tasks.join_next().await.is_some() {}
     }
 
+    /// Binds host port `port` to the host at `host` (the explicit attach; moves a port
+    /// already bound). False if the switch has no such port.
+    pub fn attach_host(&self, port: PortId, host: SocketAddr) -> bool {
+        self.data_plane.attach_host(port, host, &self.switch)
+    }
+
+    /// What the data plane refused on `port` (datagrams from a sender that is not the
+    /// port's peer).
+    pub fn refusals(&self, port: PortId) -> crate::live::local::Refusals {
+        self.switch.refusals(port)
+    }
+
     /// Waits until a task of the server ends (it should not, short of a fatal error).
     pub async fn wait(&mut self) {
         self.tasks.join_next().await;
@@ -244,6 +270,11 @@ pub async fn start(
     .map_err(|e| {
         FabricError::Config(format!("switch {}: binding its UDP ports: {e}", file.name))
     })?;
+    for p in &file.ports {
+        if let Some(h) = p.host {
+            data_plane.attach_host(PortId(p.id), h, &local);
+        }
+    }
     let mut tasks = data_plane.spawn(local.clone());
     let grpc_listener = TcpListener::bind(file.grpc.unwrap_or(any))
         .await
