@@ -17,13 +17,15 @@
 //! addresses = ["I:15550001"]  # assigned to the subscriber; the only valid sources
 //! destination_screen = { allow = ["I:15550002"] }  # optional, or { deny = [...] }
 //! source_screen = { deny = ["I:15550666"] }         # optional
-//! # peer = "127.0.0.1:9000"  # optional: else the last sender is the subscriber
+//! # peer = "127.0.0.1:9000"  # optional: the subscriber's address, the only one taken;
+//! #                           # else the subscriber's first attach binds the SNI
 //!
 //! [[interface]]
 //! kind = "issi"               # a link to another server
 //! bind = "127.0.0.1:7201"
-//! peer = "127.0.0.1:7202"
+//! peer = "127.0.0.1:7202"       # the only address its frames are taken from
 //! cost = 1
+//! neighbour = 2                 # optional: the server there (else the first Hello's)
 //!
 //! [[interface]]
 //! kind = "ici"                # another carrier, reached for these prefixes
@@ -82,7 +84,7 @@ use serde::Deserialize;
 use crate::SmdsError;
 use crate::cmp::CmpConfig;
 use crate::fib::{GroupConfig, IciConfig, InterfaceConfig, LocalConfig, ScreenList, SniConfig};
-use crate::ids::ServerId;
+use crate::ids::{IfaceId, ServerId};
 use crate::linkstate::LinkStateConfig;
 use crate::server::ServerConfig;
 
@@ -132,6 +134,8 @@ struct IfaceRaw {
     source_screen: Option<ScreenRaw>,
     #[serde(default)]
     cost: Option<u32>,
+    #[serde(default)]
+    neighbour: Option<u32>,
     #[serde(default)]
     prefixes: Vec<String>,
 }
@@ -349,6 +353,7 @@ impl ServerFile {
         let raw: ServerFileRaw = toml::from_str(text).map_err(|e| cerr(file, e.to_string()))?;
         let mut interfaces = Vec::new();
         let mut endpoints = Vec::new();
+        let mut neighbours = Vec::new();
         for (i, f) in raw.interfaces.iter().enumerate() {
             let at = format!("interface {} ({})", i + 1, f.kind);
             let over_atm = f.atm.as_ref().map(|a| atm(file, &at, a)).transpose()?;
@@ -377,6 +382,7 @@ impl ServerFile {
             let ifc = match f.kind.as_str() {
                 "sni" => {
                     only(f.cost.is_none(), "cost")?;
+                    only(f.neighbour.is_none(), "neighbour")?;
                     only(f.prefixes.is_empty(), "prefixes")?;
                     InterfaceConfig::Sni(SniConfig {
                         addresses: addrs(file, &at, &f.addresses)?,
@@ -395,11 +401,15 @@ impl ServerFile {
                     }
                     if f.kind == "issi" {
                         only(f.prefixes.is_empty(), "prefixes")?;
+                        if let Some(n) = f.neighbour {
+                            neighbours.push((IfaceId(interfaces.len() as u16), ServerId(n)));
+                        }
                         InterfaceConfig::Issi {
                             cost: f.cost.unwrap_or(1),
                         }
                     } else {
                         only(f.cost.is_none(), "cost")?;
+                        only(f.neighbour.is_none(), "neighbour")?;
                         InterfaceConfig::Ici(IciConfig {
                             prefixes: addrs(file, &at, &f.prefixes)?,
                         })
@@ -430,6 +440,7 @@ impl ServerFile {
                 local,
                 link_state: timers(raw.hello_ms, raw.dead_ms),
                 cmp: CmpConfig::default(),
+                neighbours,
             },
             endpoints,
             queue: raw.queue.unwrap_or(DEFAULT_QUEUE).max(1),
@@ -517,6 +528,7 @@ impl TopologyFile {
                     local,
                     link_state: ls,
                     cmp: CmpConfig::default(),
+                    neighbours: Vec::new(),
                 },
             ));
         }
@@ -544,6 +556,15 @@ impl TopologyFile {
             };
             let ea = end(a);
             let eb = end(b);
+            // Each end knows the server at the other (ids are file order from 1).
+            servers[a]
+                .1
+                .neighbours
+                .push((IfaceId(ea.1), ServerId(b as u32 + 1)));
+            servers[b]
+                .1
+                .neighbours
+                .push((IfaceId(eb.1), ServerId(a as u32 + 1)));
             links.push((ea, eb));
         }
         for (n, s) in &servers {
