@@ -49,6 +49,7 @@ impl Topology {
                 udp: Some(any),
                 peer: None,
                 host: None,
+                attach: None,
             })
             .collect();
         Ok(ServerFile {

@@ -95,6 +95,8 @@ pub struct PortSocket {
     pub binding: Mutex<Binding>,
     /// The last address a datagram was refused from (for the summary log line).
     last_refused: Mutex<Option<SocketAddr>>,
+    /// Whether the host's own first attach may bind the port while it is unbound.
+    first_attach: std::sync::atomic::AtomicBool,
 }
 
 impl PortSocket {
@@ -140,6 +142,7 @@ impl DataPlane {
                 socket: Arc::new(socket),
                 binding: Mutex::new(peer.map_or(Binding::Unbound, Binding::Trunk)),
                 last_refused: Mutex::new(None),
+                first_attach: std::sync::atomic::AtomicBool::new(true),
             });
         }
         Ok(DataPlane {
@@ -178,9 +181,27 @@ impl DataPlane {
 
     /// Binds a host port to the host at `host`: the explicit attach (the control path),
     /// which, unlike a host's own attach datagram, may move a port already bound (a
-    /// restarted host on a new address). False if there is no such port.
+    /// restarted host on a new address). False if there is no such port or it is a
+    /// trunk (a neighbour switch's link is not re-pointed by an attach).
     pub fn attach_host(&self, port: PortId, host: SocketAddr, switch: &LocalSwitch) -> bool {
-        self.bind_port(port, Binding::Host(host), switch)
+        let trunk = self
+            .ports
+            .iter()
+            .find(|p| p.port == port)
+            .is_some_and(|p| matches!(p.binding(), Binding::Trunk(_)));
+        !trunk && self.bind_port(port, Binding::Host(host), switch)
+    }
+
+    /// Whether an unbound host port `port` may be bound by its host's own first attach
+    /// (`true`, the default) or only by configuration and the control path (`false`:
+    /// `attach = "control"` in the server file). False if there is no such port.
+    pub fn set_first_attach(&self, port: PortId, allowed: bool) -> bool {
+        let Some(p) = self.ports.iter().find(|p| p.port == port) else {
+            return false;
+        };
+        p.first_attach
+            .store(allowed, std::sync::atomic::Ordering::Relaxed);
+        true
     }
 
     fn bind_port(&self, port: PortId, binding: Binding, switch: &LocalSwitch) -> bool {
@@ -206,6 +227,7 @@ impl DataPlane {
         for p in self.ports.iter() {
             switch.set_peer(p.port, describe_binding(p.binding(), &p.socket));
         }
+        switch.set_data_plane(self.clone());
         let mut set = JoinSet::new();
         for i in 0..self.ports.len() {
             let dp = self.clone();
@@ -261,7 +283,9 @@ impl DataPlane {
         let mut b = me.binding.lock().unwrap_or_else(|e| e.into_inner());
         match *b {
             Binding::Trunk(a) | Binding::Host(a) if a == from => true,
-            Binding::Unbound if n == 0 => {
+            Binding::Unbound
+                if n == 0 && me.first_attach.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
                 *b = Binding::Host(from);
                 drop(b);
                 tracing::info!(port = %me.port, host = %from, "host attached");

@@ -73,6 +73,8 @@ struct Shared {
     /// Per port: datagrams and cells the data plane refused (counted outside the switch
     /// lock, so a flood of refused datagrams does not contend with the traffic).
     refused: Vec<(AtomicU64, AtomicU64)>,
+    /// The data plane running on this switch, for the control path's AttachHost.
+    data_plane: Mutex<Option<crate::live::dataplane::DataPlane>>,
     events: broadcast::Sender<SequencedEvent>,
 }
 
@@ -100,6 +102,7 @@ impl LocalSwitch {
             shared: Arc::new(Shared {
                 name,
                 port_ids,
+                data_plane: Mutex::new(None),
                 refused: (0..n)
                     .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                     .collect(),
@@ -160,6 +163,39 @@ impl LocalSwitch {
         {
             d.fetch_add(1, Relaxed);
             c.fetch_add(cells, Relaxed);
+        }
+    }
+
+    /// Tells the switch which data plane runs its ports ([`crate::live::dataplane::DataPlane::spawn`]
+    /// does).
+    pub fn set_data_plane(&self, dp: crate::live::dataplane::DataPlane) {
+        *self
+            .shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(dp);
+    }
+
+    /// Binds host port `port` to the host at `host`: the explicit attach, through the
+    /// control path (the AttachHost RPC). Refused for a trunk port, an unknown port, or a
+    /// switch without a data plane.
+    pub fn attach_host(&self, port: PortId, host: std::net::SocketAddr) -> Result<(), FabricError> {
+        let dp = self
+            .shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| FabricError::Unavailable("this switch runs no data plane".into()))?;
+        if self.port_index(port).is_none() {
+            return Err(FabricError::UnknownPort(port));
+        }
+        if dp.attach_host(port, host, self) {
+            Ok(())
+        } else {
+            Err(FabricError::Invalid(
+                "the port is a trunk to a neighbour switch, not a host port",
+            ))
         }
     }
 

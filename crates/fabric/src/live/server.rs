@@ -23,10 +23,13 @@
 //! udp = "127.0.0.1:7000"        # this port's socket
 //! peer = "127.0.0.1:7100"       # a trunk: the neighbour's socket, the only sender taken
 //! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
+//! # attach = "control"          # an unbound host port: bound through the control path
+//! #                             # only ("first", the default: also by the host's attach)
 //! ```
 //!
 //! A port with neither `peer` nor `host` is a host port bound by its host's first attach
-//! or by [`RunningSwitch::attach_host`] (see [`crate::live::dataplane`]).
+//! (unless `attach = "control"`) or through the control path: the AttachHost RPC,
+//! [`RunningSwitch::attach_host`] (see [`crate::live::dataplane`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -80,9 +83,13 @@ pub struct PortFile {
     #[serde(default)]
     pub peer: Option<SocketAddr>,
     /// A host port's host, bound from the start (absent: bound by the host's first
-    /// attach, or by [`RunningSwitch::attach_host`]).
+    /// attach, or by [`RunningSwitch::attach_host`] / the AttachHost RPC).
     #[serde(default)]
     pub host: Option<SocketAddr>,
+    /// How an unbound host port gets its host: "first" (default: the host's first
+    /// attach datagram, or the control path) or "control" (the control path only).
+    #[serde(default)]
+    pub attach: Option<String>,
 }
 
 /// A switch server's configuration file.
@@ -139,6 +146,15 @@ impl ServerFile {
                     "host",
                     "a port has a peer (a trunk) or a host, not both".into(),
                 ));
+            }
+            match p.attach.as_deref() {
+                None | Some("first") | Some("control") => {}
+                Some(x) => {
+                    return Err(bad(
+                        "attach",
+                        format!("{x:?} is neither \"first\" nor \"control\""),
+                    ));
+                }
             }
             let mut pc = PortConfig::new(p.id, link);
             pc.interface = match p.interface.as_deref() {
@@ -273,6 +289,9 @@ pub async fn start(
     for p in &file.ports {
         if let Some(h) = p.host {
             data_plane.attach_host(PortId(p.id), h, &local);
+        }
+        if p.attach.as_deref() == Some("control") {
+            data_plane.set_first_attach(PortId(p.id), false);
         }
     }
     let mut tasks = data_plane.spawn(local.clone());

@@ -228,11 +228,17 @@ async fn a_hijacking_datagram_does_not_move_a_host_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_port_is_bound_by_configuration_or_the_control_path() {
     // Port 1's host is configured: nobody else, not even a first attach, takes it.
+    // Port 0 is bound through the control path only (`attach = "control"`); port 2 is a
+    // trunk.
     let receiver = tokio::net::UdpSocket::bind(any_addr()).await.unwrap();
     let host_b = receiver.local_addr().unwrap();
     drop(receiver);
     let file = ServerFile::parse(
-        &format!("name = \"s1\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\nhost = \"{host_b}\"\n"),
+        &format!(
+            "name = \"s1\"\n[[ports]]\nid = 0\nattach = \"control\"\n\
+             [[ports]]\nid = 1\nhost = \"{host_b}\"\n\
+             [[ports]]\nid = 2\ninterface = \"nni\"\npeer = \"127.0.0.1:9\"\n"
+        ),
         "test",
     )
     .unwrap();
@@ -244,7 +250,7 @@ async fn a_host_port_is_bound_by_configuration_or_the_control_path() {
     )
     .await;
     let rate = BitRate(50e6);
-    // A squatter attaches first: refused, the binding holds.
+    // A squatter attaches to port 1 first: refused, the binding holds.
     let _squat = HostPort::attach(any_addr(), udp(&s1, 1), rate)
         .await
         .unwrap();
@@ -255,19 +261,40 @@ async fn a_host_port_is_bound_by_configuration_or_the_control_path() {
     assert_eq!(s1.data_plane.peers()[1].1, Some(host_b));
     // The configured host attaches from its address and receives.
     let mut b = HostPort::attach(host_b, udp(&s1, 1), rate).await.unwrap();
-    // Port 0: a host on an ephemeral address, attached through the control path
-    // before it sends anything; a stranger's attach afterwards does not move it.
+    // Port 0: neither a stranger's attach nor a's own binds it...
+    let _stranger = HostPort::attach(any_addr(), udp(&s1, 0), rate)
+        .await
+        .unwrap();
     let mut a = HostPort::attach(any_addr(), udp(&s1, 0), rate)
         .await
         .unwrap();
     let a_addr = a.local_addr().unwrap();
-    let _stranger = HostPort::attach(any_addr(), udp(&s1, 0), rate)
+    common::eventually("both attaches are refused", || {
+        s1.refusals(PortId(0)).datagrams == 2
+    })
+    .await;
+    assert_eq!(s1.data_plane.peers()[0].1, None);
+    // ... the AttachHost RPC does.
+    let client = grpc_client(s1.grpc_addr, None).await;
+    client.attach_host(PortId(0), a_addr).await.unwrap();
+    assert_eq!(s1.data_plane.peers()[0].1, Some(a_addr));
+    // A trunk is not re-pointed by an attach, nor is a port that does not exist.
+    let e = client.attach_host(PortId(2), a_addr).await.unwrap_err();
+    assert!(e.to_string().contains("trunk"), "{e}");
+    assert!(client.attach_host(PortId(9), a_addr).await.is_err());
+    assert_eq!(
+        s1.data_plane.peers()[2].1,
+        Some("127.0.0.1:9".parse().unwrap())
+    );
+    let bad = client
+        .raw()
+        .attach_host(atmlab_rpc::v1::AttachHostRequest {
+            port: 0,
+            address: "not an address".into(),
+        })
         .await
-        .unwrap();
-    common::eventually("a's port is bound", || s1.data_plane.peers()[0].1.is_some()).await;
-    // Whichever attach arrived first, the explicit attach decides.
-    assert!(s1.attach_host(PortId(0), a_addr));
-    assert!(!s1.attach_host(PortId(9), a_addr), "no port 9");
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
     let legit = frames(20, 5);
     for f in &legit {
         a.send_frame(VcId::new(0, 100), f).await.unwrap();
@@ -275,6 +302,11 @@ async fn a_host_port_is_bound_by_configuration_or_the_control_path() {
     let got = receive(&mut b, legit.len()).await;
     assert_eq!(got, legit);
     assert_eq!(s1.data_plane.peers()[0].1, Some(a_addr));
+    // The in-process explicit attach moves a host port (a host back on a new address).
+    let moved: SocketAddr = "127.0.0.1:7".parse().unwrap();
+    assert!(s1.attach_host(PortId(0), moved));
+    assert_eq!(s1.data_plane.peers()[0].1, Some(moved));
+    assert!(!s1.attach_host(PortId(2), moved), "a trunk");
     s1.stop().await;
 }
 
@@ -287,4 +319,11 @@ fn a_port_with_both_a_peer_and_a_host_is_refused() {
     .unwrap();
     let e = file.switch_config().unwrap_err().to_string();
     assert!(e.contains("ports.0.host"), "{e}");
+    let file = ServerFile::parse(
+        "name = \"s1\"\n[[ports]]\nid = 0\nattach = \"any\"\n",
+        "test",
+    )
+    .unwrap();
+    let e = file.switch_config().unwrap_err().to_string();
+    assert!(e.contains("ports.0.attach"), "{e}");
 }
