@@ -193,7 +193,7 @@ impl Control {
     /// Hello or LSU take over the link).
     pub fn handle_control(&mut self, now: Instant, iface: IfaceId, data: &[u8]) {
         match IssiFrame::parse(data) {
-            Ok(f) if !self.from_neighbour(iface, &f) => {
+            Ok(f) if !self.sent_by_neighbour(iface, &f) => {
                 if let Some(r) = self.refused_from.get_mut(iface.index()) {
                     *r += 1;
                 }
@@ -207,7 +207,7 @@ impl Control {
 
     /// Whether frame `f` on `iface` comes from the interface's neighbour; the first Hello
     /// on an ISSI without a configured neighbour names it.
-    fn from_neighbour(&mut self, iface: IfaceId, f: &IssiFrame) -> bool {
+    fn sent_by_neighbour(&mut self, iface: IfaceId, f: &IssiFrame) -> bool {
         let from = match f {
             IssiFrame::Hello { from, .. }
             | IssiFrame::Lsu { from, .. }
