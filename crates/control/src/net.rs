@@ -61,6 +61,7 @@ impl Topology {
             journal: journal_dir.map(|d| d.join(format!("{name}.table"))),
             journal_sync: false,
             cells_per_datagram: None,
+            police: None,
             ports,
         })
     }

@@ -18,6 +18,11 @@
 //!   do not move it (a restarted host on a new address is attached again through the
 //!   control path); an unbound port forwards nothing.
 //!
+//! Every cell is policed at ingress by its connection's conformance test (the switch's
+//! usage parameter control, [`crate::switch::Switch::handle_cell_at`]): the cells of a
+//! datagram are taken to arrive one cell time apart at the port's link rate, from the
+//! moment the datagram was read.
+//!
 //! Whatever a port refuses is counted per port ([`crate::live::local::LocalSwitch::refusals`],
 //! the Statistics RPC) and summed up in one log line per [`REFUSAL_LOG_INTERVAL`], never
 //! one line per datagram (a flood must not become a flood of log lines).
@@ -122,6 +127,8 @@ pub struct DataPlane {
     ports: Arc<Vec<PortSocket>>,
     counters: Arc<DataPlaneCounters>,
     cells_per_datagram: usize,
+    /// The origin of the arrival times the usage parameter control sees.
+    epoch: std::time::Instant,
 }
 
 impl DataPlane {
@@ -149,6 +156,7 @@ impl DataPlane {
             ports: Arc::new(ports),
             counters: Arc::new(DataPlaneCounters::default()),
             cells_per_datagram: cells_per_datagram.clamp(1, MAX_DATAGRAM / CELL_LEN),
+            epoch: std::time::Instant::now(),
         })
     }
 
@@ -304,6 +312,14 @@ impl DataPlane {
     async fn run_port(self, index: usize, switch: LocalSwitch) {
         use std::sync::atomic::Ordering::Relaxed;
         let me = &self.ports[index];
+        let cell_time = switch.with_switch(|s| {
+            s.port_status(me.port)
+                .map_or(atmlab_core::time::Duration::ZERO, |p| {
+                    atmlab_core::time::Duration::from_secs_f64(
+                        1.0 / p.config.link_rate.to_cell_rate().0.max(1.0),
+                    )
+                })
+        });
         let mut buf = vec![0u8; MAX_DATAGRAM];
         // Drained cells per output port, reused across datagrams.
         let mut outs: Vec<Vec<u8>> = vec![Vec::new(); self.ports.len()];
@@ -326,10 +342,23 @@ impl DataPlane {
             if n < CELL_LEN {
                 continue;
             }
+            // Arrival times for the usage parameter control: the datagram's, and for
+            // the cells after its first one cell time apart at the port's link rate
+            // (the spacing they would have had on the line: a datagram is a batch of
+            // cells, not cells that arrived together).
+            let arrived = atmlab_core::time::Instant::from_picos(
+                u64::try_from(self.epoch.elapsed().as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(1000),
+            );
             switch.with_switch(|s| {
-                for chunk in buf[..n - n % CELL_LEN].chunks_exact_mut(CELL_LEN) {
+                for (k, chunk) in buf[..n - n % CELL_LEN]
+                    .chunks_exact_mut(CELL_LEN)
+                    .enumerate()
+                {
                     let cell: &mut [u8; CELL_LEN] = chunk.try_into().expect("exact chunk");
-                    s.handle_cell(me.port, cell);
+                    let at = arrived.saturating_add(cell_time.saturating_mul(k as u64));
+                    s.handle_cell_at(me.port, cell, at);
                 }
                 for (j, p) in self.ports.iter().enumerate() {
                     if s.queue_len(p.port) > 0 {

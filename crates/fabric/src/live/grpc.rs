@@ -376,6 +376,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     queue_cells: p.queue_cells,
                     datagrams_refused: p.counters.datagrams_refused,
                     cells_refused: p.counters.cells_refused,
+                    cells_policed: p.counters.cells_policed,
                 })
                 .collect(),
             connections: conns
@@ -385,6 +386,11 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     connection: c.id,
                     cells: c.cells,
                     cells_discarded: c.cells_discarded,
+                    cells_policed: self
+                        .events
+                        .as_ref()
+                        .and_then(|sw| sw.with_switch(|s| s.policed(c.id)))
+                        .unwrap_or(0),
                 })
                 .collect(),
         }))

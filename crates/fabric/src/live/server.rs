@@ -10,6 +10,7 @@
 //! raw = "127.0.0.1:6001"        # control over the raw-TCP protocol (optional)
 //! journal = "state/s1.table"    # the table journal (optional; see live::journal)
 //! cells_per_datagram = 24
+//! police = "tag"                # usage parameter control: "tag" (default), "discard", "off"
 //!
 //! [[ports]]
 //! id = 0
@@ -113,6 +114,10 @@ pub struct ServerFile {
     /// Cells per datagram on the data plane.
     #[serde(default)]
     pub cells_per_datagram: Option<usize>,
+    /// Usage parameter control of every connection at ingress: "tag" (default: a
+    /// non-conforming cell goes on with CLP = 1), "discard", or "off".
+    #[serde(default)]
+    pub police: Option<String>,
     /// The ports.
     pub ports: Vec<PortFile>,
 }
@@ -128,6 +133,21 @@ impl ServerFile {
         let text = std::fs::read_to_string(path)
             .map_err(|e| FabricError::Config(format!("{}: {e}", path.display())))?;
         Self::parse(&text, &path.display().to_string())
+    }
+
+    /// How the switch polices non-conforming cells (`police`; "tag" by default).
+    pub fn policing(&self) -> Result<crate::switch::Policing, FabricError> {
+        use crate::switch::Policing;
+        match self.police.as_deref() {
+            None | Some("tag") => Ok(Policing::Tag),
+            Some("discard") => Ok(Policing::Discard),
+            Some("off") => Ok(Policing::Off),
+            Some(x) => Err(FabricError::Config(format!(
+                "switch {}: police: {:?} is not one of \"tag\", \"discard\", \"off\"",
+                self.name,
+                x.chars().take(32).collect::<String>()
+            ))),
+        }
     }
 
     /// The switch configuration it describes.
@@ -249,6 +269,7 @@ pub async fn start(
 ) -> Result<RunningSwitch, FabricError> {
     let cfg = file.switch_config()?;
     let mut switch = Switch::new(&cfg)?;
+    switch.set_policing(file.policing()?);
     let (journal, restored) = match &file.journal {
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -254,6 +254,9 @@ pub struct PortCounters {
     pub datagrams_refused: u64,
     /// The whole cells those refused datagrams carried.
     pub cells_refused: u64,
+    /// Cells that entered here and failed their connection's conformance test (usage
+    /// parameter control: tagged CLP = 1 or discarded, as the switch polices).
+    pub cells_policed: u64,
 }
 
 /// The state of one port, for Describe and Statistics.
@@ -291,4 +294,6 @@ pub enum CellFate {
     HecError,
     /// The port does not exist.
     NoSuchPort,
+    /// The usage parameter control discarded it (non-conforming; see `Policing`).
+    Policed,
 }

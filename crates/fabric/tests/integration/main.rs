@@ -17,3 +17,5 @@ mod raw_shell;
 mod refusals;
 #[cfg(feature = "live")]
 mod services;
+#[cfg(feature = "live")]
+mod upc;
