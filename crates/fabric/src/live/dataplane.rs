@@ -251,10 +251,38 @@ impl DataPlane {
     /// since the last one (nothing when nothing was refused).
     async fn report_refusals(self, switch: LocalSwitch) {
         let mut last: Vec<u64> = vec![0; self.ports.len()];
+        let mut last_policed: Vec<u64> = vec![0; self.ports.len()];
         let mut tick = tokio::time::interval(REFUSAL_LOG_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            // The usage parameter control's count too: one line for the interval.
+            let policed: Vec<u64> = switch.with_switch(|s| {
+                self.ports
+                    .iter()
+                    .map(|p| {
+                        s.port_status(p.port)
+                            .map_or(0, |st| st.counters.cells_policed)
+                    })
+                    .collect()
+            });
+            let mut upc = Vec::new();
+            for (i, now) in policed.into_iter().enumerate() {
+                let new = now.saturating_sub(last_policed[i]);
+                last_policed[i] = now;
+                if new > 0 {
+                    upc.push(format!("port {}: {new}", self.ports[i].port.0));
+                }
+            }
+            if !upc.is_empty() {
+                tracing::info!(
+                    switch = %switch.name(),
+                    "usage parameter control: non-conforming cells in the last {:?} ({:?}): {}",
+                    REFUSAL_LOG_INTERVAL,
+                    switch.with_switch(|s| s.policing()),
+                    upc.join(", ")
+                );
+            }
             let mut parts = Vec::new();
             let mut total = 0;
             for (i, p) in self.ports.iter().enumerate() {
