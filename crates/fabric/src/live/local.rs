@@ -176,6 +176,16 @@ impl LocalSwitch {
             .unwrap_or_else(|e| e.into_inner()) = Some(dp);
     }
 
+    /// Forgets the data plane (a stopped server: its sockets close with the data plane's
+    /// last handle, not with the last handle of the switch).
+    pub fn clear_data_plane(&self) {
+        self.shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
     /// Binds host port `port` to the host at `host`: the explicit attach, through the
     /// control path (the AttachHost RPC). Refused for a trunk port, an unknown port, or a
     /// switch without a data plane.

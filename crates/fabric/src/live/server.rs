@@ -241,6 +241,7 @@ impl RunningSwitch {
         }
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
+        self.switch.clear_data_plane();
     }
 
     /// Binds host port `port` to the host at `host` (the explicit attach; moves a port
