@@ -581,6 +581,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_issi_names_its_neighbour_in_the_file_or_the_topology() {
+        let f = ServerFile::parse(
+            "id = 1\n[[interface]]\nkind = \"sni\"\nbind = \"127.0.0.1:0\"\n\
+             addresses = [\"I:15550001\"]\n[[interface]]\nkind = \"issi\"\n\
+             bind = \"127.0.0.1:0\"\npeer = \"127.0.0.1:9\"\nneighbour = 7\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(f.config.neighbours, vec![(IfaceId(1), ServerId(7))]);
+        // Only an ISSI has a neighbour.
+        let e = ServerFile::parse(
+            "id = 1\n[[interface]]\nkind = \"sni\"\nbind = \"127.0.0.1:0\"\n\
+             addresses = [\"I:15550001\"]\nneighbour = 2\n",
+            "s.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("neighbour"), "{e}");
+        // The control core refuses a neighbour with this server's own id.
+        let mut own = f.config.clone();
+        own.neighbours = vec![(IfaceId(1), ServerId(1))];
+        let e = crate::server::Control::new(own, atmlab_core::time::Instant::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neighbour 1 on interface 2"), "{e}");
+        // A topology: each end of a link knows the server at the other.
+        let t = TopologyFile::parse(
+            "[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
+             [[server]]\nname = \"b\"\nsubscribers = []\n[[link]]\na = \"a\"\nb = \"b\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(t.servers[0].1.neighbours, vec![(IfaceId(1), ServerId(2))]);
+        assert_eq!(t.servers[1].1.neighbours, vec![(IfaceId(0), ServerId(1))]);
+    }
+
+    #[test]
     fn a_server_file_reads_and_a_wrong_one_is_named() {
         let f = ServerFile::parse(
             r#"
