@@ -8,18 +8,21 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use atmlab_core::ids::VcId;
+use atmlab_core::ids::{PortId, VcId};
 use atmlab_core::units::BitRate;
+use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::live::host::HostPort;
 use clap::{Args, Subcommand};
 
-use crate::live;
+use crate::live::{self, Security};
 
 /// `atmlab host`.
 #[derive(Debug, Args)]
 pub struct HostArgs {
     #[command(subcommand)]
     command: HostCommand,
+    #[command(flatten)]
+    security: Security,
 }
 
 #[derive(Debug, Args)]
@@ -36,6 +39,18 @@ struct Attach {
     /// The host's link rate, which paces sending.
     #[arg(long, default_value = "155.52 Mb/s")]
     rate: String,
+    /// Attach through the switch server's control path: its gRPC address (host:port).
+    /// The switch port is then bound to this host's address by the AttachHost RPC, so
+    /// it works on a port that takes no attach datagram (`attach = "control"`) and
+    /// moves a port bound to an earlier host. Needs --port.
+    #[arg(long, requires = "port")]
+    control: Option<String>,
+    /// The switch port number, with --control.
+    #[arg(long, requires = "control")]
+    port: Option<u16>,
+    /// Our identity (certificate name) for mutual TLS, with --control.
+    #[arg(long = "as", default_value = "admin")]
+    who: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,7 +98,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                 } else {
                     std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?
                 };
-                let (mut host, vc) = open(&attach).await?;
+                let (mut host, vc) = open(&attach, &args.security).await?;
                 let (mut frames, mut cells) = (0u64, 0usize);
                 for chunk in data.chunks(frame_size) {
                     cells += host.send_frame(vc, chunk).await.map_err(|e| anyhow!("{e}"))?;
@@ -95,7 +110,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
             HostCommand::Recv { attach, out, frames, idle } => {
                 let idle = atmlab_core::time::Duration::from_str(&idle).map_err(|e| anyhow!("--idle: {e}"))?;
                 let idle = Duration::from(idle);
-                let (mut host, vc) = open(&attach).await?;
+                let (mut host, vc) = open(&attach, &args.security).await?;
                 eprintln!("host {} attached to {}, receiving on {vc}", host.local_addr().map_err(|e| anyhow!("{e}"))?, attach.switch);
                 let mut sink: Box<dyn Write> = if out.as_os_str() == "-" {
                     Box::new(std::io::stdout().lock())
@@ -136,11 +151,22 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
     })
 }
 
-async fn open(a: &Attach) -> Result<(HostPort, VcId)> {
+async fn open(a: &Attach, security: &Security) -> Result<(HostPort, VcId)> {
     let vc = VcId::from_str(&a.vc).map_err(|e| anyhow!("--vc: {e}"))?;
     let rate = BitRate::from_str(&a.rate).map_err(|e| anyhow!("--rate: {e}"))?;
     let host = HostPort::attach(a.bind, a.switch, rate)
         .await
         .map_err(|e| anyhow!("attaching to {}: {e}", a.switch))?;
+    if let (Some(control), Some(port)) = (&a.control, a.port) {
+        let me = host.local_addr().map_err(|e| anyhow!("{e}"))?;
+        let id = security.identity(&a.who)?;
+        let ch = atmlab_rpc::client_channel(control, id.as_ref())
+            .await
+            .with_context(|| format!("connecting to the switch server at {control}"))?;
+        GrpcSwitch::new(ch)
+            .attach_host(PortId(port), me)
+            .await
+            .map_err(|e| anyhow!("attaching {me} to port {port} through {control}: {e}"))?;
+    }
     Ok((host, vc))
 }

@@ -63,6 +63,11 @@ enum SmdsCommand {
         rate: f64,
         /// The file to send (default: stdin) when `--count` is not given.
         file: Option<PathBuf>,
+        /// Our UDP address (default: any free port). An SNI not configured with its
+        /// subscriber's address is held by the first address that attaches to it, so
+        /// send again from the same `--bind` (or configure the SNI's `peer`).
+        #[arg(long)]
+        bind: Option<SocketAddr>,
     },
     /// Attach to an SNI as a subscriber and receive PDUs: one line each on stderr, their
     /// Info on stdout (or `--out`).
@@ -76,6 +81,9 @@ enum SmdsCommand {
         /// Stop after this many seconds without a PDU.
         #[arg(long, default_value_t = 10.0)]
         idle: f64,
+        /// Our UDP address (default: any free port; see `send --bind`).
+        #[arg(long)]
+        bind: Option<SocketAddr>,
         /// Write the Info fields here instead of stdout.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -118,13 +126,15 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             size,
             rate,
             file,
-        } => send(sni, from, to, count, size, rate, file),
+            bind,
+        } => send(sni, bind, from, to, count, size, rate, file),
         SmdsCommand::Recv {
             sni,
             count,
             idle,
             out,
-        } => recv(sni, count, idle, out),
+            bind,
+        } => recv(sni, bind, count, idle, out),
         SmdsCommand::Net {
             command: NetCommand::Up { topo, state, json },
         } => net_up(topo, state, json),
@@ -194,8 +204,10 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
     })
 }
 
+#[allow(clippy::too_many_arguments)] // reason: one per command-line flag, passed once
 fn send(
     sni: SocketAddr,
+    bind: Option<SocketAddr>,
     from: E164Address,
     to: E164Address,
     count: Option<u64>,
@@ -227,7 +239,7 @@ fn send(
     };
     let rt = runtime()?;
     rt.block_on(async move {
-        let bind: SocketAddr = if sni.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+        let bind = subscriber_bind(sni, bind)?;
         let sub = Subscriber::attach(bind, sni).await?;
         let gap = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
         let start = tokio::time::Instant::now();
@@ -249,10 +261,24 @@ fn send(
     })
 }
 
-fn recv(sni: SocketAddr, count: Option<u64>, idle: f64, out: Option<PathBuf>) -> Result<ExitCode> {
+/// The subscriber's address: `--bind`, or any free port of the SNI's family.
+fn subscriber_bind(sni: SocketAddr, bind: Option<SocketAddr>) -> Result<SocketAddr> {
+    Ok(match bind {
+        Some(b) => b,
+        None => if sni.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?,
+    })
+}
+
+fn recv(
+    sni: SocketAddr,
+    bind: Option<SocketAddr>,
+    count: Option<u64>,
+    idle: f64,
+    out: Option<PathBuf>,
+) -> Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async move {
-        let bind: SocketAddr = if sni.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+        let bind = subscriber_bind(sni, bind)?;
         let sub = Subscriber::attach(bind, sni).await?;
         eprintln!("attached to {sni}");
         let mut sink: Box<dyn Write> = match &out {

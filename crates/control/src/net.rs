@@ -6,7 +6,9 @@
 //!
 //! Each switch gets a gRPC and a raw-TCP control address and a UDP socket per port, all on
 //! 127.0.0.1 with ports the OS picks; links are wired by telling each end its
-//! neighbour's address; host ports learn their host from its first datagram. Everything
+//! neighbour's address (a trunk port takes cells from that address only); a host port is
+//! bound to its host by the host's first attach datagram, or through the control path
+//! (the AttachHost RPC: `atmlab host --control`), and then holds. Everything
 //! is registered in the name service: `switch/NAME` (gRPC address; attributes `raw` and
 //! `port.N` = the port's UDP address) and `host/NAME` (address = the UDP address of the
 //! switch port it attaches to; attributes `switch`, `port`).
@@ -48,6 +50,8 @@ impl Topology {
                 vci: d.vci,
                 udp: Some(any),
                 peer: None,
+                host: None,
+                attach: None,
             })
             .collect();
         Ok(ServerFile {
@@ -57,6 +61,7 @@ impl Topology {
             journal: journal_dir.map(|d| d.join(format!("{name}.table"))),
             journal_sync: false,
             cells_per_datagram: None,
+            police: None,
             ports,
         })
     }
@@ -264,7 +269,10 @@ impl Network {
                     .find(|(p, _)| p.0 == r.port)
                     .map(|(_, a)| a.to_string())
                     .unwrap_or_default();
-                serde_json::json!({"name": h.name, "switch": r.switch, "port": r.port, "attach": addr})
+                // "control": the switch server that binds the host port to a host
+                // (`atmlab host ... --control ADDR --port N`, the AttachHost RPC).
+                let control = self.switches[i].grpc_addr.to_string();
+                serde_json::json!({"name": h.name, "switch": r.switch, "port": r.port, "attach": addr, "control": control})
             })
             .collect();
         serde_json::json!({

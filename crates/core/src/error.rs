@@ -23,4 +23,12 @@ pub enum CoreError {
         /// Largest legal value.
         max: u64,
     },
+    /// A parameter of a core (e.g. the GCRA's rates) is not usable.
+    #[error("{param}: {reason}")]
+    InvalidParameter {
+        /// The parameter.
+        param: &'static str,
+        /// Why.
+        reason: String,
+    },
 }

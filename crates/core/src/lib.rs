@@ -4,7 +4,8 @@
 //! [`time::Duration`], integer picoseconds), link rates and their human spelling
 //! ([`units::BitRate`], `"155.52 Mb/s"`), the connection identifiers of an ATM port
 //! ([`ids::Vpi`], [`ids::Vci`], [`ids::PortId`]), and traffic descriptors and service
-//! classes ([`traffic::TrafficDescriptor`], [`traffic::ServiceClass`]).
+//! classes ([`traffic::TrafficDescriptor`], [`traffic::ServiceClass`]), and the GCRA
+//! conformance test every usage parameter control uses ([`gcra::Gcra`]).
 //!
 //! What it is not: no I/O, no clock, no threads, no tokio, no serde. The shells
 //! (live and simulated) hand time to the cores as an [`time::Instant`]; only they read
@@ -16,6 +17,7 @@
 
 #[cfg(feature = "clock")]
 pub mod clock;
+pub mod gcra;
 pub mod ids;
 pub mod time;
 pub mod traffic;

@@ -39,5 +39,5 @@ pub use config::{Interface, PortConfig, SwitchConfig};
 pub use error::{ErrorKind, FabricError};
 pub use switch::{
     Atomicity, Branch, BranchChange, CellFate, Command, Commit, Connection, ConnectionKind, Modify,
-    PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Switch, Unreserve,
+    Policing, PortCounters, PortStatus, Release, Reply, Reservation, Reserve, Switch, Unreserve,
 };

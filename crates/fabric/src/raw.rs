@@ -1022,6 +1022,10 @@ fn get_port(r: &mut Reader<'_>) -> Result<PortStatus, FabricError> {
             cells_hec_corrected: r.u64()?,
             cells_discarded_clp1: r.u64()?,
             cells_discarded_full: r.u64()?,
+            // The data plane's refusal counters are not in protocol version 1: a raw
+            // client (and the proxy in front of it) reads them as 0; gRPC's Statistics
+            // and the live object carry them.
+            ..PortCounters::default()
         },
         queue_cells: r.u32()?,
     })

@@ -121,7 +121,17 @@ async fn run_on(
     let any = "127.0.0.1:0".parse().expect("literal");
     let mut b = HostPort::attach(any, b_addr, BitRate(155.52e6)).await?;
     let mut a = HostPort::attach(any, a_addr, BitRate(155.52e6)).await?;
-    tokio::time::sleep(StdDuration::from_millis(50)).await;
+    // Each host port bound to its host through the control path, as a manager would
+    // (rather than waiting for the hosts' attach datagrams to arrive).
+    let bind = |sw: &str, port: u16, host: std::net::SocketAddr| {
+        net.switches
+            .iter()
+            .find(|s| s.switch.describe_now().name == sw)
+            .is_some_and(|s| s.attach_host(PortId(port), host))
+    };
+    if !bind("s3", 0, b.local_addr()?) || !bind("s1", 0, a.local_addr()?) {
+        return Err(err("attaching the hosts", "a host port is missing"));
+    }
     let frames: Vec<Vec<u8>> = (0..200u32)
         .map(|i| {
             (0..(i * 97 % 9000 + 1))

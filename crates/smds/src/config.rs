@@ -17,13 +17,15 @@
 //! addresses = ["I:15550001"]  # assigned to the subscriber; the only valid sources
 //! destination_screen = { allow = ["I:15550002"] }  # optional, or { deny = [...] }
 //! source_screen = { deny = ["I:15550666"] }         # optional
-//! # peer = "127.0.0.1:9000"  # optional: else the last sender is the subscriber
+//! # peer = "127.0.0.1:9000"  # optional: the subscriber's address, the only one taken;
+//! #                           # else the subscriber's first attach binds the SNI
 //!
 //! [[interface]]
 //! kind = "issi"               # a link to another server
 //! bind = "127.0.0.1:7201"
-//! peer = "127.0.0.1:7202"
+//! peer = "127.0.0.1:7202"       # the only address its frames are taken from
 //! cost = 1
+//! neighbour = 2                 # optional: the server there (else the first Hello's)
 //!
 //! [[interface]]
 //! kind = "ici"                # another carrier, reached for these prefixes
@@ -82,7 +84,7 @@ use serde::Deserialize;
 use crate::SmdsError;
 use crate::cmp::CmpConfig;
 use crate::fib::{GroupConfig, IciConfig, InterfaceConfig, LocalConfig, ScreenList, SniConfig};
-use crate::ids::ServerId;
+use crate::ids::{IfaceId, ServerId};
 use crate::linkstate::LinkStateConfig;
 use crate::server::ServerConfig;
 
@@ -132,6 +134,8 @@ struct IfaceRaw {
     source_screen: Option<ScreenRaw>,
     #[serde(default)]
     cost: Option<u32>,
+    #[serde(default)]
+    neighbour: Option<u32>,
     #[serde(default)]
     prefixes: Vec<String>,
 }
@@ -349,6 +353,7 @@ impl ServerFile {
         let raw: ServerFileRaw = toml::from_str(text).map_err(|e| cerr(file, e.to_string()))?;
         let mut interfaces = Vec::new();
         let mut endpoints = Vec::new();
+        let mut neighbours = Vec::new();
         for (i, f) in raw.interfaces.iter().enumerate() {
             let at = format!("interface {} ({})", i + 1, f.kind);
             let over_atm = f.atm.as_ref().map(|a| atm(file, &at, a)).transpose()?;
@@ -377,6 +382,7 @@ impl ServerFile {
             let ifc = match f.kind.as_str() {
                 "sni" => {
                     only(f.cost.is_none(), "cost")?;
+                    only(f.neighbour.is_none(), "neighbour")?;
                     only(f.prefixes.is_empty(), "prefixes")?;
                     InterfaceConfig::Sni(SniConfig {
                         addresses: addrs(file, &at, &f.addresses)?,
@@ -395,11 +401,15 @@ impl ServerFile {
                     }
                     if f.kind == "issi" {
                         only(f.prefixes.is_empty(), "prefixes")?;
+                        if let Some(n) = f.neighbour {
+                            neighbours.push((IfaceId(interfaces.len() as u16), ServerId(n)));
+                        }
                         InterfaceConfig::Issi {
                             cost: f.cost.unwrap_or(1),
                         }
                     } else {
                         only(f.cost.is_none(), "cost")?;
+                        only(f.neighbour.is_none(), "neighbour")?;
                         InterfaceConfig::Ici(IciConfig {
                             prefixes: addrs(file, &at, &f.prefixes)?,
                         })
@@ -430,6 +440,7 @@ impl ServerFile {
                 local,
                 link_state: timers(raw.hello_ms, raw.dead_ms),
                 cmp: CmpConfig::default(),
+                neighbours,
             },
             endpoints,
             queue: raw.queue.unwrap_or(DEFAULT_QUEUE).max(1),
@@ -517,6 +528,7 @@ impl TopologyFile {
                     local,
                     link_state: ls,
                     cmp: CmpConfig::default(),
+                    neighbours: Vec::new(),
                 },
             ));
         }
@@ -544,6 +556,15 @@ impl TopologyFile {
             };
             let ea = end(a);
             let eb = end(b);
+            // Each end knows the server at the other (ids are file order from 1).
+            servers[a]
+                .1
+                .neighbours
+                .push((IfaceId(ea.1), ServerId(b as u32 + 1)));
+            servers[b]
+                .1
+                .neighbours
+                .push((IfaceId(eb.1), ServerId(a as u32 + 1)));
             links.push((ea, eb));
         }
         for (n, s) in &servers {
@@ -558,6 +579,43 @@ impl TopologyFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_issi_names_its_neighbour_in_the_file_or_the_topology() {
+        let f = ServerFile::parse(
+            "id = 1\n[[interface]]\nkind = \"sni\"\nbind = \"127.0.0.1:0\"\n\
+             addresses = [\"I:15550001\"]\n[[interface]]\nkind = \"issi\"\n\
+             bind = \"127.0.0.1:0\"\npeer = \"127.0.0.1:9\"\nneighbour = 7\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(f.config.neighbours, vec![(IfaceId(1), ServerId(7))]);
+        // Only an ISSI has a neighbour.
+        let e = ServerFile::parse(
+            "id = 1\n[[interface]]\nkind = \"sni\"\nbind = \"127.0.0.1:0\"\n\
+             addresses = [\"I:15550001\"]\nneighbour = 2\n",
+            "s.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("neighbour"), "{e}");
+        // The control core refuses a neighbour with this server's own id.
+        let mut own = f.config.clone();
+        own.neighbours = vec![(IfaceId(1), ServerId(1))];
+        let e = crate::server::Control::new(own, atmlab_core::time::Instant::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neighbour 1 on interface 2"), "{e}");
+        // A topology: each end of a link knows the server at the other.
+        let t = TopologyFile::parse(
+            "[[server]]\nname = \"a\"\nsubscribers = [\"I:15550101\"]\n\
+             [[server]]\nname = \"b\"\nsubscribers = []\n[[link]]\na = \"a\"\nb = \"b\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(t.servers[0].1.neighbours, vec![(IfaceId(1), ServerId(2))]);
+        assert_eq!(t.servers[1].1.neighbours, vec![(IfaceId(0), ServerId(1))]);
+    }
 
     #[test]
     fn a_server_file_reads_and_a_wrong_one_is_named() {

@@ -168,6 +168,7 @@ impl Topology {
                     },
                     link_state: ls,
                     cmp,
+                    neighbours: Vec::new(),
                 }
             })
             .collect()

@@ -1,9 +1,18 @@
 //! The live shell: SMDS servers on real UDP sockets (tokio), and the subscriber's side.
 //!
 //! Each interface is one UDP socket; on an SNI or ICI a datagram is one L3_PDU, on an
-//! ISSI one frame of [`crate::msg`]. A subscriber attaches to its SNI by sending it any
-//! datagram (an empty one does nothing else); the server then delivers to the address
-//! it last heard from, unless the server file fixes the peer.
+//! ISSI one frame of [`crate::msg`].
+//!
+//! Each UDP interface is bound to one peer and takes datagrams from that address only
+//! (issue 24): an ISSI or ICI its configured neighbour's socket; an SNI its subscriber,
+//! configured (`peer` in the server file), attached explicitly
+//! ([`LiveServer::attach_subscriber`]), or, on an SNI still unbound, the sender of the
+//! first *attach* (an empty datagram, what [`Subscriber::attach`] sends first). A bound
+//! SNI stays bound: an attach or a PDU from another address does not move it. On top of
+//! the address, an ISSI's control frames must name its neighbour in their `from` field
+//! (see [`crate::server::Control::handle_control`]). Whatever is refused is counted per
+//! interface ([`Status::refused_source`], [`Status::refused_from`]) and summed up in one
+//! WARN line per [`REFUSAL_LOG_INTERVAL`], never one per datagram.
 //!
 //! An interface may instead be a [`FrameLink`]: the same messages, one per `Vec`, handed
 //! to and taken from an adapter that carries them. That is how an interface runs over
@@ -45,6 +54,9 @@ use crate::server::{Control, ServerConfig};
 /// The largest datagram read.
 const MAX_DATAGRAM: usize = 65_536;
 
+/// How often a server sums up what its interfaces refused in one log line.
+pub const REFUSAL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What a running server reports.
 #[derive(Debug, Clone, Default)]
 pub struct Status {
@@ -66,6 +78,12 @@ pub struct Status {
     pub congested: bool,
     /// Route recomputations.
     pub spf_runs: u64,
+    /// Per interface: datagrams refused because they came from an address that is not
+    /// the interface's peer (its neighbour, or its subscriber).
+    pub refused_source: Vec<u64>,
+    /// Per interface: ISSI control frames refused because their `from` was not the
+    /// interface's neighbour.
+    pub refused_from: Vec<u64>,
 }
 
 impl Status {
@@ -86,6 +104,8 @@ impl Status {
             "reachable": self.reachable,
             "congested": self.congested,
             "spf_runs": self.spf_runs,
+            "refused_source": self.refused_source,
+            "refused_from": self.refused_from,
         })
     }
 }
@@ -96,6 +116,10 @@ struct Shared {
     overload: Vec<AtomicU64>,
     control: Mutex<Status>,
     unattached: AtomicU64,
+    /// Per interface: datagrams refused for their source address, and the last such
+    /// source (for the summary line).
+    refused: Vec<AtomicU64>,
+    last_refused: Vec<Mutex<Option<SocketAddr>>>,
 }
 
 /// One interface's transport, as [`LiveServer::start_links`] takes it.
@@ -153,6 +177,7 @@ async fn transmit(tx: &Tx, peer: &Mutex<Option<SocketAddr>>, bytes: &[u8]) -> bo
 #[derive(Debug)]
 pub struct LiveServer {
     id: ServerId,
+    kinds: Vec<IfaceKind>,
     addrs: Vec<SocketAddr>,
     peers: Arc<Vec<Mutex<Option<SocketAddr>>>>,
     shared: Arc<Shared>,
@@ -258,9 +283,12 @@ impl LiveServer {
             overload: (0..n).map(|_| AtomicU64::new(0)).collect(),
             control: Mutex::new(Status {
                 id,
+                refused_from: vec![0; n],
                 ..Status::default()
             }),
             unattached: Default::default(),
+            refused: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            last_refused: (0..n).map(|_| Mutex::new(None)).collect(),
         });
         let (fib_tx, fib_rx) = watch::channel(Arc::clone(control.fib()));
         let (ctrl_tx, ctrl_rx) = mpsc::channel::<(IfaceId, Vec<u8>)>(1024);
@@ -300,6 +328,7 @@ impl LiveServer {
         )));
         Ok(LiveServer {
             id,
+            kinds,
             addrs,
             peers,
             shared,
@@ -323,6 +352,18 @@ impl LiveServer {
         self.peers.get(iface.index()).and_then(|p| *lock(p))
     }
 
+    /// Binds SNI `iface` to the subscriber at `subscriber`: the explicit attach (the
+    /// control path of whoever runs the server), which may move an SNI already bound.
+    /// False if `iface` is not an SNI.
+    pub fn attach_subscriber(&self, iface: IfaceId, subscriber: SocketAddr) -> bool {
+        if self.kinds.get(iface.index()) != Some(&IfaceKind::Sni) {
+            return false;
+        }
+        *lock(&self.peers[iface.index()]) = Some(subscriber);
+        tracing::info!(server = self.id.0, iface = iface.0, %subscriber, "subscriber attached");
+        true
+    }
+
     /// A snapshot of the counters and routing state.
     pub fn status(&self) -> Status {
         let mut s = lock(&self.shared.control).clone();
@@ -335,6 +376,12 @@ impl LiveServer {
             s.counters.overload += n;
         }
         s.unattached = self.shared.unattached.load(Relaxed);
+        s.refused_source = self
+            .shared
+            .refused
+            .iter()
+            .map(|r| r.load(Relaxed))
+            .collect();
         s
     }
 }
@@ -369,14 +416,26 @@ async fn reader(
                     tokio::task::yield_now().await;
                     continue;
                 };
-                if kind_ == IfaceKind::Sni {
+                let admitted = {
                     let mut p = lock(&peers[iface.index()]);
-                    if p.is_none_or(|p| p != from) {
-                        *p = Some(from);
+                    match *p {
+                        Some(peer) => peer == from,
+                        // An SNI's first attach binds it to its subscriber.
+                        None if kind_ == IfaceKind::Sni && n == 0 => {
+                            *p = Some(from);
+                            tracing::info!(iface = iface.0, subscriber = %from, "subscriber attached");
+                            true
+                        }
+                        None => false,
                     }
-                    if n == 0 {
-                        continue;
-                    }
+                };
+                if !admitted {
+                    shared.refused[iface.index()].fetch_add(1, Relaxed);
+                    *lock(&shared.last_refused[iface.index()]) = Some(from);
+                    continue;
+                }
+                if kind_ == IfaceKind::Sni && n == 0 {
+                    continue;
                 }
                 buf[..n].to_vec()
             }
@@ -438,6 +497,9 @@ async fn control_task(
     let mut version = control.fib_version();
     let sample = std::time::Duration::from_millis(10);
     let mut next_sample = tokio::time::Instant::now() + sample;
+    let mut next_report = tokio::time::Instant::now() + REFUSAL_LOG_INTERVAL;
+    let n = shared.refused.len();
+    let (mut last_source, mut last_from) = (vec![0u64; n], vec![0u64; n]);
     loop {
         let wake =
             tokio::time::Instant::from_std(clock.to_std(control.poll_timeout())).min(next_sample);
@@ -463,6 +525,10 @@ async fn control_task(
                         .unwrap_or((0, 1));
                     control.handle_occupancy(now, occ, cap);
                 }
+                if tokio::time::Instant::now() >= next_report {
+                    next_report = tokio::time::Instant::now() + REFUSAL_LOG_INTERVAL;
+                    report_refusals(&control, &shared, &mut last_source, &mut last_from);
+                }
             }
         }
         while let Some(t) = control.poll_transmit() {
@@ -483,6 +549,44 @@ async fn control_task(
         st.reachable = control.fib().route_count();
         st.congested = control.cmp().congested();
         st.spf_runs = control.spf_runs();
+        st.refused_from.clear();
+        st.refused_from.extend_from_slice(control.refused_from());
+    }
+}
+
+/// One WARN line summing up what the interfaces refused since the last one (nothing
+/// when nothing was).
+fn report_refusals(
+    control: &Control,
+    shared: &Shared,
+    last_source: &mut [u64],
+    last_from: &mut [u64],
+) {
+    let mut parts = Vec::new();
+    let mut total = 0;
+    for (i, (src, from)) in last_source.iter_mut().zip(last_from.iter_mut()).enumerate() {
+        let s_now = shared.refused[i].load(Relaxed);
+        let f_now = control.refused_from().get(i).copied().unwrap_or(0);
+        let (ds, df) = (s_now.saturating_sub(*src), f_now.saturating_sub(*from));
+        (*src, *from) = (s_now, f_now);
+        if ds + df > 0 {
+            total += ds + df;
+            let last = *lock(&shared.last_refused[i]);
+            parts.push(format!(
+                "interface {}: {ds} from a stranger (last {}), {df} naming another server",
+                i + 1,
+                last.map_or_else(|| "-".to_string(), |a| a.to_string())
+            ));
+        }
+    }
+    if total > 0 {
+        tracing::warn!(
+            server = control.id().0,
+            refused = total,
+            "SMDS: refused {total} datagrams in the last {:?}: {}",
+            REFUSAL_LOG_INTERVAL,
+            parts.join("; ")
+        );
     }
 }
 

@@ -38,6 +38,10 @@ pub struct ServerConfig {
     pub link_state: LinkStateConfig,
     /// Congestion management.
     pub cmp: CmpConfig,
+    /// The server at the other end of each ISSI, where configured: its control frames
+    /// are taken only with that `from`. An ISSI not listed takes the server whose Hello
+    /// first arrives on it as its neighbour, for the life of the server (issue 24).
+    pub neighbours: Vec<(IfaceId, ServerId)>,
 }
 
 impl ServerConfig {
@@ -47,6 +51,7 @@ impl ServerConfig {
             local,
             link_state: LinkStateConfig::default(),
             cmp: CmpConfig::default(),
+            neighbours: Vec::new(),
         }
     }
 }
@@ -62,12 +67,35 @@ pub struct Control {
     out: VecDeque<Transmit>,
     malformed: u64,
     spf_runs: u64,
+    /// Per interface: the ISSI's neighbour, configured or pinned by its first Hello.
+    neighbour: Vec<Option<ServerId>>,
+    /// Per interface: control frames refused because their `from` was not the neighbour.
+    refused_from: Vec<u64>,
 }
 
 impl Control {
     /// A server's control half, starting at `now`.
     pub fn new(cfg: ServerConfig, now: Instant) -> Result<Control, SmdsError> {
         cfg.local.validate()?;
+        let n = cfg.local.interfaces.len();
+        let mut neighbour = vec![None; n];
+        for &(i, id) in &cfg.neighbours {
+            let bad = |why: &str| {
+                Err(SmdsError::Config(format!(
+                    "neighbour {} on interface {}: {why}",
+                    id.0,
+                    i.0 + 1
+                )))
+            };
+            match cfg.local.interfaces.get(i.index()) {
+                Some(InterfaceConfig::Issi { .. }) => {}
+                _ => return bad("the interface is not an ISSI"),
+            }
+            if id == cfg.local.id || id.0 == 0 {
+                return bad("not a valid neighbour id (0, or this server's own)");
+            }
+            neighbour[i.index()] = Some(id);
+        }
         let ports: Vec<(IfaceId, u32)> = cfg
             .local
             .interfaces
@@ -101,6 +129,8 @@ impl Control {
             out: VecDeque::new(),
             malformed: 0,
             spf_runs: 0,
+            neighbour,
+            refused_from: vec![0; n],
         };
         c.after(now);
         Ok(c)
@@ -146,15 +176,63 @@ impl Control {
         self.spf_runs
     }
 
+    /// Per interface: control frames refused because their `from` was not the ISSI's
+    /// neighbour.
+    pub fn refused_from(&self) -> &[u64] {
+        &self.refused_from
+    }
+
+    /// Each ISSI's neighbour, once known (configured, or pinned by its first Hello).
+    pub fn neighbour(&self, iface: IfaceId) -> Option<ServerId> {
+        self.neighbour.get(iface.index()).copied().flatten()
+    }
+
     /// A control frame (not Data) that arrived on ISSI `iface`. A frame that does not
-    /// decode is counted and dropped.
+    /// decode is counted and dropped; so is one whose `from` is not the interface's
+    /// neighbour (a forged Throttle would otherwise cut a neighbour's traffic, a forged
+    /// Hello or LSU take over the link).
     pub fn handle_control(&mut self, now: Instant, iface: IfaceId, data: &[u8]) {
         match IssiFrame::parse(data) {
+            Ok(f) if !self.sent_by_neighbour(iface, &f) => {
+                if let Some(r) = self.refused_from.get_mut(iface.index()) {
+                    *r += 1;
+                }
+            }
             Ok(IssiFrame::Cmp { kind, .. }) => self.cmp.handle_message(now, iface, kind),
             Ok(f) => self.ls.handle_frame(now, iface, f),
             Err(_) => self.malformed += 1,
         }
         self.after(now);
+    }
+
+    /// Whether frame `f` on `iface` comes from the interface's neighbour; the first Hello
+    /// on an ISSI without a configured neighbour names it.
+    fn sent_by_neighbour(&mut self, iface: IfaceId, f: &IssiFrame) -> bool {
+        let from = match f {
+            IssiFrame::Hello { from, .. }
+            | IssiFrame::Lsu { from, .. }
+            | IssiFrame::LsAck { from, .. }
+            | IssiFrame::Cmp { from, .. } => *from,
+        };
+        let is_issi = matches!(
+            self.local.interfaces.get(iface.index()),
+            Some(InterfaceConfig::Issi { .. })
+        );
+        if !is_issi || from == self.local.id || from.0 == 0 {
+            return false;
+        }
+        match &mut self.neighbour[iface.index()] {
+            Some(n) => *n == from,
+            slot @ None => {
+                if matches!(f, IssiFrame::Hello { .. }) {
+                    *slot = Some(from);
+                    true
+                } else {
+                    // Nothing but a Hello opens a link.
+                    false
+                }
+            }
+        }
     }
 
     /// Timers.

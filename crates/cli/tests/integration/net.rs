@@ -91,6 +91,10 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
     }
     let a = net["hosts"][0]["attach"].as_str().unwrap().to_string();
     let b = net["hosts"][1]["attach"].as_str().unwrap().to_string();
+    // The receiver attaches through s3's control path (the AttachHost RPC).
+    let b_control = net["hosts"][1]["control"].as_str().unwrap().to_string();
+    assert_eq!(b_control, grpc(2));
+    let b_port = net["hosts"][1]["port"].as_u64().unwrap().to_string();
     let received = dir.path().join("received.bin");
     let data = bytes(300_000, 9);
     let sent = dir.path().join("sent.bin");
@@ -101,6 +105,14 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
             "host", "recv", "--switch", &b, "--vc", "0/200", "--idle", "20 s", "--frames",
         ])
         .arg(frames.to_string())
+        .args([
+            "--control",
+            &b_control,
+            "--port",
+            &b_port,
+            "--certs",
+            certs_s,
+        ])
         .arg("--out")
         .arg(&received)
         .stdout(Stdio::null())

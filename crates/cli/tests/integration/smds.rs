@@ -232,12 +232,18 @@ source_screen = { deny = ["I:15550001"] }
     }
     let _serve = Proc(child);
     // From SNI 1: one spoofed (claims SNI 2's address), one refused by SNI 2's source
-    // screen.
+    // screen. Both from one subscriber address: the SNI is held by the first address
+    // that attaches to it (a second process on another port would be refused).
+    let me = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let me_addr = me.local_addr().unwrap().to_string();
+    drop(me);
     for from in ["I:15550002", "I:15550001"] {
         let o = atmlab(
             &[
                 "smds",
                 "send",
+                "--bind",
+                &me_addr,
                 "--sni",
                 &addrs[0],
                 "--from",
@@ -257,4 +263,28 @@ source_screen = { deny = ["I:15550001"] }
         v["counters"]["spoofed"] == 1 && v["counters"]["source_screened"] == 1
     });
     assert_eq!(v["counters"]["delivered"], 0);
+    // A third send from another address is refused by SNI 1, and counted there.
+    let o = atmlab(
+        &[
+            "smds",
+            "send",
+            "--sni",
+            &addrs[0],
+            "--from",
+            "I:15550001",
+            "--to",
+            "I:15550002",
+            "--count",
+            "1",
+            "--size",
+            "10",
+        ],
+        b"",
+    );
+    assert!(o.status.success());
+    let v = wait_json(&status, |v| v["refused_source"][0] == 2);
+    assert_eq!(
+        v["counters"]["source_screened"], 1,
+        "the PDU was never read"
+    );
 }

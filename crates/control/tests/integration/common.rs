@@ -116,18 +116,6 @@ where
     }
 }
 
-/// Polls the synchronous `f` until it holds, failing after [`DEADLINE`].
-pub async fn until(mut f: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !f() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition never held"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// The route a -> b through the line of three (`topologies/line3.toml`): in on port 0,
 /// out on port 1 at each switch.
 pub fn line_route() -> Vec<atmlab_control::cm::core::HopSpec> {

@@ -31,13 +31,17 @@ async fn manager(net: &Network, clients: &[(String, GrpcSwitch)], config: CmConf
     live::start(config, clients.to_vec(), Box::new(router)).unwrap()
 }
 
-/// A host attached to `switch:port` of the network, once the switch has learned it.
+/// A host attached to `switch:port` of the network: the port is bound to it through
+/// the control path (the tests attach a new host to a port an earlier one held, which a
+/// host's own attach datagram may not take over).
 async fn host(net: &Network, switch: usize, port: usize) -> HostPort {
     let any = "127.0.0.1:0".parse().unwrap();
-    let addr = net.switches[switch].ports[port].1;
+    let sw = &net.switches[switch];
+    let (id, addr) = sw.ports[port];
     let h = HostPort::attach(any, addr, BitRate(50e6)).await.unwrap();
     let me = h.local_addr().unwrap();
-    crate::common::until(|| net.switches[switch].data_plane.peers()[port].1 == Some(me)).await;
+    assert!(sw.attach_host(id, me));
+    assert_eq!(sw.data_plane.peers()[port].1, Some(me));
     h
 }
 

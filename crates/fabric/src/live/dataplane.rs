@@ -3,10 +3,29 @@
 //! Papers 000 and 001 ran their control planes over real ATM switches; atmlab's switches
 //! forward real 53-octet cells (header, HEC and payload) over UDP instead of fibre. A
 //! datagram carries one or more whole cells back to back (at most `cells_per_datagram`,
-//! 24 by default so a datagram fits a 1,500-octet Ethernet MTU). An empty datagram is an
-//! *attach*: a port configured without a peer learns its peer from the first datagram it
-//! receives, so a host on an ephemeral port can attach to a switch port; a later attach
-//! from another address moves the port to the new host (a restarted receiver).
+//! 24 by default so a datagram fits a 1,500-octet Ethernet MTU).
+//!
+//! Each port is bound to one peer, and takes datagrams from that address only (issue 24:
+//! a UDP source is all a switch port can check, as a fibre's far end is all a real port
+//! can receive from):
+//! - a **trunk** port (configured `peer`, or wired by [`DataPlane::set_peer`]) to its
+//!   neighbour's socket;
+//! - a **host** port to its host, bound by configuration (`host` in the server file),
+//!   by an explicit [`DataPlane::attach_host`] (the control path: the process that
+//!   starts hosts, or a manager), or, on a port that is still unbound, by the host's
+//!   *attach* (an empty datagram, what [`crate::live::host::HostPort::attach`] sends
+//!   first). Once bound, a host port stays bound: an attach or cells from another address
+//!   do not move it (a restarted host on a new address is attached again through the
+//!   control path); an unbound port forwards nothing.
+//!
+//! Every cell is policed at ingress by its connection's conformance test (the switch's
+//! usage parameter control, [`crate::switch::Switch::handle_cell_at`]): the cells of a
+//! datagram are taken to arrive one cell time apart at the port's link rate, from the
+//! moment the datagram was read.
+//!
+//! Whatever a port refuses is counted per port ([`crate::live::local::LocalSwitch::refusals`],
+//! the Statistics RPC) and summed up in one log line per [`REFUSAL_LOG_INTERVAL`], never
+//! one line per datagram (a flood must not become a flood of log lines).
 //!
 //! One task per port receives a datagram, switches its cells under the switch lock,
 //! drains every output queue the cells reached, and sends the drained cells to each
@@ -45,18 +64,50 @@ pub fn bind_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(s.into())
 }
 
-/// One port's socket and peer.
+/// How often the data plane sums up what its ports refused in one log line.
+pub const REFUSAL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whom a port is bound to: where its cells go, and the only address it takes cells from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// A host port no host has attached to yet: it forwards nothing, and the first
+    /// attach (an empty datagram) binds it.
+    Unbound,
+    /// A trunk: the neighbour switch's port.
+    Trunk(SocketAddr),
+    /// A host port bound to its host.
+    Host(SocketAddr),
+}
+
+impl Binding {
+    /// The bound address, if any.
+    pub fn addr(self) -> Option<SocketAddr> {
+        match self {
+            Binding::Unbound => None,
+            Binding::Trunk(a) | Binding::Host(a) => Some(a),
+        }
+    }
+}
+
+/// One port's socket and binding.
 #[derive(Debug)]
 pub struct PortSocket {
     /// The switch port.
     pub port: PortId,
     /// Its bound UDP socket.
     pub socket: Arc<UdpSocket>,
-    /// Where its cells go; `None` until learned from the first datagram.
-    pub peer: Mutex<Option<SocketAddr>>,
-    /// A host port (no peer configured): it learns its peer, and an attach (an empty
-    /// datagram) from a new host moves it there.
-    pub learns: bool,
+    /// Its peer (see the module doc).
+    pub binding: Mutex<Binding>,
+    /// The last address a datagram was refused from (for the summary log line).
+    last_refused: Mutex<Option<SocketAddr>>,
+    /// Whether the host's own first attach may bind the port while it is unbound.
+    first_attach: std::sync::atomic::AtomicBool,
+}
+
+impl PortSocket {
+    fn binding(&self) -> Binding {
+        *self.binding.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Counters of the live data plane, beyond the switch's own.
@@ -76,10 +127,13 @@ pub struct DataPlane {
     ports: Arc<Vec<PortSocket>>,
     counters: Arc<DataPlaneCounters>,
     cells_per_datagram: usize,
+    /// The origin of the arrival times the usage parameter control sees.
+    epoch: std::time::Instant,
 }
 
 impl DataPlane {
-    /// Binds one UDP socket per `(port, bind, peer)`.
+    /// Binds one UDP socket per `(port, bind, peer)`; a port with a peer is a trunk, one
+    /// without a host port (bound later: see the module doc).
     pub async fn bind(
         bindings: &[(PortId, SocketAddr, Option<SocketAddr>)],
         cells_per_datagram: usize,
@@ -93,14 +147,16 @@ impl DataPlane {
             ports.push(PortSocket {
                 port,
                 socket: Arc::new(socket),
-                peer: Mutex::new(peer),
-                learns: peer.is_none(),
+                binding: Mutex::new(peer.map_or(Binding::Unbound, Binding::Trunk)),
+                last_refused: Mutex::new(None),
+                first_attach: std::sync::atomic::AtomicBool::new(true),
             });
         }
         Ok(DataPlane {
             ports: Arc::new(ports),
             counters: Arc::new(DataPlaneCounters::default()),
             cells_per_datagram: cells_per_datagram.clamp(1, MAX_DATAGRAM / CELL_LEN),
+            epoch: std::time::Instant::now(),
         })
     }
 
@@ -112,23 +168,59 @@ impl DataPlane {
             .collect()
     }
 
-    /// Each port's peer, if known.
+    /// Each port's peer, if bound.
     pub fn peers(&self) -> Vec<(PortId, Option<SocketAddr>)> {
         self.ports
             .iter()
-            .map(|p| (p.port, *p.peer.lock().unwrap_or_else(|e| e.into_inner())))
+            .map(|p| (p.port, p.binding().addr()))
             .collect()
     }
 
-    /// Points a port at its neighbour (how `atmlab net up` wires links after binding
-    /// every port on an ephemeral address).
+    /// Each port's binding.
+    pub fn bindings(&self) -> Vec<(PortId, Binding)> {
+        self.ports.iter().map(|p| (p.port, p.binding())).collect()
+    }
+
+    /// Points a port at its neighbour, as a trunk (how `atmlab net up` wires links after
+    /// binding every port on an ephemeral address): it takes cells from `peer` only.
     pub fn set_peer(&self, port: PortId, peer: SocketAddr, switch: &LocalSwitch) -> bool {
+        self.bind_port(port, Binding::Trunk(peer), switch)
+    }
+
+    /// Binds a host port to the host at `host`: the explicit attach (the control path),
+    /// which, unlike a host's own attach datagram, may move a port already bound (a
+    /// restarted host on a new address). False if there is no such port or it is a
+    /// trunk (a neighbour switch's link is not re-pointed by an attach).
+    pub fn attach_host(&self, port: PortId, host: SocketAddr, switch: &LocalSwitch) -> bool {
+        let trunk = self
+            .ports
+            .iter()
+            .find(|p| p.port == port)
+            .is_some_and(|p| matches!(p.binding(), Binding::Trunk(_)));
+        !trunk && self.bind_port(port, Binding::Host(host), switch)
+    }
+
+    /// Whether an unbound host port `port` may be bound by its host's own first attach
+    /// (`true`, the default) or only by configuration and the control path (`false`:
+    /// `attach = "control"` in the server file). False if there is no such port.
+    pub fn set_first_attach(&self, port: PortId, allowed: bool) -> bool {
         let Some(p) = self.ports.iter().find(|p| p.port == port) else {
             return false;
         };
-        *p.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
-        // A wired port is a trunk: it no longer follows attaches.
-        switch.set_peer(port, format!("udp:{peer}"));
+        p.first_attach
+            .store(allowed, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+
+    fn bind_port(&self, port: PortId, binding: Binding, switch: &LocalSwitch) -> bool {
+        let Some(p) = self.ports.iter().find(|p| p.port == port) else {
+            return false;
+        };
+        *p.binding.lock().unwrap_or_else(|e| e.into_inner()) = binding;
+        switch.set_peer(port, describe_binding(binding, &p.socket));
+        if let Binding::Host(h) = binding {
+            tracing::info!(port = %port, host = %h, "host attached (control path)");
+        }
         true
     }
 
@@ -137,37 +229,125 @@ impl DataPlane {
         &self.counters
     }
 
-    /// Runs every port until the returned set is dropped or aborted.
+    /// Runs every port (and the refusal summary) until the returned set is dropped or
+    /// aborted.
     pub fn spawn(&self, switch: LocalSwitch) -> JoinSet<()> {
         for p in self.ports.iter() {
-            let peer = p
-                .peer
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .map(|a| format!("udp:{a}"))
-                .unwrap_or_else(|| {
-                    format!(
-                        "udp:learn@{}",
-                        p.socket
-                            .local_addr()
-                            .map(|a| a.to_string())
-                            .unwrap_or_default()
-                    )
-                });
-            switch.set_peer(p.port, peer);
+            switch.set_peer(p.port, describe_binding(p.binding(), &p.socket));
         }
+        switch.set_data_plane(self.clone());
         let mut set = JoinSet::new();
         for i in 0..self.ports.len() {
             let dp = self.clone();
             let sw = switch.clone();
             set.spawn(async move { dp.run_port(i, sw).await });
         }
+        let dp = self.clone();
+        set.spawn(async move { dp.report_refusals(switch).await });
         set
+    }
+
+    /// Every [`REFUSAL_LOG_INTERVAL`], one WARN line summing up what the ports refused
+    /// since the last one (nothing when nothing was refused).
+    async fn report_refusals(self, switch: LocalSwitch) {
+        let mut last: Vec<u64> = vec![0; self.ports.len()];
+        let mut last_policed: Vec<u64> = vec![0; self.ports.len()];
+        let mut tick = tokio::time::interval(REFUSAL_LOG_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            // The usage parameter control's count too: one line for the interval.
+            let policed: Vec<u64> = switch.with_switch(|s| {
+                self.ports
+                    .iter()
+                    .map(|p| {
+                        s.port_status(p.port)
+                            .map_or(0, |st| st.counters.cells_policed)
+                    })
+                    .collect()
+            });
+            let mut upc = Vec::new();
+            for (i, now) in policed.into_iter().enumerate() {
+                let new = now.saturating_sub(last_policed[i]);
+                last_policed[i] = now;
+                if new > 0 {
+                    upc.push(format!("port {}: {new}", self.ports[i].port.0));
+                }
+            }
+            if !upc.is_empty() {
+                tracing::info!(
+                    switch = %switch.name(),
+                    "usage parameter control: non-conforming cells in the last {:?} ({:?}): {}",
+                    REFUSAL_LOG_INTERVAL,
+                    switch.with_switch(|s| s.policing()),
+                    upc.join(", ")
+                );
+            }
+            let mut parts = Vec::new();
+            let mut total = 0;
+            for (i, p) in self.ports.iter().enumerate() {
+                let now = switch.refusals(p.port).datagrams;
+                let new = now.saturating_sub(last[i]);
+                last[i] = now;
+                if new > 0 {
+                    total += new;
+                    let from = *p.last_refused.lock().unwrap_or_else(|e| e.into_inner());
+                    parts.push(format!(
+                        "port {}: {new} (last from {})",
+                        p.port.0,
+                        from.map_or_else(|| "?".to_string(), |a| a.to_string())
+                    ));
+                }
+            }
+            if total > 0 {
+                tracing::warn!(
+                    switch = %switch.name(),
+                    refused = total,
+                    "data plane: refused {total} datagrams from senders that are not the \
+                     port's peer in the last {:?}: {}",
+                    REFUSAL_LOG_INTERVAL,
+                    parts.join(", ")
+                );
+            }
+        }
+    }
+
+    /// Whether port `index` takes a datagram of `n` octets from `from`; an attach to an
+    /// unbound host port binds it.
+    fn admit(&self, index: usize, n: usize, from: SocketAddr, switch: &LocalSwitch) -> bool {
+        let me = &self.ports[index];
+        let mut b = me.binding.lock().unwrap_or_else(|e| e.into_inner());
+        match *b {
+            Binding::Trunk(a) | Binding::Host(a) if a == from => true,
+            Binding::Unbound
+                if n == 0 && me.first_attach.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                *b = Binding::Host(from);
+                drop(b);
+                tracing::info!(port = %me.port, host = %from, "host attached");
+                switch.set_peer(me.port, format!("udp:{from}"));
+                true
+            }
+            _ => {
+                drop(b);
+                switch.count_refused(me.port, (n / CELL_LEN) as u64);
+                *me.last_refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(from);
+                false
+            }
+        }
     }
 
     async fn run_port(self, index: usize, switch: LocalSwitch) {
         use std::sync::atomic::Ordering::Relaxed;
         let me = &self.ports[index];
+        let cell_time = switch.with_switch(|s| {
+            s.port_status(me.port)
+                .map_or(atmlab_core::time::Duration::ZERO, |p| {
+                    atmlab_core::time::Duration::from_secs_f64(
+                        1.0 / p.config.link_rate.to_cell_rate().0.max(1.0),
+                    )
+                })
+        });
         let mut buf = vec![0u8; MAX_DATAGRAM];
         // Drained cells per output port, reused across datagrams.
         let mut outs: Vec<Vec<u8>> = vec![Vec::new(); self.ports.len()];
@@ -181,15 +361,8 @@ impl DataPlane {
                     continue;
                 }
             };
-            if me.learns {
-                let mut peer = me.peer.lock().unwrap_or_else(|e| e.into_inner());
-                // The first datagram attaches a host; a later attach (an empty
-                // datagram) from elsewhere means the host moved or restarted.
-                if peer.is_none() || (n == 0 && *peer != Some(from)) {
-                    tracing::info!(port = %me.port, peer = %from, "host attached");
-                    *peer = Some(from);
-                    switch.set_peer(me.port, format!("udp:{from}"));
-                }
+            if !self.admit(index, n, from, &switch) {
+                continue;
             }
             if !n.is_multiple_of(CELL_LEN) {
                 self.counters.ragged_datagrams.fetch_add(1, Relaxed);
@@ -197,10 +370,23 @@ impl DataPlane {
             if n < CELL_LEN {
                 continue;
             }
+            // Arrival times for the usage parameter control: the datagram's, and for
+            // the cells after its first one cell time apart at the port's link rate
+            // (the spacing they would have had on the line: a datagram is a batch of
+            // cells, not cells that arrived together).
+            let arrived = atmlab_core::time::Instant::from_picos(
+                u64::try_from(self.epoch.elapsed().as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(1000),
+            );
             switch.with_switch(|s| {
-                for chunk in buf[..n - n % CELL_LEN].chunks_exact_mut(CELL_LEN) {
+                for (k, chunk) in buf[..n - n % CELL_LEN]
+                    .chunks_exact_mut(CELL_LEN)
+                    .enumerate()
+                {
                     let cell: &mut [u8; CELL_LEN] = chunk.try_into().expect("exact chunk");
-                    s.handle_cell(me.port, cell);
+                    let at = arrived.saturating_add(cell_time.saturating_mul(k as u64));
+                    s.handle_cell_at(me.port, cell, at);
                 }
                 for (j, p) in self.ports.iter().enumerate() {
                     if s.queue_len(p.port) > 0 {
@@ -213,8 +399,7 @@ impl DataPlane {
                     continue;
                 }
                 let p = &self.ports[j];
-                let peer = *p.peer.lock().unwrap_or_else(|e| e.into_inner());
-                match peer {
+                match p.binding().addr() {
                     None => {
                         self.counters
                             .cells_no_peer
@@ -231,5 +416,20 @@ impl DataPlane {
                 out.clear();
             }
         }
+    }
+}
+
+/// A port's binding as Describe shows it: "udp:ADDR", or "udp:learn@LOCAL" for a host port
+/// waiting for its host's attach.
+fn describe_binding(b: Binding, socket: &UdpSocket) -> String {
+    match b.addr() {
+        Some(a) => format!("udp:{a}"),
+        None => format!(
+            "udp:learn@{}",
+            socket
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        ),
     }
 }

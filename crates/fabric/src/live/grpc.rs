@@ -30,6 +30,7 @@ use crate::live::backend::{BatchResult, Description, SwitchBackend};
 use crate::live::convert::{self as cv, status};
 use crate::live::local::{LocalSwitch, SwitchEvent};
 use crate::switch::{Atomicity, BranchChange, Command, Connection, Release, Reply, Reservation};
+use atmlab_core::ids::PortId;
 
 /// How many recent stream answers the server remembers for duplicate suppression.
 pub const DEDUP_CAPACITY: usize = 1 << 17;
@@ -373,6 +374,9 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     cells_discarded_clp1: p.counters.cells_discarded_clp1,
                     cells_discarded_full: p.counters.cells_discarded_full,
                     queue_cells: p.queue_cells,
+                    datagrams_refused: p.counters.datagrams_refused,
+                    cells_refused: p.counters.cells_refused,
+                    cells_policed: p.counters.cells_policed,
                 })
                 .collect(),
             connections: conns
@@ -382,9 +386,36 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     connection: c.id,
                     cells: c.cells,
                     cells_discarded: c.cells_discarded,
+                    cells_policed: self
+                        .events
+                        .as_ref()
+                        .and_then(|sw| sw.with_switch(|s| s.policed(c.id)))
+                        .unwrap_or(0),
                 })
                 .collect(),
         }))
+    }
+
+    async fn attach_host(
+        &self,
+        r: Request<pb::AttachHostRequest>,
+    ) -> Result<Response<pb::AttachHostReply>, Status> {
+        let Some(sw) = &self.events else {
+            return Err(Status::unimplemented(
+                "this server fronts a remote switch and has no data plane",
+            ));
+        };
+        let r = r.into_inner();
+        let port = u16::try_from(r.port)
+            .map_err(|_| status(&FabricError::Invalid("a port number is at most 65535")))?;
+        let host: std::net::SocketAddr = r.address.parse().map_err(|_| {
+            Status::invalid_argument(format!(
+                "address {:?} is not a UDP socket address (host:port)",
+                r.address.chars().take(64).collect::<String>()
+            ))
+        })?;
+        sw.attach_host(PortId(port), host).map_err(|e| status(&e))?;
+        Ok(Response::new(pb::AttachHostReply {}))
     }
 
     type WatchStream = BoxStream<pb::SwitchEvent>;
@@ -491,6 +522,24 @@ impl GrpcSwitch {
             .map(|i| cv::vc_id(Some(i)))
             .collect::<Result<_, _>>()?;
         Ok((r.connection, ids))
+    }
+
+    /// Binds host port `port` of the switch's data plane to the host at `host` (the
+    /// explicit attach; see the AttachHost RPC).
+    pub async fn attach_host(
+        &self,
+        port: PortId,
+        host: std::net::SocketAddr,
+    ) -> Result<(), FabricError> {
+        self.client
+            .clone()
+            .attach_host(pb::AttachHostRequest {
+                port: u32::from(port.0),
+                address: host.to_string(),
+            })
+            .await
+            .map_err(|s| cv::from_status(&s))?;
+        Ok(())
     }
 
     /// Unary Release.

@@ -6,6 +6,7 @@
 //! commands and cells: each critical section is a handful of table operations (no
 //! `.await` inside), so a plain lock is cheaper than a channel to an owner task.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
@@ -33,6 +34,16 @@ pub enum SwitchEvent {
     BranchesChanged(Connection),
 }
 
+/// What the data plane refused on one port: datagrams from an address that is not the
+/// port's peer, and the whole cells they carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refusals {
+    /// Datagrams refused.
+    pub datagrams: u64,
+    /// Cells in them.
+    pub cells: u64,
+}
+
 /// An event with its sequence number on this switch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SequencedEvent {
@@ -55,7 +66,15 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    name: String,
+    /// The switch's ports, in order (fixed for its life).
+    port_ids: Vec<PortId>,
     peers: Mutex<Vec<String>>,
+    /// Per port: datagrams and cells the data plane refused (counted outside the switch
+    /// lock, so a flood of refused datagrams does not contend with the traffic).
+    refused: Vec<(AtomicU64, AtomicU64)>,
+    /// The data plane running on this switch, for the control path's AttachHost.
+    data_plane: Mutex<Option<crate::live::dataplane::DataPlane>>,
     events: broadcast::Sender<SequencedEvent>,
 }
 
@@ -76,9 +95,17 @@ impl LocalSwitch {
     /// caller hears of it.
     pub fn new(switch: Switch, journal: Option<Journal>) -> Self {
         let n = switch.port_ids().count();
+        let name = switch.name().to_string();
+        let port_ids: Vec<PortId> = switch.port_ids().collect();
         let (events, _) = broadcast::channel(4096);
         LocalSwitch {
             shared: Arc::new(Shared {
+                name,
+                port_ids,
+                data_plane: Mutex::new(None),
+                refused: (0..n)
+                    .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                    .collect(),
                 state: Mutex::new(State {
                     switch,
                     journal,
@@ -104,11 +131,93 @@ impl LocalSwitch {
 
     /// Records where a port's cells go, for Describe.
     pub fn set_peer(&self, port: PortId, peer: String) {
-        let idx = self.with_switch(|s| s.port_ids().position(|p| p == port));
+        let idx = self.port_index(port);
         if let Some(i) = idx {
             let mut peers = self.shared.peers.lock().unwrap_or_else(|e| e.into_inner());
             peers[i] = peer;
         }
+    }
+
+    /// The switch's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn port_index(&self, port: PortId) -> Option<usize> {
+        // Port ids are dense from 0 in every configuration seen; search otherwise.
+        let ids = &self.shared.port_ids;
+        let i = usize::from(port.0);
+        if ids.get(i) == Some(&port) {
+            Some(i)
+        } else {
+            ids.iter().position(|&p| p == port)
+        }
+    }
+
+    /// Counts one datagram of `cells` cells refused on `port` (the data plane's call;
+    /// no switch lock taken).
+    pub fn count_refused(&self, port: PortId, cells: u64) {
+        if let Some((d, c)) = self
+            .port_index(port)
+            .and_then(|i| self.shared.refused.get(i))
+        {
+            d.fetch_add(1, Relaxed);
+            c.fetch_add(cells, Relaxed);
+        }
+    }
+
+    /// Tells the switch which data plane runs its ports ([`crate::live::dataplane::DataPlane::spawn`]
+    /// does).
+    pub fn set_data_plane(&self, dp: crate::live::dataplane::DataPlane) {
+        *self
+            .shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(dp);
+    }
+
+    /// Forgets the data plane (a stopped server: its sockets close with the data plane's
+    /// last handle, not with the last handle of the switch).
+    pub fn clear_data_plane(&self) {
+        self.shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    /// Binds host port `port` to the host at `host`: the explicit attach, through the
+    /// control path (the AttachHost RPC). Refused for a trunk port, an unknown port, or a
+    /// switch without a data plane.
+    pub fn attach_host(&self, port: PortId, host: std::net::SocketAddr) -> Result<(), FabricError> {
+        let dp = self
+            .shared
+            .data_plane
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| FabricError::Unavailable("this switch runs no data plane".into()))?;
+        if self.port_index(port).is_none() {
+            return Err(FabricError::UnknownPort(port));
+        }
+        if dp.attach_host(port, host, self) {
+            Ok(())
+        } else {
+            Err(FabricError::Invalid(
+                "the port is a trunk to a neighbour switch, not a host port",
+            ))
+        }
+    }
+
+    /// What the data plane refused on `port` so far.
+    pub fn refusals(&self, port: PortId) -> Refusals {
+        self.port_index(port)
+            .and_then(|i| self.shared.refused.get(i))
+            .map(|(d, c)| Refusals {
+                datagrams: d.load(Relaxed),
+                cells: c.load(Relaxed),
+            })
+            .unwrap_or_default()
     }
 
     /// Subscribes to table events (a bounded feed: a slow reader is told how many it
@@ -229,8 +338,12 @@ impl LocalSwitch {
 
     /// Describe, now.
     pub fn describe_now(&self) -> Description {
-        let (name, ports, connections) =
+        let (name, mut ports, connections) =
             self.with_switch(|s| (s.name().to_string(), s.ports(), s.connection_count() as u32));
+        for (p, (d, c)) in ports.iter_mut().zip(&self.shared.refused) {
+            p.counters.datagrams_refused = d.load(Relaxed);
+            p.counters.cells_refused = c.load(Relaxed);
+        }
         let peers = self
             .shared
             .peers

@@ -10,6 +10,7 @@
 //! raw = "127.0.0.1:6001"        # control over the raw-TCP protocol (optional)
 //! journal = "state/s1.table"    # the table journal (optional; see live::journal)
 //! cells_per_datagram = 24
+//! police = "tag"                # usage parameter control: "tag" (default), "discard", "off"
 //!
 //! [[ports]]
 //! id = 0
@@ -21,8 +22,15 @@
 //! vpi = [0, 15]
 //! vci = [32, 4095]
 //! udp = "127.0.0.1:7000"        # this port's socket
-//! peer = "127.0.0.1:7100"       # the neighbour's socket; absent: learn it (host ports)
+//! peer = "127.0.0.1:7100"       # a trunk: the neighbour's socket, the only sender taken
+//! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
+//! # attach = "control"          # an unbound host port: bound through the control path
+//! #                             # only ("first", the default: also by the host's attach)
 //! ```
+//!
+//! A port with neither `peer` nor `host` is a host port bound by its host's first attach
+//! (unless `attach = "control"`) or through the control path: the AttachHost RPC,
+//! [`RunningSwitch::attach_host`] (see [`crate::live::dataplane`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,9 +80,17 @@ pub struct PortFile {
     /// This port's UDP socket (default 127.0.0.1:0).
     #[serde(default)]
     pub udp: Option<SocketAddr>,
-    /// The neighbour's socket; absent: learned from the first datagram.
+    /// The neighbour's socket (a trunk port, which takes cells from it alone).
     #[serde(default)]
     pub peer: Option<SocketAddr>,
+    /// A host port's host, bound from the start (absent: bound by the host's first
+    /// attach, or by [`RunningSwitch::attach_host`] / the AttachHost RPC).
+    #[serde(default)]
+    pub host: Option<SocketAddr>,
+    /// How an unbound host port gets its host: "first" (default: the host's first
+    /// attach datagram, or the control path) or "control" (the control path only).
+    #[serde(default)]
+    pub attach: Option<String>,
 }
 
 /// A switch server's configuration file.
@@ -98,6 +114,10 @@ pub struct ServerFile {
     /// Cells per datagram on the data plane.
     #[serde(default)]
     pub cells_per_datagram: Option<usize>,
+    /// Usage parameter control of every connection at ingress: "tag" (default: a
+    /// non-conforming cell goes on with CLP = 1), "discard", or "off".
+    #[serde(default)]
+    pub police: Option<String>,
     /// The ports.
     pub ports: Vec<PortFile>,
 }
@@ -115,6 +135,21 @@ impl ServerFile {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// How the switch polices non-conforming cells (`police`; "tag" by default).
+    pub fn policing(&self) -> Result<crate::switch::Policing, FabricError> {
+        use crate::switch::Policing;
+        match self.police.as_deref() {
+            None | Some("tag") => Ok(Policing::Tag),
+            Some("discard") => Ok(Policing::Discard),
+            Some("off") => Ok(Policing::Off),
+            Some(x) => Err(FabricError::Config(format!(
+                "switch {}: police: {:?} is not one of \"tag\", \"discard\", \"off\"",
+                self.name,
+                x.chars().take(32).collect::<String>()
+            ))),
+        }
+    }
+
     /// The switch configuration it describes.
     pub fn switch_config(&self) -> Result<SwitchConfig, FabricError> {
         let mut ports = Vec::with_capacity(self.ports.len());
@@ -126,6 +161,21 @@ impl ServerFile {
                 Some(s) => BitRate::from_str(s).map_err(|e| bad("link_rate", e.to_string()))?,
                 None => BitRate(155.52e6),
             };
+            if p.peer.is_some() && p.host.is_some() {
+                return Err(bad(
+                    "host",
+                    "a port has a peer (a trunk) or a host, not both".into(),
+                ));
+            }
+            match p.attach.as_deref() {
+                None | Some("first") | Some("control") => {}
+                Some(x) => {
+                    return Err(bad(
+                        "attach",
+                        format!("{x:?} is neither \"first\" nor \"control\""),
+                    ));
+                }
+            }
             let mut pc = PortConfig::new(p.id, link);
             pc.interface = match p.interface.as_deref() {
                 None | Some("uni") => Interface::Uni,
@@ -191,6 +241,19 @@ impl RunningSwitch {
         }
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
+        self.switch.clear_data_plane();
+    }
+
+    /// Binds host port `port` to the host at `host` (the explicit attach; moves a port
+    /// already bound). False if the switch has no such port.
+    pub fn attach_host(&self, port: PortId, host: SocketAddr) -> bool {
+        self.data_plane.attach_host(port, host, &self.switch)
+    }
+
+    /// What the data plane refused on `port` (datagrams from a sender that is not the
+    /// port's peer).
+    pub fn refusals(&self, port: PortId) -> crate::live::local::Refusals {
+        self.switch.refusals(port)
     }
 
     /// Waits until a task of the server ends (it should not, short of a fatal error).
@@ -207,6 +270,7 @@ pub async fn start(
 ) -> Result<RunningSwitch, FabricError> {
     let cfg = file.switch_config()?;
     let mut switch = Switch::new(&cfg)?;
+    switch.set_policing(file.policing()?);
     let (journal, restored) = match &file.journal {
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -244,6 +308,14 @@ pub async fn start(
     .map_err(|e| {
         FabricError::Config(format!("switch {}: binding its UDP ports: {e}", file.name))
     })?;
+    for p in &file.ports {
+        if let Some(h) = p.host {
+            data_plane.attach_host(PortId(p.id), h, &local);
+        }
+        if p.attach.as_deref() == Some("control") {
+            data_plane.set_first_attach(PortId(p.id), false);
+        }
+    }
     let mut tasks = data_plane.spawn(local.clone());
     let grpc_listener = TcpListener::bind(file.grpc.unwrap_or(any))
         .await

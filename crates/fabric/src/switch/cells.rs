@@ -3,15 +3,20 @@
 //! translation look-up, the header rewrite of each branch, and the output queues with
 //! CLP-based partial buffer sharing.
 //!
+//! With a time ([`Switch::handle_cell_at`], the live data plane), each cell first meets
+//! its connection's usage parameter control (ITU-T I.371 §4.4: the GCRA of
+//! `atmlab_core::gcra` on the contract), which tags or discards a non-conforming cell.
+//!
 //! The look-up reads only the dense per-slot records (`Hot`), a cell is copied
 //! once into its queue slot and rewritten there, and nothing on this path allocates once
 //! a queue has grown to its working size.
 
 use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::time::Instant;
 use atmlab_wire::cell::{CELL_LEN, HecOutcome};
 use atmlab_wire::crc;
 
-use super::{CellFate, ConnectionKind, Switch, vc_key, vp_key};
+use super::{CellFate, ConnectionKind, Policing, Switch, vc_key, vp_key};
 use crate::config::Interface;
 
 impl Switch {
@@ -23,6 +28,48 @@ impl Switch {
     /// receiver.
     #[inline]
     pub fn handle_cell(&mut self, in_port: PortId, cell: &mut [u8; CELL_LEN]) -> CellFate {
+        self.switch_cell(in_port, cell, None)
+    }
+
+    /// [`Switch::handle_cell`] with the usage parameter control: the cell arrived at
+    /// `now`, and its connection's conformance test (GCRA on its contract's PCR, and SCR
+    /// and MBS for VBR) decides, under the switch's [`Policing`], whether a
+    /// non-conforming cell is tagged CLP = 1 or discarded ([`CellFate::Policed`]).
+    #[inline]
+    pub fn handle_cell_at(
+        &mut self,
+        in_port: PortId,
+        cell: &mut [u8; CELL_LEN],
+        now: Instant,
+    ) -> CellFate {
+        self.switch_cell(in_port, cell, Some(now))
+    }
+
+    /// How non-conforming cells are treated by [`Switch::handle_cell_at`].
+    pub fn set_policing(&mut self, policing: Policing) {
+        self.policing = policing;
+    }
+
+    /// The switch's [`Policing`].
+    pub fn policing(&self) -> Policing {
+        self.policing
+    }
+
+    /// Cells of connection `id` found non-conforming at ingress so far (tagged or
+    /// discarded); `None` for an unknown connection.
+    pub fn policed(&self, id: u64) -> Option<u64> {
+        self.by_id
+            .get(&id)
+            .map(|&slot| self.hot[slot as usize].policed)
+    }
+
+    #[inline]
+    fn switch_cell(
+        &mut self,
+        in_port: PortId,
+        cell: &mut [u8; CELL_LEN],
+        now: Option<Instant>,
+    ) -> CellFate {
         let Some(pi) = self.index(in_port) else {
             return CellFate::NoSuchPort;
         };
@@ -56,6 +103,20 @@ impl Switch {
         };
         let e = &mut self.hot[slot as usize];
         e.cells += 1;
+        if let (Some(now), Some(police)) = (now, e.police.as_mut())
+            && self.policing != Policing::Off
+            && !police.conforms(now)
+        {
+            e.policed += 1;
+            self.ports[pi].counters.cells_policed += 1;
+            if self.policing == Policing::Discard {
+                return CellFate::Policed;
+            }
+            // Tagged: CLP = 1 from here on (the header's HEC is recomputed with the
+            // rewrite on each branch).
+            cell[3] |= 0x01;
+        }
+        let e = &mut self.hot[slot as usize];
         let clp = cell[3] & 0x01 != 0;
         let (mut queued, mut discarded) = (0u16, 0u16);
         for rw in &e.rewrites {

@@ -15,8 +15,8 @@ use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
 
 use super::{
     Branch, BranchChange, Commit, ConnectionKind, Entry, Hot, IdState, MAX_BRANCHES, MAX_RESERVE,
-    MIN_CELL_RATE, Modify, Port, Release, Reserve, Rewrite, Switch, Unreserve, header_for, out_key,
-    vc_key, vp_key,
+    MIN_CELL_RATE, Modify, Police, Port, Release, Reserve, Rewrite, Switch, Unreserve, header_for,
+    out_key, vc_key, vp_key,
 };
 use crate::cac;
 use crate::error::FabricError;
@@ -522,6 +522,8 @@ impl Switch {
             rewrites,
             cells: e.cells,
             discarded: e.discarded,
+            police: Police::for_contract(&e.traffic),
+            policed: 0,
         };
         let in_pi = self.index(e.in_port).expect("validated");
         match e.kind {
@@ -760,6 +762,8 @@ impl Switch {
         e.traffic = m.traffic;
         e.clr = clr;
         e.admitted = admitted;
+        // The new contract is policed from now on.
+        self.hot[slot as usize].police = Police::for_contract(&m.traffic);
         Ok(old)
     }
 }

@@ -94,6 +94,67 @@ struct Hot {
     rewrites: SmallVec<[Rewrite; 2]>,
     cells: u64,
     discarded: u64,
+    /// The connection's usage parameter control (`None`: a contract it cannot police,
+    /// e.g. UBR, or a rate the GCRA refuses).
+    police: Option<Police>,
+    /// Cells found non-conforming at ingress (tagged or discarded).
+    policed: u64,
+}
+
+/// What the usage parameter control does with a non-conforming cell (ITU-T I.371 §4.4,
+/// TM 4.0 §4.5: the network may discard it, or tag it CLP = 1 so that it is the first
+/// discarded under congestion). Only [`Switch::handle_cell_at`] polices (the live data
+/// plane, which has a clock); [`Switch::handle_cell`] does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policing {
+    /// No policing (the default of the sans-IO core).
+    #[default]
+    Off,
+    /// A non-conforming cell goes on with CLP = 1.
+    Tag,
+    /// A non-conforming cell is discarded.
+    Discard,
+}
+
+/// One connection's conformance test: GCRA(1/PCR, CDVT), and for VBR also
+/// GCRA(1/SCR, BT + CDVT) with the burst tolerance of its MBS (TM 4.0 §4.4.1-2). A cell
+/// conforms only if it conforms to both, and only then counts against either.
+#[derive(Debug, Clone)]
+struct Police {
+    pcr: atmlab_core::gcra::Gcra,
+    scr: Option<atmlab_core::gcra::Gcra>,
+}
+
+impl Police {
+    fn for_contract(t: &TrafficDescriptor) -> Option<Police> {
+        use atmlab_core::gcra::Gcra;
+        use atmlab_core::traffic::ServiceClass;
+        let cdvt = atmlab_core::time::Duration::from_picos(t.cdvt_ps);
+        if t.class == ServiceClass::Ubr {
+            // UBR has no rate to police (its PCR, if any, is a hint to the network).
+            return None;
+        }
+        let pcr = Gcra::for_pcr(t.pcr.0, cdvt).ok()?;
+        let scr = match t.class {
+            ServiceClass::RtVbr | ServiceClass::NrtVbr if t.scr.0 < t.pcr.0 => {
+                Some(Gcra::for_scr(t.scr.0, t.pcr.0, t.mbs.max(1), cdvt).ok()?)
+            }
+            _ => None,
+        };
+        Some(Police { pcr, scr })
+    }
+
+    /// Tests a cell arriving at `now`; counts it against the contract if it conforms.
+    fn conforms(&mut self, now: atmlab_core::time::Instant) -> bool {
+        let ok = self.pcr.conforms(now) && self.scr.as_ref().is_none_or(|g| g.conforms(now));
+        if ok {
+            self.pcr.handle_cell(now);
+            if let Some(g) = self.scr.as_mut() {
+                g.handle_cell(now);
+            }
+        }
+        ok
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +222,7 @@ pub struct Switch {
     next_id: u64,
     owners: Vec<String>,
     owner_index: FxHashMap<String, u32>,
+    policing: Policing,
 }
 
 const NO_PORT: u16 = u16::MAX;
@@ -236,6 +298,7 @@ impl Switch {
             next_id: 1,
             owners: vec![String::new()],
             owner_index: FxHashMap::from_iter([(String::new(), 0)]),
+            policing: Policing::Off,
         })
     }
 

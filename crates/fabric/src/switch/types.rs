@@ -248,6 +248,15 @@ pub struct PortCounters {
     pub cells_discarded_clp1: u64,
     /// Cells discarded because the buffer was full.
     pub cells_discarded_full: u64,
+    /// Datagrams the live data plane refused on this port: they came from an address
+    /// that is not the port's peer (issue 24; see `live::dataplane`). Zero in the sans-IO
+    /// core, which has no addresses; filled in by the live switch's Describe.
+    pub datagrams_refused: u64,
+    /// The whole cells those refused datagrams carried.
+    pub cells_refused: u64,
+    /// Cells that entered here and failed their connection's conformance test (usage
+    /// parameter control: tagged CLP = 1 or discarded, as the switch polices).
+    pub cells_policed: u64,
 }
 
 /// The state of one port, for Describe and Statistics.
@@ -285,4 +294,6 @@ pub enum CellFate {
     HecError,
     /// The port does not exist.
     NoSuchPort,
+    /// The usage parameter control discarded it (non-conforming; see `Policing`).
+    Policed,
 }

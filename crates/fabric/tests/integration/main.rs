@@ -7,6 +7,8 @@ mod core;
 mod line;
 #[cfg(feature = "live")]
 mod live;
+#[cfg(feature = "live")]
+mod peers;
 mod raw;
 pub mod raw_harness;
 #[cfg(feature = "live")]
@@ -15,3 +17,5 @@ mod raw_shell;
 mod refusals;
 #[cfg(feature = "live")]
 mod services;
+#[cfg(feature = "live")]
+mod upc;

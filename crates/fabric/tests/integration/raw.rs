@@ -221,6 +221,8 @@ fn port_status() -> impl Strategy<Value = PortStatus> {
                     cells_hec_corrected: k[4],
                     cells_discarded_clp1: k[5],
                     cells_discarded_full: k[6],
+                    // Not in raw protocol version 1 (the data plane's refusals).
+                    ..PortCounters::default()
                 },
                 queue_cells,
             },

@@ -3,8 +3,8 @@
 //! the ATM usage parameter control test GCRA(T, τ) of ITU-T I.371 / ATM Forum TM 4.0
 //! §4.4.
 //!
-//! * [`Gcra`] — the GCRA conformance test (virtual scheduling algorithm); it only
-//!   classifies cells, it never holds them.
+//! * [`Gcra`] — the GCRA conformance test (virtual scheduling algorithm, in
+//!   `atmlab_core::gcra`, re-exported); it only classifies cells, it never holds them.
 //! * [`LeakyBucket`] — the paper's credit pool with an optional buffer, as a shaper or a
 //!   policer.
 //! * [`VirtualClock`] — Zhang's Virtual Clock (SIGCOMM '90) used as an access regulator,
@@ -21,12 +21,12 @@
 //! core has seen is treated as that latest time: a shell bug must not make a core panic
 //! or move its state backwards (which would, e.g., mint credits twice).
 
-mod gcra;
 mod leaky_bucket;
 mod rdma;
 mod virtual_clock;
 
-pub use gcra::{Conformance, Gcra};
+// The GCRA core lives in atmlab-core (the live switch polices with it too).
+pub use atmlab_core::gcra::{Conformance, Gcra};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketMode};
 pub use rdma::{Band, BandKind, FlowId, Rdma, RdmaConfig, RdmaMode, TreeId};
 pub use virtual_clock::{VirtualClock, VirtualClockPenalty};

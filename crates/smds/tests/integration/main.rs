@@ -4,5 +4,8 @@
 mod fuzz_harness;
 #[cfg(feature = "live")]
 mod live;
+mod neighbours;
 mod network;
+#[cfg(feature = "live")]
+mod peers;
 mod robustness;

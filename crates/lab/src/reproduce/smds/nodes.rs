@@ -213,7 +213,13 @@ pub fn measure(
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
         let mut pairs = Vec::new();
         for (k, n) in started.iter().enumerate() {
-            let tx = Subscriber::attach(any, n.snis[0]).await?;
+            // A paced run sends from a blocking socket of its own (below), which is the
+            // sending SNI's one subscriber: an SNI is held by the first address that
+            // attaches to it, so no Subscriber attaches there first.
+            let tx = match asked {
+                None => Some(Subscriber::attach(any, n.snis[0]).await?),
+                Some(_) => None,
+            };
             let rx = Subscriber::attach(any, n.snis[1]).await?;
             let [a, b] = addresses(k);
             let pdu = l3_pdu(
@@ -248,6 +254,7 @@ pub fn measure(
             tasks.push(tokio::spawn(async move {
                 match per_node {
                     None => {
+                        let tx = tx.expect("attached for a windowed run");
                         let mut lost = 0u64;
                         while Instant::now() < stop {
                             let s = sent[k].load(Ordering::Relaxed);
@@ -278,7 +285,7 @@ pub fn measure(
                             .map_err(|e| LabError::io("connecting a paced source", e))?;
                         let sent = Arc::clone(&sent);
                         tokio::task::spawn_blocking(move || {
-                            // The attach: the SNI learns its subscriber from it.
+                            // The attach: it binds the SNI to this source.
                             sock.send(&[])
                                 .map_err(|e| LabError::io("attaching a paced source", e))?;
                             std::thread::sleep(Duration::from_millis(50));

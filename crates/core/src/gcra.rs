@@ -14,13 +14,32 @@
 //! The continuous-state leaky bucket (bucket content X, drained at rate 1, incremented by
 //! T per conforming cell, limit T + τ) yields the same verdicts because X + LCT = TAT;
 //! the tests check this on random arrival sequences.
+//!
+//! It lives in the core because two crates police with it: `atmlab-models` (the access
+//! mechanisms of paper 003 and the UPC models) and `atmlab-fabric` (the live switch's
+//! usage parameter control at ingress, issue 24).
 
-use atmlab_core::time::{Duration, Instant};
+use crate::error::CoreError;
+use crate::time::{Duration, Instant};
 
-use super::interval_of_rate;
-use crate::ModelsError;
-
-const MODEL: &str = "Gcra";
+/// The spacing 1/`rate` of a rate in cells per second, validated: finite, positive, and
+/// not so high that the spacing rounds to zero picoseconds.
+fn interval_of_rate(param: &'static str, rate: f64) -> Result<Duration, CoreError> {
+    if !rate.is_finite() || rate <= 0.0 {
+        return Err(CoreError::InvalidParameter {
+            param,
+            reason: format!("must be a finite positive rate in cells/s, got {rate}"),
+        });
+    }
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    if interval == Duration::ZERO {
+        return Err(CoreError::InvalidParameter {
+            param,
+            reason: format!("{rate} cells/s is above 1e12 cells/s (spacing under 1 ps)"),
+        });
+    }
+    Ok(interval)
+}
 
 /// The verdict of [`Gcra::handle_cell`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,10 +68,9 @@ pub struct Gcra {
 impl Gcra {
     /// GCRA with increment `T` (the contracted cell spacing) and limit `τ` (the
     /// tolerance). `T` must be positive: a zero increment would accept any traffic.
-    pub fn new(increment: Duration, limit: Duration) -> Result<Self, ModelsError> {
+    pub fn new(increment: Duration, limit: Duration) -> Result<Self, CoreError> {
         if increment == Duration::ZERO {
-            return Err(ModelsError::InvalidParameter {
-                model: MODEL,
+            return Err(CoreError::InvalidParameter {
                 param: "increment",
                 reason: "the increment T must be positive, got 0".into(),
             });
@@ -67,8 +85,8 @@ impl Gcra {
 
     /// The peak cell rate test GCRA(1/PCR, CDVT) of TM 4.0 §4.4.1 (T = 1/PCR rounded to
     /// the picosecond, τ = CDVT).
-    pub fn for_pcr(pcr_cells_per_sec: f64, cdvt: Duration) -> Result<Self, ModelsError> {
-        let t = interval_of_rate(MODEL, "pcr", pcr_cells_per_sec)?;
+    pub fn for_pcr(pcr_cells_per_sec: f64, cdvt: Duration) -> Result<Self, CoreError> {
+        let t = interval_of_rate("pcr", pcr_cells_per_sec)?;
         Gcra::new(t, cdvt)
     }
 
@@ -87,12 +105,11 @@ impl Gcra {
         pcr_cells_per_sec: f64,
         mbs: u32,
         cdvt: Duration,
-    ) -> Result<Self, ModelsError> {
-        let ts = interval_of_rate(MODEL, "scr", scr_cells_per_sec)?;
-        let t = interval_of_rate(MODEL, "pcr", pcr_cells_per_sec)?;
+    ) -> Result<Self, CoreError> {
+        let ts = interval_of_rate("scr", scr_cells_per_sec)?;
+        let t = interval_of_rate("pcr", pcr_cells_per_sec)?;
         if scr_cells_per_sec > pcr_cells_per_sec {
-            return Err(ModelsError::InvalidParameter {
-                model: MODEL,
+            return Err(CoreError::InvalidParameter {
                 param: "scr",
                 reason: format!(
                     "SCR {scr_cells_per_sec} cells/s exceeds PCR {pcr_cells_per_sec} cells/s"
@@ -100,8 +117,7 @@ impl Gcra {
             });
         }
         if mbs == 0 {
-            return Err(ModelsError::InvalidParameter {
-                model: MODEL,
+            return Err(CoreError::InvalidParameter {
                 param: "mbs",
                 reason: "the maximum burst size must be at least 1 cell, got 0".into(),
             });
@@ -127,6 +143,14 @@ impl Gcra {
     /// The theoretical arrival time of the next cell, `None` before the first cell.
     pub fn tat(&self) -> Option<Instant> {
         self.tat
+    }
+
+    /// Whether a cell arriving at `now` would conform, without counting it (the dual
+    /// GCRA of a VBR contract counts a cell only if it conforms to both tests).
+    pub fn conforms(&self, now: Instant) -> bool {
+        let now = now.max(self.last);
+        let tat = self.tat.unwrap_or(now);
+        tat <= now.saturating_add(self.limit)
     }
 
     /// Tests the cell arriving at `now` and, if it conforms, counts it against the
@@ -217,13 +241,13 @@ mod tests {
             let e = Gcra::for_pcr(bad, Duration::ZERO).unwrap_err();
             assert!(matches!(
                 e,
-                ModelsError::InvalidParameter { param: "pcr", .. }
+                CoreError::InvalidParameter { param: "pcr", .. }
             ));
         }
         let e = Gcra::new(Duration::ZERO, Duration::ZERO).unwrap_err();
         assert!(matches!(
             e,
-            ModelsError::InvalidParameter {
+            CoreError::InvalidParameter {
                 param: "increment",
                 ..
             }
@@ -231,12 +255,12 @@ mod tests {
         let e = Gcra::for_scr(2e6, 1e6, 5, Duration::ZERO).unwrap_err();
         assert!(matches!(
             e,
-            ModelsError::InvalidParameter { param: "scr", .. }
+            CoreError::InvalidParameter { param: "scr", .. }
         ));
         let e = Gcra::for_scr(1e5, 1e6, 0, Duration::ZERO).unwrap_err();
         assert!(matches!(
             e,
-            ModelsError::InvalidParameter { param: "mbs", .. }
+            CoreError::InvalidParameter { param: "mbs", .. }
         ));
     }
 
