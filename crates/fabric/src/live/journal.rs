@@ -121,6 +121,12 @@ pub fn encode(c: &Connection) -> String {
     )
 }
 
+/// A rate or ratio as the journal writes it: finite and not negative (a NaN would make
+/// a table unequal to itself, and no commit admits one).
+fn rate(s: &str) -> Option<f64> {
+    s.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0)
+}
+
 /// Parses a `C` line back (counters start at zero).
 pub fn decode(line: &str) -> Option<Connection> {
     let f: Vec<&str> = line.split(' ').collect();
@@ -156,12 +162,12 @@ pub fn decode(line: &str) -> Option<Connection> {
         branches: branches?,
         traffic: TrafficDescriptor {
             class,
-            pcr: CellRate(f[6].parse().ok()?),
-            scr: CellRate(f[7].parse().ok()?),
+            pcr: CellRate(rate(f[6])?),
+            scr: CellRate(rate(f[7])?),
             mbs: f[8].parse().ok()?,
             cdvt_ps: f[9].parse().ok()?,
         },
-        clr: f[10].parse().ok()?,
+        clr: rate(f[10])?,
         admitted: 0.0,
         buffer_cells: f[11].parse().ok()?,
         owner: unhex(f[12])?,

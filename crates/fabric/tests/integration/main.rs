@@ -4,6 +4,8 @@
 mod common;
 mod core;
 #[cfg(feature = "live")]
+pub mod journal_harness;
+#[cfg(feature = "live")]
 mod line;
 #[cfg(feature = "live")]
 mod live;
