@@ -258,7 +258,9 @@ pub struct UpArgs {
     /// Where the connection manager's gRPC listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Where to write net.json.
+    /// Where to write net.json and keep the journals (journals/: each switch's table and
+    /// the manager's calls), so that a restart on the same directory takes the network
+    /// back.
     #[arg(long, default_value = "atmlab-data")]
     data: PathBuf,
     #[command(flatten)]
@@ -272,12 +274,22 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         Some(p) => Topology::load(p)?,
         None => atmlab_lab::launch::default_topology()?,
     };
-    let kind = ManagerKind::Core(args.tuning.config()?, args.tuning.options()?);
+    // Everything `up` starts keeps its state under the data directory, so that the
+    // network survives the process (kill -9) as `net up` and `cm serve --journal` do:
+    // each switch's table in journals/NAME.table, the manager's calls in
+    // journals/cm.sqlite (unless --journal names another file).
+    let journals = args.data.join("journals");
+    let mut options = args.tuning.options()?;
+    if options.journal.is_none() {
+        options.journal = Some(journals.join("cm.sqlite"));
+    }
+    let kind = ManagerKind::Core(args.tuning.config()?, options);
     let spec = LabSpec {
         topology,
         certs: (!args.security.insecure).then(|| args.security.certs.clone()),
         identity: "cm".into(),
         data_dir: args.data.clone(),
+        journals: Some(journals),
     };
     shell::runtime()?.block_on(async move {
         let lab = Lab::start(spec, &mut |_| {}).await?;

@@ -142,6 +142,10 @@ pub struct LabSpec {
     pub identity: String,
     /// Where `net.json` goes (made if missing).
     pub data_dir: PathBuf,
+    /// Where each switch server keeps its journal (`NAME.table`, made if missing), so
+    /// that its table survives the process (`atmlab up`); `None` for a lab that starts
+    /// empty every time (the demo, the reproductions, tests).
+    pub journals: Option<PathBuf>,
 }
 
 impl LabSpec {
@@ -153,6 +157,7 @@ impl LabSpec {
             certs: (!insecure).then(|| data_dir.join("certs")),
             identity: "admin".into(),
             data_dir: data_dir.to_owned(),
+            journals: None,
         }
     }
 }
@@ -208,12 +213,20 @@ impl Lab {
         }
         std::fs::create_dir_all(&spec.data_dir)
             .map_err(|e| err("creating the data directory", e))?;
+        if let Some(dir) = &spec.journals {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                err(
+                    &format!("creating the journal directory {}", dir.display()),
+                    e,
+                )
+            })?;
+        }
         let net = Network::up(
             spec.topology.clone(),
             &NetSecurity {
                 certs: spec.certs.clone(),
             },
-            None,
+            spec.journals.as_deref(),
         )
         .await?;
         let lab_json = spec.data_dir.join("net.json");

@@ -151,3 +151,113 @@ fn callgen_against_atmlab_up_reports_json() {
     assert!(csv.lines().nth(1).unwrap().starts_with("xbind T=1,100,"));
     assert!(out_dir.join("throughput_delay.png").exists());
 }
+
+/// Starts `atmlab up --insecure --data DATA` and waits for its net.json: (the process,
+/// the manager's address, the name service's).
+fn start_up(data: &std::path::Path) -> (std::process::Child, String, String) {
+    let _ = std::fs::remove_file(data.join("net.json"));
+    let up = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["up", "--insecure", "--data"])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(data.join("net.json"))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+            && let (Some(cm), Some(names)) = (v["cm"].as_str(), v["names"].as_str())
+        {
+            return (
+                up,
+                cm.trim_start_matches("http://").to_string(),
+                names.to_string(),
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "atmlab up never wrote its addresses"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `atmlab up` keeps its state under its data directory: killed with SIGKILL and started
+/// again on the same directory, its switches come back with their tables and its
+/// manager with its calls (issue 24, item 6: before, a crash of `up` lost every
+/// connection, and a restart found the switches empty). The call set up before the kill
+/// is still listed, can be released, and the network audits clean.
+#[test]
+fn atmlab_up_survives_kill_9_on_its_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut up, cm, _) = start_up(&data);
+    let connect = atmlab(
+        &[
+            "cm",
+            "connect",
+            "--insecure",
+            "--cm",
+            &cm,
+            "--from",
+            "a",
+            "--to",
+            "b",
+            "--pcr",
+            "1000",
+            "--tag",
+            "kept",
+        ],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&connect.stdout).into_owned();
+    assert!(
+        connect.status.success(),
+        "{}",
+        String::from_utf8_lossy(&connect.stderr)
+    );
+    let id = out
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':')
+        .to_string();
+    up.kill().unwrap(); // SIGKILL: no shutdown, no release
+    up.wait().unwrap();
+    for s in ["s1", "s2", "s3", "s4"] {
+        let table = data.join("journals").join(format!("{s}.table"));
+        assert!(table.exists(), "{} missing", table.display());
+    }
+    let (up, cm, names) = start_up(&data);
+    let _up = scopeguard(up);
+    let list = atmlab(&["cm", "list", "--insecure", "--cm", &cm], b"");
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        listed.contains(&format!("connection {id}:")) && listed.contains("a -> b"),
+        "after the restart: {listed} {}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let audit = atmlab(&["audit", "--insecure", "--names", &names, "--json"], b"");
+    let report: serde_json::Value = serde_json::from_slice(&audit.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&audit.stderr)));
+    assert_eq!(report["clean"], true, "{report}");
+    let released = atmlab(&["cm", "release", "--insecure", "--cm", &cm, &id], b"");
+    assert!(
+        released.status.success(),
+        "{}",
+        String::from_utf8_lossy(&released.stderr)
+    );
+}
+
+/// Kills the process when dropped, so that a failing assertion leaves nothing running.
+fn scopeguard(child: std::process::Child) -> impl Drop {
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    Killed(child)
+}

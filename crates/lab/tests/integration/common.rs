@@ -23,6 +23,7 @@ pub async fn lab(file: &str, dir: &Path) -> Lab {
             certs: None,
             identity: "admin".into(),
             data_dir: dir.to_owned(),
+            journals: None,
         },
         &mut |_| {},
     )

@@ -348,6 +348,7 @@ async fn live_blocking_on_a_trunk_of_12_circuits_is_erlang_b() {
             certs: None,
             identity: "admin".into(),
             data_dir: dir.path().to_owned(),
+            journals: None,
         },
         &mut |_| {},
     )
