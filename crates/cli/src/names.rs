@@ -34,7 +34,7 @@ enum NamesCommand {
         /// The name service's address.
         #[arg(long)]
         addr: String,
-        /// Only this kind: switch, cm, route, qos, host, names.
+        /// Only this kind: switch, cm, route, qos, host, names, owner (a manager's claim on its owner name).
         #[arg(long)]
         kind: Option<String>,
         /// Our certificate name.
@@ -62,9 +62,10 @@ fn kind(s: &str) -> Result<ObjectKind> {
         "qos" => ObjectKind::QosMapper,
         "host" => ObjectKind::Host,
         "names" => ObjectKind::NameService,
+        "owner" => ObjectKind::OwnerClaim,
         _ => {
             return Err(anyhow!(
-                "--kind {s:?}: expected switch, cm, route, qos, host or names"
+                "--kind {s:?}: expected switch, cm, route, qos, host, names or owner"
             ));
         }
     })

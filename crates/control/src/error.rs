@@ -32,6 +32,14 @@ pub enum ControlError {
         /// The name asked for.
         name: String,
     },
+    /// A claim on a name registered, live, at another address.
+    #[error("{name:?} is held by {holder} (its lease lapses if that holder is gone)")]
+    Held {
+        /// The name claimed.
+        name: String,
+        /// The address it is registered at.
+        holder: String,
+    },
     /// The directory holds as many registrations as it may.
     #[error("the directory is full ({limit} registrations); {name:?} was not registered")]
     DirectoryFull {
@@ -200,6 +208,8 @@ impl ControlError {
             }
             ControlError::NotRegistered { .. } => ErrorKind::NotFound,
             ControlError::DirectoryFull { .. } => ErrorKind::ResourceExhausted,
+            // ALREADY_EXISTS
+            ControlError::Held { .. } => ErrorKind::Other(6),
             #[cfg(feature = "live")]
             ControlError::Rpc(_) => ErrorKind::Unavailable,
             ControlError::Serve { .. } => ErrorKind::Unavailable,

@@ -52,6 +52,8 @@ pub struct ManagerServer {
     running: Running,
     listener: TcpListener,
     registration: RenewalHandle,
+    /// The manager's claim on its owner name (`owner/OWNER`), held while it runs.
+    claim: Option<RenewalHandle>,
     tls: Option<TlsIdentity>,
     /// Where the manager listens, `http://` or `https://`.
     pub url: String,
@@ -86,6 +88,47 @@ pub async fn switch_clients(
     Ok(clients)
 }
 
+/// Claims `owner/OWNER` for the manager at `url`. A claim held at another address is
+/// waited out for one lease (a manager killed and restarted on a new port finds its own
+/// old claim, which lapses); still held after that, another manager is running for this
+/// owner, and the start is refused naming it.
+async fn claim_owner(
+    names: &NameClient,
+    owner: &str,
+    url: &str,
+) -> Result<RenewalHandle, ControlError> {
+    let object = ObjectInfo::new(
+        format!("owner/{owner}"),
+        ObjectKind::OwnerClaim,
+        url.to_string(),
+    );
+    let deadline = std::time::Instant::now() + LEASE + StdDuration::from_secs(2);
+    let mut said = false;
+    loop {
+        match names.claim_and_renew(object.clone(), LEASE).await {
+            Ok(h) => return Ok(h),
+            Err(ControlError::Call { kind, message, .. })
+                if kind.code() == 6 && std::time::Instant::now() < deadline =>
+            {
+                if !said {
+                    tracing::warn!(%owner, %message, "owner held; waiting for its claim to lapse");
+                    said = true;
+                }
+                tokio::time::sleep(StdDuration::from_millis(200)).await;
+            }
+            Err(e) => {
+                return Err(ControlError::Serve {
+                    what: "the connection manager",
+                    reason: format!(
+                        "owner {owner:?}: {e}; another manager acts for this owner: give this \
+                         one its own --owner, or stop the other first"
+                    ),
+                });
+            }
+        }
+    }
+}
+
 impl ManagerServer {
     /// Starts a manager of `kind` over `switches` (routing with the route object
     /// `route`, through xbind's route cache), binds `listen`, and registers it in the
@@ -114,6 +157,15 @@ impl ManagerServer {
             reason: e.to_string(),
         })?;
         let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}");
+        // One manager per owner: its name is claimed in the name service before the
+        // start-up audit, which would otherwise release (as strays) the connections of
+        // another manager running under the same owner (issue 24, item 2).
+        let claim = match &kind {
+            ManagerKind::Core(config, _) => Some(claim_owner(names, &config.owner, &url).await?),
+            ManagerKind::Tina(_) => None,
+        };
         let (running, recovery, performers) = match kind {
             ManagerKind::Core(config, options) => {
                 let (handle, recovery) = live::start_with(config, switches, router, options)
@@ -139,8 +191,6 @@ impl ManagerServer {
                 (Running::Tina(tina), Vec::new(), performers)
             }
         };
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let url = format!("{scheme}://{addr}");
         let registration = names
             .register_and_renew(
                 ObjectInfo::new(
@@ -155,6 +205,7 @@ impl ManagerServer {
             running,
             listener,
             registration,
+            claim,
             tls,
             url,
             recovery,
@@ -199,6 +250,9 @@ impl ManagerServer {
             Running::Tina(tina) => tina.shutdown().await,
         }
         self.registration.stop().await;
+        if let Some(claim) = self.claim {
+            claim.stop().await;
+        }
         Ok(served?)
     }
 }

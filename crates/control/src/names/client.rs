@@ -57,6 +57,26 @@ impl NameClient {
         object: &ObjectInfo,
         lease: Option<Duration>,
     ) -> Result<Duration, ControlError> {
+        self.register_as(object, lease, false).await
+    }
+
+    /// Claims `object`'s name: registers it as [`NameClient::register`] does unless it
+    /// is registered, live, at another address, which is refused with `Held` naming
+    /// that address.
+    pub async fn claim(
+        &self,
+        object: &ObjectInfo,
+        lease: Option<Duration>,
+    ) -> Result<Duration, ControlError> {
+        self.register_as(object, lease, true).await
+    }
+
+    async fn register_as(
+        &self,
+        object: &ObjectInfo,
+        lease: Option<Duration>,
+        exclusive: bool,
+    ) -> Result<Duration, ControlError> {
         let lease_ms = lease.map_or(0, |l| {
             u64::try_from(l.as_millis()).unwrap_or(u64::MAX).max(1)
         });
@@ -69,13 +89,20 @@ impl NameClient {
                 lease_remaining_ms: 0,
             }),
             lease_ms,
+            exclusive,
         };
-        let reply = self
-            .inner
-            .clone()
-            .register(request)
-            .await
-            .map_err(|s| from_status("NameService.Register", &object.name, s))?;
+        let reply = self.inner.clone().register(request).await.map_err(|s| {
+            if exclusive && s.code() == tonic::Code::AlreadyExists {
+                // The service's message names the holder.
+                ControlError::Call {
+                    call: "NameService.Register (a claim)",
+                    kind: crate::ErrorKind::Other(6),
+                    message: s.message().into(),
+                }
+            } else {
+                from_status("NameService.Register", &object.name, s)
+            }
+        })?;
         Ok(Duration::from_millis(reply.into_inner().lease_ms))
     }
 
@@ -143,14 +170,34 @@ impl NameClient {
         object: ObjectInfo,
         lease: Duration,
     ) -> Result<RenewalHandle, ControlError> {
-        let granted = self.register(&object, Some(lease)).await?;
+        self.keep(object, lease, false).await
+    }
+
+    /// [`NameClient::claim`], then keeps the claim as [`NameClient::register_and_renew`]
+    /// keeps a registration; a claim that lapsed is made again as a claim, so that the
+    /// name never passes to two holders at once.
+    pub async fn claim_and_renew(
+        &self,
+        object: ObjectInfo,
+        lease: Duration,
+    ) -> Result<RenewalHandle, ControlError> {
+        self.keep(object, lease, true).await
+    }
+
+    async fn keep(
+        &self,
+        object: ObjectInfo,
+        lease: Duration,
+        exclusive: bool,
+    ) -> Result<RenewalHandle, ControlError> {
+        let granted = self.register_as(&object, Some(lease), exclusive).await?;
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = oneshot::channel();
         let name = object.name.clone();
         let task = tokio::spawn(renew_loop(
             self.clone(),
             object,
-            lease,
+            (lease, exclusive),
             granted,
             counters.clone(),
             stopped,
@@ -263,7 +310,7 @@ impl Drop for RenewalHandle {
 async fn renew_loop(
     client: NameClient,
     object: ObjectInfo,
-    lease: Duration,
+    (lease, exclusive): (Duration, bool),
     mut granted: Duration,
     counters: Arc<Counters>,
     mut stopped: oneshot::Receiver<Stop>,
@@ -294,7 +341,8 @@ async fn renew_loop(
                 counters.renewals.fetch_add(1, Ordering::Relaxed);
             }
             Ok(Err(ControlError::NotRegistered { .. })) => {
-                match tokio::time::timeout(period, client.register(&object, Some(lease))).await {
+                let again = client.register_as(&object, Some(lease), exclusive);
+                match tokio::time::timeout(period, again).await {
                     Ok(Ok(new)) => {
                         granted = new;
                         counters.reregistrations.fetch_add(1, Ordering::Relaxed);

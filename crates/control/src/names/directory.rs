@@ -32,6 +32,9 @@ pub enum ObjectKind {
     Host,
     /// A name service (for federation).
     NameService,
+    /// An owner name claimed by the connection manager at its address (one manager
+    /// per owner), not a service to call.
+    OwnerClaim,
     /// A kind this build does not know, by its IDL number (from a newer peer). Listed
     /// and resolved as is, but never accepted in a registration.
     Unknown(i32),
@@ -270,6 +273,27 @@ impl Directory {
         self.entries.is_empty()
     }
 
+    /// Registers `object` as [`Directory::register`] does, unless its name is registered,
+    /// live, at another address: then `Held`, naming that address. A holder renewing
+    /// or claiming again at its own address is granted its lease.
+    pub fn claim(
+        &mut self,
+        now: Instant,
+        object: ObjectInfo,
+        lease: Option<Duration>,
+    ) -> Result<Duration, ControlError> {
+        if let Some(e) = self.entries.get(&object.name)
+            && e.expires > now
+            && e.object.address != object.address
+        {
+            return Err(ControlError::Held {
+                name: object.name,
+                holder: e.object.address.clone(),
+            });
+        }
+        self.register(now, object, lease)
+    }
+
     fn is_live(&self, now: Instant, name: &str) -> bool {
         self.entries.get(name).is_some_and(|e| e.expires > now)
     }
@@ -354,6 +378,45 @@ mod tests {
     }
     fn is_not_registered(r: Result<impl std::fmt::Debug, ControlError>) -> bool {
         matches!(r, Err(ControlError::NotRegistered { .. }))
+    }
+
+    /// A claim (one manager per owner): refused while the name is live at another
+    /// address, naming it; granted to its holder again, and to anyone once it lapsed. A
+    /// plain registration is not refused (it is not a claim).
+    #[test]
+    fn a_claim_is_refused_while_another_address_holds_the_name() {
+        let mut dir = Directory::default();
+        let cm =
+            |addr: &str| ObjectInfo::new("owner/cm-xbind", ObjectKind::ConnectionManager, addr);
+        dir.claim(at(0), cm("http://127.0.0.1:1"), Some(ms(500)))
+            .unwrap();
+        let e = dir
+            .claim(at(100), cm("http://127.0.0.1:2"), Some(ms(500)))
+            .unwrap_err();
+        assert!(
+            matches!(&e, ControlError::Held { holder, .. } if holder == "http://127.0.0.1:1"),
+            "{e:?}"
+        );
+        assert_eq!(e.code(), tonic::Code::AlreadyExists);
+        assert_eq!(
+            dir.resolve(at(100), "owner/cm-xbind")
+                .unwrap()
+                .object
+                .address,
+            "http://127.0.0.1:1"
+        );
+        dir.claim(at(200), cm("http://127.0.0.1:1"), Some(ms(500)))
+            .unwrap();
+        // Lapsed at 700: the other address may claim it.
+        dir.claim(at(700), cm("http://127.0.0.1:2"), Some(ms(500)))
+            .unwrap();
+        assert_eq!(
+            dir.resolve(at(700), "owner/cm-xbind")
+                .unwrap()
+                .object
+                .address,
+            "http://127.0.0.1:2"
+        );
     }
 
     #[test]

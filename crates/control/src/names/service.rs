@@ -158,7 +158,11 @@ impl NameService for NameServiceImpl {
         request: Request<v1::RegisterRequest>,
     ) -> Result<Response<v1::RegisterReply>, Status> {
         let peer = peer(&request);
-        let v1::RegisterRequest { object, lease_ms } = request.into_inner();
+        let v1::RegisterRequest {
+            object,
+            lease_ms,
+            exclusive,
+        } = request.into_inner();
         let object = object.ok_or_else(|| Status::invalid_argument("Register needs an object"))?;
         let Some(kind) = kind_from_code(object.kind) else {
             return Err(Status::invalid_argument(format!(
@@ -170,7 +174,11 @@ impl NameService for NameServiceImpl {
         let object = object_from_proto(object, kind);
         let lease = (lease_ms != 0).then(|| Duration::from_millis(lease_ms));
         let now = self.shared.clock.now();
-        let granted = self.directory().register(now, object.clone(), lease)?;
+        let granted = if exclusive {
+            self.directory().claim(now, object.clone(), lease)?
+        } else {
+            self.directory().register(now, object.clone(), lease)?
+        };
         self.shared.registered.notify_one();
         tracing::info!(
             name = %object.name,
@@ -258,6 +266,7 @@ pub(super) fn kind_from_code(code: i32) -> Option<ObjectKind> {
         Ok(P::QosMapper) => ObjectKind::QosMapper,
         Ok(P::Host) => ObjectKind::Host,
         Ok(P::NameService) => ObjectKind::NameService,
+        Ok(P::OwnerClaim) => ObjectKind::OwnerClaim,
         Err(_) => ObjectKind::Unknown(code),
     })
 }
@@ -271,6 +280,7 @@ pub(super) fn kind_to_code(kind: ObjectKind) -> i32 {
         ObjectKind::QosMapper => P::QosMapper as i32,
         ObjectKind::Host => P::Host as i32,
         ObjectKind::NameService => P::NameService as i32,
+        ObjectKind::OwnerClaim => P::OwnerClaim as i32,
         ObjectKind::Unknown(code) => code,
     }
 }
@@ -317,6 +327,7 @@ mod tests {
             ObjectKind::QosMapper,
             ObjectKind::Host,
             ObjectKind::NameService,
+            ObjectKind::OwnerClaim,
             ObjectKind::Unknown(77),
         ] {
             assert_eq!(kind_from_code(kind_to_code(kind)), Some(kind));
