@@ -37,6 +37,20 @@ pub struct JournaledCall {
 #[derive(Debug)]
 pub struct CmJournal {
     db: Connection,
+    /// The file, for the errors (issue 24, item 7: "file is not a database" must say
+    /// which file).
+    path: String,
+}
+
+/// `e` with the journal's file named first.
+fn named(path: &str, e: ControlError) -> ControlError {
+    match e {
+        ControlError::Serve { what, reason } if !reason.starts_with(path) => ControlError::Serve {
+            what,
+            reason: format!("{path}: {reason}"),
+        },
+        e => e,
+    }
 }
 
 fn jerr(what: &str, e: impl std::fmt::Display) -> ControlError {
@@ -157,7 +171,8 @@ impl CmJournal {
                 format!("its directory {} does not exist", dir.display()),
             ));
         }
-        let db = Connection::open(path).map_err(|e| jerr(&path.display().to_string(), e))?;
+        let shown = path.display().to_string();
+        let db = Connection::open(path).map_err(|e| jerr(&shown, e))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -175,13 +190,17 @@ impl CmJournal {
                  tag TEXT NOT NULL
              );",
         )
-        .map_err(|e| jerr("creating its table", e))?;
-        Ok(CmJournal { db })
+        .map_err(|e| named(&shown, jerr("creating its table", e)))?;
+        Ok(CmJournal { db, path: shown })
     }
 
     /// Every journaled connection, by id. A row that cannot be read back is an error
     /// naming it (the journal is ours; a damaged one must not be half-believed).
     pub fn load(&self) -> Result<Vec<JournaledCall>, ControlError> {
+        self.load_rows().map_err(|e| named(&self.path, e))
+    }
+
+    fn load_rows(&self) -> Result<Vec<JournaledCall>, ControlError> {
         let mut st = self
             .db
             .prepare(
@@ -249,6 +268,16 @@ impl CmJournal {
 
     /// Records `established` and forgets `released`, in one transaction.
     pub fn apply(
+        &mut self,
+        established: &[JournaledCall],
+        released: &[u64],
+    ) -> Result<(), ControlError> {
+        let path = self.path.clone();
+        self.write(established, released)
+            .map_err(|e| named(&path, e))
+    }
+
+    fn write(
         &mut self,
         established: &[JournaledCall],
         released: &[u64],
@@ -358,6 +387,24 @@ mod tests {
         let j = CmJournal::open(&path).unwrap();
         let back = j.load().unwrap();
         assert_eq!(back, vec![call(1), call(3)]);
+    }
+
+    /// A file that is not a journal (here, text) is an error naming the file, not
+    /// SQLite's bare "file is not a database" (issue 24, item 7).
+    #[test]
+    fn a_file_that_is_not_a_journal_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        std::fs::write(
+            &path,
+            "these are not the calls you are looking for\n".repeat(100),
+        )
+        .unwrap();
+        let e = CmJournal::open(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("notes.txt") && e.contains("not a database"),
+            "{e}"
+        );
     }
 
     #[test]
