@@ -47,12 +47,16 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
+use tokio_rustls::{client, server};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 use crate::error::RpcError;
 
 pub use certs::{CA_CERT, CA_KEY, Ensured, ensure_certs, init_certs, issue_cert};
+/// The acceptor and connector types of [`TlsIdentity::acceptor`] and
+/// [`TlsIdentity::connector`], for crates that hold them without depending on tokio-rustls.
+pub use tokio_rustls::{TlsAcceptor, TlsConnector};
+
 pub use incoming::{
     AcceptLimits, Incoming, IncomingStats, LISTEN_BACKLOG, PeerInfo, Refusal, ServerStream,
     grpc_incoming, grpc_incoming_with, incoming, incoming_with,

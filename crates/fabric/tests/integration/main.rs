@@ -7,6 +7,8 @@ mod core;
 mod line;
 #[cfg(feature = "live")]
 mod live;
+#[cfg(feature = "live")]
+mod ports;
 mod raw;
 pub mod raw_harness;
 #[cfg(feature = "live")]
