@@ -58,6 +58,8 @@ impl Topology {
             journal_sync: false,
             cells_per_datagram: None,
             ports,
+            // The control ports' guards at their defaults (docs/live.md, "Limits").
+            limits: Default::default(),
         })
     }
 }

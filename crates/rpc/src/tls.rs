@@ -18,14 +18,17 @@
 //!   [`TlsIdentity::client_config`] (rustls) with [`TlsIdentity::acceptor`] and
 //!   [`TlsIdentity::connector`] for a raw-TCP protocol.
 //! - Serving: [`incoming`] accepts TCP connections, runs each TLS handshake in its own
-//!   task with a timeout, logs each refusal with `tracing::warn!` (peer address and
-//!   reason), and yields only the authenticated streams; hand it to tonic's
+//!   task with a time-out, bounds the handshakes pending per source address and in all
+//!   ([`AcceptLimits`]), counts each refusal ([`IncomingStats`], by [`Refusal`]) and logs
+//!   them as one `tracing::warn!` summary per interval (the listener's address, the last
+//!   peer and reason), and yields only the authenticated streams; hand it to tonic's
 //!   `serve_with_incoming`. One client that fails its handshake, or never finishes it,
-//!   never stops or stalls the server. ([`grpc_incoming`] picks the acceptor for gRPC.)
+//!   never stops or stalls the server, and nor do thousands from one address.
+//!   ([`grpc_incoming`] picks the acceptor for gRPC.)
 //!
 //! Why do the handshake here rather than with tonic's `Server::tls_config`? Tonic logs a
-//! failed handshake at `debug` only, without the peer address; a refused caller is
-//! something an operator must see. With [`incoming`], do **not** also set
+//! failed handshake at `debug` only, without the peer address, and holds no caps; a
+//! refused caller is something an operator must see. With [`incoming`], do **not** also set
 //! `Server::tls_config` (that would wrap TLS in TLS).
 //!
 //! TLS 1.3 note: the client finishes its side of the handshake before the server checks
