@@ -122,13 +122,27 @@ async fn silent_connections_do_not_delay_a_switch_servers_describe() {
 
     let quiet = describes(sw.grpc_addr, &client).await;
     let opened = Arc::new(AtomicUsize::new(0));
-    let opener = tokio::spawn(silent_connections(sw.grpc_addr, IDLE, opened.clone()));
+    // On a thread and runtime of its own, as another process would, so that opening
+    // them does not take the test's runtime from the legitimate client.
+    let opener = {
+        let (addr, opened) = (sw.grpc_addr, opened.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(silent_connections(addr, IDLE, opened))
+                .into_iter()
+                .filter_map(|tcp| tcp.into_std().ok())
+                .collect::<Vec<_>>()
+        })
+    };
     wait_for("the first silent connections", || {
         opened.load(Ordering::Relaxed) >= BEFORE_CALLS
     })
     .await;
     let loud = describes(sw.grpc_addr, &client).await;
-    let silent = opener.await.unwrap();
+    let silent = opener.join().unwrap();
     eprintln!(
         "{} silent connections; Describe took {quiet:?} without them, {loud:?} with",
         silent.len()
