@@ -62,7 +62,7 @@ pub use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 pub use incoming::{
     AcceptLimits, Incoming, IncomingStats, LISTEN_BACKLOG, PeerInfo, Refusal, ServerStream,
-    grpc_incoming, grpc_incoming_with, incoming, incoming_with,
+    grpc_incoming, grpc_incoming_with, incoming, incoming_with, source_key,
 };
 
 /// The name a client expects in a server's certificate unless told otherwise: every

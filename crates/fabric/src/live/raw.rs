@@ -380,13 +380,13 @@ pub async fn run_raw_server<B: SwitchBackend>(
                 // The stream never ends nor fails while it is held.
                 let Some(Ok(stream)) = next else { return };
                 let Ok(peer) = stream.peer_addr() else { continue };
-                if open.from(peer.ip()) >= limits.max_connections_per_addr {
+                let source = atmlab_rpc::tls::source_key(peer.ip());
+                if open.from(source) >= limits.max_connections_per_addr {
                     stats.refuse(
                         Refusal::ConnectionsPerAddr,
                         &format_args!(
-                            "{peer}: {} connections already open from {}",
+                            "{peer}: {} connections already open from {source}",
                             limits.max_connections_per_addr,
-                            peer.ip()
                         ),
                     );
                     continue;
@@ -424,7 +424,7 @@ pub async fn run_raw_server<B: SwitchBackend>(
                     }
                     .instrument(span),
                 );
-                open.add(task.id(), peer.ip());
+                open.add(task.id(), source);
             }
             Some(joined) = conns.join_next_with_id(), if !conns.is_empty() => match joined {
                 Ok((id, ())) => open.done(id),

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -366,6 +366,19 @@ impl Drop for Incoming {
     }
 }
 
+/// The source a per-address cap counts under: an IPv4 address (an IPv4-mapped IPv6 one
+/// too), or the /64 prefix of an IPv6 address, since one host commonly holds a whole /64
+/// and would otherwise have 2^64 caps.
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u128::from(u64::MAX)))),
+        },
+    }
+}
+
 /// Pending handshakes by source address, so that the loop can refuse the one address
 /// that holds too many without refusing the others.
 #[derive(Default)]
@@ -459,13 +472,13 @@ async fn accept_loop(
         };
         // The caps are checked before anything else is spent on the connection; closing
         // it at once returns its descriptor.
-        if pending.from(peer.ip()) >= limits.max_pending_per_addr {
+        let source = source_key(peer.ip());
+        if pending.from(source) >= limits.max_pending_per_addr {
             stats.refuse(
                 Refusal::PendingPerAddr,
                 &format_args!(
-                    "{peer}: {} handshakes already pending from {}",
+                    "{peer}: {} handshakes already pending from {source}",
                     limits.max_pending_per_addr,
-                    peer.ip()
                 ),
             );
             continue;
@@ -505,7 +518,7 @@ async fn accept_loop(
                 }
             }
         });
-        pending.add(task.id(), peer.ip());
+        pending.add(task.id(), source);
     }
 }
 
@@ -621,5 +634,42 @@ impl AsyncWrite for ServerStream {
             ServerStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             ServerStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_host_is_one_source_per_64_prefix() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::7".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        assert_ne!(source_key(a), source_key(c));
+        assert_eq!(source_key(a), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(source_key(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+        let v4: IpAddr = "10.0.0.2".parse().unwrap();
+        assert_eq!(source_key(v4), v4);
+    }
+
+    #[test]
+    fn the_summary_counts_what_came_since_the_last() {
+        let stats = IncomingStats::default();
+        let mut since = stats.snapshot();
+        stats.refuse(Refusal::HandshakeTimeout, &"a");
+        stats.refuse(Refusal::PendingPerAddr, &"b");
+        stats.refuse(Refusal::PendingPerAddr, &"c");
+        assert_eq!(stats.refused(), 3);
+        log_summary(&stats, "here", Duration::from_secs(10), &mut since);
+        assert_eq!(since, stats.snapshot());
+        // Idle closes and failed accepts are counted, but refuse no connection.
+        stats.refuse(Refusal::Idle, &"d");
+        stats.refuse(Refusal::AcceptError, &"e");
+        assert_eq!(stats.refused(), 3);
+        assert_eq!(stats.count(Refusal::Idle), 1);
+        assert_eq!(stats.count(Refusal::PendingPerAddr), 2);
     }
 }
