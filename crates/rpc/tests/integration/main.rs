@@ -23,6 +23,9 @@ use tonic::{Request, Response, Status};
 /// A stalled server keeps its connection.
 mod overload;
 
+/// The accept loop out of file descriptors.
+mod emfile;
+
 /// Silent connections against the accept loop (issue 24, "Ports that hold").
 mod idle;
 
