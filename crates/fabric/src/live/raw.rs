@@ -598,6 +598,16 @@ impl RawClient {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
+        RawClient::with_keepalive(stream, KEEPALIVE)
+    }
+
+    /// [`RawClient::new`], sending a keep-alive after `keepalive` without a request
+    /// instead of [`KEEPALIVE`] (for a server whose idle time-out is shorter than the
+    /// default's).
+    pub fn with_keepalive<S>(stream: S, keepalive: Duration) -> RawClient
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let (rd, wr) = tokio::io::split(stream);
         let (tx, rx) = mpsc::unbounded_channel();
         let (closed, _) = watch::channel(false);
@@ -606,7 +616,7 @@ impl RawClient {
             closed,
         });
         tokio::spawn(read_replies(rd, shared.clone()));
-        tokio::spawn(write_requests(wr, rx, shared.clone()));
+        tokio::spawn(write_requests(wr, rx, shared.clone(), keepalive));
         RawClient {
             inner: Arc::new(Handle {
                 tx,
@@ -690,8 +700,12 @@ fn keepalive() -> Vec<u8> {
     frame
 }
 
-async fn write_requests<W>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<u8>>, shared: Arc<Shared>)
-where
+async fn write_requests<W>(
+    mut wr: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    shared: Arc<Shared>,
+    keepalive_after: Duration,
+) where
     W: AsyncWrite + Unpin,
 {
     let mut closed = shared.closed.subscribe();
@@ -702,7 +716,7 @@ where
             _ = closed.wait_for(|c| *c) => None,
             // Quiet for a while: a request whose reply goes to no one, so that the
             // server's idle time-out does not close a client that is only quiet.
-            () = tokio::time::sleep(KEEPALIVE) => Some(keepalive()),
+            () = tokio::time::sleep(keepalive_after) => Some(keepalive()),
         };
         let Some(first) = first else { break };
         coalesce(&mut out, &first, || rx.try_recv().ok());

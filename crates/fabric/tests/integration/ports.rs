@@ -202,19 +202,44 @@ async fn the_raw_port_closes_a_connection_that_sends_nothing() {
     };
     let (addr, stats, server) = raw_server(limits).await;
     let mut silent = TcpStream::connect(addr).await.unwrap();
-    // A client that keeps asking stays; the silent one goes.
+    let eof = tokio::spawn(async move {
+        wait_for_eof(&mut silent, "the silent connection").await;
+    });
+    // A client that keeps asking (every 50 ms, a quarter of the idle time-out) while the
+    // silent one waits stays; the silent one goes.
     let busy = RawClient::connect(addr).await.unwrap();
-    let t = Instant::now();
     let mut asked = 0;
-    while t.elapsed() < Duration::from_millis(600) {
+    while !eof.is_finished() {
         busy.describe().await.unwrap();
         asked += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(asked > 1);
-    wait_for_eof(&mut silent, "the silent connection").await;
+    eof.await.unwrap();
+    assert!(asked >= 2, "the busy client asked {asked} times");
     assert_eq!(stats.count(Refusal::Idle), 1);
     busy.describe().await.unwrap();
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_quiet_raw_client_keeps_its_connection_with_keep_alives() {
+    let limits = RawLimits {
+        idle_timeout: Duration::from_millis(300),
+        ..RawLimits::default()
+    };
+    let (addr, stats, server) = raw_server(limits).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let quiet = RawClient::with_keepalive(tcp, Duration::from_millis(100));
+    quiet.describe().await.unwrap();
+    // Quiet for three idle time-outs (each measured by a connection that sends nothing
+    // and is closed for it, one after the other), then asked again.
+    for _ in 0..3 {
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        wait_for_eof(&mut silent, "a connection that sends nothing").await;
+    }
+    assert!(!quiet.is_closed(), "the quiet client was closed as idle");
+    quiet.describe().await.unwrap();
+    assert_eq!(stats.count(Refusal::Idle), 3, "only the silent ones go");
     server.abort();
 }
 
