@@ -286,3 +286,41 @@ async fn the_raw_port_refuses_a_connection_over_its_per_address_cap() {
     assert_eq!(stats.count(Refusal::ConnectionsTotal), 0);
     server.abort();
 }
+
+#[tokio::test]
+async fn a_switch_servers_limits_come_from_its_file() {
+    let file = ServerFile::parse(
+        "name = \"s1\"\nraw = \"127.0.0.1:0\"\n[limits]\nidle_timeout = 0.2\n\
+         max_connections_per_addr = 1\n[[ports]]\nid = 0\n",
+        "test",
+    )
+    .unwrap();
+    let sw = server::start(&file, None).await.unwrap();
+    let raw = sw.raw_addr.unwrap();
+    let stats = sw.raw_stats.clone().unwrap();
+    let mut first = TcpStream::connect(raw).await.unwrap();
+    let mut second = TcpStream::connect(raw).await.unwrap();
+    wait_for_eof(&mut second, "the connection over the file's cap").await;
+    wait_for_eof(&mut first, "the connection idle past the file's time-out").await;
+    wait_for("the counts", || {
+        stats.count(Refusal::ConnectionsPerAddr) == 1 && stats.count(Refusal::Idle) == 1
+    })
+    .await;
+    sw.stop().await;
+
+    // A value that cannot be a limit is refused, naming the switch and the key.
+    let bad = ServerFile::parse(
+        "name = \"s1\"\n[limits]\nidle_timeout = -1.0\n[[ports]]\nid = 0\n",
+        "test",
+    )
+    .unwrap();
+    let e = server::start(&bad, None).await.unwrap_err().to_string();
+    assert!(e.contains("s1") && e.contains("limits.idle_timeout"), "{e}");
+    let e = ServerFile::parse(
+        "name = \"s1\"\n[limits]\nidle = 1.0\n[[ports]]\nid = 0\n",
+        "test",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("idle"), "{e}");
+}
