@@ -5,9 +5,11 @@
 //! `TCP_NODELAY` and, with TLS, its handshake runs in a task of its own bounded by
 //! [`AcceptLimits::handshake_timeout`], so a slow or hostile client holds up no one. The
 //! loop itself never waits for a handshake: past [`AcceptLimits::max_pending_per_addr`]
-//! handshakes pending from one source address, or [`AcceptLimits::max_pending`] in all,
-//! a new connection is closed at once and counted, so one address holding thousands of
-//! silent connections costs the others nothing (before, the loop stopped accepting at 256
+//! handshakes pending from one source address a new connection is closed at once and
+//! counted, so one address holding thousands of silent connections costs the others
+//! nothing; past [`AcceptLimits::max_pending`] in all, it takes the place of the oldest
+//! handshake of the address holding the most (or is closed if it holds as many), so
+//! neither do many addresses together (before, the loop stopped accepting at 256
 //! pending handshakes, each held for 10 s, and every client waited behind them).
 //!
 //! Refusals (failed or timed-out handshakes, connections over a cap, failed `accept`s)
@@ -21,7 +23,7 @@
 //! The stream ends only when dropped; dropping it closes the listener and abandons the
 //! handshakes in flight. tonic drops it when its shutdown signal fires.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -68,8 +70,10 @@ pub struct AcceptLimits {
     /// Handshakes pending at once from one source address (default 16); past it a new
     /// connection from that address is closed at once.
     pub max_pending_per_addr: usize,
-    /// Handshakes pending at once in all (default 512); past it a new connection is
-    /// closed at once. Bounds the memory and descriptors silent peers can hold.
+    /// Handshakes pending at once in all (default 512). Bounds the memory and
+    /// descriptors silent peers can hold. Past it, a new connection takes the place of
+    /// the oldest handshake of the source holding the most, if that source holds at
+    /// least two more than the new one's; otherwise it is closed at once.
     pub max_pending: usize,
     /// How often refusals are summarized in one log line (default 10 s).
     pub summary_interval: Duration,
@@ -379,34 +383,56 @@ pub fn source_key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Pending handshakes by source address, so that the loop can refuse the one address
-/// that holds too many without refusing the others.
+/// Pending handshakes by source address, oldest first, so that the loop can refuse the
+/// one address that holds too many without refusing the others, and, when the total is
+/// full, make room for an address that holds few by dropping the oldest handshake of
+/// the one that holds the most.
 #[derive(Default)]
 struct Pending {
-    by_addr: HashMap<IpAddr, usize>,
+    by_addr: HashMap<IpAddr, VecDeque<AbortHandle>>,
     by_task: HashMap<tokio::task::Id, IpAddr>,
 }
 
 impl Pending {
-    fn from(&self, ip: IpAddr) -> usize {
-        self.by_addr.get(&ip).copied().unwrap_or(0)
+    fn from(&self, source: IpAddr) -> usize {
+        self.by_addr.get(&source).map_or(0, VecDeque::len)
     }
 
-    fn add(&mut self, task: tokio::task::Id, ip: IpAddr) {
-        *self.by_addr.entry(ip).or_insert(0) += 1;
-        self.by_task.insert(task, ip);
+    fn len(&self) -> usize {
+        self.by_task.len()
+    }
+
+    fn add(&mut self, task: AbortHandle, source: IpAddr) {
+        self.by_task.insert(task.id(), source);
+        self.by_addr.entry(source).or_default().push_back(task);
     }
 
     fn done(&mut self, task: tokio::task::Id) {
-        let Some(ip) = self.by_task.remove(&task) else {
+        let Some(source) = self.by_task.remove(&task) else {
             return;
         };
-        if let Some(n) = self.by_addr.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                self.by_addr.remove(&ip);
+        if let Some(queue) = self.by_addr.get_mut(&source) {
+            queue.retain(|t| t.id() != task);
+            if queue.is_empty() {
+                self.by_addr.remove(&source);
             }
         }
+    }
+
+    /// Aborts the oldest pending handshake of the source holding the most, if it holds
+    /// more than `than` (so that two sources never trade places back and forth); returns
+    /// that source.
+    fn evict_from_largest(&mut self, than: usize) -> Option<IpAddr> {
+        let (&source, queue) = self.by_addr.iter().max_by_key(|(_, q)| q.len())?;
+        if queue.len() <= than {
+            return None;
+        }
+        let oldest = self.by_addr.get_mut(&source)?.pop_front()?;
+        oldest.abort();
+        // Its entry goes now, so that the total has room at once; the join of the
+        // aborted task then finds nothing to remove.
+        self.done(oldest.id());
+        Some(source)
     }
 }
 
@@ -483,12 +509,28 @@ async fn accept_loop(
             );
             continue;
         }
-        if handshakes.len() >= limits.max_pending {
-            stats.refuse(
-                Refusal::PendingTotal,
-                &format_args!("{peer}: {} handshakes already pending", limits.max_pending),
-            );
-            continue;
+        if pending.len() >= limits.max_pending {
+            // Full: room for this source only at the expense of one holding at least two
+            // more handshakes than it, so that many addresses' silent connections together
+            // cannot shut out an address that holds few.
+            let mine = pending.from(source);
+            match pending.evict_from_largest(mine + 1) {
+                Some(largest) => stats.refuse(
+                    Refusal::PendingTotal,
+                    &format_args!(
+                        "the oldest handshake pending from {largest} dropped for {peer}: \
+                         {} handshakes pending",
+                        limits.max_pending
+                    ),
+                ),
+                None => {
+                    stats.refuse(
+                        Refusal::PendingTotal,
+                        &format_args!("{peer}: {} handshakes already pending", limits.max_pending),
+                    );
+                    continue;
+                }
+            }
         }
         // Control messages are small and latency-bound; Nagle would hold them back.
         // (tonic ignores its own tcp_nodelay setting with an external stream.)
@@ -518,7 +560,7 @@ async fn accept_loop(
                 }
             }
         });
-        pending.add(task.id(), source);
+        pending.add(task, source);
     }
 }
 

@@ -194,3 +194,58 @@ async fn silent_connections_against_a_name_service() {
     assert!(stats.count(Refusal::PendingPerAddr) > 0);
     drop(silent);
 }
+
+/// Silent connections from eight addresses (127.0.0.2 to 127.0.0.9), each up to its
+/// per-address cap, fill the total cap twice over; a client from a ninth address still
+/// gets its handshakes done, each in the place of the oldest silent handshake of an
+/// address that holds many.
+#[test]
+fn many_addresses_filling_the_total_cap_do_not_shut_out_another() {
+    let _heavy = crate::heavy();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let labs = labs();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let limits = tls::AcceptLimits {
+                max_pending_per_addr: 16,
+                max_pending: 64,
+                ..Default::default()
+            };
+            let incoming = tls::grpc_incoming_with(listener, Some(&labs.server), &limits).unwrap();
+            let (addr, stats) = (incoming.local_addr(), incoming.stats());
+            let routes = tonic::service::Routes::new(NameServiceServer::new(Echo::default()));
+            tokio::spawn(atmlab_rpc::serve_incoming(
+                "name service",
+                incoming,
+                routes,
+                std::future::pending(),
+            ));
+            let mut silent = Vec::new();
+            for host in 2..10u8 {
+                for _ in 0..16 {
+                    let socket = TcpSocket::new_v4().unwrap();
+                    socket
+                        .bind(SocketAddr::from(([127, 0, 0, host], 0)))
+                        .unwrap();
+                    silent.push(socket.connect(addr).await.unwrap());
+                }
+            }
+            // 128 silent connections, 64 places: the total is full (the later ones took
+            // the places of the earlier ones, or were refused).
+            wait_for("the total cap to fill", || {
+                stats.count(Refusal::PendingTotal) >= 64
+            })
+            .await;
+            let calls = legitimate_calls(addr, &labs.client).await;
+            eprintln!("with the total cap full, legitimate calls took {calls:?}");
+            assert!(
+                calls.iter().all(|&t| t < GIVE_UP),
+                "a client from another address was shut out: {calls:?}"
+            );
+            drop(silent);
+        });
+}
