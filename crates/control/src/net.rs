@@ -63,6 +63,8 @@ impl Topology {
             cells_per_datagram: None,
             police: None,
             ports,
+            // The control ports' guards at their defaults (docs/live.md, "Limits").
+            limits: Default::default(),
         })
     }
 }

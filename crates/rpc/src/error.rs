@@ -119,8 +119,10 @@ pub enum RpcError {
         reason: String,
     },
     /// A gRPC server's transport failed while serving.
-    #[error("serving gRPC: {reason}")]
+    #[error("serving gRPC on {addr}: {reason}")]
     Serve {
+        /// The address the server listened on.
+        addr: SocketAddr,
         /// tonic's error with its chain of causes.
         reason: String,
     },

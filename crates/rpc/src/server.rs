@@ -61,7 +61,8 @@ pub fn server() -> Server {
 
 /// Serves `routes` (one or more tonic services: `Routes::new(service)`) on `listener`
 /// until `shutdown` resolves: every connection's TLS handshake through
-/// [`grpc_incoming`] (mutual TLS with `tls`, plain HTTP/2 without), the settings of
+/// [`grpc_incoming`] (mutual TLS with `tls`, plain HTTP/2 without; handshakes concurrent
+/// and bounded per source address, refusals counted and summarized), the settings of
 /// [`server`], and a log line (`name`, at `info`) when it starts listening and when it
 /// stops. The one start-up of every control interface (switch servers, the name
 /// service, the QoS mapper, connection managers, TINA's performers), so that all of them
@@ -77,19 +78,24 @@ pub async fn serve(
 }
 
 /// [`serve`] on an accept loop already made (so that a TLS configuration error shows
-/// before the server's task is spawned).
+/// before the server's task is spawned, or to give it limits other than the defaults:
+/// [`crate::tls::grpc_incoming_with`], whose stream's `stats()` stay readable).
 pub async fn serve_incoming(
     name: &str,
     incoming: Incoming,
     routes: Routes,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
-    tracing::info!(server = name, addr = %incoming.local_addr(), "listening");
+    let addr = incoming.local_addr();
+    tracing::info!(server = name, %addr, "listening");
     let result = server()
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
-        .map_err(|e| RpcError::Serve { reason: chain(&e) });
+        .map_err(|e| RpcError::Serve {
+            addr,
+            reason: chain(&e),
+        });
     tracing::info!(server = name, "stopped");
     result
 }

@@ -18,14 +18,17 @@
 //!   [`TlsIdentity::client_config`] (rustls) with [`TlsIdentity::acceptor`] and
 //!   [`TlsIdentity::connector`] for a raw-TCP protocol.
 //! - Serving: [`incoming`] accepts TCP connections, runs each TLS handshake in its own
-//!   task with a timeout, logs each refusal with `tracing::warn!` (peer address and
-//!   reason), and yields only the authenticated streams; hand it to tonic's
+//!   task with a time-out, bounds the handshakes pending per source address and in all
+//!   ([`AcceptLimits`]), counts each refusal ([`IncomingStats`], by [`Refusal`]) and logs
+//!   them as one `tracing::warn!` summary per interval (the listener's address, the last
+//!   peer and reason), and yields only the authenticated streams; hand it to tonic's
 //!   `serve_with_incoming`. One client that fails its handshake, or never finishes it,
-//!   never stops or stalls the server. ([`grpc_incoming`] picks the acceptor for gRPC.)
+//!   never stops or stalls the server, and nor do thousands from one address.
+//!   ([`grpc_incoming`] picks the acceptor for gRPC.)
 //!
 //! Why do the handshake here rather than with tonic's `Server::tls_config`? Tonic logs a
-//! failed handshake at `debug` only, without the peer address; a refused caller is
-//! something an operator must see. With [`incoming`], do **not** also set
+//! failed handshake at `debug` only, without the peer address, and holds no caps; a
+//! refused caller is something an operator must see. With [`incoming`], do **not** also set
 //! `Server::tls_config` (that would wrap TLS in TLS).
 //!
 //! TLS 1.3 note: the client finishes its side of the handshake before the server checks
@@ -47,23 +50,35 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
+use tokio_rustls::{client, server};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 use crate::error::RpcError;
 
 pub use certs::{CA_CERT, CA_KEY, Ensured, ensure_certs, init_certs, issue_cert};
-pub use incoming::{Incoming, IncomingStats, PeerInfo, ServerStream, grpc_incoming, incoming};
+/// The acceptor and connector types of [`TlsIdentity::acceptor`] and
+/// [`TlsIdentity::connector`], for crates that hold them without depending on tokio-rustls.
+pub use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+pub use incoming::{
+    AcceptLimits, Incoming, IncomingStats, LISTEN_BACKLOG, PeerInfo, Refusal, ServerStream,
+    grpc_incoming, grpc_incoming_with, incoming, incoming_with, source_key,
+};
 
 /// The name a client expects in a server's certificate unless told otherwise: every
 /// certificate [`init_certs`] makes carries it (and 127.0.0.1 and ::1), so any lab object
 /// on this machine can reach any other by address alone.
 pub const DEFAULT_SERVER_NAME: &str = "localhost";
 
-/// How long a peer may take to finish its TLS handshake before the server drops it: long
-/// enough for a loaded machine, short enough that idle half-open connections do not pile
-/// up.
+/// How long a client waits for a server to finish its TLS handshake ([`connect`],
+/// [`TlsIdentity::tonic_client_config`]): long enough for a loaded machine.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a server waits for a peer to finish its TLS handshake unless told otherwise
+/// ([`AcceptLimits::handshake_timeout`], [`accept`]): a handshake on loopback or a LAN
+/// takes milliseconds, and a silent peer holds a descriptor and a slot until then, so
+/// a few seconds (issue 24: a 10 s wait let 260 silent connections stall a server).
+pub const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The ALPN protocol of gRPC (HTTP/2); tonic's client refuses a server that does not
 /// negotiate it.
@@ -216,7 +231,7 @@ impl TlsIdentity {
             // Mandatory client authentication is tonic's default; said here because it is
             // the point of the whole module.
             .client_auth_optional(false)
-            .timeout(HANDSHAKE_TIMEOUT)
+            .timeout(SERVER_HANDSHAKE_TIMEOUT)
     }
 
     /// tonic's client TLS: trust the lab CA only, present this identity's certificate,
@@ -307,7 +322,7 @@ impl TlsIdentity {
 }
 
 /// Runs the server side of a TLS handshake on an accepted connection, within
-/// [`HANDSHAKE_TIMEOUT`].
+/// [`SERVER_HANDSHAKE_TIMEOUT`].
 ///
 /// The error names the peer and the reason (no certificate, unknown issuer, ...); the
 /// caller logs it (`tracing::warn!(%error, "refused")`) and goes on serving. [`incoming`]
@@ -320,21 +335,21 @@ pub async fn accept(
         context: "peer address of an accepted connection".into(),
         source,
     })?;
-    handshake(acceptor, tcp, peer).await
+    handshake(acceptor, tcp, peer, SERVER_HANDSHAKE_TIMEOUT).await
 }
 
-pub(crate) async fn handshake(
+/// The server side of a TLS handshake with `peer` within `limit`; the error names the
+/// peer.
+pub async fn handshake(
     acceptor: &TlsAcceptor,
     tcp: TcpStream,
     peer: SocketAddr,
+    limit: Duration,
 ) -> Result<server::TlsStream<TcpStream>, RpcError> {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    match tokio::time::timeout(limit, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(source)) => Err(RpcError::Handshake { peer, source }),
-        Err(_) => Err(RpcError::HandshakeTimeout {
-            peer,
-            after: HANDSHAKE_TIMEOUT,
-        }),
+        Err(_) => Err(RpcError::HandshakeTimeout { peer, after: limit }),
     }
 }
 

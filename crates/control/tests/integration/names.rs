@@ -248,3 +248,112 @@ async fn a_client_without_a_lab_certificate_is_refused() {
     // The service is still there for the lab.
     client(&lab).await.list(None).await.unwrap();
 }
+
+/// Ports that hold (issue 24, "Why" 3): 2,000 TCP connections from 127.0.0.2 that never
+/// send a byte, opened while a client on 127.0.0.1 resolves a name on a new mutual-TLS
+/// connection each time, delay it by less than the issue's 100 ms. Before, the accept
+/// loop stopped at 256 pending handshakes for 10 s each, and the calls failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_do_not_delay_a_resolve() {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    const IDLE: usize = 2_000;
+    const GIVE_UP: Duration = Duration::from_secs(1);
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
+    let lab = lab().await;
+    client(&lab)
+        .await
+        .register(&switch("switch/s1", 5001), None)
+        .await
+        .unwrap();
+    let resolves = || async {
+        let mut took = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let call = async {
+                let names = NameClient::connect(&lab.addr, Some(&lab.client)).await?;
+                names.resolve("switch/s1").await
+            };
+            took.push(match tokio::time::timeout(GIVE_UP, call).await {
+                Ok(Ok(_)) => t.elapsed(),
+                Ok(Err(e)) => {
+                    eprintln!("a resolve failed: {e}");
+                    GIVE_UP
+                }
+                Err(_) => GIVE_UP,
+            });
+        }
+        took.sort();
+        took
+    };
+    let quiet = resolves().await;
+
+    let addr: SocketAddr = lab.addr.trim_start_matches("https://").parse().unwrap();
+    let opened = Arc::new(AtomicUsize::new(0));
+    // On a thread and runtime of its own, as another process would, so that opening
+    // them does not take the test's runtime from the legitimate client.
+    let opener = std::thread::spawn({
+        let opened = opened.clone();
+        move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut open = Vec::new();
+                // 100 at a time: under a tokio listener's backlog of 128, or the kernel drops
+                // SYNs and the test, not the server, slows down.
+                for start in (0..IDLE).step_by(100) {
+                    let batch: Vec<_> = (start..IDLE.min(start + 100))
+                        .map(|_| {
+                            tokio::spawn(async move {
+                                let socket = tokio::net::TcpSocket::new_v4().ok()?;
+                                socket.bind("127.0.0.2:0".parse().unwrap()).ok()?;
+                                tokio::time::timeout(Duration::from_secs(5), socket.connect(addr))
+                                    .await
+                                    .ok()?
+                                    .ok()
+                            })
+                        })
+                        .collect();
+                    for c in batch {
+                        if let Some(tcp) = c.await.unwrap() {
+                            open.extend(tcp.into_std().ok());
+                            opened.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                open
+            })
+        }
+    });
+    // More than the old loop's 256 pending handshakes before the calls start.
+    eventually("300 silent connections", || async {
+        opened.load(Ordering::Relaxed) >= 300
+    })
+    .await;
+    let loud = resolves().await;
+    let silent = opener.join().unwrap();
+    eprintln!(
+        "{} silent connections; Resolve took {quiet:?} without them, {loud:?} with",
+        silent.len()
+    );
+    assert!(
+        loud.iter().all(|&t| t < GIVE_UP),
+        "a Resolve was held up: {loud:?}"
+    );
+    assert!(
+        loud[2] < quiet[2] + Duration::from_millis(100),
+        "the median Resolve went from {:?} to {:?}",
+        quiet[2],
+        loud[2]
+    );
+    assert!(
+        silent.len() >= IDLE * 9 / 10,
+        "only {} silent connections",
+        silent.len()
+    );
+}

@@ -650,3 +650,16 @@ pub async fn serve<B: SwitchBackend>(
             other => FabricError::Config(format!("TLS: {other}")),
         })
 }
+
+/// [`serve`] on an accept loop already made (`atmlab_rpc::tls::grpc_incoming_with`, for
+/// limits other than the defaults and for its counters).
+pub async fn serve_incoming<B: SwitchBackend>(
+    incoming: atmlab_rpc::tls::Incoming,
+    service: SwitchService<B>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), FabricError> {
+    let routes = tonic::service::Routes::new(service.into_server());
+    atmlab_rpc::serve_incoming("switch server", incoming, routes, shutdown)
+        .await
+        .map_err(|e| FabricError::Unavailable(e.to_string()))
+}

@@ -26,39 +26,30 @@ pub mod local;
 pub mod raw;
 pub mod server;
 
-/// Starts the raw-TCP front end on `addr`, with mutual TLS when `tls` is given (the
-/// handshake runs on each connection's own task; refusals are logged).
+/// Starts the raw-TCP front end on `addr` under `limits`, with mutual TLS when `tls` is
+/// given; returns its address and its counters of refusals.
 pub(crate) async fn raw_listen(
     tasks: &mut tokio::task::JoinSet<()>,
     addr: std::net::SocketAddr,
     switch: local::LocalSwitch,
     tls: Option<&atmlab_rpc::tls::TlsIdentity>,
-) -> Result<std::net::SocketAddr, crate::error::FabricError> {
+    limits: &raw::RawLimits,
+) -> Result<(std::net::SocketAddr, atmlab_rpc::tls::IncomingStats), crate::error::FabricError> {
     use crate::error::FabricError;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| FabricError::Config(format!("raw-TCP listen on {addr}: {e}")))?;
     let local = listener
         .local_addr()
-        .map_err(|e| FabricError::Config(e.to_string()))?;
-    match tls {
-        None => {
-            tasks.spawn(raw::run_raw_listener(listener, switch));
-        }
-        Some(id) => {
-            let acceptor = id
-                .acceptor()
-                .map_err(|e| FabricError::Config(format!("raw-TCP TLS: {e}")))?;
-            tasks.spawn(raw::run_raw_listener_with(listener, switch, move |tcp| {
-                let acceptor = acceptor.clone();
-                async move {
-                    let peer = tcp.peer_addr().ok();
-                    acceptor.accept(tcp).await.inspect_err(|e| {
-                        tracing::warn!(?peer, error = %e, "raw-TCP: refused a connection");
-                    })
-                }
-            }));
-        }
-    }
-    Ok(local)
+        .map_err(|e| FabricError::Config(format!("raw-TCP listener on {addr}: {e}")))?;
+    let acceptor = tls
+        .map(atmlab_rpc::tls::TlsIdentity::acceptor)
+        .transpose()
+        .map_err(|e| FabricError::Config(format!("raw-TCP TLS on {local}: {e}")))?;
+    let stats = atmlab_rpc::tls::IncomingStats::default();
+    let (limits, counted) = (limits.clone(), stats.clone());
+    tasks.spawn(async move {
+        raw::run_raw_server(listener, switch, acceptor, &limits, counted).await;
+    });
+    Ok((local, stats))
 }

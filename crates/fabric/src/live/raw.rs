@@ -6,26 +6,36 @@
 //!   wrapped by the caller), pipelined: it reads frames continuously, runs each request
 //!   on its own task against a [`SwitchBackend`], and writes each reply, tagged with its
 //!   request's id, as soon as it is ready, so replies may overtake each other.
-//! - [`run_raw_listener`] accepts plain TCP connections; [`run_raw_listener_with`] runs
-//!   an accept hook on each first (a TLS handshake, which the TLS front end passes in).
+//! - [`run_raw_listener`] accepts plain TCP connections; [`run_raw_server`] accepts
+//!   plain or TLS connections under [`RawLimits`] (issue 24, "Ports that hold"): the TLS
+//!   handshake time-out and the caps on pending handshakes of every control port
+//!   (`atmlab_rpc::tls::incoming_with`), caps on open connections in all and per source
+//!   address, and an idle time-out that closes a connection that sends nothing. Refusals
+//!   are counted in an `IncomingStats` and summarized in one log line per interval.
 //! - [`RawClient`] connects, keeps any number of requests outstanding (a writer task, a
 //!   reader task and a map from request id to the waiting caller), and is itself a
 //!   [`SwitchBackend`], so a gRPC server can sit on it (the proxy of §3.4).
+//!
+//! The client sends a keep-alive request (a Describe) after [`KEEPALIVE`] without a
+//! request, so that a server's idle time-out never closes a client that is only quiet.
 //!
 //! Every TCP socket gets TCP_NODELAY: a request is one small segment, and Nagle's
 //! algorithm would hold it back waiting for the previous reply's ACK (paper 000 measured
 //! the switch server's latency, not the OS's coalescing).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use atmlab_rpc::tls::{AcceptLimits, IncomingStats, Refusal, TlsAcceptor};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
+use tokio_stream::StreamExt as _;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::error::FabricError;
@@ -45,6 +55,51 @@ const COALESCE: usize = 64 * 1024;
 
 /// The request id of Error frames about the connection rather than one request.
 const CONNECTION_ID: u64 = 0;
+
+/// The request id of the client's keep-alive requests (its own ids count up from 1 and
+/// never get here); their replies go to no caller.
+const KEEPALIVE_ID: u64 = u64::MAX;
+
+/// A [`RawClient`] with no request for this long sends a keep-alive (a Describe), well
+/// within the default [`RawLimits::idle_timeout`].
+pub const KEEPALIVE: Duration = Duration::from_secs(30);
+
+/// The limits of a raw-TCP switch server; [`Default`] gives what a switch server uses
+/// unless its configuration says otherwise (docs/live.md, "Limits").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawLimits {
+    /// The accept loop's: the TLS handshake time-out, the caps on pending handshakes,
+    /// the summary interval.
+    pub accept: AcceptLimits,
+    /// A connection that sends nothing for this long, with no request of its running, is
+    /// closed (default 120 s: four times a [`RawClient`]'s [`KEEPALIVE`]).
+    pub idle_timeout: Duration,
+    /// Connections open at once in all (default 1,024); past it a new one is closed at
+    /// once.
+    pub max_connections: usize,
+    /// Connections open at once from one source address (default 64).
+    pub max_connections_per_addr: usize,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            accept: AcceptLimits::default(),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 1024,
+            max_connections_per_addr: 64,
+        }
+    }
+}
+
+/// How a served connection ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The peer closed it (after its replies were written).
+    Closed,
+    /// It sent nothing for the idle time-out and was closed.
+    Idle,
+}
 
 /// Encodes a reply, falling back to an Error frame when it cannot be sent (a listing
 /// beyond the 16 MiB frame maximum), so the request still gets an answer.
@@ -72,13 +127,34 @@ where
     B: SwitchBackend,
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let (rd, wr) = tokio::io::split(stream);
-    let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
-    let (read, write) = tokio::join!(read_requests(rd, backend, tx), write_frames(wr, rx));
-    read.and(write)
+    serve_raw_with(stream, backend, None).await.map(|_| ())
 }
 
-async fn read_requests<R, B>(mut rd: R, backend: B, tx: mpsc::Sender<Vec<u8>>) -> io::Result<()>
+/// [`serve_raw`], closing the connection when it has sent nothing for `idle` (if given)
+/// while none of its requests runs: it then gets an Error frame of id 0 saying so, and
+/// its write side is shut down, so the peer reads the end of the stream.
+pub async fn serve_raw_with<B, S>(
+    stream: S,
+    backend: B,
+    idle: Option<Duration>,
+) -> io::Result<Ended>
+where
+    B: SwitchBackend,
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let (rd, wr) = tokio::io::split(stream);
+    let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
+    let (read, write) = tokio::join!(read_requests(rd, backend, tx, idle), write_frames(wr, rx));
+    let ended = read?;
+    write.map(|()| ended)
+}
+
+async fn read_requests<R, B>(
+    mut rd: R,
+    backend: B,
+    tx: mpsc::Sender<Vec<u8>>,
+    idle: Option<Duration>,
+) -> io::Result<Ended>
 where
     R: AsyncRead + Unpin,
     B: SwitchBackend,
@@ -86,6 +162,8 @@ where
     let mut decoder = FrameDecoder::new();
     let mut tasks = JoinSet::new();
     let mut buf = vec![0u8; READ_CHUNK];
+    // Moved on by every read and every answered request.
+    let mut quiet_since = tokio::time::Instant::now();
     let result = 'read: loop {
         // Start what is buffered, up to the bound.
         while tasks.len() < MAX_IN_FLIGHT {
@@ -101,7 +179,7 @@ where
                         .await
                         .is_err()
                     {
-                        break 'read Ok(());
+                        break 'read Ok(Ended::Closed);
                     }
                 }
                 Ok(None) => break,
@@ -114,19 +192,33 @@ where
                 }
             }
         }
+        let idle_at = idle.map(|d| quiet_since + d);
         tokio::select! {
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                quiet_since = tokio::time::Instant::now();
                 if let Err(e) = joined {
                     warn!(error = %e, "request task failed");
                 }
             }
             // The writer is gone (the stream broke): nothing read could be answered.
-            () = tx.closed() => break Ok(()),
+            () = tx.closed() => break Ok(Ended::Closed),
             n = rd.read(&mut buf), if tasks.len() < MAX_IN_FLIGHT => match n {
-                Ok(0) => break Ok(()),
-                Ok(n) => decoder.handle_bytes(&buf[..n]),
+                Ok(0) => break Ok(Ended::Closed),
+                Ok(n) => {
+                    quiet_since = tokio::time::Instant::now();
+                    decoder.handle_bytes(&buf[..n]);
+                }
                 Err(e) => break Err(e),
             },
+            () = sleep_until_some(idle_at), if tasks.is_empty() => {
+                let idle = idle.unwrap_or_default();
+                debug!(?idle, "closing an idle connection");
+                let why = FabricError::Unavailable(format!(
+                    "the switch server closes a connection idle for {idle:?}"
+                ));
+                let _ = tx.send(encode_reply(CONNECTION_ID, &Message::Error(why))).await;
+                break Ok(Ended::Idle);
+            }
         }
     };
     // The peer may have half-closed after its last request: its replies still go out.
@@ -136,6 +228,14 @@ where
         }
     }
     result
+}
+
+/// Sleeps until `at`, or for ever without it.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sends an Error frame for a request whose task ends without answering (the backend
@@ -237,70 +337,132 @@ where
 }
 
 /// Accepts plain TCP connections (TCP_NODELAY set) and serves each with [`serve_raw`]
-/// on its own task, until the future is dropped or its task aborted, which closes every
-/// connection it accepted. The TLS front end uses [`run_raw_listener_with`].
+/// on its own task under the default [`RawLimits`], until the future is dropped or its
+/// task aborted, which closes every connection it accepted. [`run_raw_server`] takes
+/// TLS and limits.
 pub async fn run_raw_listener<B: SwitchBackend>(listener: TcpListener, backend: B) {
-    run_raw_listener_with(listener, backend, |tcp| std::future::ready(Ok(tcp))).await
+    run_raw_server(
+        listener,
+        backend,
+        None,
+        &RawLimits::default(),
+        IncomingStats::default(),
+    )
+    .await
 }
 
-/// [`run_raw_listener`] with an accept hook: each accepted socket (TCP_NODELAY already
-/// set) goes through `accept`, e.g. a TLS handshake, on the connection's own task, so a
-/// slow handshake holds up no other client. A connection whose hook fails is logged and
-/// closed.
-pub async fn run_raw_listener_with<B, A, F, S>(listener: TcpListener, backend: B, accept: A)
-where
-    B: SwitchBackend,
-    A: Fn(TcpStream) -> F + Send,
-    F: Future<Output = io::Result<S>> + Send + 'static,
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+/// Accepts connections on `listener` (with `tls`, mutual TLS: use
+/// `TlsIdentity::acceptor`) and serves each on its own task under `limits`, counting
+/// refusals into `stats` (readable while it runs), until the future is dropped or its
+/// task aborted, which closes every connection it accepted.
+///
+/// The accept loop is `atmlab_rpc::tls::incoming_with`: handshakes run concurrently,
+/// each within the time-out, bounded per source address and in all. A connection over
+/// [`RawLimits::max_connections_per_addr`] or [`RawLimits::max_connections`] is closed
+/// at once; one idle for [`RawLimits::idle_timeout`] is closed ([`serve_raw_with`]).
+/// Each is counted, and the accept loop logs one summary line per interval.
+pub async fn run_raw_server<B: SwitchBackend>(
+    listener: TcpListener,
+    backend: B,
+    tls: Option<TlsAcceptor>,
+    limits: &RawLimits,
+    stats: IncomingStats,
+) {
     let local = listener.local_addr().ok();
+    let mut incoming = atmlab_rpc::tls::incoming_with(listener, tls, &limits.accept, stats.clone());
     info!(addr = ?local, "raw switch server listening");
     // Owning the connection tasks here means dropping this future closes them all.
     let mut conns = JoinSet::new();
+    let mut open = OpenConnections::default();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, peer)) => {
-                    if let Err(e) = tcp.set_nodelay(true) {
-                        warn!(%peer, error = %e, "cannot set TCP_NODELAY");
-                    }
-                    let handshake = accept(tcp);
-                    let backend = backend.clone();
-                    let span = tracing::info_span!("raw", %peer);
-                    conns.spawn(
-                        async move {
-                            debug!("accepted");
-                            let stream = match handshake.await {
-                                Ok(s) => s,
-                                Err(e) => {
-                                    warn!(error = %e, "accept hook refused the connection");
-                                    return;
-                                }
-                            };
-                            match serve_raw(stream, backend).await {
-                                Ok(()) => debug!("closed"),
-                                // A client that exits without a TLS close_notify is
-                                // the common way for a connection to end, not a fault.
-                                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                                    debug!(error = %e, "connection ended without close_notify")
-                                }
-                                Err(e) => warn!(error = %e, "connection ended"),
-                            }
-                        }
-                        .instrument(span),
+            next = incoming.next() => {
+                // The stream never ends nor fails while it is held.
+                let Some(Ok(stream)) = next else { return };
+                let Ok(peer) = stream.peer_addr() else { continue };
+                let source = atmlab_rpc::tls::source_key(peer.ip());
+                if open.from(source) >= limits.max_connections_per_addr {
+                    stats.refuse(
+                        Refusal::ConnectionsPerAddr,
+                        &format_args!(
+                            "{peer}: {} connections already open from {source}",
+                            limits.max_connections_per_addr,
+                        ),
                     );
+                    continue;
                 }
+                if conns.len() >= limits.max_connections {
+                    stats.refuse(
+                        Refusal::ConnectionsTotal,
+                        &format_args!(
+                            "{peer}: {} connections already open",
+                            limits.max_connections
+                        ),
+                    );
+                    continue;
+                }
+                let backend = backend.clone();
+                let stats = stats.clone();
+                let idle = limits.idle_timeout;
+                let span = tracing::info_span!("raw", %peer);
+                let task = conns.spawn(
+                    async move {
+                        debug!("accepted");
+                        match serve_raw_with(stream, backend, Some(idle)).await {
+                            Ok(Ended::Closed) => debug!("closed"),
+                            Ok(Ended::Idle) => stats.refuse(
+                                Refusal::Idle,
+                                &format_args!("{peer}: sent nothing for {idle:?}"),
+                            ),
+                            // A client that exits without a TLS close_notify is
+                            // the common way for a connection to end, not a fault.
+                            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                                debug!(error = %e, "connection ended without close_notify")
+                            }
+                            Err(e) => debug!(error = %e, "connection ended"),
+                        }
+                    }
+                    .instrument(span),
+                );
+                open.add(task.id(), source);
+            }
+            Some(joined) = conns.join_next_with_id(), if !conns.is_empty() => match joined {
+                Ok((id, ())) => open.done(id),
                 Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-            },
-            Some(joined) = conns.join_next(), if !conns.is_empty() => {
-                if let Err(e) = joined {
+                    open.done(e.id());
                     warn!(error = %e, "connection task failed");
                 }
+            },
+        }
+    }
+}
+
+/// Open connections by source address, so that one address over its cap is refused
+/// without refusing the others.
+#[derive(Default)]
+struct OpenConnections {
+    by_addr: HashMap<IpAddr, usize>,
+    by_task: HashMap<tokio::task::Id, IpAddr>,
+}
+
+impl OpenConnections {
+    fn from(&self, ip: IpAddr) -> usize {
+        self.by_addr.get(&ip).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, task: tokio::task::Id, ip: IpAddr) {
+        *self.by_addr.entry(ip).or_insert(0) += 1;
+        self.by_task.insert(task, ip);
+    }
+
+    fn done(&mut self, task: tokio::task::Id) {
+        let Some(ip) = self.by_task.remove(&task) else {
+            return;
+        };
+        if let Some(n) = self.by_addr.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_addr.remove(&ip);
             }
         }
     }
@@ -363,6 +525,7 @@ impl Shared {
             Some(w) => {
                 let _ = w.send(reply);
             }
+            None if id == KEEPALIVE_ID => {}
             None if id == CONNECTION_ID => {
                 warn!(reply = ?reply, "the raw switch server reports a connection error");
             }
@@ -435,6 +598,16 @@ impl RawClient {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
+        RawClient::with_keepalive(stream, KEEPALIVE)
+    }
+
+    /// [`RawClient::new`], sending a keep-alive after `keepalive` without a request
+    /// instead of [`KEEPALIVE`] (for a server whose idle time-out is shorter than the
+    /// default's).
+    pub fn with_keepalive<S>(stream: S, keepalive: Duration) -> RawClient
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let (rd, wr) = tokio::io::split(stream);
         let (tx, rx) = mpsc::unbounded_channel();
         let (closed, _) = watch::channel(false);
@@ -443,7 +616,7 @@ impl RawClient {
             closed,
         });
         tokio::spawn(read_replies(rd, shared.clone()));
-        tokio::spawn(write_requests(wr, rx, shared.clone()));
+        tokio::spawn(write_requests(wr, rx, shared.clone(), keepalive));
         RawClient {
             inner: Arc::new(Handle {
                 tx,
@@ -518,8 +691,21 @@ where
     shared.close(why);
 }
 
-async fn write_requests<W>(mut wr: W, mut rx: mpsc::UnboundedReceiver<Vec<u8>>, shared: Arc<Shared>)
-where
+/// The keep-alive request.
+fn keepalive() -> Vec<u8> {
+    let mut frame = Vec::new();
+    Message::DescribeRequest
+        .emit(KEEPALIVE_ID, &mut frame)
+        .expect("a Describe request fits a frame");
+    frame
+}
+
+async fn write_requests<W>(
+    mut wr: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    shared: Arc<Shared>,
+    keepalive_after: Duration,
+) where
     W: AsyncWrite + Unpin,
 {
     let mut closed = shared.closed.subscribe();
@@ -528,6 +714,9 @@ where
         let first = tokio::select! {
             m = rx.recv() => m,
             _ = closed.wait_for(|c| *c) => None,
+            // Quiet for a while: a request whose reply goes to no one, so that the
+            // server's idle time-out does not close a client that is only quiet.
+            () = tokio::time::sleep(keepalive_after) => Some(keepalive()),
         };
         let Some(first) = first else { break };
         coalesce(&mut out, &first, || rx.try_recv().ok());

@@ -26,6 +26,15 @@
 //! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
 //! # attach = "control"          # an unbound host port: bound through the control path
 //! #                             # only ("first", the default: also by the host's attach)
+//!
+//! [limits]                      # optional; these are the defaults (docs/live.md, "Limits")
+//! handshake_timeout = 3.0       # s a peer has to finish its TLS handshake (gRPC, raw)
+//! max_pending_per_addr = 16     # pending handshakes from one source address
+//! max_pending = 512             # pending handshakes in all
+//! idle_timeout = 120.0          # s a raw-TCP connection may send nothing
+//! max_connections_per_addr = 64 # raw-TCP connections open from one source address
+//! max_connections = 1024        # raw-TCP connections open in all
+//! summary_interval = 10.0       # s between summaries of refusals in the log
 //! ```
 //!
 //! A port with neither `peer` nor `host` is a host port bound by its host's first attach
@@ -35,6 +44,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use atmlab_core::ids::PortId;
 use atmlab_core::units::{BitRate, CellRate};
@@ -48,7 +58,9 @@ use crate::live::dataplane::{DEFAULT_CELLS_PER_DATAGRAM, DataPlane};
 use crate::live::grpc::{self, SwitchService};
 use crate::live::journal::Journal;
 use crate::live::local::LocalSwitch;
+use crate::live::raw::RawLimits;
 use crate::switch::Switch;
+use atmlab_rpc::tls::IncomingStats;
 
 /// One port of a switch server's configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -120,6 +132,78 @@ pub struct ServerFile {
     pub police: Option<String>,
     /// The ports.
     pub ports: Vec<PortFile>,
+    /// The control ports' limits (absent: the defaults of [`RawLimits`]).
+    #[serde(default)]
+    pub limits: LimitsFile,
+}
+
+/// The `[limits]` table of a switch server's configuration: the guards of its control
+/// ports against idle and hostile connections (issue 24, "Ports that hold"). Every key is
+/// optional; an absent one keeps its default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Seconds a peer has to finish its TLS handshake (gRPC and raw TCP).
+    pub handshake_timeout: Option<f64>,
+    /// Pending handshakes from one source address.
+    pub max_pending_per_addr: Option<usize>,
+    /// Pending handshakes in all.
+    pub max_pending: Option<usize>,
+    /// Seconds a raw-TCP connection may send nothing before it is closed.
+    pub idle_timeout: Option<f64>,
+    /// Raw-TCP connections open from one source address.
+    pub max_connections_per_addr: Option<usize>,
+    /// Raw-TCP connections open in all.
+    pub max_connections: Option<usize>,
+    /// Seconds between summaries of refusals in the log.
+    pub summary_interval: Option<f64>,
+}
+
+impl LimitsFile {
+    /// The limits it sets over the defaults; errors name the key.
+    pub fn limits(&self) -> Result<RawLimits, FabricError> {
+        let mut l = RawLimits::default();
+        let seconds = |key: &str, v: f64| {
+            if v.is_finite() && v > 0.0 && v < 1e9 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(FabricError::Config(format!(
+                    "limits.{key}: {v} is not a positive number of seconds"
+                )))
+            }
+        };
+        let count = |key: &str, v: usize| {
+            if v > 0 {
+                Ok(v)
+            } else {
+                Err(FabricError::Config(format!(
+                    "limits.{key}: must be at least 1"
+                )))
+            }
+        };
+        if let Some(v) = self.handshake_timeout {
+            l.accept.handshake_timeout = seconds("handshake_timeout", v)?;
+        }
+        if let Some(v) = self.max_pending_per_addr {
+            l.accept.max_pending_per_addr = count("max_pending_per_addr", v)?;
+        }
+        if let Some(v) = self.max_pending {
+            l.accept.max_pending = count("max_pending", v)?;
+        }
+        if let Some(v) = self.idle_timeout {
+            l.idle_timeout = seconds("idle_timeout", v)?;
+        }
+        if let Some(v) = self.max_connections_per_addr {
+            l.max_connections_per_addr = count("max_connections_per_addr", v)?;
+        }
+        if let Some(v) = self.max_connections {
+            l.max_connections = count("max_connections", v)?;
+        }
+        if let Some(v) = self.summary_interval {
+            l.accept.summary_interval = seconds("summary_interval", v)?;
+        }
+        Ok(l)
+    }
 }
 
 impl ServerFile {
@@ -229,6 +313,10 @@ pub struct RunningSwitch {
     pub data_plane: DataPlane,
     /// Connections restored from the journal at start.
     pub restored: usize,
+    /// The gRPC port's counters of refused connections (by `atmlab_rpc::tls::Refusal`).
+    pub grpc_stats: IncomingStats,
+    /// The raw-TCP port's counters of refused and idle-closed connections, if enabled.
+    pub raw_stats: Option<IncomingStats>,
     tasks: JoinSet<()>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -269,6 +357,10 @@ pub async fn start(
     tls: Option<&atmlab_rpc::tls::TlsIdentity>,
 ) -> Result<RunningSwitch, FabricError> {
     let cfg = file.switch_config()?;
+    let limits = file
+        .limits
+        .limits()
+        .map_err(|e| FabricError::Config(format!("switch {}: {e}", file.name)))?;
     let mut switch = Switch::new(&cfg)?;
     switch.set_policing(file.policing()?);
     let (journal, restored) = match &file.journal {
@@ -317,27 +409,40 @@ pub async fn start(
         }
     }
     let mut tasks = data_plane.spawn(local.clone());
-    let grpc_listener = TcpListener::bind(file.grpc.unwrap_or(any))
-        .await
-        .map_err(|e| FabricError::Config(format!("switch {}: gRPC listen: {e}", file.name)))?;
-    let grpc_addr = grpc_listener
-        .local_addr()
-        .map_err(|e| FabricError::Config(e.to_string()))?;
+    let grpc_at = file.grpc.unwrap_or(any);
+    let grpc_listener = TcpListener::bind(grpc_at).await.map_err(|e| {
+        FabricError::Config(format!(
+            "switch {}: gRPC listen on {grpc_at}: {e}",
+            file.name
+        ))
+    })?;
+    let grpc_addr = grpc_listener.local_addr().map_err(|e| {
+        FabricError::Config(format!(
+            "switch {}: gRPC listener on {grpc_at}: {e}",
+            file.name
+        ))
+    })?;
+    let incoming = atmlab_rpc::tls::grpc_incoming_with(grpc_listener, tls, &limits.accept)
+        .map_err(|e| FabricError::Config(format!("switch {}: gRPC TLS: {e}", file.name)))?;
+    let grpc_stats = incoming.stats();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let service = SwitchService::new(local.clone(), Some(local.clone()));
-    let incoming_tls = tls.cloned();
     let name = file.name.clone();
     tasks.spawn(async move {
         let shutdown = async {
             let _ = rx.await;
         };
-        if let Err(e) = grpc::serve(grpc_listener, incoming_tls.as_ref(), service, shutdown).await {
+        if let Err(e) = grpc::serve_incoming(incoming, service, shutdown).await {
             tracing::error!(switch = %name, error = %e, "gRPC server stopped");
         }
     });
-    let raw_addr = match file.raw {
-        Some(addr) => Some(crate::live::raw_listen(&mut tasks, addr, local.clone(), tls).await?),
-        None => None,
+    let (raw_addr, raw_stats) = match file.raw {
+        Some(addr) => {
+            let (at, stats) =
+                crate::live::raw_listen(&mut tasks, addr, local.clone(), tls, &limits).await?;
+            (Some(at), Some(stats))
+        }
+        None => (None, None),
     };
     tracing::info!(switch = %file.name, %grpc_addr, ?raw_addr, restored, "switch server up");
     Ok(RunningSwitch {
@@ -347,6 +452,8 @@ pub async fn start(
         ports: data_plane.local_addrs(),
         data_plane,
         restored,
+        grpc_stats,
+        raw_stats,
         tasks,
         shutdown: Some(tx),
     })

@@ -11,6 +11,8 @@ mod line;
 mod live;
 #[cfg(feature = "live")]
 mod peers;
+#[cfg(feature = "live")]
+mod ports;
 mod raw;
 pub mod raw_harness;
 #[cfg(feature = "live")]

@@ -18,6 +18,7 @@ const CALLS: usize = 6_000;
 /// Runs a stalling `Echo` built by `builder` on a one-thread runtime of its own, fires
 /// [`CALLS`] calls at it over one connection while it stalls, and returns how many failed.
 fn failures_under_a_stall(builder: fn() -> Server) -> usize {
+    let _heavy = crate::heavy();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
