@@ -28,6 +28,7 @@
 
 mod client;
 mod error;
+pub mod probe;
 pub mod server;
 pub mod tls;
 

@@ -295,41 +295,7 @@ async fn silent_connections_do_not_delay_a_resolve() {
     let opened = Arc::new(AtomicUsize::new(0));
     // On a thread and runtime of its own, as another process would, so that opening
     // them does not take the test's runtime from the legitimate client.
-    let opener = std::thread::spawn({
-        let opened = opened.clone();
-        move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let mut open = Vec::new();
-                // 100 at a time: under a tokio listener's backlog of 128, or the kernel drops
-                // SYNs and the test, not the server, slows down.
-                for start in (0..IDLE).step_by(100) {
-                    let batch: Vec<_> = (start..IDLE.min(start + 100))
-                        .map(|_| {
-                            tokio::spawn(async move {
-                                let socket = tokio::net::TcpSocket::new_v4().ok()?;
-                                socket.bind("127.0.0.2:0".parse().unwrap()).ok()?;
-                                tokio::time::timeout(Duration::from_secs(5), socket.connect(addr))
-                                    .await
-                                    .ok()?
-                                    .ok()
-                            })
-                        })
-                        .collect();
-                    for c in batch {
-                        if let Some(tcp) = c.await.unwrap() {
-                            open.extend(tcp.into_std().ok());
-                            opened.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                open
-            })
-        }
-    });
+    let opener = atmlab_rpc::probe::attacker(addr, IDLE, opened.clone());
     // More than the old loop's 256 pending handshakes before the calls start.
     eventually("300 silent connections", || async {
         opened.load(Ordering::Relaxed) >= 300

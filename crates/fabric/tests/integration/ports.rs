@@ -43,39 +43,6 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Opens up to `n` connections from 127.0.0.2 to `addr` that never send a byte, 100 at a
-/// time (under the kernel's listen backlog of a tokio listener), counting them in
-/// `opened`; returns those that connected.
-async fn silent_connections(
-    addr: SocketAddr,
-    n: usize,
-    opened: Arc<AtomicUsize>,
-) -> Vec<TcpStream> {
-    let from: SocketAddr = "127.0.0.2:0".parse().unwrap();
-    let mut open = Vec::with_capacity(n);
-    for start in (0..n).step_by(100) {
-        let batch: Vec<_> = (start..n.min(start + 100))
-            .map(|_| {
-                tokio::spawn(async move {
-                    let socket = TcpSocket::new_v4().ok()?;
-                    socket.bind(from).ok()?;
-                    tokio::time::timeout(Duration::from_secs(5), socket.connect(addr))
-                        .await
-                        .ok()?
-                        .ok()
-                })
-            })
-            .collect();
-        for c in batch {
-            if let Some(tcp) = c.await.unwrap() {
-                open.push(tcp);
-                opened.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-    open
-}
-
 /// Legitimate Describes, each on a new mutual-TLS connection, and how long each took
 /// (one that fails or takes [`GIVE_UP`] counts as [`GIVE_UP`]).
 async fn describes(addr: SocketAddr, client: &TlsIdentity) -> Vec<Duration> {
@@ -124,19 +91,7 @@ async fn silent_connections_do_not_delay_a_switch_servers_describe() {
     let opened = Arc::new(AtomicUsize::new(0));
     // On a thread and runtime of its own, as another process would, so that opening
     // them does not take the test's runtime from the legitimate client.
-    let opener = {
-        let (addr, opened) = (sw.grpc_addr, opened.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(silent_connections(addr, IDLE, opened))
-                .into_iter()
-                .filter_map(|tcp| tcp.into_std().ok())
-                .collect::<Vec<_>>()
-        })
-    };
+    let opener = atmlab_rpc::probe::attacker(sw.grpc_addr, IDLE, opened.clone());
     wait_for("the first silent connections", || {
         opened.load(Ordering::Relaxed) >= BEFORE_CALLS
     })

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use atmlab_rpc::probe;
 use atmlab_rpc::tls::{self, Refusal, TlsIdentity};
 use atmlab_rpc::v1::name_service_server::NameServiceServer;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpSocket;
 
 use crate::{Echo, labs, resolve, wait_for, with_tls};
 
@@ -36,60 +37,12 @@ pub fn raise_fd_limit() {
     let _ = rlimit::increase_nofile_limit(u64::MAX);
 }
 
-/// Opens up to `n` TCP connections from 127.0.0.2 to `addr` that never send a byte,
-/// a batch at a time, counting them in `opened` as they come, and returns those that
-/// connected within a few seconds each.
-///
-/// A batch stays under the listen backlog (128, tokio's and std's): past it the kernel
-/// drops SYNs and the clients retry a second later, which slows the test, not the server.
-pub async fn silent_connections(
-    addr: SocketAddr,
-    n: usize,
-    opened: Arc<AtomicUsize>,
-) -> Vec<TcpStream> {
-    const BATCH: usize = 100;
-    let from: SocketAddr = "127.0.0.2:0".parse().unwrap();
-    let mut open = Vec::with_capacity(n);
-    for start in (0..n).step_by(BATCH) {
-        let batch: Vec<_> = (start..n.min(start + BATCH))
-            .map(|_| {
-                tokio::spawn(async move {
-                    let socket = TcpSocket::new_v4().ok()?;
-                    socket.bind(from).ok()?;
-                    tokio::time::timeout(Duration::from_secs(5), socket.connect(addr))
-                        .await
-                        .ok()?
-                        .ok()
-                })
-            })
-            .collect();
-        for c in batch {
-            if let Some(tcp) = c.await.unwrap() {
-                open.push(tcp);
-                opened.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-    open
-}
-
-/// Runs [`silent_connections`] for [`IDLE`] connections on a thread and runtime of its
-/// own, as another process would, so that opening them does not take the test's runtime
-/// (where the server and the legitimate client run) from the client.
+/// [`probe::attacker`] for [`IDLE`] connections.
 pub fn attacker(
     addr: SocketAddr,
     opened: Arc<AtomicUsize>,
 ) -> std::thread::JoinHandle<Vec<std::net::TcpStream>> {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(silent_connections(addr, IDLE, opened))
-            .into_iter()
-            .filter_map(|tcp| tcp.into_std().ok())
-            .collect()
-    })
+    probe::attacker(addr, IDLE, opened)
 }
 
 /// Legitimate calls made one after another, each on a new connection (TCP, the TLS
