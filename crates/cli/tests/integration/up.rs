@@ -196,36 +196,7 @@ fn atmlab_up_survives_kill_9_on_its_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (mut up, cm, _) = start_up(&data);
-    let connect = atmlab(
-        &[
-            "cm",
-            "connect",
-            "--insecure",
-            "--cm",
-            &cm,
-            "--from",
-            "a",
-            "--to",
-            "b",
-            "--pcr",
-            "1000",
-            "--tag",
-            "kept",
-        ],
-        b"",
-    );
-    let out = String::from_utf8_lossy(&connect.stdout).into_owned();
-    assert!(
-        connect.status.success(),
-        "{}",
-        String::from_utf8_lossy(&connect.stderr)
-    );
-    let id = out
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .trim_end_matches(':')
-        .to_string();
+    let id = connect_a_to_b(&cm);
     up.kill().unwrap(); // SIGKILL: no shutdown, no release
     up.wait().unwrap();
     for s in ["s1", "s2", "s3", "s4"] {
@@ -253,6 +224,33 @@ fn atmlab_up_survives_kill_9_on_its_data_directory() {
     );
 }
 
+/// `atmlab cm connect` a to b through the manager at `cm`; the connection's id.
+fn connect_a_to_b(cm: &str) -> String {
+    let o = atmlab(
+        &[
+            "cm",
+            "connect",
+            "--insecure",
+            "--cm",
+            cm,
+            "--from",
+            "a",
+            "--to",
+            "b",
+            "--pcr",
+            "1000",
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.split_whitespace()
+        .nth(1)
+        .expect("connection N: ...")
+        .trim_end_matches(':')
+        .to_string()
+}
+
 /// Kills the process when dropped, so that a failing assertion leaves nothing running.
 fn scopeguard(child: std::process::Child) -> impl Drop {
     struct Killed(std::process::Child);
@@ -277,27 +275,7 @@ fn a_second_manager_for_one_owner_is_refused() {
     let data = dir.path().join("data");
     let (up, cm, names) = start_up(&data);
     let _up = scopeguard(up);
-    let connect = atmlab(
-        &[
-            "cm",
-            "connect",
-            "--insecure",
-            "--cm",
-            &cm,
-            "--from",
-            "a",
-            "--to",
-            "b",
-            "--pcr",
-            "1000",
-        ],
-        b"",
-    );
-    assert!(
-        connect.status.success(),
-        "{}",
-        String::from_utf8_lossy(&connect.stderr)
-    );
+    connect_a_to_b(&cm);
     let second = atmlab(
         &[
             "cm",
