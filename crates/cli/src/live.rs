@@ -58,7 +58,17 @@ pub fn init_logging_at(default: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
         .try_init();
+}
+
+/// Colour codes only for a person at a terminal: a log redirected to a file or a pipe
+/// stays plain text (tracing-subscriber colours unconditionally otherwise), and a
+/// non-empty `NO_COLOR` (no-color.org) turns them off everywhere.
+pub fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 /// A multi-threaded tokio runtime for one command.

@@ -9,6 +9,7 @@ mod common;
 mod demo;
 mod kill;
 mod net;
+mod output;
 mod python;
 mod reproduce;
 mod reproduce_gateway;
