@@ -15,3 +15,93 @@ fn log_lines_have_no_colour_codes_when_redirected() {
         "colour codes in a redirected log: {err:?}"
     );
 }
+
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The metric rows of `sim run`'s table (two spaces, then a name).
+fn metric_rows(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" n="))
+        .collect()
+}
+
+/// `sim run` on trunk-erlang with the sequential manager: the N_v metrics have no
+/// samples (that manager keeps no identifier caches); the table says so instead of NaN,
+/// names the interval, gives each metric its unit, and the longest name
+/// (`switch_messages_per_call`) does not push its row out of line.
+#[test]
+fn sim_table_has_units_the_interval_and_no_nan() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = repo().join("scenarios/control/trunk-erlang.toml");
+    let o = atmlab(
+        &[
+            "sim",
+            "run",
+            file.to_str().unwrap(),
+            "--set",
+            "params.manager={kind=\"sequential\"}",
+            "--set",
+            "run.duration=\"20 s\"",
+            "--set",
+            "run.warmup=\"1 s\"",
+            "--replications",
+            "3",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.contains("NaN"), "NaN in the table:\n{out}");
+    assert!(out.contains("95% confidence interval"), "{out}");
+    let rows = metric_rows(&out);
+    assert!(rows.len() > 20, "{out}");
+    let row = |m: &str| {
+        *rows
+            .iter()
+            .find(|r| r.split_whitespace().next() == Some(m))
+            .unwrap_or_else(|| panic!("no row {m}:\n{out}"))
+    };
+    assert!(row("nv_mean").contains("no samples"), "{out}");
+    let unit = |m: &str| row(m).split_whitespace().nth(1).unwrap().to_owned();
+    assert_eq!(unit("mean_setup_latency"), "s");
+    assert_eq!(unit("blocking_probability"), "ratio");
+    assert_eq!(unit("setups_per_s"), "/s");
+    // Aligned: every row's "n=" in the same column, the longest name included.
+    let col = |r: &str| r[..r.find(" n=").unwrap()].chars().count();
+    let c = col(row("switch_messages_per_call"));
+    assert!(rows.iter().all(|r| col(r) == c), "ragged columns:\n{out}");
+}
+
+/// The plots' axes carry units: the swept rate's and the metric's.
+#[test]
+fn plot_axes_have_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = repo().join("scenarios/examples/mm1.toml");
+    let o = atmlab(
+        &[
+            "sim",
+            "run",
+            file.to_str().unwrap(),
+            "--set",
+            "run.duration=\"2000 s\"",
+            "--replications",
+            "2",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = std::fs::read_to_string(dir.path().join("mean_wait.svg")).unwrap();
+    assert!(svg.contains("mean_wait (s)"), "y axis without its unit");
+    assert!(svg.contains("arrival.rate (/s)"), "x axis without its unit");
+}

@@ -490,6 +490,29 @@ pub fn parse_config(p: &Params<'_>) -> Result<GatewayConfig, SimError> {
     Ok(cfg)
 }
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("offered_load_mbps", "Mb/s"),
+    ("throughput_mbps", "Mb/s"),
+    ("cell_loss_probability", "ratio"),
+    ("frame_loss_probability", "ratio"),
+    ("latency_mean", "s"),
+    ("latency_p99", "s"),
+    ("reassembly_occupancy", "cells"),
+    ("transmit_buffer_occupancy", "frames"),
+    ("atm_fifo_delay", "s"),
+    ("npe_utilization", "ratio"),
+    ("token_rotation_mean", "s"),
+    ("token_rotation_max", "s"),
+    ("token_violations", "rotations"),
+    ("reverse_offered_mbps", "Mb/s"),
+    ("reverse_throughput_mbps", "Mb/s"),
+    ("reverse_frame_loss_probability", "ratio"),
+    ("receive_buffer_occupancy", "frames"),
+    ("receive_buffer_max", "frames"),
+    ("reverse_latency_mean", "s"),
+];
+
 impl ModelKind for GatewayKind {
     fn name(&self) -> &'static str {
         "gateway"
@@ -502,6 +525,9 @@ impl ModelKind for GatewayKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(
         &self,
