@@ -105,3 +105,20 @@ fn plot_axes_have_units() {
     assert!(svg.contains("mean_wait (s)"), "y axis without its unit");
     assert!(svg.contains("arrival.rate (/s)"), "x axis without its unit");
 }
+
+/// §6.1's sweep runs past the FDDI ring's rate on purpose (Figures 13-16 go to
+/// 140 Mb/s): `sim check` says so once, naming the points, instead of nine times.
+#[test]
+fn a_warning_raised_at_many_points_is_one_line() {
+    let file = repo().join("scenarios/gateway/6.1-burst-factor.toml");
+    let o = atmlab(&["sim", "check", file.to_str().unwrap()], b"");
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("FDDI ring") && lines[0].contains("9 of 30 points"),
+        "{err}"
+    );
+    assert!(lines[0].contains("\"140 Mb/s\""), "{err}");
+}
