@@ -122,3 +122,29 @@ fn a_warning_raised_at_many_points_is_one_line() {
     );
     assert!(lines[0].contains("\"140 Mb/s\""), "{err}");
 }
+
+/// Every paper's committed report is `README.md` (it renders in a directory listing);
+/// none is called `report.md`. The reproductions' own CLI tests (heavy tier) check that
+/// `reproduce` writes that name.
+#[test]
+fn every_committed_report_is_readme_md() {
+    let root = repo().join("docs/reproductions");
+    let mut dirs = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let p = e.unwrap().path();
+        if !p.is_dir() {
+            continue;
+        }
+        dirs += 1;
+        assert!(!p.join("report.md").exists(), "{}/report.md", p.display());
+        // rdma's report is the page docs/reproductions/rdma.md (its figure links rewritten).
+        if !p.ends_with("rdma") {
+            assert!(
+                p.join("README.md").is_file(),
+                "{}: no README.md",
+                p.display()
+            );
+        }
+    }
+    assert!(dirs >= 5, "{dirs} report directories");
+}
