@@ -148,3 +148,52 @@ fn every_committed_report_is_readme_md() {
     }
     assert!(dirs >= 5, "{dirs} report directories");
 }
+
+/// `demo --json`: stdout is one JSON document (progress on stderr), and each row says
+/// both the target rate and what was offered in the measured window, the latter being
+/// the calls offered over that window (not the target, which a short Poisson run misses).
+#[test]
+fn demo_json_names_the_target_and_the_offered_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, reports) = (dir.path().join("data"), dir.path().join("reports"));
+    let o = atmlab(
+        &[
+            "demo",
+            "--loads",
+            "100",
+            "--seconds",
+            "0.5",
+            "--managers",
+            "sequential",
+            "--data",
+            data.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+            "--json",
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    });
+    let row = &j["rows"][0];
+    assert_eq!(row["manager"], "sequential");
+    let c = &row["callgen"];
+    assert_eq!(c["offered_per_s"], 100.0);
+    let arrived = c["arrived_per_s"].as_f64().expect("arrived_per_s");
+    let offered = c["offered"].as_f64().unwrap();
+    let setups = c["setups_per_s"].as_f64().unwrap();
+    let established = c["established"].as_f64().unwrap();
+    // Same window as setups/s: offered/arrived = established/setups.
+    assert!(established > 0.0, "{c}");
+    assert!(
+        ((offered / arrived) - (established / setups)).abs() < 1e-9,
+        "{c}"
+    );
+    assert!(err.contains("target") && err.contains("offered"), "{err}");
+}
