@@ -7,6 +7,7 @@ mod cm_client;
 mod cm_restart;
 mod common;
 mod demo;
+mod install;
 mod kill;
 mod net;
 mod output;
