@@ -76,6 +76,9 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
+/// One point of a sweep: each swept key with its value there.
+type SweepPoint = Vec<(String, Value)>;
+
 /// The prepared model of each point, and the warnings about them.
 pub type PreparedPoints = (Vec<Box<dyn Prepared>>, Vec<String>);
 
@@ -86,7 +89,7 @@ pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, S
     // Each distinct warning once, with the points it was raised at: a sweep that runs
     // deliberately past a limit (the gateway's offered load beyond the FDDI ring) says
     // so in one line, not one line per point.
-    let mut raised: Vec<(String, Vec<Vec<(String, Value)>>)> = Vec::new();
+    let mut raised: Vec<(String, Vec<SweepPoint>)> = Vec::new();
     let points = scn.points();
     for point in &points {
         let table = scn.params_at(point)?;
@@ -152,7 +155,7 @@ fn describe(point: &[(String, Value)]) -> String {
 }
 
 /// The swept values a set of points takes, key by key: `k = a, b; l = c`.
-fn describe_values(points: &[Vec<(String, Value)>]) -> String {
+fn describe_values(points: &[SweepPoint]) -> String {
     let Some(first) = points.first() else {
         return String::new();
     };
