@@ -21,7 +21,7 @@ for p in "${papers[@]}"; do
   "$bin" reproduce "$p" --out "$out"
   echo "reproduce $p: $(( $(date +%s) - start )) s" >&2
   if [ "$p" = rdma ]; then
-    sed -e 's#](\(fig[^)]*\.png\))#](rdma/\1)#g' "$out/report.md" > docs/reproductions/rdma.md
-    rm "$out/report.md"
+    sed -e 's#](\(fig[^)]*\.png\))#](rdma/\1)#g' "$out/README.md" > docs/reproductions/rdma.md
+    rm "$out/README.md"
   fi
 done

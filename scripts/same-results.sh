@@ -36,7 +36,7 @@ mask() {
   # Wall-clock time, and nothing else, is allowed to differ.
   find "$1" -name run.json -exec sh -c \
     'jq "del(.wall_seconds, .events_per_second, .simulated_seconds_per_second)" "$1" > "$1.masked" && mv "$1.masked" "$1"' _ {} \;
-  find "$1" -name report.md -exec sed -i -E \
+  find "$1" \( -name README.md -o -name report.md \) -exec sed -i -E \
     -e 's/^Cost: ([0-9]+) events in .*$/Cost: \1 events/' \
     -e 's/^(atmlab: [0-9]+ events), [0-9.]+ s wall/\1/' \
     -e 's/^\| ([a-z0-9.-]+) \| ([0-9]+) \| [0-9.]+ \|$/| \1 | \2 |/' {} \;

@@ -46,6 +46,10 @@ pub struct DemoArgs {
     /// Only these managers (names containing, e.g. "T=10,adaptive").
     #[arg(long, value_delimiter = ',')]
     managers: Vec<String>,
+    /// Print the results as JSON on stdout (one object per manager and load, as
+    /// `callgen --json` prints one); progress goes to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `atmlab demo`.
@@ -76,11 +80,35 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     shell::writable_dir("--reports", &opts.reports_dir)?;
     shell::init_logging_at("warn");
     let started = std::time::Instant::now();
-    let rows = shell::runtime()?.block_on(demo::run(&opts, |line| say!("{line}")))?;
+    let json = args.json;
+    let rows = shell::runtime()?.block_on(demo::run(&opts, |line| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            say!("{line}");
+        }
+    }))?;
+    if json {
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| serde_json::json!({ "manager": r.manager, "callgen": r.report.to_json() }))
+            .collect();
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "rows": rows,
+                "reports": opts.reports_dir,
+                "data": opts.data_dir,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     say!();
+    say!("target/s is the Poisson rate asked for; offered/s what it drew in the measured window");
     say!(
-        "{:<16} {:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>7}",
+        "{:<16} {:>9} {:>10} {:>11} {:>10} {:>10} {:>10} {:>8} {:>7}",
         "manager",
+        "target/s",
         "offered/s",
         "setups/s",
         "mean ms",
@@ -92,9 +120,10 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     for r in &rows {
         let p = &r.report;
         say!(
-            "{:<16} {:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
+            "{:<16} {:>9.0} {:>10.0} {:>11.0} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>7}",
             r.manager,
             p.offered_per_s,
+            p.arrived_per_s,
             p.setups_per_s,
             p.mean_setup_ms,
             p.p50_setup_ms,

@@ -117,16 +117,25 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                 } else {
                     Box::new(std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?)
                 };
-                let (mut n, mut octets, mut other, mut cells) = (0u64, 0usize, 0u64, 0u64);
+                let link = BitRate::from_str(&attach.rate).map_err(|e| anyhow!("--rate: {e}"))?;
+                let (mut n, mut octets, mut other) = (0u64, 0usize, 0u64);
+                // What arrived after the first frame: the first frame's arrival starts the
+                // clock, so counting its cells too would credit the interval with a frame
+                // that arrived before it (two frames gave twice the rate they showed).
+                let (mut cells_after, mut octets_after) = (0u64, 0usize);
                 let (mut first, mut last) = (None, std::time::Instant::now());
                 while frames.is_none_or(|f| n < f) {
                     let Some(r) = host.recv_frame(idle).await.map_err(|e| anyhow!("{e}"))? else { break };
                     last = std::time::Instant::now();
+                    let started = first.is_some();
                     first.get_or_insert(last);
-                    cells += (r.sdu.len() as u64 + 8).div_ceil(48);
                     if r.vc != vc {
                         other += 1;
                         continue;
+                    }
+                    if started {
+                        cells_after += (r.sdu.len() as u64 + 8).div_ceil(48);
+                        octets_after += r.sdu.len();
                     }
                     sink.write_all(&r.sdu)?;
                     n += 1;
@@ -138,12 +147,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                     host.errors
                 );
                 if let Some(first) = first.filter(|_| n > 1) {
-                    let secs = (last - first).as_secs_f64().max(1e-9);
-                    eprintln!(
-                        "rate: {:.0} cells/s, {:.1} Mb/s of AAL5 payload, from the first frame to the last",
-                        cells as f64 / secs,
-                        octets as f64 * 8.0 / secs / 1e6
-                    );
+                    eprintln!("{}", rate_line(n, cells_after, octets_after, (last - first).as_secs_f64(), link));
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -169,4 +173,53 @@ async fn open(a: &Attach, security: &Security) -> Result<(HostPort, VcId)> {
             .map_err(|e| anyhow!("attaching {me} to port {port} through {control}: {e}"))?;
     }
     Ok((host, vc))
+}
+
+/// The receive rate from the first frame to the last, or why there is none: the frames
+/// after the first, over the time from the first's arrival to the last's. An interval
+/// shorter than the link needs to carry those cells (frames the loopback delivered in a
+/// burst) measures the host's socket, not the link, and gives no rate, so a rate above
+/// the link's never shows.
+fn rate_line(
+    frames: u64,
+    cells_after: u64,
+    octets_after: usize,
+    secs: f64,
+    link: BitRate,
+) -> String {
+    let on_link = cells_after as f64 * 424.0 / link.0;
+    if secs < on_link || secs <= 0.0 {
+        return format!(
+            "rate: not measured: {frames} frames arrived within {:.1} us, less than the {:.1} us the link at {:.2} Mb/s needs to carry them",
+            secs * 1e6,
+            on_link * 1e6,
+            link.0 / 1e6
+        );
+    }
+    format!(
+        "rate: {:.0} cells/s, {:.1} Mb/s of AAL5 payload, over the {} frames after the first ({:.3} ms from the first frame to the last)",
+        cells_after as f64 / secs,
+        octets_after as f64 * 8.0 / secs / 1e6,
+        frames - 1,
+        secs * 1e3
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two frames 11 cells apart in 2 us on a 155.52 Mb/s link (which needs 30 us for
+    /// them): no rate, rather than one twenty times the link's.
+    #[test]
+    fn a_rate_above_the_link_is_never_shown() {
+        let link = BitRate(155.52e6);
+        let l = rate_line(2, 11, 500, 2e-6, link);
+        assert!(l.contains("not measured"), "{l}");
+        let l = rate_line(101, 1100, 50_000, 0.01, link);
+        assert!(
+            l.contains("110000 cells/s") && l.contains("40.0 Mb/s"),
+            "{l}"
+        );
+    }
 }

@@ -51,14 +51,43 @@ pub fn init_logging() {
     init_logging_at("info");
 }
 
-/// Logs to stderr at `default` unless `RUST_LOG` says otherwise.
+/// The global `-v`/`-q` count: each `-v` one level more logging, each `-q` one less.
+static VERBOSITY: std::sync::atomic::AtomicI16 = std::sync::atomic::AtomicI16::new(0);
+
+/// Records the global `-v`/`-q` (main, before any command runs).
+pub fn set_verbosity(v: i16) {
+    VERBOSITY.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The level a command logs at: its own default moved by `-v`/`-q`.
+fn level(default: &str, verbosity: i16) -> &'static str {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let at = LEVELS.iter().position(|l| *l == default).unwrap_or(3) as i16;
+    LEVELS[(at + verbosity).clamp(0, LEVELS.len() as i16 - 1) as usize]
+}
+
+/// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise.
 pub fn init_logging_at(default: &str) {
+    let default = level(
+        default,
+        VERBOSITY.load(std::sync::atomic::Ordering::Relaxed),
+    );
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
         .try_init();
+}
+
+/// Colour codes only for a person at a terminal: a log redirected to a file or a pipe
+/// stays plain text (tracing-subscriber colours unconditionally otherwise), and a
+/// non-empty `NO_COLOR` (no-color.org) turns them off everywhere.
+pub fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }
 
 /// A multi-threaded tokio runtime for one command.

@@ -19,6 +19,7 @@ mod certs;
 mod cm;
 mod cmclient;
 mod host;
+mod install;
 mod live;
 mod names;
 mod net;
@@ -44,6 +45,12 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "atmlab", version, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// More logging: -v shows info, -vv debug, -vvv trace (RUST_LOG, if set, decides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Less logging: -q shows errors only, -qq nothing (RUST_LOG, if set, decides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
+    quiet: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -81,6 +88,10 @@ enum Command {
     Audit(audit::AuditArgs),
     /// A long run at a high sustained call rate, ending with the audit: no leaks.
     Soak(soak::SoakArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(install::CompletionsArgs),
+    /// Write the man pages, generated from this command line's definition.
+    Man(install::ManArgs),
 }
 
 /// Prints a command's error with its context chain and maps it to exit status 2.
@@ -113,6 +124,7 @@ fn no_huge_pages_for_simulation() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    live::set_verbosity(i16::from(cli.verbose) - i16::from(cli.quiet));
     match cli.command {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,
@@ -143,5 +155,7 @@ fn main() -> ExitCode {
         Command::Up(args) => report("up", cm::up(args)),
         Command::Audit(args) => report("audit", audit::run(args)),
         Command::Soak(args) => report("soak", soak::run(args)),
+        Command::Completions(args) => report("completions", install::completions::<Cli>(args)),
+        Command::Man(args) => report("man", install::man::<Cli>(args)),
     }
 }

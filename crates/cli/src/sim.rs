@@ -343,14 +343,14 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             });
             report::write_results(&dir, &r)
                 .with_context(|| format!("writing results to {}", dir.display()))?;
-            let plots = report::write_plots(&dir, &r, kind.metrics())?;
+            let plots = report::write_plots(&dir, &r, kind)?;
             if json {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&report::results_json(&r))?
                 );
             } else {
-                print_table(&r);
+                print_table(&r, kind);
                 println!(
                     "results: {}/results.json, results.csv, replications.csv, run.json",
                     dir.display()
@@ -380,7 +380,12 @@ fn si(x: f64) -> String {
     }
 }
 
-fn print_table(r: &RunReport) {
+/// The table `sim run` prints: each metric with its unit, mean, the 95% confidence
+/// half-width and the replications behind it. The name column is as wide as the longest
+/// name (gateway's run to 30 characters); a metric no replication could measure (no
+/// samples: a reverse path with no load, an N_v the sequential manager does not have)
+/// says so instead of printing NaN.
+fn print_table(r: &RunReport, kind: &dyn atmlab_sim::model::ModelKind) {
     let s = &r.scenario;
     let reps = match &s.run.precision {
         Some(p) => format!(
@@ -397,6 +402,22 @@ fn print_table(r: &RunReport) {
         r.points.len(),
         s.run.seed
     );
+    println!(
+        "each metric: mean ± the half-width of its 95% confidence interval, over n replications"
+    );
+    let name_w = r
+        .points
+        .iter()
+        .flat_map(|p| p.metrics.iter().map(|(n, _)| n.len()))
+        .max()
+        .unwrap_or(0);
+    let unit_w = kind
+        .metrics()
+        .iter()
+        .filter_map(|m| kind.metric_unit(m))
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
     for (i, p) in r.points.iter().enumerate() {
         if !p.swept.is_empty() {
             let kv: Vec<String> = p
@@ -407,12 +428,10 @@ fn print_table(r: &RunReport) {
             println!("[{}/{}] {}", i + 1, r.points.len(), kv.join(", "));
         }
         for (name, e) in &p.metrics {
-            let ci = if e.ci95.is_finite() {
-                format!("± {:<12.6}", e.ci95)
-            } else {
-                format!("{:<14}", "(no CI)")
-            };
-            println!("  {name:<20} {:>14.6} {ci} n={}", e.mean, e.n);
+            println!(
+                "  {}",
+                table_row(name, kind.metric_unit(name), e, name_w, unit_w)
+            );
         }
     }
     let eps = r.events as f64 / r.wall_seconds.max(1e-9);
@@ -425,4 +444,24 @@ fn print_table(r: &RunReport) {
         si(eps),
         si(sps)
     );
+}
+
+/// One metric's row of the table (see [`print_table`]).
+fn table_row(
+    name: &str,
+    unit: Option<&str>,
+    e: &atmlab_sim::stats::Estimate,
+    name_w: usize,
+    unit_w: usize,
+) -> String {
+    let unit = unit.unwrap_or("");
+    let value = if !e.mean.is_finite() {
+        // Every replication's value was NaN: nothing was observed to average.
+        format!("{:>14} {:<14}", "no samples", "")
+    } else if e.ci95.is_finite() {
+        format!("{:>14.6} ± {:<12.6}", e.mean, e.ci95)
+    } else {
+        format!("{:>14.6} {:<14}", e.mean, "(no CI)")
+    };
+    format!("{name:<name_w$} {unit:<unit_w$} {value} n={}", e.n)
 }

@@ -235,6 +235,10 @@ pub struct Report {
     pub offered_per_s: f64,
     /// Calls offered.
     pub offered: u64,
+    /// Calls offered per second over the span [`Report::setups_per_s`] is measured on:
+    /// what was offered, where `offered_per_s` is the Poisson process's target (a short
+    /// run at 100/s can draw 112 calls).
+    pub arrived_per_s: f64,
     /// Setups completed per second of the run (from the first arrival to the last setup).
     pub setups_per_s: f64,
     /// Call operations (setups + releases) per second.
@@ -274,6 +278,7 @@ impl Report {
         serde_json::json!({
             "offered_per_s": self.offered_per_s,
             "offered": self.offered,
+            "arrived_per_s": self.arrived_per_s,
             "setups_per_s": self.setups_per_s,
             "operations_per_s": self.operations_per_s,
             "established": self.established,
@@ -456,6 +461,7 @@ pub async fn run<T: CallTarget>(target: T, load: &Load) -> Report {
     Report {
         offered_per_s: load.rate,
         offered,
+        arrived_per_s: offered as f64 / span,
         setups_per_s: c.established as f64 / span,
         operations_per_s: (c.established + c.released) as f64
             / start.elapsed().as_secs_f64().max(1e-9),

@@ -182,8 +182,9 @@ async fn run_on(
             };
             let report = callgen::run(cm.clone(), &load).await;
             say(&format!(
-                "{name:>15} offered {:>8.0}/s: {:>9.0} setups/s, mean {:>8.3} ms, p99 {:>8.3} ms, blocked {}, failed {}",
+                "{name:>15} target {:>6.0}/s, offered {:>8.0}/s: {:>9.0} setups/s, mean {:>8.3} ms, p99 {:>8.3} ms, blocked {}, failed {}",
                 rate,
+                report.arrived_per_s,
                 report.setups_per_s,
                 report.mean_setup_ms,
                 report.p99_setup_ms,

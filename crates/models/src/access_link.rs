@@ -653,6 +653,19 @@ fn parse_mechanism(p: &Params<'_>, cell_time: Duration) -> Result<MechanismSpec,
     Ok(spec)
 }
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("mean_delay", "s"),
+    ("max_jitter", "s"),
+    ("mean_jitter", "s"),
+    ("max_abs_jitter", "s"),
+    ("mean_abs_jitter", "s"),
+    ("mean_occupancy", "cells"),
+    ("mean_occupancy_events", "cells"),
+    ("loss_probability", "ratio"),
+    ("delay_p99", "s"),
+];
+
 impl ModelKind for AccessKind {
     fn name(&self) -> &'static str {
         "access"
@@ -665,6 +678,9 @@ impl ModelKind for AccessKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         crate::batched::check_run(params, run, "access")?;

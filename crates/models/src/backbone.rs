@@ -862,6 +862,20 @@ fn parse_mechanism(p: &Params<'_>) -> Result<BackboneMechanism, SimError> {
     Ok(mech)
 }
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("periphery_loss", "ratio"),
+    ("periphery_lost_per_s", "cells/s"),
+    ("periphery_occupancy", "cells"),
+    ("periphery_delay", "s"),
+    ("internal_loss", "ratio"),
+    ("internal_lost_per_s", "cells/s"),
+    ("internal_occupancy", "cells"),
+    ("internal_delay", "s"),
+    ("delivered_delay", "s"),
+    ("carried_load", "ratio"),
+];
+
 impl ModelKind for BackboneKind {
     fn name(&self) -> &'static str {
         "backbone"
@@ -874,6 +888,9 @@ impl ModelKind for BackboneKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         crate::batched::check_run(params, run, "backbone")?;

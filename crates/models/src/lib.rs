@@ -54,3 +54,22 @@ pub fn model_kind(name: &str) -> Option<&'static dyn ModelKind> {
 
 mod error;
 pub use error::ModelsError;
+
+#[cfg(test)]
+mod tests {
+    /// Every metric of every kind has a unit, so `sim run`'s table and plot axes never
+    /// show a bare number (issue 27, item 5); a metric added without one fails here.
+    #[test]
+    fn every_metric_has_a_unit() {
+        for kind in super::registry() {
+            for m in kind.metrics() {
+                assert!(
+                    kind.metric_unit(m).is_some_and(|u| !u.is_empty()),
+                    "{}: metric {m} has no unit",
+                    kind.name()
+                );
+            }
+            assert_eq!(kind.metric_unit("no_such_metric"), None, "{}", kind.name());
+        }
+    }
+}

@@ -836,6 +836,17 @@ fn parse_capacity(p: &Params<'_>) -> Result<Option<u64>, SimError> {
     }
 }
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("mean_wait", "s"),
+    ("mean_system_time", "s"),
+    ("mean_queue_length", "customers"),
+    ("utilization", "ratio"),
+    ("loss_probability", "ratio"),
+    ("wait_p50", "s"),
+    ("wait_p99", "s"),
+];
+
 impl ModelKind for QueueKind {
     fn name(&self) -> &'static str {
         "queue"
@@ -848,6 +859,9 @@ impl ModelKind for QueueKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(
         &self,

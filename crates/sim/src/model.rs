@@ -72,9 +72,28 @@ pub trait ModelKind: Sync {
     fn parameters(&self) -> &'static [ParamDoc];
     /// Its metrics, by name.
     fn metrics(&self) -> &'static [&'static str];
+    /// The unit of the metric `name` as a person reads it ("s", "cells", "ratio",
+    /// "Mb/s"), shown in `sim run`'s table and on its plots' axes; `None` for a name the
+    /// kind does not define (or a kind that says none).
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        let _ = name;
+        None
+    }
     /// Validates the parameters of one point. The caller then checks for unread keys with
     /// [`Params::finish`].
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError>;
+}
+
+/// Looks `name` up in a model kind's table of metric units: an entry whose name ends in
+/// `*` covers every metric that starts with what precedes it (`nv_cdf_*`).
+pub fn unit_in(units: &[(&'static str, &'static str)], name: &str) -> Option<&'static str> {
+    units.iter().find_map(|&(m, u)| {
+        let hit = match m.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => m == name,
+        };
+        hit.then_some(u)
+    })
 }
 
 /// A replication's overall metrics from its batches: the grand mean of the batch means,

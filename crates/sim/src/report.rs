@@ -18,6 +18,7 @@ use serde_json::{Map, Value as Json, json};
 use toml::{Table, Value};
 
 use crate::SimError;
+use crate::model::ModelKind;
 use crate::runner::{PointResult, RunReport};
 use crate::scenario::{RunLength, Warmup};
 
@@ -295,31 +296,50 @@ pub fn write_results(dir: &Path, r: &RunReport) -> Result<(), SimError> {
 
 /// The numeric value of a swept parameter, for a plot's x axis: a rate, a duration, a bit
 /// rate or a plain number, in SI base units.
-fn sweep_x(v: &Value) -> Option<f64> {
+/// A swept value as a number in base units, with that unit for the axis label ("" for a
+/// plain number): rates per second, durations in seconds, bit rates in b/s.
+fn sweep_x(v: &Value) -> Option<(f64, &'static str)> {
     use crate::scenario::{parse_bit_rate, parse_duration, parse_number, parse_rate};
     parse_number(v)
         .ok()
-        .or_else(|| parse_rate(v).ok())
-        .or_else(|| parse_duration(v).ok().map(|d| d.as_secs_f64()))
-        .or_else(|| parse_bit_rate(v).ok())
+        .map(|x| (x, ""))
+        .or_else(|| parse_rate(v).ok().map(|x| (x, "/s")))
+        .or_else(|| parse_duration(v).ok().map(|d| (d.as_secs_f64(), "s")))
+        .or_else(|| parse_bit_rate(v).ok().map(|x| (x, "b/s")))
+}
+
+/// An axis label: the key, and its unit in parentheses when it has one.
+fn axis_label(key: &str, unit: Option<&str>) -> String {
+    match unit {
+        Some(u) if !u.is_empty() => format!("{key} ({u})"),
+        _ => key.to_owned(),
+    }
 }
 
 /// Writes `<metric>.svg` and `<metric>.png` for each metric against the last swept key (the
 /// one that varies fastest), one series per combination of the other swept keys. Returns
 /// the number of metrics plotted (0 without a sweep, or when the swept values are not
 /// numbers).
-pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize, SimError> {
+/// The axes are labelled with their units: the swept value's (as written in the scenario)
+/// and the metric's ([`ModelKind::metric_unit`]).
+pub fn write_plots(dir: &Path, r: &RunReport, kind: &dyn ModelKind) -> Result<usize, SimError> {
+    let metrics = kind.metrics();
     use crate::plot::{PlotSpec, Series, plot_metric};
     let Some((x_key, _)) = r.scenario.sweep.last() else {
         return Ok(0);
     };
     let mut xs = Vec::with_capacity(r.points.len());
+    let mut x_unit = "";
     for p in &r.points {
         match p.swept.last().and_then(|(_, v)| sweep_x(v)) {
-            Some(x) => xs.push(x),
+            Some((x, u)) => {
+                xs.push(x);
+                x_unit = u;
+            }
             None => return Ok(0),
         }
     }
+    let x_label = axis_label(x_key, Some(x_unit));
     let mut plotted = 0;
     for (mi, m) in metrics.iter().enumerate() {
         let mut series: Vec<Series> = Vec::new();
@@ -354,10 +374,11 @@ pub fn write_plots(dir: &Path, r: &RunReport, metrics: &[&str]) -> Result<usize,
                 r.scenario.model, r.scenario.run.replications
             ),
         };
+        let y_label = axis_label(m, kind.metric_unit(m));
         let spec = PlotSpec {
             title: &title,
-            x_label: x_key,
-            y_label: m,
+            x_label: &x_label,
+            y_label: &y_label,
             log_y: false,
         };
         plot_metric(&dir.join(m), &spec, &series)?;

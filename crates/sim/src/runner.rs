@@ -76,6 +76,9 @@ pub struct RunOptions<'a> {
     pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
 }
 
+/// One point of a sweep: each swept key with its value there.
+type SweepPoint = Vec<(String, Value)>;
+
 /// The prepared model of each point, and the warnings about them.
 pub type PreparedPoints = (Vec<Box<dyn Prepared>>, Vec<String>);
 
@@ -83,22 +86,40 @@ pub type PreparedPoints = (Vec<Box<dyn Prepared>>, Vec<String>);
 /// prepared models and their warnings.
 pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, SimError> {
     let mut prepared = Vec::new();
-    let mut warnings = Vec::new();
-    for point in scn.points() {
-        let table = scn.params_at(&point)?;
+    // Each distinct warning once, with the points it was raised at: a sweep that runs
+    // deliberately past a limit (the gateway's offered load beyond the FDDI ring) says
+    // so in one line, not one line per point.
+    let mut raised: Vec<(String, Vec<SweepPoint>)> = Vec::new();
+    let points = scn.points();
+    for point in &points {
+        let table = scn.params_at(point)?;
         let params = Params::new(&scn.file, &table);
         let p = kind.prepare(&params, &scn.run)?;
         params.finish()?;
         for w in p.warnings() {
-            let at = if point.is_empty() {
-                String::new()
-            } else {
-                format!(" (at {})", describe(&point))
-            };
-            warnings.push(format!("{}: {w}{at}", scn.file));
+            match raised.iter_mut().find(|(t, _)| *t == w) {
+                Some((_, at)) => at.push(point.clone()),
+                None => raised.push((w, vec![point.clone()])),
+            }
         }
         prepared.push(p);
     }
+    let mut warnings: Vec<String> = raised
+        .iter()
+        .map(|(w, at)| {
+            let at = match at.as_slice() {
+                [p] if p.is_empty() => String::new(),
+                [p] => format!(" (at {})", describe(p)),
+                _ => format!(
+                    " (at {} of {} points: {})",
+                    at.len(),
+                    points.len(),
+                    describe_values(at)
+                ),
+            };
+            format!("{}: {w}{at}", scn.file)
+        })
+        .collect();
     if let Some(prec) = &scn.run.precision {
         let known = kind.metrics();
         for m in &prec.metrics {
@@ -131,6 +152,30 @@ fn describe(point: &[(String, Value)]) -> String {
         .map(|(k, v)| format!("{k} = {}", crate::scenario::show(v)))
         .collect();
     kv.join(", ")
+}
+
+/// The swept values a set of points takes, key by key: `k = a, b; l = c`.
+fn describe_values(points: &[SweepPoint]) -> String {
+    let Some(first) = points.first() else {
+        return String::new();
+    };
+    let per_key: Vec<String> = first
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| {
+            let mut seen: Vec<String> = Vec::new();
+            for p in points {
+                if let Some((_, v)) = p.get(i) {
+                    let v = crate::scenario::show(v);
+                    if !seen.contains(&v) {
+                        seen.push(v);
+                    }
+                }
+            }
+            format!("{k} = {}", seen.join(", "))
+        })
+        .collect();
+    per_key.join("; ")
 }
 
 /// Whether the metric tallied in `t` (over the first n replications of a point) is

@@ -23,7 +23,7 @@ fn quick_reproduction_writes_every_figure_with_sane_numbers() {
     let r = crate::common::reproduce_quick("gateway");
     let (out, stdout) = (&r.out, &r.stdout);
     assert!(
-        stdout.contains("events") && stdout.contains("report.md"),
+        stdout.contains("events") && stdout.contains("README.md"),
         "{stdout}"
     );
     let figures = [
@@ -60,7 +60,7 @@ fn quick_reproduction_writes_every_figure_with_sane_numbers() {
         .unwrap();
         assert!(!j["points"].as_array().unwrap().is_empty(), "{e}");
     }
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let report = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(
         report.contains("Figure 23") && report.contains("**Paper:**"),
         "{report}"

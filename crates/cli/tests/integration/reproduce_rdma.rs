@@ -38,8 +38,8 @@ fn reproduce_rdma_quick_verdicts_and_properties() {
     let _cpu = crate::common::heavy_simulation();
     let r = crate::common::reproduce_quick("rdma");
     let out = &r.out;
-    assert!(r.stdout.contains("report.md"));
-    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(r.stdout.contains("README.md"));
+    let md = std::fs::read_to_string(out.join("README.md")).unwrap();
 
     // The report opens with the computed verdicts: every row of verdicts.csv is in it,
     // with the same verdict.

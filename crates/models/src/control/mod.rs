@@ -282,6 +282,28 @@ const PARAMS: &[ParamDoc] = &[
     },
 ];
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("blocking_probability", "ratio"),
+    ("failure_probability", "ratio"),
+    ("mean_setup_latency", "s"),
+    ("p99_setup_latency", "s"),
+    ("p5_setup_latency", "s"),
+    ("p95_setup_latency", "s"),
+    ("setups_per_s", "/s"),
+    ("offered_per_s", "/s"),
+    ("invocations_per_call", "per call"),
+    ("cache_hit_ratio", "ratio"),
+    ("manager_utilisation", "ratio"),
+    ("switch_utilisation", "ratio"),
+    ("nv_mean", "identifiers"),
+    ("nv_dispersion", "ratio"),
+    ("switch_messages_per_call", "per call"),
+    ("nv_arrival_mean", "identifiers"),
+    ("nv_poisson_gap", "probability"),
+    ("nv_cdf_*", "probability"),
+];
+
 impl ModelKind for ControlKind {
     fn name(&self) -> &'static str {
         "control"
@@ -294,6 +316,9 @@ impl ModelKind for ControlKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(&self, p: &Params<'_>, _run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         Ok(Box::new(ControlConfig::from_params(p)?))

@@ -5,7 +5,7 @@
 //! Each experiment runs through the runner (replications on a thread pool, collected by
 //! index: the numbers do not depend on `--threads`); its result files go to
 //! `OUT/<experiment>/`, each figure to `OUT/figNN-<metric>.{png,svg,csv}`, and
-//! `OUT/report.md` opens with the verdict table ([`verdicts()`], computed from the runs'
+//! `OUT/README.md` opens with the verdict table ([`verdicts()`], computed from the runs'
 //! replications, also written as `OUT/verdicts.csv`) and puts the paper's findings beside
 //! ours, with the numbers of every point. The quick form (`--quick`, what CI runs) keeps every figure but runs fewer
 //! points, two short replications each: its numbers show the shape, not the precision.
@@ -238,7 +238,7 @@ pub struct Options<'a> {
 /// What a reproduction produced.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// The report (`report.md`).
+    /// The report (`README.md`).
     pub report: PathBuf,
     /// Every file written.
     pub files: Vec<PathBuf>,
@@ -461,8 +461,8 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
             findings => findings(&reports),
         },
     )?;
-    write(out, "report.md", &text)?;
-    let report = out.join("report.md");
+    write(out, "README.md", &text)?;
+    let report = out.join("README.md");
     files.push(report.clone());
     Ok(Outcome {
         report,

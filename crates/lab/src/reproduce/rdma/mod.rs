@@ -12,7 +12,7 @@
 //! that verdict table; the template's prose explains verdicts, it never sets one.
 //!
 //! What is written into the output directory:
-//! - `report.md`: the verdict table, then each table side by side (paper, then atmlab
+//! - `README.md`: the verdict table, then each table side by side (paper, then atmlab
 //!   mean ± 95% CI, each of the two definitions of jitter and occupancy with the one the
 //!   paper's column is compared with marked), each figure, and the Figure 11 readings;
 //! - `verdicts.csv`; `table1.csv`, `table2.csv`, `table2-frames.csv`: mechanism, metric,
@@ -791,8 +791,8 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
             runs => run_table.markdown(),
         },
     )?;
-    write(out, "report.md", &md)?;
-    let report = out.join("report.md");
+    write(out, "README.md", &md)?;
+    let report = out.join("README.md");
     files.insert(0, report.clone());
     Ok(RdmaReport {
         report,

@@ -820,6 +820,7 @@ pub(crate) mod tests {
         Report {
             offered_per_s: offered,
             offered: 100,
+            arrived_per_s: offered,
             setups_per_s: carried,
             operations_per_s: 2.0 * carried,
             established: 100,

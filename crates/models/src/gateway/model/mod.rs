@@ -307,9 +307,11 @@ impl Prepared for GatewayConfig {
         let mut w = Vec::new();
         let carried = self.offered_load * f64::from(DATA_OCTETS) / f64::from(CELL_OCTETS);
         if carried > self.ring.bit_rate {
+            // The same text at every such point, so that a sweep past the ring's rate
+            // (§6.1's figures go to 140 Mb/s) gives one line (runner::prepare groups
+            // them); the points' offered loads say by how much.
             w.push(format!(
-                "the offered data rate {:.1} Mb/s exceeds the FDDI ring's {:.0} Mb/s: the gateway must lose cells",
-                carried / 1e6,
+                "the offered data rate (45/53 of the offered load) exceeds the FDDI ring's {:.0} Mb/s: the gateway must lose cells",
                 self.ring.bit_rate / 1e6
             ));
         }
@@ -490,6 +492,29 @@ pub fn parse_config(p: &Params<'_>) -> Result<GatewayConfig, SimError> {
     Ok(cfg)
 }
 
+/// The unit of each metric (`sim run`'s table and plot axes; `*` ends a prefix).
+const METRIC_UNITS: &[(&str, &str)] = &[
+    ("offered_load_mbps", "Mb/s"),
+    ("throughput_mbps", "Mb/s"),
+    ("cell_loss_probability", "ratio"),
+    ("frame_loss_probability", "ratio"),
+    ("latency_mean", "s"),
+    ("latency_p99", "s"),
+    ("reassembly_occupancy", "cells"),
+    ("transmit_buffer_occupancy", "frames"),
+    ("atm_fifo_delay", "s"),
+    ("npe_utilization", "ratio"),
+    ("token_rotation_mean", "s"),
+    ("token_rotation_max", "s"),
+    ("token_violations", "rotations"),
+    ("reverse_offered_mbps", "Mb/s"),
+    ("reverse_throughput_mbps", "Mb/s"),
+    ("reverse_frame_loss_probability", "ratio"),
+    ("receive_buffer_occupancy", "frames"),
+    ("receive_buffer_max", "frames"),
+    ("reverse_latency_mean", "s"),
+];
+
 impl ModelKind for GatewayKind {
     fn name(&self) -> &'static str {
         "gateway"
@@ -502,6 +527,9 @@ impl ModelKind for GatewayKind {
     }
     fn metrics(&self) -> &'static [&'static str] {
         METRICS
+    }
+    fn metric_unit(&self, name: &str) -> Option<&'static str> {
+        atmlab_sim::model::unit_in(METRIC_UNITS, name)
     }
     fn prepare(
         &self,
