@@ -235,7 +235,7 @@ impl DataPlane {
         for p in self.ports.iter() {
             switch.set_peer(p.port, describe_binding(p.binding(), &p.socket));
         }
-        switch.set_data_plane(self.clone());
+        switch.set_data_plane(Arc::new(self.clone()));
         let mut set = JoinSet::new();
         for i in 0..self.ports.len() {
             let dp = self.clone();
@@ -431,5 +431,11 @@ fn describe_binding(b: Binding, socket: &UdpSocket) -> String {
                 .map(|a| a.to_string())
                 .unwrap_or_default()
         ),
+    }
+}
+
+impl crate::live::local::HostPorts for DataPlane {
+    fn attach_host(&self, port: PortId, host: SocketAddr, switch: &LocalSwitch) -> bool {
+        DataPlane::attach_host(self, port, host, switch)
     }
 }

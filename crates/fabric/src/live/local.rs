@@ -58,6 +58,15 @@ enum Record {
     Release(u64),
 }
 
+/// What the control path needs of the data plane running a switch's ports: binding a
+/// host port to its host (AttachHost). A trait here, implemented by
+/// [`crate::live::dataplane::DataPlane`], so that the switch does not depend on the data
+/// plane that depends on it.
+pub trait HostPorts: Send + Sync {
+    /// Binds host port `port` to `host`; false if `port` is a trunk to a neighbour.
+    fn attach_host(&self, port: PortId, host: std::net::SocketAddr, switch: &LocalSwitch) -> bool;
+}
+
 struct State {
     switch: Switch,
     journal: Option<Journal>,
@@ -74,7 +83,7 @@ struct Shared {
     /// lock, so a flood of refused datagrams does not contend with the traffic).
     refused: Vec<(AtomicU64, AtomicU64)>,
     /// The data plane running on this switch, for the control path's AttachHost.
-    data_plane: Mutex<Option<crate::live::dataplane::DataPlane>>,
+    data_plane: Mutex<Option<Arc<dyn HostPorts>>>,
     events: broadcast::Sender<SequencedEvent>,
 }
 
@@ -168,7 +177,7 @@ impl LocalSwitch {
 
     /// Tells the switch which data plane runs its ports ([`crate::live::dataplane::DataPlane::spawn`]
     /// does).
-    pub fn set_data_plane(&self, dp: crate::live::dataplane::DataPlane) {
+    pub fn set_data_plane(&self, dp: Arc<dyn HostPorts>) {
         *self
             .shared
             .data_plane
