@@ -113,7 +113,8 @@ pub struct SimInvocations {
     /// Offered calls/s.
     pub rate: f64,
     /// The model's `invocations_per_call`: every exchange once (the client's setup and
-    /// release, the QoS mapper's and route object's queries, each message to a switch).
+    /// release, the route object's query on a miss, each message to a switch; xbind's QoS
+    /// mapper is local).
     pub model_count: Estimate,
     /// Messages to switch servers per call (re-sends included).
     pub switch_messages: Estimate,
@@ -431,7 +432,7 @@ pub fn verdicts(r: &SimDimension, v: &mut Verdicts) {
         );
         c.paper = format!("4(1 + 3/{}) = {}", i.threshold, sig(f));
         c.ours = format!(
-            "{}: 2 x {} client requests + 2 x {} switch messages (formula's part {}); the model's own count, each exchange once and the QoS query included, {}",
+            "{}: 2 x {} client requests + 2 x {} switch messages (formula's part {}); the model's own count, each exchange once, {}",
             show(&i.paper_count),
             sig(i.requests.mean),
             sig(i.switch_messages.mean),
