@@ -84,6 +84,14 @@ fn tonic_defaults_lose_the_connection_under_the_same_stall() {
     // The control: without the limits the same pile-up closes the connection
     // (ENHANCE_YOUR_CALM, "too_many_data_frames") and the calls on it fail. If this ever
     // stops failing, h2 changed, and the settings in `server.rs` deserve another look.
-    let failed = failures_under_a_stall(Server::builder);
-    assert!(failed > 0, "no call failed on tonic's defaults");
+    // The pile-up is a race with the client: on a busy machine one attempt may not
+    // reach h2's budget, so up to three are made; all three passing is the signal.
+    let failed: Vec<usize> = (0..3)
+        .map(|_| failures_under_a_stall(Server::builder))
+        .take_while(|&f| f == 0)
+        .collect();
+    assert!(
+        failed.len() < 3,
+        "no call failed on tonic's defaults in three attempts"
+    );
 }
