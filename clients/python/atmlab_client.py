@@ -124,15 +124,13 @@ class SwitchClient:
     ) -> "SwitchClient":
         """Opens a mutual-TLS channel to `addr` (`host:port`, or `https://host:port`).
 
-        `server_name` overrides the name checked against the server's certificate (its
-        SANs are the switch's name, localhost, 127.0.0.1 and ::1, so an address by IP
-        needs none). `owner` names the reservations this client makes (default: the
-        identity's name).
+        `server_name` is the name checked against the server's certificate: by default
+        `switch.atmlab`, which every switch server of the lab carries (its own is
+        `NAME.switch.atmlab`; pass that to insist on one switch). `owner` names the
+        reservations this client makes (default: the identity's name).
         """
         target = addr.removeprefix("https://")
-        options = []
-        if server_name:
-            options.append(("grpc.ssl_target_name_override", server_name))
+        options = [("grpc.ssl_target_name_override", server_name or "switch.atmlab")]
         channel = grpc.secure_channel(target, credentials(certs, identity, ca), options=options)
         return cls(channel, owner=owner or identity or "python", timeout=timeout)
 

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use atmlab_rpc::tls::{Role, Subject};
 use clap::{Args, Subcommand};
 
 /// `atmlab certs`.
@@ -16,7 +17,7 @@ pub struct CertsArgs {
 
 #[derive(Debug, Subcommand)]
 enum CertsCommand {
-    /// Make a CA and a certificate for each name (switches, managers, clients).
+    /// Make a CA and a certificate for each subject (switches, managers, clients).
     Init {
         /// Where to write ca.pem, ca.key and NAME.pem / NAME.key.
         #[arg(long, default_value = "atmlab-certs")]
@@ -24,40 +25,75 @@ enum CertsCommand {
         /// Replace an existing CA (invalidates every certificate it signed).
         #[arg(long)]
         force: bool,
-        /// Names to certify; "admin" (the default client identity) is always added.
+        /// The role of each NAME given without one.
+        #[arg(long, value_parser = parse_role)]
+        role: Option<Role>,
+        /// Subjects to certify, `ROLE:NAME` or `NAME` with --role; `admin:admin` (the
+        /// default client identity) is always added. Roles: admin, cm (a manager,
+        /// named for its owner), switch, host, names, observer.
         names: Vec<String>,
     },
-    /// Add a certificate signed by an existing CA.
+    /// Add certificates signed by an existing CA.
     Issue {
         /// The CA's directory.
         #[arg(long, default_value = "atmlab-certs")]
         dir: PathBuf,
-        /// Names to certify.
+        /// The role of each NAME given without one: admin (every command), cm (a
+        /// connection manager: switch commands for the owner NAME), switch, host, names
+        /// (read, register their own names), observer (read only).
+        #[arg(long, value_parser = parse_role)]
+        role: Option<Role>,
+        /// Names to certify (`NAME` with --role, or `ROLE:NAME`).
         #[arg(required = true)]
         names: Vec<String>,
     },
 }
 
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse().map_err(|e: atmlab_rpc::RpcError| e.to_string())
+}
+
+/// Each of `names` as a subject: `ROLE:NAME`, or `NAME` with `role`.
+fn subjects(names: &[String], role: Option<Role>) -> Result<Vec<Subject>> {
+    names
+        .iter()
+        .map(|n| match (n.split_once(':'), role) {
+            (Some(_), _) => n.parse::<Subject>().with_context(|| format!("{n:?}")),
+            (None, Some(r)) => Ok(Subject::new(r, n.clone())),
+            (None, None) => bail!(
+                "{n:?} has no role: give --role (admin, cm, switch, host, names, observer) \
+                 or write it as ROLE:NAME"
+            ),
+        })
+        .collect()
+}
+
 /// Runs `atmlab certs`.
 pub fn run(args: CertsArgs) -> Result<ExitCode> {
     match args.command {
-        CertsCommand::Init { dir, force, names } => {
-            let mut all: Vec<&str> = names.iter().map(String::as_str).collect();
-            if !all.contains(&"admin") {
-                all.push("admin");
+        CertsCommand::Init {
+            dir,
+            force,
+            role,
+            names,
+        } => {
+            let mut all = subjects(&names, role)?;
+            let admin = Subject::new(Role::Admin, "admin");
+            if !all.iter().any(|s| s.name == admin.name) {
+                all.push(admin);
             }
             let files = atmlab_rpc::tls::init_certs(&dir, &all, force)
                 .with_context(|| format!("making the lab CA in {}", dir.display()))?;
             println!("CA: {}", dir.join("ca.pem").display());
-            for (name, f) in all.iter().zip(files) {
-                println!("{name}: {} {}", f.cert.display(), f.key.display());
+            for (s, f) in all.iter().zip(files) {
+                println!("{s}: {} {}", f.cert.display(), f.key.display());
             }
         }
-        CertsCommand::Issue { dir, names } => {
-            for name in &names {
-                let f = atmlab_rpc::tls::issue_cert(&dir, name)
-                    .with_context(|| format!("issuing a certificate for {name:?}"))?;
-                println!("{name}: {} {}", f.cert.display(), f.key.display());
+        CertsCommand::Issue { dir, role, names } => {
+            for s in subjects(&names, role)? {
+                let f = atmlab_rpc::tls::issue_cert(&dir, &s)
+                    .with_context(|| format!("issuing a certificate for {s}"))?;
+                println!("{s}: {} {}", f.cert.display(), f.key.display());
             }
         }
     }

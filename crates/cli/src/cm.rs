@@ -312,11 +312,14 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     if options.journal.is_none() {
         options.journal = Some(journals.join("cm.sqlite"));
     }
-    let kind = ManagerKind::Core(args.tuning.config()?, options);
+    let config = args.tuning.config()?;
+    // The manager's certificate names its owner (the switches refuse it any other).
+    let identity = atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Cm, config.owner.clone());
+    let kind = ManagerKind::Core(config, options);
     let spec = LabSpec {
         topology,
         certs: (!args.security.insecure).then(|| args.security.certs.clone()),
-        identity: "cm".into(),
+        identity,
         data_dir: args.data.clone(),
         journals: Some(journals),
     };
@@ -387,9 +390,10 @@ enum CmCommand {
         /// Where the manager's gRPC listens.
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
-        /// Our certificate name.
-        #[arg(long = "as", default_value = "cm")]
-        who: String,
+        /// Our certificate name (default: the owner, as a manager's certificate names
+        /// the owner it acts for).
+        #[arg(long = "as")]
+        who: Option<String>,
         #[command(flatten)]
         security: Security,
     },
@@ -478,6 +482,10 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     };
     shell::init_logging();
     let kind = tuning.kind()?;
+    let who = who.unwrap_or_else(|| match &kind {
+        ManagerKind::Core(c, _) => c.owner.clone(),
+        ManagerKind::Tina(c) => c.owner.clone(),
+    });
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
@@ -584,7 +592,8 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         let id = args.security.identity(&args.who)?;
         let mut targets = Vec::new();
         for cm in &args.cm {
-            let ch = atmlab_rpc::client_channel(cm, id.as_ref())
+            let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
+            let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
                 .await
                 .with_context(|| format!("connecting to the connection manager at {cm}"))?;
             targets.push(RemoteCm::new(ch));

@@ -156,7 +156,8 @@ pub fn describe(i: &pb::ConnectionInfo) -> String {
 
 async fn client(t: &Target) -> Result<ConnectionManagerClient<Channel>> {
     let id = t.security.identity(&t.who)?;
-    let ch = atmlab_rpc::client_channel(&t.cm, id.as_ref())
+    let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
+    let ch = atmlab_rpc::channel_to(&t.cm, id.as_ref(), a_manager)
         .await
         .with_context(|| format!("connecting to the connection manager at {}", t.cm))?;
     Ok(ConnectionManagerClient::new(ch))

@@ -164,7 +164,8 @@ async fn open(a: &Attach, security: &Security) -> Result<(HostPort, VcId)> {
     if let (Some(control), Some(port)) = (&a.control, a.port) {
         let me = host.local_addr().map_err(|e| anyhow!("{e}"))?;
         let id = security.identity(&a.who)?;
-        let ch = atmlab_rpc::client_channel(control, id.as_ref())
+        let a_switch = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch);
+        let ch = atmlab_rpc::channel_to(control, id.as_ref(), a_switch)
             .await
             .with_context(|| format!("connecting to the switch server at {control}"))?;
         GrpcSwitch::new(ch)

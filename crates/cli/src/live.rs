@@ -35,8 +35,10 @@ pub fn load_identity(dir: &Path, name: &str) -> Result<TlsIdentity> {
     let files = TlsFiles::in_dir(dir, name);
     if !files.cert.exists() {
         bail!(
-            "no certificate for {name:?} in {} (make one with `atmlab certs init --dir {} {name}`, \
-             or pass --insecure to run without authentication)",
+            "no certificate for {name:?} in {} (issue one with `atmlab certs issue --dir {} \
+             --role ROLE {name}`, ROLE one of admin, cm (a manager, named for its owner), \
+             switch, host, names, observer; or pass --insecure to run without \
+             authentication)",
             dir.display(),
             dir.display()
         );

@@ -61,9 +61,8 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
             } else {
                 // A lab CA is made on first use, with a certificate for every object.
                 let dir = args.security.certs.clone();
-                let names = t.certificate_names();
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                let made = atmlab_rpc::tls::ensure_certs(&dir, &names)
+                let subjects = atmlab_control::net::certificate_subjects(&t);
+                let made = atmlab_rpc::tls::ensure_certs(&dir, &subjects)
                     .with_context(|| format!("making certificates in {}", dir.display()))?;
                 if made.made_ca {
                     eprintln!("made a lab CA and certificates in {}", dir.display());

@@ -62,9 +62,14 @@ enum SwitchCommand {
         /// Where the proxy's gRPC listens.
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: std::net::SocketAddr,
-        /// Our certificate name (server side and client side).
+        /// Our certificate name towards the switch (a cm or admin certificate: the
+        /// proxy relays commands).
         #[arg(long = "as", default_value = "admin")]
         who: String,
+        /// The switch certificate the proxy serves with (default: that of the switch it
+        /// fronts, by the name the switch gives): its clients expect a switch.
+        #[arg(long)]
+        serve_as: Option<String>,
     },
     /// Offer connection add+delete load to a switch server and report operations/s.
     Bench {
@@ -255,10 +260,25 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     .map_err(|e| anyhow!("release refused: {e}"))?;
                 Ok(ExitCode::SUCCESS)
             }
-            SwitchCommand::Proxy { raw, listen, who } => {
+            SwitchCommand::Proxy { raw, listen, who, serve_as } => {
                 let id = args.security.identity(&who)?;
                 let backend = raw_client(&raw, id.as_ref()).await?;
-                let listener = tokio::net::TcpListener::bind(listen).await?;
+                let id = match (&id, serve_as) {
+                    (None, _) => None,
+                    (Some(_), Some(name)) => args.security.identity(&name)?,
+                    (Some(_), None) => {
+                        use atmlab_fabric::live::backend::SwitchBackend as _;
+                        let fronted = backend
+                            .describe()
+                            .await
+                            .map_err(|e| anyhow!("describing the switch at {raw}: {e}"))?
+                            .name;
+                        args.security.identity(&fronted)?
+                    }
+                };
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("binding the proxy's gRPC listener on {listen}"))?;
                 let scheme = if id.is_some() { "https" } else { "http" };
                 say!("proxy: gRPC {scheme}://{} -> raw {raw}", listener.local_addr()?);
                 let service = atmlab_fabric::live::grpc::SwitchService::new(backend, None);
@@ -273,7 +293,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 let duration = std::time::Duration::from_secs_f64(seconds);
                 let grpc = match &addr {
                     Some(a) => Some(GrpcSwitch::new(
-                        atmlab_rpc::client_channel(a, id.as_ref())
+                        atmlab_rpc::channel_to(a, id.as_ref(), a_switch())
                             .await
                             .with_context(|| format!("connecting to {a}"))?,
                     )),
@@ -342,21 +362,22 @@ async fn raw_client(
     match id {
         None => RawClient::connect(addr).await.map_err(|e| anyhow!("{e}")),
         Some(id) => {
-            let stream = atmlab_rpc::tls::connect(
-                &id.connector()?,
-                addr,
-                atmlab_rpc::tls::DEFAULT_SERVER_NAME,
-            )
-            .await
-            .with_context(|| format!("connecting to the raw interface at {addr}"))?;
+            let stream = atmlab_rpc::tls::connect(&id.connector()?, addr, &a_switch())
+                .await
+                .with_context(|| format!("connecting to the raw interface at {addr}"))?;
             Ok(RawClient::new(stream))
         }
     }
 }
 
+/// What a client given a switch's address by hand expects: any switch server of the lab.
+fn a_switch() -> atmlab_rpc::tls::Expect {
+    atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch)
+}
+
 async fn client(t: &Target, security: &Security) -> Result<GrpcSwitch> {
     let id = security.identity(&t.who)?;
-    let ch = atmlab_rpc::client_channel(&t.addr, id.as_ref())
+    let ch = atmlab_rpc::channel_to(&t.addr, id.as_ref(), a_switch())
         .await
         .with_context(|| format!("connecting to the switch server at {}", t.addr))?;
     Ok(GrpcSwitch::new(ch))

@@ -92,6 +92,20 @@ pub struct NetSecurity {
     pub certs: Option<std::path::PathBuf>,
 }
 
+/// Every certificate a network of `topology` needs, with its role: each switch's
+/// (`switch`), the name service's (`names`) and the operator's (`admin`).
+pub fn certificate_subjects(topology: &Topology) -> Vec<atmlab_rpc::tls::Subject> {
+    use atmlab_rpc::tls::{Role, Subject};
+    let mut v: Vec<Subject> = topology
+        .switches
+        .iter()
+        .map(|s| Subject::new(Role::Switch, s.name.clone()))
+        .collect();
+    v.push(Subject::new(Role::Names, "names"));
+    v.push(Subject::new(Role::Admin, "admin"));
+    v
+}
+
 impl Network {
     /// Starts the network: name service, switch servers, links, registrations. With
     /// certificates, each object uses its own (`NAME.pem`), and the name service's
@@ -189,7 +203,12 @@ impl Network {
             for (p, a) in &sw.ports {
                 obj = obj.with_attribute(format!("port.{}", p.0), format!("udp:{a}"));
             }
-            renewals.push(client.register_and_renew(obj, lease).await?);
+            // Each switch registers (and renews) its own name with its own certificate,
+            // so that it alone holds the entry (issue 24).
+            let own = load(&spec.name)?;
+            let own =
+                NameClient::connect(&format!("{scheme}://{names_addr}"), own.as_ref()).await?;
+            renewals.push(own.register_and_renew(obj, lease).await?);
         }
         for h in &topology.hosts {
             let r = topology.port_ref(&h.at).expect("checked");
@@ -227,11 +246,11 @@ impl Network {
     ) -> Result<Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>, ControlError> {
         let mut clients = Vec::with_capacity(self.switches.len());
         for s in &self.switches {
-            let ch = atmlab_rpc::client_channel(&s.grpc_addr.to_string(), tls).await?;
-            clients.push((
-                s.switch.describe_now().name,
-                atmlab_fabric::live::grpc::GrpcSwitch::new(ch),
-            ));
+            let name = s.switch.describe_now().name;
+            let expect =
+                atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name.as_str());
+            let ch = atmlab_rpc::channel_to(&s.grpc_addr.to_string(), tls, expect).await?;
+            clients.push((name, atmlab_fabric::live::grpc::GrpcSwitch::new(ch)));
         }
         Ok(clients)
     }

@@ -221,14 +221,6 @@ impl Topology {
         Ok(())
     }
 
-    /// Every name that needs a certificate: the switches, the name service, and `admin`.
-    pub fn certificate_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.switches.iter().map(|s| s.name.clone()).collect();
-        v.push("names".into());
-        v.push("admin".into());
-        v
-    }
-
     /// The trunk ports of `switch` (those on a link), which carry NNI headers.
     pub fn trunk_ports(&self, switch: &str) -> BTreeSet<u16> {
         self.links

@@ -138,6 +138,10 @@ pub enum FabricError {
     /// The switch server cannot be reached, or the connection to it broke.
     #[error("switch server unavailable: {0}")]
     Unavailable(String),
+    /// The caller's role or owner does not allow the command (issue 24: roles); the
+    /// text names the caller and what it may do.
+    #[error("{0}")]
+    Forbidden(String),
     /// A raw-protocol frame that cannot be decoded.
     #[error("malformed raw-protocol frame: {0}")]
     Frame(&'static str),
@@ -171,6 +175,8 @@ pub enum ErrorKind {
     Aborted,
     /// UNAVAILABLE (14).
     Unavailable,
+    /// PERMISSION_DENIED (7).
+    PermissionDenied,
 }
 
 impl ErrorKind {
@@ -184,6 +190,7 @@ impl ErrorKind {
             ErrorKind::Aborted => 10,
             ErrorKind::OutOfRange => 11,
             ErrorKind::Unavailable => 14,
+            ErrorKind::PermissionDenied => 7,
         }
     }
 
@@ -192,6 +199,7 @@ impl ErrorKind {
         match code {
             5 => ErrorKind::NotFound,
             6 => ErrorKind::AlreadyExists,
+            7 => ErrorKind::PermissionDenied,
             8 => ErrorKind::ResourceExhausted,
             10 => ErrorKind::Aborted,
             11 => ErrorKind::OutOfRange,
@@ -218,6 +226,7 @@ impl FabricError {
             }
             Aborted => ErrorKind::Aborted,
             Unavailable(_) => ErrorKind::Unavailable,
+            Forbidden(_) => ErrorKind::PermissionDenied,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
             Remote { kind, .. } => *kind,
         }

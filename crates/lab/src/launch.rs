@@ -138,8 +138,9 @@ pub struct LabSpec {
     /// The certificate directory (the CA and any missing certificate are made there on
     /// first use), or `None` for plain text.
     pub certs: Option<PathBuf>,
-    /// The certificate the lab's own clients present (switch clients, route object).
-    pub identity: String,
+    /// The certificate the lab's own clients present (switch clients, route object), by
+    /// role and name: `admin`, or the manager's owner with the role `cm` (`atmlab up`).
+    pub identity: atmlab_rpc::tls::Subject,
     /// Where `net.json` goes (made if missing).
     pub data_dir: PathBuf,
     /// Where each switch server keeps its journal (`NAME.table`, made if missing), so
@@ -155,7 +156,7 @@ impl LabSpec {
         LabSpec {
             topology,
             certs: (!insecure).then(|| data_dir.join("certs")),
-            identity: "admin".into(),
+            identity: atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Admin, "admin"),
             data_dir: data_dir.to_owned(),
             journals: None,
         }
@@ -204,12 +205,11 @@ impl Lab {
     /// every switch server and discovers the route object.
     pub async fn start(spec: LabSpec, say: &mut impl FnMut(&str)) -> Result<Lab, LabError> {
         if let Some(dir) = &spec.certs {
-            let mut names = spec.topology.certificate_names();
-            if !names.contains(&spec.identity) {
-                names.push(spec.identity.clone());
+            let mut subjects = atmlab_control::net::certificate_subjects(&spec.topology);
+            if !subjects.contains(&spec.identity) {
+                subjects.push(spec.identity.clone());
             }
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            atmlab_rpc::tls::ensure_certs(dir, &names)?;
+            atmlab_rpc::tls::ensure_certs(dir, &subjects)?;
         }
         std::fs::create_dir_all(&spec.data_dir)
             .map_err(|e| err("creating the data directory", e))?;
@@ -246,7 +246,7 @@ impl Lab {
             net.names_addr
         ));
         let identity = match &spec.certs {
-            Some(d) => match atmlab_rpc::tls::TlsFiles::in_dir(d, &spec.identity).load() {
+            Some(d) => match atmlab_rpc::tls::TlsFiles::in_dir(d, &spec.identity.name).load() {
                 Ok(id) => Some(id),
                 Err(e) => {
                     net.down().await;

@@ -10,13 +10,14 @@ use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{RpcError, chain};
-use crate::tls::TlsIdentity;
+use crate::tls::{Expect, TlsIdentity};
 
 /// How long a channel waits for the TCP connection (not the RPCs).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An endpoint for `addr`, with TLS from `tls` (client certificate, lab CA, and the
-/// identity's server name, `"localhost"` by default) or plain HTTP/2 when `tls` is `None`.
+/// server the identity expects, [`TlsIdentity::expecting`]) or plain HTTP/2 when `tls` is
+/// `None`.
 ///
 /// `addr` is `host:port`, or a URI whose scheme matches: `https://` with TLS, `http://`
 /// without. `TCP_NODELAY` is on: control messages are small and latency-bound.
@@ -57,7 +58,7 @@ pub fn endpoint(addr: &str, tls: Option<&TlsIdentity>) -> Result<Endpoint, RpcEr
         .initial_connection_window_size(crate::server::CONNECTION_WINDOW);
     match tls {
         Some(identity) => endpoint
-            .tls_config(identity.tonic_client_config())
+            .tls_config(identity.tonic_client_config()?)
             .map_err(|e| invalid(&chain(&e))),
         None => Ok(endpoint),
     }
@@ -75,6 +76,17 @@ pub async fn client_channel(addr: &str, tls: Option<&TlsIdentity>) -> Result<Cha
             addr: addr.to_owned(),
             reason: chain(&e),
         })
+}
+
+/// [`client_channel`] to a server that must prove to be `expect` (one object, or any of
+/// a role) when `tls` is given; plain text ignores it.
+pub async fn channel_to(
+    addr: &str,
+    tls: Option<&TlsIdentity>,
+    expect: Expect,
+) -> Result<Channel, RpcError> {
+    let tls = tls.map(|t| t.expecting(expect));
+    client_channel(addr, tls.as_ref()).await
 }
 
 #[cfg(test)]

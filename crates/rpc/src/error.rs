@@ -53,6 +53,25 @@ pub enum RpcError {
         /// The missing `ca.pem` or `ca.key`.
         path: PathBuf,
     },
+    /// A role that is not one of `admin`, `cm`, `switch`, `host`, `names`, `observer`
+    /// (or a subject without `ROLE:`).
+    #[error(
+        "{role:?} is not a role (expected one of admin, cm, switch, host, names, observer, \
+         as ROLE or ROLE:NAME)"
+    )]
+    InvalidRole {
+        /// What was given (at most 32 characters of it).
+        role: String,
+    },
+    /// A TLS client that was not told which server it expects.
+    #[error(
+        "the TLS identity {} does not say which server it expects (TlsIdentity::expecting)",
+        cert.display()
+    )]
+    NoExpectation {
+        /// The identity's certificate.
+        cert: std::path::PathBuf,
+    },
     /// A certificate name that cannot be a file name and a DNS name.
     #[error("invalid certificate name {name:?}: {reason}")]
     InvalidName {

@@ -12,7 +12,9 @@
 //!   [`tls::TlsIdentity`]), tonic and rustls configurations that require a client
 //!   certificate from the lab CA, and [`tls::incoming`], an accept loop that hands tonic (or
 //!   a raw-TCP protocol) authenticated streams and logs every refused handshake.
-//! - [`client_channel`] / [`endpoint`]: a tonic channel to an address, with or without TLS.
+//! - [`client_channel`] / [`endpoint`] / [`channel_to`]: a tonic channel to an address,
+//!   with or without TLS; under TLS the client says which object or role it expects
+//!   ([`tls::Expect`]), and the server's certificate must carry it ([`tls::Role`]).
 //! - [`serve`]: every control interface's start-up (TLS accept loop, the server
 //!   settings), over [`server()`], a tonic server builder with the HTTP/2 limits every
 //!   control interface shares, so that an overloaded server holds requests back instead
@@ -32,7 +34,7 @@ pub mod probe;
 pub mod server;
 pub mod tls;
 
-pub use client::{client_channel, endpoint};
+pub use client::{channel_to, client_channel, endpoint};
 pub use error::{RpcError, chain as error_chain};
 pub use server::{serve, serve_incoming, server};
 

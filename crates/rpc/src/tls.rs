@@ -37,6 +37,7 @@
 
 mod certs;
 mod incoming;
+mod roles;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -60,15 +61,12 @@ pub use certs::{CA_CERT, CA_KEY, Ensured, ensure_certs, init_certs, issue_cert};
 /// [`TlsIdentity::connector`], for crates that hold them without depending on tokio-rustls.
 pub use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+pub use roles::{Caller, DOMAIN, Expect, PeerIdentity, Role, Subject, identity_of};
+
 pub use incoming::{
     AcceptLimits, Incoming, IncomingStats, LISTEN_BACKLOG, PeerInfo, Refusal, ServerStream,
     grpc_incoming, grpc_incoming_with, incoming, incoming_with, source_key,
 };
-
-/// The name a client expects in a server's certificate unless told otherwise: every
-/// certificate [`init_certs`] makes carries it (and 127.0.0.1 and ::1), so any lab object
-/// on this machine can reach any other by address alone.
-pub const DEFAULT_SERVER_NAME: &str = "localhost";
 
 /// How long a client waits for a server to finish its TLS handshake ([`connect`],
 /// [`TlsIdentity::tonic_client_config`]): long enough for a loaded machine.
@@ -126,7 +124,7 @@ impl TlsFiles {
             ca,
             chain,
             key: Arc::new(key),
-            server_name: DEFAULT_SERVER_NAME.to_owned(),
+            expect: None,
         };
         // Building both configurations checks now, with the file names at hand, what
         // would otherwise fail at the first connection: a key that does not match the
@@ -161,7 +159,7 @@ fn certificates(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>,
 }
 
 /// One object's loaded TLS identity: the lab CA, its certificate chain and its key, and
-/// the server name it expects when it is a client.
+/// the server it expects when it is a client ([`TlsIdentity::expecting`]).
 ///
 /// Cheap to clone (the key is shared). Its `Debug` shows the file names, never the key.
 #[derive(Clone)]
@@ -173,14 +171,14 @@ pub struct TlsIdentity {
     ca: Vec<CertificateDer<'static>>,
     chain: Vec<CertificateDer<'static>>,
     key: Arc<PrivateKeyDer<'static>>,
-    server_name: String,
+    expect: Option<Expect>,
 }
 
 impl fmt::Debug for TlsIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsIdentity")
             .field("files", &self.files)
-            .field("server_name", &self.server_name)
+            .field("expect", &self.expect)
             .finish_non_exhaustive()
     }
 }
@@ -196,17 +194,35 @@ impl TlsIdentity {
         &self.files
     }
 
-    /// The name this identity expects in a server's certificate when it is a client
-    /// ([`DEFAULT_SERVER_NAME`] unless changed).
-    pub fn server_name(&self) -> &str {
-        &self.server_name
+    /// The role and name this identity's own certificate carries (`None` for a
+    /// certificate made before roles).
+    pub fn subject(&self) -> Option<Subject> {
+        self.chain.first().and_then(identity_of)
     }
 
-    /// The same identity, expecting `name` in servers' certificates (for example the
-    /// object name a certificate was issued for, to check the server is that object).
-    pub fn with_server_name(mut self, name: impl Into<String>) -> Self {
-        self.server_name = name.into();
-        self
+    /// What this identity expects of a server when it is a client, if it was told.
+    pub fn expected(&self) -> Option<&Expect> {
+        self.expect.as_ref()
+    }
+
+    /// The DNS name a server's certificate must carry for this client: that of
+    /// [`TlsIdentity::expecting`]. An identity that was not told refuses to connect
+    /// ([`RpcError::NoExpectation`]): there is no server name every object carries.
+    pub fn server_name(&self) -> Result<String, RpcError> {
+        self.expect
+            .as_ref()
+            .map(Expect::dns_name)
+            .ok_or_else(|| RpcError::NoExpectation {
+                cert: self.files.cert.clone(),
+            })
+    }
+
+    /// The same identity, as a client expecting `expect`: one object (a name it
+    /// resolved), or any object of a role (an address it was given).
+    pub fn expecting(&self, expect: Expect) -> Self {
+        let mut id = self.clone();
+        id.expect = Some(expect);
+        id
     }
 
     /// The CA certificates this identity trusts.
@@ -236,12 +252,12 @@ impl TlsIdentity {
 
     /// tonic's client TLS: trust the lab CA only, present this identity's certificate,
     /// and expect [`TlsIdentity::server_name`] in the server's certificate.
-    pub fn tonic_client_config(&self) -> ClientTlsConfig {
-        ClientTlsConfig::new()
+    pub fn tonic_client_config(&self) -> Result<ClientTlsConfig, RpcError> {
+        Ok(ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.ca_pem))
             .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
-            .domain_name(self.server_name.clone())
-            .timeout(HANDSHAKE_TIMEOUT)
+            .domain_name(self.server_name()?)
+            .timeout(HANDSHAKE_TIMEOUT))
     }
 
     fn roots(&self) -> Result<Arc<RootCertStore>, RpcError> {
@@ -354,16 +370,17 @@ pub async fn handshake(
 }
 
 /// Connects to `addr` over TCP (`TCP_NODELAY` on) and runs the client side of a TLS
-/// handshake, expecting `server_name` in the server's certificate
-/// ([`DEFAULT_SERVER_NAME`] for any lab object), within [`HANDSHAKE_TIMEOUT`].
+/// handshake, expecting `expect` of the server's certificate, within
+/// [`HANDSHAKE_TIMEOUT`].
 ///
 /// Under TLS 1.3 a server that refuses this client's certificate is noticed at the first
 /// read, not here (see the module doc).
 pub async fn connect(
     connector: &TlsConnector,
     addr: impl ToSocketAddrs,
-    server_name: &str,
+    expect: &Expect,
 ) -> Result<client::TlsStream<TcpStream>, RpcError> {
+    let server_name = &expect.dns_name();
     let name =
         ServerName::try_from(server_name.to_owned()).map_err(|e| RpcError::InvalidAddress {
             addr: server_name.to_owned(),

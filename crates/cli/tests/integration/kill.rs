@@ -44,7 +44,12 @@ fn commit_request(i: u32) -> pb::Command {
 fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    atmlab_rpc::tls::init_certs(&certs, &["s1", "admin"], false).unwrap();
+    atmlab_rpc::tls::init_certs(
+        &certs,
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "admin:admin"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let config = dir.path().join("s1.toml");
     std::fs::write(
         &config,
@@ -57,7 +62,8 @@ fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
     let (mut child, addr) = serve(&config, &certs);
     let admin = atmlab_rpc::tls::TlsFiles::in_dir(&certs, "admin")
         .load()
-        .unwrap();
+        .unwrap()
+        .expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch));
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (acked, sent): (Vec<u64>, u32) = rt.block_on(async {
@@ -201,7 +207,13 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
 
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    atmlab_rpc::tls::init_certs(&certs, &["s1", "s2", "s3", "admin"], false).unwrap();
+    atmlab_rpc::tls::init_certs(
+        &certs,
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "switch:s2", "switch:s3", "admin:admin"])
+            .unwrap(),
+        false,
+    )
+    .unwrap();
     let file = |name: &str, grpc: &str| {
         let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(
@@ -222,7 +234,8 @@ fn a_switch_killed_mid_burst_leaves_nothing_behind_after_its_restart() {
     let s2_addr = servers[1].2.clone();
     let admin = atmlab_rpc::tls::TlsFiles::in_dir(&certs, "admin")
         .load()
-        .unwrap();
+        .unwrap()
+        .expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch));
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let mut clients = Vec::new();

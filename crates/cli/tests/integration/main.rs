@@ -17,6 +17,7 @@ mod reproduce_gateway;
 mod reproduce_rdma;
 mod reproduce_retina;
 mod reproduce_smds;
+mod roles;
 mod sim;
 mod smds;
 mod tshark;

@@ -130,7 +130,12 @@ impl PyClient {
 /// Lab certificates for `s1` and `admin`, a two-port switch serving them, and the client.
 fn setup(dir: &Path) -> (Server, PyClient, PathBuf) {
     let certs = dir.join("certs");
-    atmlab_rpc::tls::init_certs(&certs, &["s1", "admin"], false).unwrap();
+    atmlab_rpc::tls::init_certs(
+        &certs,
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "admin:admin"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let config = dir.join("s1.toml");
     std::fs::write(
         &config,
@@ -148,7 +153,8 @@ fn setup(dir: &Path) -> (Server, PyClient, PathBuf) {
 fn rust_switch(rt: &tokio::runtime::Runtime, addr: &str, certs: &Path) -> GrpcSwitch {
     let admin = atmlab_rpc::tls::TlsFiles::in_dir(certs, "admin")
         .load()
-        .unwrap();
+        .unwrap()
+        .expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch));
     rt.block_on(async {
         GrpcSwitch::new(
             atmlab_rpc::client_channel(addr, Some(&admin))
@@ -273,7 +279,12 @@ fn a_python_client_without_a_lab_certificate_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, py, certs) = setup(dir.path());
     let other = dir.path().join("other-ca");
-    atmlab_rpc::tls::init_certs(&other, &["admin"], false).unwrap();
+    atmlab_rpc::tls::init_certs(
+        &other,
+        &atmlab_rpc::tls::Subject::list(&["admin:admin"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let c = certs.to_str().unwrap();
     let ca = certs.join("ca.pem");
     let commit = [

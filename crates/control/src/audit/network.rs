@@ -115,13 +115,20 @@ pub async fn audit_network(
     let mut switches = Vec::new();
     for (obj, _) in nc.list(Some(ObjectKind::SwitchServer)).await? {
         let name = obj.name.trim_start_matches("switch/").to_string();
-        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
+        let expect = atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name.as_str());
+        let ch = atmlab_rpc::channel_to(&obj.address, tls, expect).await?;
         switches.push((name, GrpcSwitch::new(ch)));
     }
     let mut calls = Vec::new();
     let mut managers = Vec::new();
     for (obj, _) in nc.list(Some(ObjectKind::ConnectionManager)).await? {
-        let ch = atmlab_rpc::client_channel(&obj.address, tls).await?;
+        // A manager's certificate names its owner, not its registered name.
+        let ch = atmlab_rpc::channel_to(
+            &obj.address,
+            tls,
+            atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm),
+        )
+        .await?;
         let mut c = atmlab_rpc::v1::connection_manager_client::ConnectionManagerClient::new(ch);
         let list = c
             .list_connections(atmlab_rpc::v1::ListCmConnectionsRequest {})

@@ -77,7 +77,8 @@ pub async fn switch_clients(
         if !only.is_empty() && !only.contains(&name) {
             continue;
         }
-        let ch = atmlab_rpc::client_channel(&obj.address, tls)
+        let expect = atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name.as_str());
+        let ch = atmlab_rpc::channel_to(&obj.address, tls, expect)
             .await
             .map_err(|e| ControlError::Serve {
                 what: "the connection manager",
@@ -144,6 +145,34 @@ impl ManagerServer {
         listen: SocketAddr,
         tls: Option<TlsIdentity>,
     ) -> Result<ManagerServer, ControlError> {
+        // A manager acts for the owner its certificate names (issue 24): the switch
+        // servers refuse a `cm` identity any other, so say so now, not at the first call.
+        if let Some(subject) = tls.as_ref().and_then(TlsIdentity::subject) {
+            let owner = match &kind {
+                ManagerKind::Core(c, _) => c.owner.as_str(),
+                ManagerKind::Tina(c) => c.owner.as_str(),
+            };
+            use atmlab_rpc::tls::Role;
+            let refuse = match subject.role {
+                Role::Cm if subject.name != owner => Some(format!(
+                    "its certificate is {subject}, but its owner is {owner:?}: a manager \
+                     acts only for the owner its certificate names (use --owner {:?}, or \
+                     a certificate issued with `atmlab certs issue --role cm {owner}`)",
+                    subject.name
+                )),
+                Role::Cm | Role::Admin => None,
+                _ => Some(format!(
+                    "its certificate is {subject}: only a cm (or admin) certificate may \
+                     run a connection manager"
+                )),
+            };
+            if let Some(reason) = refuse {
+                return Err(ControlError::Serve {
+                    what: "the connection manager",
+                    reason,
+                });
+            }
+        }
         // The port first: a manager that cannot serve must not have audited (and
         // repaired) the switches first.
         let listener = TcpListener::bind(listen)

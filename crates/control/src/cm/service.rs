@@ -207,6 +207,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "set up calls")?;
         let r = r.into_inner();
         if r.destinations.is_empty() {
             return Err(Status::invalid_argument("no destination"));
@@ -240,6 +241,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::DeleteConnectionRequest>,
     ) -> Result<Response<pb::DeleteConnectionReply>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "release calls")?;
         self.handle
             .delete(r.into_inner().id)
             .await
@@ -251,6 +253,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::GetConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&atmlab_rpc::tls::Role::ALL, "read calls")?;
         let id = r.into_inner().id;
         match self.handle.get(id).await {
             Some(i) => Ok(Response::new(pb_info(&i))),
@@ -260,8 +263,9 @@ impl ConnectionManager for CmService {
 
     async fn list_connections(
         &self,
-        _: Request<pb::ListCmConnectionsRequest>,
+        r: Request<pb::ListCmConnectionsRequest>,
     ) -> Result<Response<pb::ListCmConnectionsReply>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&atmlab_rpc::tls::Role::ALL, "list calls")?;
         let v = self.handle.list().await;
         Ok(Response::new(pb::ListCmConnectionsReply {
             connections: v.iter().map(pb_info).collect(),
@@ -270,13 +274,16 @@ impl ConnectionManager for CmService {
 
     async fn get_status(
         &self,
-        _: Request<pb::GetStatusRequest>,
+        r: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::CmStatus>, Status> {
+        atmlab_rpc::tls::Caller::of(&r)
+            .require(&atmlab_rpc::tls::Role::ALL, "read a manager's status")?;
         let s = self.handle.status().await.map_err(|e| call_status(&e))?;
         Ok(Response::new(pb_status(&s)))
     }
 
     async fn tune(&self, r: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "tune a manager")?;
         let r = r.into_inner();
         if !r.adaptive && r.threshold == 0 {
             return Err(Status::invalid_argument("threshold must be at least 1"));
@@ -299,6 +306,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::AddLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "add leaves")?;
         let r = r.into_inner();
         let info = self
             .handle
@@ -312,6 +320,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::DropLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "drop leaves")?;
         let r = r.into_inner();
         let info = self
             .handle
@@ -325,6 +334,7 @@ impl ConnectionManager for CmService {
         &self,
         r: Request<pb::ModifyConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "modify calls")?;
         let r = r.into_inner();
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (traffic, clr) = cv::traffic(cell.traffic.as_ref())

@@ -39,7 +39,12 @@ impl NameClient {
     /// when `tls` is given.
     pub async fn connect(addr: &str, tls: Option<&TlsIdentity>) -> Result<Self, ControlError> {
         Ok(NameClient::new(
-            atmlab_rpc::client_channel(addr, tls).await?,
+            atmlab_rpc::channel_to(
+                addr,
+                tls,
+                atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Names),
+            )
+            .await?,
         ))
     }
 

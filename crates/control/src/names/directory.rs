@@ -80,6 +80,11 @@ pub struct Registration {
     pub lease: Duration,
     /// When the lease lapses unless renewed.
     pub expires: Instant,
+    /// Who registered it, when the service knows (a certificate's role and name, as
+    /// text): while the lease lives, only that holder (or an operator) may replace,
+    /// renew or remove it (issue 24: a host re-registered `switch/s2` at a false address).
+    /// `None` for a registration made in plain text or by an operator.
+    pub holder: Option<String>,
 }
 
 impl Registration {
@@ -154,7 +159,30 @@ impl Directory {
         object: ObjectInfo,
         lease: Option<Duration>,
     ) -> Result<Duration, ControlError> {
+        self.register_held(now, object, lease, None)
+    }
+
+    /// [`Directory::register`] on behalf of `holder` (see [`Registration::holder`]): a
+    /// live registration of the name by another holder is not replaced
+    /// ([`ControlError::Held`]). A `None` holder (an operator) replaces any.
+    pub fn register_held(
+        &mut self,
+        now: Instant,
+        object: ObjectInfo,
+        lease: Option<Duration>,
+        holder: Option<String>,
+    ) -> Result<Duration, ControlError> {
         validate_name(&object.name)?;
+        if let (Some(me), Some(e)) = (&holder, self.entries.get(&object.name))
+            && e.expires > now
+            && let Some(theirs) = &e.holder
+            && theirs != me
+        {
+            return Err(ControlError::Held {
+                name: object.name,
+                holder: theirs.clone(),
+            });
+        }
         validate_object(&object)?;
         if !self.is_live(now, &object.name) && self.entries.len() >= self.config.max_entries {
             // Lapsed entries may be holding the places; free them before refusing.
@@ -177,6 +205,7 @@ impl Directory {
                 object,
                 lease,
                 expires,
+                holder,
             },
         ) {
             self.deadlines.remove(&(old.expires, name.clone()));
@@ -282,6 +311,17 @@ impl Directory {
         object: ObjectInfo,
         lease: Option<Duration>,
     ) -> Result<Duration, ControlError> {
+        self.claim_held(now, object, lease, None)
+    }
+
+    /// [`Directory::claim`] on behalf of `holder` (see [`Directory::register_held`]).
+    pub fn claim_held(
+        &mut self,
+        now: Instant,
+        object: ObjectInfo,
+        lease: Option<Duration>,
+        holder: Option<String>,
+    ) -> Result<Duration, ControlError> {
         if let Some(e) = self.entries.get(&object.name)
             && e.expires > now
             && e.object.address != object.address
@@ -291,7 +331,7 @@ impl Directory {
                 holder: e.object.address.clone(),
             });
         }
-        self.register(now, object, lease)
+        self.register_held(now, object, lease, holder)
     }
 
     fn is_live(&self, now: Instant, name: &str) -> bool {

@@ -7,12 +7,20 @@
 //! messages name the object and what was wrong. A sweeper task removes lapsed
 //! registrations as their leases run out and logs each, so an operator sees a switch
 //! server drop out.
+//!
+//! Who may register what (issue 24: a host's certificate re-registered `switch/s2` at a
+//! false address and unregistered `switch/s3`): each identity only its own names
+//! ([`may_hold`]): a switch `switch/NAME`, a host `host/NAME`, a manager the managers',
+//! route objects' and QoS mappers' names and its own `owner/NAME` claim, a name service
+//! its federation entries; an admin anything; an observer nothing. A live registration
+//! is replaced, renewed or removed only by the identity that made it (or an admin).
+//! Anyone in the lab may resolve and list.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use atmlab_core::time::Duration;
-use atmlab_rpc::tls::{PeerInfo, TlsIdentity};
+use atmlab_rpc::tls::{Caller, PeerInfo, Role, TlsIdentity};
 use atmlab_rpc::v1;
 use atmlab_rpc::v1::name_service_server::{NameService, NameServiceServer};
 use tokio::net::TcpListener;
@@ -151,6 +159,67 @@ fn peer<T>(request: &Request<T>) -> String {
         .map_or_else(|| "?".to_owned(), |a| a.to_string())
 }
 
+/// Whether the identity `id` may hold (register, renew, remove) the name `name` of kind
+/// `kind`; see the module doc. Admins are not asked.
+pub fn may_hold(id: &atmlab_rpc::tls::PeerIdentity, kind: ObjectKind, name: &str) -> bool {
+    let own = |prefix: &str| name.strip_prefix(prefix) == Some(id.name.as_str());
+    match id.role {
+        Role::Admin => true,
+        Role::Switch => kind == ObjectKind::SwitchServer && own("switch/"),
+        Role::Host => kind == ObjectKind::Host && own("host/"),
+        Role::Cm => match kind {
+            ObjectKind::ConnectionManager | ObjectKind::RouteObject | ObjectKind::QosMapper => true,
+            ObjectKind::OwnerClaim => own("owner/"),
+            _ => false,
+        },
+        Role::Names => kind == ObjectKind::NameService,
+        Role::Observer => false,
+    }
+}
+
+/// `Ok` if `caller` may hold `name` of `kind`, else `PermissionDenied` naming both.
+fn check_hold(caller: &Caller, kind: ObjectKind, name: &str, what: &str) -> Result<(), Status> {
+    let allowed = match caller {
+        Caller::Insecure => true,
+        Caller::Known(id) => may_hold(id, kind, name),
+        Caller::Unknown => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(Status::permission_denied(format!(
+            "{caller} may not {what} {:?} ({kind:?}): an identity holds only its own names",
+            name.chars().take(128).collect::<String>()
+        )))
+    }
+}
+
+/// The holder a registration by `caller` records: its identity, except an admin's or a
+/// plain-text caller's (which any rightful holder may replace).
+fn holder_of(caller: &Caller) -> Option<String> {
+    caller
+        .identity()
+        .filter(|id| id.role != Role::Admin)
+        .map(|id| id.to_string())
+}
+
+/// `Ok` if `caller` may renew or remove the live registration `reg`: its holder, an
+/// admin, or (for one an admin made) an identity that may hold the name.
+fn check_holder(caller: &Caller, reg: &Registration, what: &str) -> Result<(), Status> {
+    // `is(&[])`: an admin, or plain text.
+    if caller.is(&[]) {
+        return Ok(());
+    }
+    match (&reg.holder, holder_of(caller)) {
+        (Some(theirs), Some(me)) if *theirs == me => Ok(()),
+        (Some(theirs), _) => Err(Status::permission_denied(format!(
+            "{caller} may not {what} {:?}: it is held by {theirs}",
+            reg.object.name
+        ))),
+        (None, _) => check_hold(caller, reg.object.kind, &reg.object.name, what),
+    }
+}
+
 #[tonic::async_trait]
 impl NameService for NameServiceImpl {
     async fn register(
@@ -158,6 +227,7 @@ impl NameService for NameServiceImpl {
         request: Request<v1::RegisterRequest>,
     ) -> Result<Response<v1::RegisterReply>, Status> {
         let peer = peer(&request);
+        let caller = Caller::of(&request);
         let v1::RegisterRequest {
             object,
             lease_ms,
@@ -172,12 +242,16 @@ impl NameService for NameServiceImpl {
             )));
         };
         let object = object_from_proto(object, kind);
+        check_hold(&caller, object.kind, &object.name, "register")?;
+        let holder = holder_of(&caller);
         let lease = (lease_ms != 0).then(|| Duration::from_millis(lease_ms));
         let now = self.shared.clock.now();
         let granted = if exclusive {
-            self.directory().claim(now, object.clone(), lease)?
+            self.directory()
+                .claim_held(now, object.clone(), lease, holder)?
         } else {
-            self.directory().register(now, object.clone(), lease)?
+            self.directory()
+                .register_held(now, object.clone(), lease, holder)?
         };
         self.shared.registered.notify_one();
         tracing::info!(
@@ -197,9 +271,14 @@ impl NameService for NameServiceImpl {
         &self,
         request: Request<v1::RenewRequest>,
     ) -> Result<Response<v1::RenewReply>, Status> {
+        let caller = Caller::of(&request);
         let name = request.into_inner().name;
         let now = self.shared.clock.now();
-        let granted = self.directory().renew(now, &name)?;
+        let granted = {
+            let mut d = self.directory();
+            check_holder(&caller, d.resolve(now, &name)?, "renew")?;
+            d.renew(now, &name)?
+        };
         // Renewals come every few seconds from every object: debug, not info.
         tracing::debug!(%name, "renewed");
         Ok(Response::new(v1::RenewReply {
@@ -212,9 +291,14 @@ impl NameService for NameServiceImpl {
         request: Request<v1::UnregisterRequest>,
     ) -> Result<Response<v1::UnregisterReply>, Status> {
         let peer = peer(&request);
+        let caller = Caller::of(&request);
         let name = request.into_inner().name;
         let now = self.shared.clock.now();
-        self.directory().unregister(now, &name)?;
+        {
+            let mut d = self.directory();
+            check_holder(&caller, d.resolve(now, &name)?, "unregister")?;
+            d.unregister(now, &name)?;
+        }
         tracing::info!(%name, %peer, "unregistered");
         Ok(Response::new(v1::UnregisterReply {}))
     }
@@ -223,6 +307,7 @@ impl NameService for NameServiceImpl {
         &self,
         request: Request<v1::ResolveRequest>,
     ) -> Result<Response<v1::ObjectRef>, Status> {
+        Caller::of(&request).require(&Role::ALL, "resolve names")?;
         let name = request.into_inner().name;
         let now = self.shared.clock.now();
         let reply = object_to_proto(self.directory().resolve(now, &name)?, now);
@@ -233,6 +318,7 @@ impl NameService for NameServiceImpl {
         &self,
         request: Request<v1::ListRequest>,
     ) -> Result<Response<v1::ListReply>, Status> {
+        Caller::of(&request).require(&Role::ALL, "list names")?;
         let code = request.into_inner().kind;
         let kind = match kind_from_code(code) {
             None => None,

@@ -40,8 +40,11 @@ impl RemoteQosMapper {
     /// Connects to the mapper at `addr` (`host:port` or a URI), with mutual TLS when
     /// `tls` is given.
     pub async fn connect(addr: &str, tls: Option<&TlsIdentity>) -> Result<Self, ControlError> {
+        // The QoS mapper runs beside a connection manager (paper 000 §II-C1), with its
+        // identity.
+        let expect = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
         Ok(RemoteQosMapper::new(
-            atmlab_rpc::client_channel(addr, tls).await?,
+            atmlab_rpc::channel_to(addr, tls, expect).await?,
         ))
     }
 

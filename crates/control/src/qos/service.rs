@@ -48,6 +48,7 @@ impl QosMapperRpc for QosMapperService {
         &self,
         request: tonic::Request<pb::UserQos>,
     ) -> Result<tonic::Response<pb::CellQos>, tonic::Status> {
+        atmlab_rpc::tls::Caller::of(&request).require(&atmlab_rpc::tls::Role::ALL, "map QoS")?;
         let q = user_qos_from_pb(request.get_ref())?;
         let c = self.mapper.map(&q)?;
         Ok(tonic::Response::new(pb_cell_qos(&c)))
@@ -57,6 +58,7 @@ impl QosMapperRpc for QosMapperService {
         &self,
         request: tonic::Request<pb::CellQos>,
     ) -> Result<tonic::Response<pb::UserQos>, tonic::Status> {
+        atmlab_rpc::tls::Caller::of(&request).require(&atmlab_rpc::tls::Role::ALL, "unmap QoS")?;
         let c = cell_qos_from_pb(request.get_ref())?;
         Ok(tonic::Response::new(pb_user_qos(&self.mapper.unmap(&c))))
     }

@@ -51,7 +51,7 @@ pub async fn discover(
         }
         let tls = tls.cloned();
         set.spawn(async move {
-            let described = describe(&object.address, tls.as_ref()).await;
+            let described = describe(&object.address, &name, tls.as_ref()).await;
             (name, object.address, described)
         });
     }
@@ -108,9 +108,12 @@ fn bare(name: &str, prefix: &str) -> String {
 
 async fn describe(
     address: &str,
+    name: &str,
     tls: Option<&TlsIdentity>,
 ) -> Result<atmlab_fabric::live::backend::Description, ControlError> {
-    let channel = atmlab_rpc::client_channel(address, tls).await?;
+    // The switch registered as `name` must hold that switch's certificate.
+    let expect = atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name);
+    let channel = atmlab_rpc::channel_to(address, tls, expect).await?;
     match tokio::time::timeout(DESCRIBE_TIMEOUT, GrpcSwitch::new(channel).describe()).await {
         Ok(d) => Ok(d?),
         Err(_) => Err(ControlError::Call {

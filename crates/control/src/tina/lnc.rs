@@ -318,7 +318,12 @@ async fn connect(
     addr: SocketAddr,
     tls: Option<&TlsIdentity>,
 ) -> Result<ConnectionPerformerClient<Channel>, ControlError> {
-    let ch = atmlab_rpc::client_channel(&addr.to_string(), tls).await?;
+    // Every performer of a deployment serves with the deployment's own identity.
+    let expect = tls.and_then(TlsIdentity::subject).map_or(
+        atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm),
+        atmlab_rpc::tls::Expect::Object,
+    );
+    let ch = atmlab_rpc::channel_to(&addr.to_string(), tls, expect).await?;
     Ok(ConnectionPerformerClient::new(ch))
 }
 

@@ -214,6 +214,12 @@ impl NmlCp {
 impl<M: Machine<Request = SncRequest, Reply = SncReply>> Performer<M> {
     /// One request: converted, run by the core, its answer converted back.
     async fn serve<Q: Wire>(&self, r: Request<Q>) -> Result<Response<Q::Reply>, Status> {
+        // Performers take invocations from their parents (the deployment's own `cm`
+        // identity) and operators only: an SNC operation commits cross-connects.
+        atmlab_rpc::tls::Caller::of(&r).require(
+            &[atmlab_rpc::tls::Role::Cm],
+            "invoke a connection performer",
+        )?;
         let request = r
             .into_inner()
             .into_core()

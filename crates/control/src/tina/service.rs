@@ -37,6 +37,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "set up calls")?;
         let r = r.into_inner();
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (lnc, undo) = (self.lnc.clone(), self.lnc.clone());
@@ -60,6 +61,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::DeleteConnectionRequest>,
     ) -> Result<Response<pb::DeleteConnectionReply>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "release calls")?;
         self.lnc.delete(r.into_inner().id).await?;
         Ok(Response::new(pb::DeleteConnectionReply {}))
     }
@@ -68,6 +70,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::GetConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&atmlab_rpc::tls::Role::ALL, "read calls")?;
         let id = r.into_inner().id;
         self.lnc
             .get(id)
@@ -77,8 +80,9 @@ impl ConnectionManager for TinaService {
 
     async fn list_connections(
         &self,
-        _: Request<pb::ListCmConnectionsRequest>,
+        r: Request<pb::ListCmConnectionsRequest>,
     ) -> Result<Response<pb::ListCmConnectionsReply>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&atmlab_rpc::tls::Role::ALL, "list calls")?;
         Ok(Response::new(pb::ListCmConnectionsReply {
             connections: self.lnc.list(),
         }))
@@ -86,13 +90,16 @@ impl ConnectionManager for TinaService {
 
     async fn get_status(
         &self,
-        _: Request<pb::GetStatusRequest>,
+        r: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::CmStatus>, Status> {
+        atmlab_rpc::tls::Caller::of(&r)
+            .require(&atmlab_rpc::tls::Role::ALL, "read a manager's status")?;
         Ok(Response::new(self.lnc.status()))
     }
 
     /// TINA has no aggregation threshold to tune: the status, unchanged.
-    async fn tune(&self, _: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
+    async fn tune(&self, r: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "tune a manager")?;
         Ok(Response::new(self.lnc.status()))
     }
 
@@ -100,6 +107,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::AddLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "add leaves")?;
         let pb::AddLeafRequest { id, destination } = r.into_inner();
         self.lnc.add_leaf(id, &destination).await.map(Response::new)
     }
@@ -109,6 +117,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::DropLeafRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "drop leaves")?;
         let leaf = r.into_inner();
         let info = self.lnc.drop_leaf(leaf.id, &leaf.destination).await?;
         Ok(Response::new(info))
@@ -118,6 +127,7 @@ impl ConnectionManager for TinaService {
         &self,
         r: Request<pb::ModifyConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "modify calls")?;
         let pb::ModifyConnectionRequest { id, qos, cell_qos } = r.into_inner();
         let cell = resolve_qos(cell_qos.as_ref(), qos.as_ref(), self.mapper.as_ref())?;
         self.lnc.modify(id, cell).await.map(Response::new)

@@ -23,7 +23,12 @@ struct Lab {
 /// A name service with mutual TLS, and a client identity from the same CA.
 async fn lab() -> Lab {
     let dir = tempfile::tempdir().unwrap();
-    tls::init_certs(dir.path(), &["names", "client"], false).unwrap();
+    tls::init_certs(
+        dir.path(),
+        &tls::Subject::list(&["names:names", "admin:client"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let load = |dir: &Path, name| TlsFiles::in_dir(dir, name).load().unwrap();
     let server = load(dir.path(), "names");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -224,7 +229,12 @@ async fn a_forgotten_registration_is_registered_again() {
 async fn a_client_without_a_lab_certificate_is_refused() {
     let lab = lab().await;
     let other = tempfile::tempdir().unwrap();
-    tls::init_certs(other.path(), &["intruder"], false).unwrap();
+    tls::init_certs(
+        other.path(),
+        &tls::Subject::list(&["admin:intruder"]).unwrap(),
+        false,
+    )
+    .unwrap();
     // The intruder trusts our CA (so it would accept our server) but its own certificate
     // comes from another CA.
     let intruder = TlsFiles {
@@ -322,4 +332,141 @@ async fn silent_connections_do_not_delay_a_resolve() {
         "only {} silent connections",
         silent.len()
     );
+}
+
+/// Issue 24: a host's certificate re-registered `switch/s2` at a false address with a
+/// one-hour lease and unregistered `switch/s3`. Now an identity holds only its own names,
+/// and a live entry is renewed or removed only by the identity that made it.
+#[tokio::test]
+async fn an_identity_registers_and_renews_only_its_own_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let subjects = tls::Subject::list(&[
+        "names:names",
+        "switch:s2",
+        "switch:s3",
+        "host:hosta",
+        "cm:cm-xbind",
+        "cm:cm-seq",
+        "observer:watch",
+        "admin:admin",
+    ])
+    .unwrap();
+    tls::init_certs(dir.path(), &subjects, false).unwrap();
+    let load = |name: &str| TlsFiles::in_dir(dir.path(), name).load().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("https://{}", listener.local_addr().unwrap());
+    let server = load("names");
+    let (_shutdown, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        serve_names(listener, Some(server), async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    let as_ = |name: &str| {
+        let (addr, id) = (addr.clone(), load(name));
+        async move { NameClient::connect(&addr, Some(&id)).await.unwrap() }
+    };
+    let (s2, s3, host, xbind, seq, watch, admin) = (
+        as_("s2").await,
+        as_("s3").await,
+        as_("hosta").await,
+        as_("cm-xbind").await,
+        as_("cm-seq").await,
+        as_("watch").await,
+        as_("admin").await,
+    );
+    let hour = Some(Duration::from_secs(3_600));
+    let denied = |r: Result<Duration, ControlError>, what: &str| {
+        let e = r.expect_err(what).to_string();
+        assert!(e.contains("may not"), "{what}: {e}");
+    };
+
+    s2.register(&switch("switch/s2", 5002), None).await.unwrap();
+    s3.register(&switch("switch/s3", 5003), None).await.unwrap();
+    // The hijack: a host, another switch, an observer.
+    denied(
+        host.register(&switch("switch/s2", 6666), hour).await,
+        "host as s2",
+    );
+    denied(
+        s3.register(&switch("switch/s2", 6666), hour).await,
+        "s3 as s2",
+    );
+    denied(
+        watch.register(&switch("switch/w", 6666), hour).await,
+        "observer",
+    );
+    denied(host.renew("switch/s2").await, "host renews s2");
+    let e = host.unregister("switch/s3").await.unwrap_err().to_string();
+    assert!(e.contains("may not"), "{e}");
+    // Each holds its own.
+    host.register(
+        &ObjectInfo::new("host/hosta", ObjectKind::Host, "udp:127.0.0.1:7000"),
+        None,
+    )
+    .await
+    .unwrap();
+    s2.renew("switch/s2").await.unwrap();
+    // A manager registers managers' names and claims only its own owner.
+    let cm = ObjectInfo::new(
+        "cm/xbind",
+        ObjectKind::ConnectionManager,
+        "https://127.0.0.1:1",
+    );
+    xbind.register(&cm, None).await.unwrap();
+    xbind
+        .claim(
+            &ObjectInfo::new(
+                "owner/cm-xbind",
+                ObjectKind::OwnerClaim,
+                "https://127.0.0.1:1",
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    denied(
+        xbind
+            .claim(
+                &ObjectInfo::new(
+                    "owner/cm-seq",
+                    ObjectKind::OwnerClaim,
+                    "https://127.0.0.1:1",
+                ),
+                None,
+            )
+            .await,
+        "a claim on another owner",
+    );
+    // Another manager cannot take over the first one's live entry.
+    let e = seq
+        .register(
+            &ObjectInfo::new(
+                "cm/xbind",
+                ObjectKind::ConnectionManager,
+                "https://127.0.0.1:2",
+            ),
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("held by") && e.contains("cm-xbind"), "{e}");
+    denied(seq.renew("cm/xbind").await, "another manager renews");
+    // Nothing moved: every entry is at the address its holder gave.
+    for (name, at) in [
+        ("switch/s2", "https://127.0.0.1:5002"),
+        ("switch/s3", "https://127.0.0.1:5003"),
+        ("cm/xbind", "https://127.0.0.1:1"),
+    ] {
+        assert_eq!(watch.resolve(name).await.unwrap().0.address, at, "{name}");
+    }
+    // An operator may move anything.
+    admin
+        .register(&switch("switch/s2", 5012), None)
+        .await
+        .unwrap();
+    admin.unregister("switch/s3").await.unwrap();
 }

@@ -42,7 +42,12 @@ fn same(remote: &CellQos, local: &CellQos) {
 #[tokio::test]
 async fn a_remote_mapper_maps_as_the_collocated_one_does() {
     let dir = tempfile::tempdir().unwrap();
-    tls::init_certs(dir.path(), &["qos", "cm"], false).unwrap();
+    tls::init_certs(
+        dir.path(),
+        &tls::Subject::list(&["cm:qos", "cm:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let server_tls = TlsFiles::in_dir(dir.path(), "qos").load().unwrap();
     let client_tls = TlsFiles::in_dir(dir.path(), "cm").load().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -33,9 +33,8 @@ async fn discover_sees_line3_and_the_refresher_follows_allocations() {
     let dir = tempfile::tempdir().unwrap();
     let topo_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
     let topology = Topology::load(&topo_path).unwrap();
-    let names: Vec<String> = topology.certificate_names();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    tls::init_certs(dir.path(), &names, false).unwrap();
+    let subjects = atmlab_control::net::certificate_subjects(&topology);
+    tls::init_certs(dir.path(), &subjects, false).unwrap();
     let security = NetSecurity {
         certs: Some(dir.path().to_path_buf()),
     };
@@ -85,9 +84,10 @@ async fn discover_sees_line3_and_the_refresher_follows_allocations() {
         Duration::from_millis(50),
     );
     let s2 = GrpcSwitch::new(
-        atmlab_rpc::client_channel(
+        atmlab_rpc::channel_to(
             &format!("https://{}", net.switches[1].grpc_addr),
             Some(&admin),
+            tls::Expect::object(tls::Role::Switch, "s2"),
         )
         .await
         .unwrap(),

@@ -65,7 +65,12 @@ async fn start(
 async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_modes() {
     let (net, clients) = crate::common::line3().await;
     let certs = tempfile::tempdir().unwrap();
-    atmlab_rpc::tls::init_certs(certs.path(), &["tina", "client"], false).unwrap();
+    atmlab_rpc::tls::init_certs(
+        certs.path(),
+        &atmlab_rpc::tls::Subject::list(&["cm:tina", "admin:client"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let id = atmlab_rpc::tls::TlsFiles::in_dir(certs.path(), "tina")
         .load()
         .unwrap();

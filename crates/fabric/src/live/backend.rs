@@ -26,4 +26,21 @@ pub trait SwitchBackend: Clone + Send + Sync + 'static {
     fn connections(&self) -> impl Future<Output = Result<Vec<Connection>, FabricError>> + Send;
     /// Every outstanding reservation.
     fn reservations(&self) -> impl Future<Output = Result<Vec<Reservation>, FabricError>> + Send;
+    /// The owner of each of `ids` (`None` for an unknown connection), for the server's
+    /// check that a manager touches only its own connections
+    /// ([`Authorized`](crate::live::authz::Authorized)). By default from
+    /// [`connections`](SwitchBackend::connections); a local switch looks them up.
+    fn owners(
+        &self,
+        ids: Vec<u64>,
+    ) -> impl Future<Output = Result<Vec<Option<String>>, FabricError>> + Send {
+        let this = self.clone();
+        async move {
+            let all = this.connections().await?;
+            Ok(ids
+                .iter()
+                .map(|id| all.iter().find(|c| c.id == *id).map(|c| c.owner.clone()))
+                .collect())
+        }
+    }
 }

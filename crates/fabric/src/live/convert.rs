@@ -475,6 +475,7 @@ pub fn grpc_code(kind: ErrorKind) -> tonic::Code {
         ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
         ErrorKind::Aborted => tonic::Code::Aborted,
         ErrorKind::Unavailable => tonic::Code::Unavailable,
+        ErrorKind::PermissionDenied => tonic::Code::PermissionDenied,
     }
 }
 

@@ -26,6 +26,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::error::FabricError;
+use crate::live::authz::{Authorized, AuthzStats};
 use crate::live::backend::{BatchResult, Description, SwitchBackend};
 use crate::live::convert::{self as cv, status};
 use crate::live::local::{LocalSwitch, SwitchEvent};
@@ -68,6 +69,7 @@ pub struct SwitchService<B: SwitchBackend> {
     /// The switch whose events Watch reports (absent for a proxy).
     events: Option<LocalSwitch>,
     dedup: Arc<Mutex<Dedup>>,
+    authz: Arc<AuthzStats>,
 }
 
 impl<B: SwitchBackend> SwitchService<B> {
@@ -77,7 +79,29 @@ impl<B: SwitchBackend> SwitchService<B> {
             backend,
             events,
             dedup: Arc::new(Mutex::new(Dedup::default())),
+            authz: Arc::default(),
         }
+    }
+
+    /// The same service, counting refused commands into `stats` (shared with the raw-TCP
+    /// port, so one counter tells an operator what was refused).
+    pub fn with_authz(mut self, stats: Arc<AuthzStats>) -> Self {
+        self.authz = stats;
+        self
+    }
+
+    /// Commands refused for the caller's role or owner.
+    pub fn authz_stats(&self) -> Arc<AuthzStats> {
+        self.authz.clone()
+    }
+
+    /// The backend as the caller of `r` may use it.
+    fn as_caller<T>(&self, r: &Request<T>) -> Authorized<B> {
+        Authorized::new(
+            self.backend.clone(),
+            atmlab_rpc::tls::Caller::of(r),
+            self.authz.clone(),
+        )
     }
 
     /// The tonic service, ready for `Server::builder().add_service`.
@@ -85,10 +109,12 @@ impl<B: SwitchBackend> SwitchService<B> {
         SwitchServerServer::new(self)
     }
 
-    async fn one(&self, cmd: Result<Command, FabricError>) -> Result<Reply, Status> {
+    async fn one(
+        backend: &Authorized<B>,
+        cmd: Result<Command, FabricError>,
+    ) -> Result<Reply, Status> {
         let cmd = cmd.map_err(|e| status(&e))?;
-        let mut r = self
-            .backend
+        let mut r = backend
             .execute(vec![cmd], Atomicity::AllOrNothing)
             .await
             .map_err(|e| status(&e))?;
@@ -98,8 +124,19 @@ impl<B: SwitchBackend> SwitchService<B> {
     }
 
     /// One command that arrives in its wire form (AddBranch, DropBranch, Modify).
-    async fn one_op(&self, op: pb::command::Op) -> Result<Reply, Status> {
-        self.one(cv::command(&pb::Command { op: Some(op) })).await
+    async fn one_op<T>(
+        &self,
+        r: Request<T>,
+        op: impl FnOnce(T) -> pb::command::Op,
+    ) -> Result<Reply, Status> {
+        let backend = self.as_caller(&r);
+        Self::one(
+            &backend,
+            cv::command(&pb::Command {
+                op: Some(op(r.into_inner())),
+            }),
+        )
+        .await
     }
 }
 
@@ -109,9 +146,13 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'stati
 impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
     async fn describe(
         &self,
-        _: Request<pb::DescribeRequest>,
+        r: Request<pb::DescribeRequest>,
     ) -> Result<Response<pb::SwitchDescription>, Status> {
-        let d = self.backend.describe().await.map_err(|e| status(&e))?;
+        let d = self
+            .as_caller(&r)
+            .describe()
+            .await
+            .map_err(|e| status(&e))?;
         Ok(Response::new(cv::pb_description(&d)))
     }
 
@@ -119,9 +160,11 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::ReserveRequest>,
     ) -> Result<Response<pb::ReserveReply>, Status> {
-        match self
-            .one(cv::reserve(r.get_ref()).map(Command::Reserve))
-            .await?
+        match Self::one(
+            &self.as_caller(&r),
+            cv::reserve(r.get_ref()).map(Command::Reserve),
+        )
+        .await?
         {
             Reply::Reserved(ids) => Ok(Response::new(pb::ReserveReply {
                 ids: ids.into_iter().map(cv::pb_vc_id).collect(),
@@ -134,8 +177,11 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::UnreserveRequest>,
     ) -> Result<Response<pb::UnreserveReply>, Status> {
-        self.one(cv::unreserve(r.get_ref()).map(Command::Unreserve))
-            .await?;
+        Self::one(
+            &self.as_caller(&r),
+            cv::unreserve(r.get_ref()).map(Command::Unreserve),
+        )
+        .await?;
         Ok(Response::new(pb::UnreserveReply {}))
     }
 
@@ -143,9 +189,11 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::CommitRequest>,
     ) -> Result<Response<pb::CommitReply>, Status> {
-        match self
-            .one(cv::commit(r.get_ref()).map(Command::Commit))
-            .await?
+        match Self::one(
+            &self.as_caller(&r),
+            cv::commit(r.get_ref()).map(Command::Commit),
+        )
+        .await?
         {
             Reply::Committed {
                 connection,
@@ -162,11 +210,15 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseReply>, Status> {
+        let backend = self.as_caller(&r);
         let r = r.get_ref();
-        self.one(Ok(Command::Release(Release {
-            connection: r.connection,
-            keep_reserved: r.keep_reserved,
-        })))
+        Self::one(
+            &backend,
+            Ok(Command::Release(Release {
+                connection: r.connection,
+                keep_reserved: r.keep_reserved,
+            })),
+        )
         .await?;
         Ok(Response::new(pb::ReleaseReply {}))
     }
@@ -175,8 +227,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::AddBranchRequest>,
     ) -> Result<Response<pb::AddBranchReply>, Status> {
-        self.one_op(pb::command::Op::AddBranch(r.into_inner()))
-            .await?;
+        self.one_op(r, pb::command::Op::AddBranch).await?;
         Ok(Response::new(pb::AddBranchReply {}))
     }
 
@@ -184,8 +235,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::DropBranchRequest>,
     ) -> Result<Response<pb::DropBranchReply>, Status> {
-        self.one_op(pb::command::Op::DropBranch(r.into_inner()))
-            .await?;
+        self.one_op(r, pb::command::Op::DropBranch).await?;
         Ok(Response::new(pb::DropBranchReply {}))
     }
 
@@ -193,7 +243,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::ModifyRequest>,
     ) -> Result<Response<pb::ModifyReply>, Status> {
-        self.one_op(pb::command::Op::Modify(r.into_inner())).await?;
+        self.one_op(r, pb::command::Op::Modify).await?;
         Ok(Response::new(pb::ModifyReply {}))
     }
 
@@ -201,6 +251,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::ExecuteReply>, Status> {
+        let backend = self.as_caller(&r);
         let r = r.into_inner();
         let atomicity = match pb::Atomicity::try_from(r.atomicity) {
             Ok(pb::Atomicity::AllOrNothing) => Atomicity::AllOrNothing,
@@ -217,8 +268,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 cv::command(c).map_err(|e| Status::invalid_argument(format!("command {i}: {e}")))
             })
             .collect::<Result<_, _>>()?;
-        let results = self
-            .backend
+        let results = backend
             .execute(cmds, atomicity)
             .await
             .map_err(|e| status(&e))?;
@@ -233,9 +283,9 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<tonic::Streaming<pb::StreamRequest>>,
     ) -> Result<Response<Self::StreamStream>, Status> {
+        let backend = self.as_caller(&r);
         let mut inbound = r.into_inner();
         let (tx, rx) = mpsc::channel::<Result<pb::StreamReply, Status>>(4 * STREAM_BATCH);
-        let backend = self.backend.clone();
         let dedup = self.dedup.clone();
         tokio::spawn(async move {
             let mut batch: Vec<pb::StreamRequest> = Vec::with_capacity(STREAM_BATCH);
@@ -331,9 +381,13 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
 
     async fn list_connections(
         &self,
-        _: Request<pb::ListConnectionsRequest>,
+        r: Request<pb::ListConnectionsRequest>,
     ) -> Result<Response<pb::ListConnectionsReply>, Status> {
-        let v = self.backend.connections().await.map_err(|e| status(&e))?;
+        let v = self
+            .as_caller(&r)
+            .connections()
+            .await
+            .map_err(|e| status(&e))?;
         Ok(Response::new(pb::ListConnectionsReply {
             connections: v.iter().map(cv::pb_connection).collect(),
         }))
@@ -341,9 +395,13 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
 
     async fn list_reservations(
         &self,
-        _: Request<pb::ListReservationsRequest>,
+        r: Request<pb::ListReservationsRequest>,
     ) -> Result<Response<pb::ListReservationsReply>, Status> {
-        let v = self.backend.reservations().await.map_err(|e| status(&e))?;
+        let v = self
+            .as_caller(&r)
+            .reservations()
+            .await
+            .map_err(|e| status(&e))?;
         Ok(Response::new(pb::ListReservationsReply {
             reservations: v.iter().map(cv::pb_reservation).collect(),
         }))
@@ -353,9 +411,10 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         &self,
         r: Request<pb::StatisticsRequest>,
     ) -> Result<Response<pb::StatisticsReply>, Status> {
+        let backend = self.as_caller(&r);
         let want = r.into_inner().connections;
-        let d = self.backend.describe().await.map_err(|e| status(&e))?;
-        let conns = self.backend.connections().await.map_err(|e| status(&e))?;
+        let d = backend.describe().await.map_err(|e| status(&e))?;
+        let conns = backend.connections().await.map_err(|e| status(&e))?;
         for id in &want {
             if !conns.iter().any(|c| c.id == *id) {
                 return Err(status(&FabricError::UnknownConnection(*id)));
@@ -405,6 +464,14 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 "this server fronts a remote switch and has no data plane",
             ));
         };
+        // Binding a host port moves where its cells go: a manager's or an operator's
+        // act, never a host's (a host could take another's port).
+        let caller = atmlab_rpc::tls::Caller::of(&r);
+        if let Err(refused) = caller.require(&[atmlab_rpc::tls::Role::Cm], "attach a host") {
+            let why = FabricError::Forbidden(refused.message().to_owned());
+            self.authz.count(1, &caller, &why);
+            return Err(refused);
+        }
         let r = r.into_inner();
         let port = u16::try_from(r.port)
             .map_err(|_| status(&FabricError::Invalid("a port number is at most 65535")))?;

@@ -403,6 +403,14 @@ impl SwitchBackend for LocalSwitch {
     async fn reservations(&self) -> Result<Vec<Reservation>, FabricError> {
         Ok(self.with_switch(|s| s.reservations()))
     }
+
+    async fn owners(&self, ids: Vec<u64>) -> Result<Vec<Option<String>>, FabricError> {
+        Ok(self.with_switch(|s| {
+            ids.iter()
+                .map(|id| s.connection_owner(*id).map(str::to_owned))
+                .collect()
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! - [`grpc`]: the gRPC SwitchServer and its client; [`convert`]: IDL <-> core.
 //! - [`server`]: a whole switch server process from one configuration file.
 
+pub mod authz;
 pub mod backend;
 pub mod convert;
 pub mod dataplane;
@@ -34,6 +35,7 @@ pub(crate) async fn raw_listen(
     switch: local::LocalSwitch,
     tls: Option<&atmlab_rpc::tls::TlsIdentity>,
     limits: &raw::RawLimits,
+    authz: std::sync::Arc<authz::AuthzStats>,
 ) -> Result<(std::net::SocketAddr, atmlab_rpc::tls::IncomingStats), crate::error::FabricError> {
     use crate::error::FabricError;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -49,7 +51,7 @@ pub(crate) async fn raw_listen(
     let stats = atmlab_rpc::tls::IncomingStats::default();
     let (limits, counted) = (limits.clone(), stats.clone());
     tasks.spawn(async move {
-        raw::run_raw_server(listener, switch, acceptor, &limits, counted).await;
+        raw::run_raw_server(listener, switch, acceptor, &limits, counted, authz).await;
     });
     Ok((local, stats))
 }

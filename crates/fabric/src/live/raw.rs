@@ -39,6 +39,7 @@ use tokio_stream::StreamExt as _;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::error::FabricError;
+use crate::live::authz::{Authorized, AuthzStats};
 use crate::live::backend::{BatchResult, Description, SwitchBackend};
 use crate::raw::{Decoded, FrameDecoder, Message};
 use crate::switch::{Atomicity, Command, Connection, Reservation};
@@ -347,6 +348,7 @@ pub async fn run_raw_listener<B: SwitchBackend>(listener: TcpListener, backend: 
         None,
         &RawLimits::default(),
         IncomingStats::default(),
+        Arc::default(),
     )
     .await
 }
@@ -354,7 +356,9 @@ pub async fn run_raw_listener<B: SwitchBackend>(listener: TcpListener, backend: 
 /// Accepts connections on `listener` (with `tls`, mutual TLS: use
 /// `TlsIdentity::acceptor`) and serves each on its own task under `limits`, counting
 /// refusals into `stats` (readable while it runs), until the future is dropped or its
-/// task aborted, which closes every connection it accepted.
+/// task aborted, which closes every connection it accepted. Each connection's commands
+/// run with its certificate's rights ([`Authorized`]); commands refused for them are
+/// counted in `authz`.
 ///
 /// The accept loop is `atmlab_rpc::tls::incoming_with`: handshakes run concurrently,
 /// each within the time-out, bounded per source address and in all. A connection over
@@ -367,6 +371,7 @@ pub async fn run_raw_server<B: SwitchBackend>(
     tls: Option<TlsAcceptor>,
     limits: &RawLimits,
     stats: IncomingStats,
+    authz: Arc<AuthzStats>,
 ) {
     let local = listener.local_addr().ok();
     let mut incoming = atmlab_rpc::tls::incoming_with(listener, tls, &limits.accept, stats.clone());
@@ -401,7 +406,11 @@ pub async fn run_raw_server<B: SwitchBackend>(
                     );
                     continue;
                 }
-                let backend = backend.clone();
+                // Each connection's commands run with its certificate's rights.
+                let caller = atmlab_rpc::tls::Caller::from_peer(
+                    &tonic::transport::server::Connected::connect_info(&stream),
+                );
+                let backend = Authorized::new(backend.clone(), caller, authz.clone());
                 let stats = stats.clone();
                 let idle = limits.idle_timeout;
                 let span = tracing::info_span!("raw", %peer);

@@ -317,6 +317,8 @@ pub struct RunningSwitch {
     pub grpc_stats: IncomingStats,
     /// The raw-TCP port's counters of refused and idle-closed connections, if enabled.
     pub raw_stats: Option<IncomingStats>,
+    /// Commands refused for the caller's role or owner, on either port.
+    pub authz: std::sync::Arc<crate::live::authz::AuthzStats>,
     tasks: JoinSet<()>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -426,7 +428,8 @@ pub async fn start(
         .map_err(|e| FabricError::Config(format!("switch {}: gRPC TLS: {e}", file.name)))?;
     let grpc_stats = incoming.stats();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let service = SwitchService::new(local.clone(), Some(local.clone()));
+    let authz = std::sync::Arc::<crate::live::authz::AuthzStats>::default();
+    let service = SwitchService::new(local.clone(), Some(local.clone())).with_authz(authz.clone());
     let name = file.name.clone();
     tasks.spawn(async move {
         let shutdown = async {
@@ -438,8 +441,15 @@ pub async fn start(
     });
     let (raw_addr, raw_stats) = match file.raw {
         Some(addr) => {
-            let (at, stats) =
-                crate::live::raw_listen(&mut tasks, addr, local.clone(), tls, &limits).await?;
+            let (at, stats) = crate::live::raw_listen(
+                &mut tasks,
+                addr,
+                local.clone(),
+                tls,
+                &limits,
+                authz.clone(),
+            )
+            .await?;
             (Some(at), Some(stats))
         }
         None => (None, None),
@@ -454,6 +464,7 @@ pub async fn start(
         restored,
         grpc_stats,
         raw_stats,
+        authz,
         tasks,
         shutdown: Some(tx),
     })

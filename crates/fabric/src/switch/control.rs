@@ -67,6 +67,13 @@ impl Switch {
         Ok(self.entry_view(slot as usize))
     }
 
+    /// The owner of connection `id`, without building its whole view (the switch
+    /// server checks it on every release of a caller with the role `cm`).
+    pub fn connection_owner(&self, id: u64) -> Option<&str> {
+        let slot = *self.by_id.get(&id)?;
+        Some(&self.owners[self.slots[slot as usize].as_ref()?.owner as usize])
+    }
+
     /// Every connection, by id.
     pub fn connections(&self) -> Vec<Connection> {
         let mut v: Vec<Connection> = self

@@ -75,10 +75,13 @@ mod live {
         "127.0.0.1:0".parse().expect("literal")
     }
 
-    /// A gRPC client of the switch server at `addr`, with `tls` as its lab identity.
+    /// A gRPC client of the switch server at `addr`, with `tls` as its lab identity
+    /// (expecting any switch).
     pub async fn grpc_client(addr: SocketAddr, tls: Option<&TlsIdentity>) -> GrpcSwitch {
+        let tls =
+            tls.map(|t| t.expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch)));
         GrpcSwitch::new(
-            atmlab_rpc::client_channel(&addr.to_string(), tls)
+            atmlab_rpc::client_channel(&addr.to_string(), tls.as_ref())
                 .await
                 .unwrap(),
         )

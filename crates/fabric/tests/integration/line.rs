@@ -42,8 +42,12 @@ async fn wire(a: &RunningSwitch, pa: u16, b: &RunningSwitch, pb: u16) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_switch_line_carries_1000_frames_and_releases_cleanly() {
     let certs = tempfile::tempdir().unwrap();
-    let files =
-        atmlab_rpc::tls::init_certs(certs.path(), &["s1", "s2", "s3", "cm"], false).unwrap();
+    let files = atmlab_rpc::tls::init_certs(
+        certs.path(),
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "switch:s2", "switch:s3", "cm:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let mut switches = Vec::new();
     for (i, name) in ["s1", "s2", "s3"].iter().enumerate() {
         let id = files[i].load().unwrap();

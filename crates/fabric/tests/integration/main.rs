@@ -20,6 +20,8 @@ mod raw_shell;
 #[cfg(feature = "live")]
 mod refusals;
 #[cfg(feature = "live")]
+mod roles;
+#[cfg(feature = "live")]
 mod services;
 #[cfg(feature = "live")]
 mod upc;

@@ -80,12 +80,20 @@ fn median(calls: &[Duration]) -> Duration {
 async fn silent_connections_do_not_delay_a_switch_servers_describe() {
     let _ = rlimit::increase_nofile_limit(u64::MAX);
     let certs = tempfile::tempdir().unwrap();
-    let files = atmlab_rpc::tls::init_certs(certs.path(), &["s1", "cm"], false).unwrap();
+    let files = atmlab_rpc::tls::init_certs(
+        certs.path(),
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "cm:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let file = ServerFile::parse("name = \"s1\"\n[[ports]]\nid = 0\n", "test").unwrap();
     let sw = server::start(&file, Some(&files[0].load().unwrap()))
         .await
         .unwrap();
-    let client = files[1].load().unwrap();
+    let client = files[1]
+        .load()
+        .unwrap()
+        .expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch));
 
     let quiet = describes(sw.grpc_addr, &client).await;
     let opened = Arc::new(AtomicUsize::new(0));
@@ -130,7 +138,7 @@ async fn raw_server(limits: RawLimits) -> (SocketAddr, IncomingStats, tokio::tas
     let stats = IncomingStats::default();
     let task = tokio::spawn({
         let stats = stats.clone();
-        async move { run_raw_server(listener, switch, None, &limits, stats).await }
+        async move { run_raw_server(listener, switch, None, &limits, stats, Default::default()).await }
     });
     (addr, stats, task)
 }

@@ -56,7 +56,12 @@ async fn state(c: &GrpcSwitch) -> State {
 #[tokio::test]
 async fn every_refusal_gets_its_status_and_changes_nothing() {
     let certs = tempfile::tempdir().unwrap();
-    let files = atmlab_rpc::tls::init_certs(certs.path(), &["s1", "cm"], false).unwrap();
+    let files = atmlab_rpc::tls::init_certs(
+        certs.path(),
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "admin:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let sw = server::start(&file(), Some(&files[0].load().unwrap()))
         .await
         .unwrap();
@@ -217,16 +222,29 @@ async fn every_refusal_gets_its_status_and_changes_nothing() {
 #[tokio::test]
 async fn clients_without_a_lab_certificate_are_refused() {
     let certs = tempfile::tempdir().unwrap();
-    let files = atmlab_rpc::tls::init_certs(certs.path(), &["s1", "cm"], false).unwrap();
+    let files = atmlab_rpc::tls::init_certs(
+        certs.path(),
+        &atmlab_rpc::tls::Subject::list(&["switch:s1", "admin:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let foreign = atmlab_rpc::tls::init_certs(elsewhere.path(), &["cm"], false).unwrap();
+    let foreign = atmlab_rpc::tls::init_certs(
+        elsewhere.path(),
+        &atmlab_rpc::tls::Subject::list(&["admin:cm"]).unwrap(),
+        false,
+    )
+    .unwrap();
     let sw = server::start(&file(), Some(&files[0].load().unwrap()))
         .await
         .unwrap();
     let addr = sw.grpc_addr.to_string();
 
     // A certificate from another CA: the handshake or the first call fails.
-    let foreign_id = foreign[0].load().unwrap();
+    let foreign_id = foreign[0]
+        .load()
+        .unwrap()
+        .expecting(atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch));
     let refused = match atmlab_rpc::client_channel(&addr, Some(&foreign_id)).await {
         Err(_) => true,
         Ok(ch) => GrpcSwitch::new(ch).describe().await.is_err(),

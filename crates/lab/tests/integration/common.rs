@@ -21,7 +21,7 @@ pub async fn lab(file: &str, dir: &Path) -> Lab {
         LabSpec {
             topology,
             certs: None,
-            identity: "admin".into(),
+            identity: atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Admin, "admin"),
             data_dir: dir.to_owned(),
             journals: None,
         },

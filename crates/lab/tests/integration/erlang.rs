@@ -346,7 +346,7 @@ async fn live_blocking_on_a_trunk_of_12_circuits_is_erlang_b() {
         LabSpec {
             topology,
             certs: None,
-            identity: "admin".into(),
+            identity: atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Admin, "admin"),
             data_dir: dir.path().to_owned(),
             journals: None,
         },

@@ -3,9 +3,10 @@
 //! One CA per lab (a directory, `certs/` by convention); one leaf certificate per object
 //! name, valid both as a server and as a client certificate (extended key usages
 //! serverAuth and clientAuth), because every control object is both: a connection
-//! manager serves the call generator and calls the switch servers. Each leaf names the
-//! object and `localhost`, 127.0.0.1 and ::1, so a client on the same machine can verify
-//! any lab server by address alone, or a particular object by its name.
+//! manager serves the call generator and calls the switch servers. Each leaf carries its
+//! [`Subject`] (role and name) as the DNS names `NAME.ROLE.atmlab` and `ROLE.atmlab`
+//! (see [`roles`](super::roles)), and nothing else: no `localhost`, so that no certificate
+//! can pose as another object, and a client says which object or role it expects.
 //!
 //! Keys are ECDSA P-256 (rcgen's default: small, fast to make and to verify); key files
 //! are written with mode 0600 on Unix.
@@ -24,7 +25,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use super::{TlsFiles, provider};
+use super::{Subject, TlsFiles, provider};
 use crate::error::RpcError;
 
 /// The CA certificate's file name in a certificate directory.
@@ -45,16 +46,20 @@ const DAY_SECS: u64 = 86_400;
 const LEAF_DAYS: u64 = 3_650;
 const CA_DAYS: u64 = 7_300;
 
-/// Makes a CA in `dir` (`ca.pem`, `ca.key`) and, for each of `names`, a certificate it
-/// signs (`NAME.pem`, `NAME.key`); returns the files of each name, in order.
+/// Makes a CA in `dir` (`ca.pem`, `ca.key`) and, for each of `subjects`, a certificate it
+/// signs (`NAME.pem`, `NAME.key`); returns the files of each, in order.
 ///
 /// `dir` is created if missing. An existing CA is an error unless `force` is set, because
 /// replacing it invalidates every certificate the old one signed, including ones other
 /// machines hold. Names must be usable as file and DNS names: letters, digits, `-`
 /// and `.`, not starting or ending with `-` or `.`, and not `ca`.
-pub fn init_certs(dir: &Path, names: &[&str], force: bool) -> Result<Vec<TlsFiles>, RpcError> {
-    for name in names {
-        check_name(name)?;
+pub fn init_certs(
+    dir: &Path,
+    subjects: &[Subject],
+    force: bool,
+) -> Result<Vec<TlsFiles>, RpcError> {
+    for s in subjects {
+        check_name(&s.name)?;
     }
     let ca_path = dir.join(CA_CERT);
     if !force && (ca_path.exists() || dir.join(CA_KEY).exists()) {
@@ -80,19 +85,19 @@ pub fn init_certs(dir: &Path, names: &[&str], force: bool) -> Result<Vec<TlsFile
     write_file(&ca_path, &ca_cert.pem(), false)?;
 
     let issuer = Issuer::new(ca_params(&ca_key), ca_key);
-    names
+    subjects
         .iter()
-        .map(|name| write_leaf(dir, name, &issuer))
+        .map(|s| write_leaf(dir, s, &issuer))
         .collect()
 }
 
-/// Issues (or re-issues) the certificate of `name` with the CA already in `dir`, and
+/// Issues (or re-issues) the certificate of `subject` with the CA already in `dir`, and
 /// returns its files. A certificate issued before under the same name stays valid.
 ///
 /// The new certificate is verified against `ca.pem` before this returns, so a `ca.key`
 /// that does not belong to `ca.pem` is reported here, not at the first handshake.
-pub fn issue_cert(dir: &Path, name: &str) -> Result<TlsFiles, RpcError> {
-    check_name(name)?;
+pub fn issue_cert(dir: &Path, subject: &Subject) -> Result<TlsFiles, RpcError> {
+    check_name(&subject.name)?;
     let key_path = dir.join(CA_KEY);
     let key_pem = std::fs::read_to_string(&key_path).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => RpcError::NoCa {
@@ -107,7 +112,7 @@ pub fn issue_cert(dir: &Path, name: &str) -> Result<TlsFiles, RpcError> {
         path: key_path.clone(),
         what: format!("not a usable CA key ({e})"),
     })?;
-    let files = write_leaf(dir, name, &Issuer::new(ca_params(&ca_key), ca_key))?;
+    let files = write_leaf(dir, subject, &Issuer::new(ca_params(&ca_key), ca_key))?;
     verify_leaf(&files)?;
     Ok(files)
 }
@@ -117,13 +122,15 @@ pub fn issue_cert(dir: &Path, name: &str) -> Result<TlsFiles, RpcError> {
 pub struct Ensured {
     /// The CA was made (it was missing).
     pub made_ca: bool,
-    /// Certificates issued (their names were missing).
+    /// Certificates issued (their names were missing, or held another subject or none,
+    /// as certificates made before roles do).
     pub issued: usize,
 }
 
 /// Makes the lab's certificates on first use: the CA in `dir` if it has none (with a
-/// certificate for each of `names`), else a certificate for each of `names` missing
-/// from `dir`, signed by the CA already there. Certificates already present are kept.
+/// certificate for each of `subjects`), else a certificate for each of `subjects` missing
+/// from `dir` or present for another subject (or for none, as before roles), signed by
+/// the CA already there. Certificates already present for their subject are kept.
 ///
 /// Every command that starts lab objects calls this, so "the CA is made if missing" is
 /// one rule in one place.
@@ -132,19 +139,18 @@ pub struct Ensured {
 /// certificate) is refused before anything is written when a certificate is missing,
 /// since nothing could be issued; with every certificate present it is left as it is (an
 /// operator may keep `ca.key` elsewhere once everything is issued).
-pub fn ensure_certs(dir: &Path, names: &[&str]) -> Result<Ensured, RpcError> {
+pub fn ensure_certs(dir: &Path, subjects: &[Subject]) -> Result<Ensured, RpcError> {
     let (ca_cert, ca_key) = (dir.join(CA_CERT), dir.join(CA_KEY));
     if !ca_cert.exists() && !ca_key.exists() {
-        init_certs(dir, names, false)?;
+        init_certs(dir, subjects, false)?;
         return Ok(Ensured {
             made_ca: true,
-            issued: names.len(),
+            issued: subjects.len(),
         });
     }
-    let missing: Vec<&str> = names
+    let missing: Vec<&Subject> = subjects
         .iter()
-        .copied()
-        .filter(|name| !dir.join(format!("{name}.pem")).exists())
+        .filter(|s| subject_in(&dir.join(format!("{}.pem", s.name))).as_ref() != Some(*s))
         .collect();
     if !missing.is_empty() {
         for path in [&ca_cert, &ca_key] {
@@ -153,13 +159,19 @@ pub fn ensure_certs(dir: &Path, names: &[&str]) -> Result<Ensured, RpcError> {
             }
         }
     }
-    for name in &missing {
-        issue_cert(dir, name)?;
+    for s in &missing {
+        issue_cert(dir, s)?;
     }
     Ok(Ensured {
         made_ca: false,
         issued: missing.len(),
     })
+}
+
+/// The subject of the certificate in `path`, if it is readable and has one.
+fn subject_in(path: &Path) -> Option<Subject> {
+    let cert = CertificateDer::from_pem_file(path).ok()?;
+    super::identity_of(&cert)
 }
 
 /// Checks that the leaf in `files` chains to the CA in `files.ca`, as a server would.
@@ -259,19 +271,16 @@ fn ca_params(key: &KeyPair) -> CertificateParams {
     params
 }
 
-fn leaf_params(name: &str) -> Result<CertificateParams, RpcError> {
-    let sans = vec![
-        name.to_owned(),
-        super::DEFAULT_SERVER_NAME.to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
+fn leaf_params(subject: &Subject) -> Result<CertificateParams, RpcError> {
+    // The object's own name first: `identity_of` reads the first `NAME.ROLE.atmlab`.
+    let sans = vec![subject.dns_name(), subject.role.dns_name()];
     let mut params = CertificateParams::new(sans).map_err(|source| RpcError::CertGen {
-        what: format!("the subject names of {name}"),
+        what: format!("the subject names of {subject}"),
         source,
     })?;
     let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, name);
+    dn.push(DnType::CommonName, subject.name.as_str());
+    dn.push(DnType::OrganizationalUnitName, subject.role.as_str());
     dn.push(DnType::OrganizationName, ORGANIZATION);
     params.distinguished_name = dn;
     params.is_ca = IsCa::ExplicitNoCa;
@@ -285,13 +294,18 @@ fn leaf_params(name: &str) -> Result<CertificateParams, RpcError> {
     Ok(params)
 }
 
-fn write_leaf(dir: &Path, name: &str, issuer: &Issuer<'_, KeyPair>) -> Result<TlsFiles, RpcError> {
+fn write_leaf(
+    dir: &Path,
+    subject: &Subject,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<TlsFiles, RpcError> {
+    let name = subject.name.as_str();
     let files = TlsFiles::in_dir(dir, name);
     let key = KeyPair::generate().map_err(|source| RpcError::CertGen {
         what: format!("the key of {name}"),
         source,
     })?;
-    let cert = leaf_params(name)?
+    let cert = leaf_params(subject)?
         .signed_by(&key, issuer)
         .map_err(|source| RpcError::CertGen {
             what: format!("the certificate of {name}"),
@@ -364,6 +378,10 @@ fn civil_from_days(days: u64) -> (i32, u8, u8) {
 mod tests {
     use super::*;
 
+    fn subs(specs: &[&str]) -> Vec<Subject> {
+        Subject::list(specs).unwrap()
+    }
+
     #[test]
     fn civil_dates() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
@@ -387,7 +405,7 @@ mod tests {
     fn ensure_makes_what_is_missing_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let made = ensure_certs(d, &["s1", "admin"]).unwrap();
+        let made = ensure_certs(d, &subs(&["switch:s1", "admin:admin"])).unwrap();
         assert_eq!(
             made,
             Ensured {
@@ -398,7 +416,7 @@ mod tests {
         let ca = std::fs::read(d.join(CA_CERT)).unwrap();
         let s1 = std::fs::read(d.join("s1.pem")).unwrap();
         // A second run with one more name issues that one, from the same CA.
-        let made = ensure_certs(d, &["s1", "admin", "s2"]).unwrap();
+        let made = ensure_certs(d, &subs(&["switch:s1", "admin:admin", "switch:s2"])).unwrap();
         assert_eq!(
             made,
             Ensured {
@@ -411,26 +429,69 @@ mod tests {
         TlsFiles::in_dir(d, "s2").load().unwrap();
         // The CA key kept elsewhere: fine while nothing is missing...
         std::fs::remove_file(d.join(CA_KEY)).unwrap();
-        assert_eq!(ensure_certs(d, &["s1", "s2"]).unwrap().issued, 0);
+        assert_eq!(
+            ensure_certs(d, &subs(&["switch:s1", "switch:s2"]))
+                .unwrap()
+                .issued,
+            0
+        );
         // ...and refused, writing nothing, when something would have to be issued.
-        let e = ensure_certs(d, &["s3"]).unwrap_err();
+        let e = ensure_certs(d, &subs(&["switch:s3"])).unwrap_err();
         assert!(matches!(e, RpcError::NoCa { .. }), "{e}");
         assert!(!d.join("s3.pem").exists() && !d.join("s3.key").exists());
     }
 
     #[test]
+    fn a_certificate_carries_its_role_and_name_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        ensure_certs(d, &subs(&["switch:s1"])).unwrap();
+        let id = TlsFiles::in_dir(d, "s1").load().unwrap();
+        assert_eq!(
+            id.subject(),
+            Some(Subject::new(super::super::Role::Switch, "s1"))
+        );
+        let leaf = id.certificate_chain()[0].clone();
+        let (_, parsed) = x509_parser::parse_x509_certificate(leaf.as_ref()).unwrap();
+        let san = parsed.subject_alternative_name().unwrap().unwrap();
+        let names: Vec<String> = san
+            .value
+            .general_names
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(
+            names,
+            ["DNSName(s1.switch.atmlab)", "DNSName(switch.atmlab)"],
+            "no localhost, no address: a certificate names one object"
+        );
+        // The same name under another role is re-issued (as is one made before roles);
+        // the CA is kept.
+        let ca = std::fs::read(d.join(CA_CERT)).unwrap();
+        let made = ensure_certs(d, &subs(&["host:s1"])).unwrap();
+        assert_eq!(made.issued, 1);
+        let id = TlsFiles::in_dir(d, "s1").load().unwrap();
+        assert_eq!(
+            id.subject(),
+            Some(Subject::new(super::super::Role::Host, "s1"))
+        );
+        assert_eq!(std::fs::read(d.join(CA_CERT)).unwrap(), ca);
+        assert_eq!(ensure_certs(d, &subs(&["host:s1"])).unwrap().issued, 0);
+    }
+
+    #[test]
     fn init_refuses_to_replace_a_ca_without_force() {
         let dir = tempfile::tempdir().unwrap();
-        init_certs(dir.path(), &["a"], false).unwrap();
+        init_certs(dir.path(), &subs(&["switch:a"]), false).unwrap();
         let before = std::fs::read(dir.path().join(CA_CERT)).unwrap();
-        let e = init_certs(dir.path(), &["b"], false).unwrap_err();
+        let e = init_certs(dir.path(), &subs(&["switch:b"]), false).unwrap_err();
         assert!(matches!(e, RpcError::CaExists { .. }), "{e}");
         assert!(
             !dir.path().join("b.pem").exists(),
             "a refused init wrote a leaf"
         );
         assert_eq!(std::fs::read(dir.path().join(CA_CERT)).unwrap(), before);
-        init_certs(dir.path(), &["b"], true).unwrap();
+        init_certs(dir.path(), &subs(&["switch:b"]), true).unwrap();
         assert_ne!(std::fs::read(dir.path().join(CA_CERT)).unwrap(), before);
     }
 
@@ -439,7 +500,7 @@ mod tests {
     fn keys_are_private() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
-        let files = init_certs(dir.path(), &["a"], false).unwrap();
+        let files = init_certs(dir.path(), &subs(&["switch:a"]), false).unwrap();
         for key in [dir.path().join(CA_KEY), files[0].key.clone()] {
             let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", key.display());
@@ -455,28 +516,31 @@ mod tests {
     #[test]
     fn issued_certificates_load_and_chain() {
         let dir = tempfile::tempdir().unwrap();
-        let files = init_certs(dir.path(), &["s1", "cm"], false).unwrap();
+        let files = init_certs(dir.path(), &subs(&["switch:s1", "cm:cm"]), false).unwrap();
         assert_eq!(files[1], TlsFiles::in_dir(dir.path(), "cm"));
         for f in &files {
             verify_leaf(f).unwrap();
             f.load().unwrap();
         }
-        let extra = issue_cert(dir.path(), "s2").unwrap();
+        let extra =
+            issue_cert(dir.path(), &Subject::new(super::super::Role::Switch, "s2")).unwrap();
         extra.load().unwrap();
     }
 
     #[test]
     fn issue_without_ca_or_with_a_foreign_key_fails_clearly() {
         let dir = tempfile::tempdir().unwrap();
-        let e = issue_cert(dir.path(), "s1").unwrap_err();
+        let e =
+            issue_cert(dir.path(), &Subject::new(super::super::Role::Switch, "s1")).unwrap_err();
         assert!(matches!(e, RpcError::NoCa { .. }), "{e}");
 
         // A ca.key from another lab beside this lab's ca.pem: caught at issue time.
         let other = tempfile::tempdir().unwrap();
-        init_certs(dir.path(), &[], false).unwrap();
-        init_certs(other.path(), &[], false).unwrap();
+        init_certs(dir.path(), &subs(&[]), false).unwrap();
+        init_certs(other.path(), &subs(&[]), false).unwrap();
         std::fs::copy(other.path().join(CA_KEY), dir.path().join(CA_KEY)).unwrap();
-        let e = issue_cert(dir.path(), "s1").unwrap_err();
+        let e =
+            issue_cert(dir.path(), &Subject::new(super::super::Role::Switch, "s1")).unwrap_err();
         assert!(e.to_string().contains("does not verify"), "{e}");
     }
 }

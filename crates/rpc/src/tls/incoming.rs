@@ -584,6 +584,9 @@ pub struct PeerInfo {
     pub local_addr: Option<SocketAddr>,
     /// The caller's certificate chain (its own first), under TLS.
     pub certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
+    /// The role and name the caller's certificate carries (under TLS; `None` for a
+    /// certificate without a role). Read it through [`Caller`](super::Caller).
+    pub identity: Option<super::PeerIdentity>,
 }
 
 impl ServerStream {
@@ -616,6 +619,10 @@ impl tonic::transport::server::Connected for ServerStream {
             remote_addr: self.tcp().peer_addr().ok(),
             local_addr: self.tcp().local_addr().ok(),
             certificates: self.peer_certificates().map(|c| Arc::new(c.to_vec())),
+            identity: self
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(super::identity_of),
         }
     }
 }

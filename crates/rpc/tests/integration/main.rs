@@ -54,22 +54,37 @@ struct Labs {
     ca_pem: Vec<u8>,
 }
 
+fn subjects(specs: &[&str]) -> Vec<tls::Subject> {
+    tls::Subject::list(specs).unwrap()
+}
+
+/// What the clients expect of the server: the name service.
+fn names() -> tls::Expect {
+    tls::Expect::Role(tls::Role::Names)
+}
+
 fn labs() -> Labs {
     let ours = tempfile::tempdir().unwrap();
     let theirs = tempfile::tempdir().unwrap();
-    tls::init_certs(ours.path(), &["names", "client"], false).unwrap();
-    tls::init_certs(theirs.path(), &["client"], false).unwrap();
+    tls::init_certs(
+        ours.path(),
+        &subjects(&["names:names", "admin:client"]),
+        false,
+    )
+    .unwrap();
+    tls::init_certs(theirs.path(), &subjects(&["admin:client"]), false).unwrap();
     let load = |dir: &Path, name| TlsFiles::in_dir(dir, name).load().unwrap();
     let rogue = TlsFiles {
         ca: ours.path().join(tls::CA_CERT),
         ..TlsFiles::in_dir(theirs.path(), "client")
     }
     .load()
-    .unwrap();
+    .unwrap()
+    .expecting(names());
     Labs {
         server: load(ours.path(), "names"),
-        client: load(ours.path(), "client"),
-        foreign: load(theirs.path(), "client"),
+        client: load(ours.path(), "client").expecting(names()),
+        foreign: load(theirs.path(), "client").expecting(names()),
         rogue,
         ca_pem: std::fs::read(ours.path().join(tls::CA_CERT)).unwrap(),
         _dirs: (ours, theirs),
@@ -116,10 +131,15 @@ impl NameService for Echo {
             .get::<PeerInfo>()
             .cloned()
             .ok_or_else(|| Status::internal("no PeerInfo"))?;
+        let caller = atmlab_rpc::tls::Caller::of(&request).to_string();
         let certs = peer.certificates.map_or(0, |c| c.len());
         Ok(Response::new(ObjectRef {
             name: request.into_inner().name,
-            attributes: [("peer_certs".to_owned(), certs.to_string())].into(),
+            attributes: [
+                ("peer_certs".to_owned(), certs.to_string()),
+                ("caller".to_owned(), caller),
+            ]
+            .into(),
             ..Default::default()
         }))
     }
@@ -177,6 +197,7 @@ async fn grpc_admits_only_the_labs_certificates() {
     let reply = resolve(with_tls(addr, &labs.client)).await.unwrap();
     assert_eq!(reply.name, "x");
     assert_eq!(reply.attributes["peer_certs"], "1");
+    assert_eq!(reply.attributes["caller"], "admin \"client\"");
     // client_channel is the short way to the same.
     let channel = client_channel(&format!("https://{addr}"), Some(&labs.client))
         .await
@@ -192,7 +213,7 @@ async fn grpc_admits_only_the_labs_certificates() {
         .tls_config(
             ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(&labs.ca_pem))
-                .domain_name("localhost"),
+                .domain_name("names.atmlab"),
         )
         .map_err(|e| e.to_string());
     let e = resolve(no_cert).await.unwrap_err();
@@ -278,7 +299,7 @@ async fn raw_accept_refuses_with_the_reason() {
     });
 
     // Valid: a round trip.
-    let mut stream = tls::connect(&labs.client.connector().unwrap(), addr, "localhost")
+    let mut stream = tls::connect(&labs.client.connector().unwrap(), addr, &names())
         .await
         .unwrap();
     stream.write_all(b"ping").await.unwrap();
@@ -293,7 +314,7 @@ async fn raw_accept_refuses_with_the_reason() {
     for (connector, reason) in [(no_cert, "no certificates"), (rogue, "UnknownIssuer")] {
         // Under TLS 1.3 the client may finish its side before the server refuses; the
         // refusal then shows at its first read.
-        if let Ok(mut stream) = tls::connect(&connector, addr, "localhost").await {
+        if let Ok(mut stream) = tls::connect(&connector, addr, &names()).await {
             let _ = stream.write_all(b"ping").await;
             let mut buf = Vec::new();
             assert!(
@@ -319,7 +340,7 @@ async fn raw_incoming_skips_refused_and_stalled_handshakes() {
     let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
     // ...and one that fails its handshake...
     let rogue = labs.rogue.connector().unwrap();
-    if let Ok(mut s) = tls::connect(&rogue, addr, "localhost").await {
+    if let Ok(mut s) = tls::connect(&rogue, addr, &names()).await {
         let _ = s.read_to_end(&mut Vec::new()).await;
     }
     // ...neither of which keeps a valid client waiting: it is served while the silent
@@ -327,7 +348,7 @@ async fn raw_incoming_skips_refused_and_stalled_handshakes() {
     let client = tokio::spawn({
         let connector = labs.client.connector().unwrap();
         async move {
-            let mut s = tls::connect(&connector, addr, "localhost").await.unwrap();
+            let mut s = tls::connect(&connector, addr, &names()).await.unwrap();
             s.write_all(b"ping").await.unwrap();
             let mut buf = [0u8; 4];
             s.read_exact(&mut buf).await.unwrap();
@@ -356,7 +377,7 @@ async fn raw_incoming_skips_refused_and_stalled_handshakes() {
 #[test]
 fn loading_names_the_file_at_fault() {
     let dir = tempfile::tempdir().unwrap();
-    tls::init_certs(dir.path(), &["a", "b"], false).unwrap();
+    tls::init_certs(dir.path(), &subjects(&["host:a", "host:b"]), false).unwrap();
     // The key of b with the certificate of a.
     let mixed = TlsFiles {
         key: dir.path().join("b.key"),
@@ -473,4 +494,45 @@ async fn refusals_are_summarized_at_warn_with_address_and_last_reason() {
         "{lines:?}"
     );
     assert!(lines[0].contains("UnknownIssuer"), "{lines:?}");
+}
+
+/// Issue 24: "every certificate has SAN localhost and clients verify localhost, so any
+/// certificate can pose as any server". A client that expects one object (or a role)
+/// refuses a server holding another's certificate, though the lab CA signed both.
+#[tokio::test]
+async fn a_server_with_another_objects_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    tls::init_certs(
+        dir.path(),
+        &subjects(&["switch:s2", "switch:s3", "host:h", "admin:admin"]),
+        false,
+    )
+    .unwrap();
+    let load = |name| TlsFiles::in_dir(dir.path(), name).load().unwrap();
+    // The server is s3.
+    let (addr, _) = grpc_server(Some(&load("s3"))).await;
+    let admin = load("admin");
+    let expect = |e: tls::Expect| with_tls(addr, &admin.expecting(e));
+    // Expecting s3, or any switch: served.
+    resolve(expect(tls::Expect::object(tls::Role::Switch, "s3")))
+        .await
+        .unwrap();
+    resolve(expect(tls::Expect::Role(tls::Role::Switch)))
+        .await
+        .unwrap();
+    // Expecting s2 (the name the client resolved), or a name service: refused.
+    for e in [
+        tls::Expect::object(tls::Role::Switch, "s2"),
+        tls::Expect::object(tls::Role::Host, "s3"),
+        tls::Expect::Role(tls::Role::Names),
+    ] {
+        let err = resolve(expect(e.clone())).await.unwrap_err();
+        assert!(
+            err.contains("NotValidForName") || err.contains("not valid for"),
+            "{e}: {err}"
+        );
+    }
+    // An identity that says nothing of what it expects does not connect at all.
+    let e = atmlab_rpc::endpoint(&addr.to_string(), Some(&admin)).unwrap_err();
+    assert!(matches!(e, RpcError::NoExpectation { .. }), "{e}");
 }

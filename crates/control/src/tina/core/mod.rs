@@ -364,6 +364,7 @@ impl SncError {
             F::InvalidArgument => ErrorKind::InvalidArgument,
             F::Aborted => ErrorKind::Aborted,
             F::Unavailable => ErrorKind::Unavailable,
+            F::PermissionDenied => ErrorKind::Other(7),
         }
     }
 }

@@ -341,13 +341,23 @@ pub async fn run(
     Ok(results)
 }
 
-fn identity(opts: &RetinaOptions, name: &str) -> Result<Option<TlsIdentity>, LabError> {
+fn identity(
+    opts: &RetinaOptions,
+    role: atmlab_rpc::tls::Role,
+    name: &str,
+) -> Result<Option<TlsIdentity>, LabError> {
     if opts.insecure {
         return Ok(None);
     }
     let dir = opts.data_dir.join("certs");
-    atmlab_rpc::tls::ensure_certs(&dir, &[name])?;
+    atmlab_rpc::tls::ensure_certs(&dir, &[atmlab_rpc::tls::Subject::new(role, name)])?;
     Ok(Some(atmlab_rpc::tls::TlsFiles::in_dir(&dir, name).load()?))
+}
+
+/// What the §3 clients expect of the server they measure: a switch server (s1, or the
+/// proxy in front of it, which serves with s1's certificate).
+fn a_switch() -> atmlab_rpc::tls::Expect {
+    atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch)
 }
 
 async fn run_on(
@@ -355,7 +365,8 @@ async fn run_on(
     lab: &Lab,
     say: &mut impl FnMut(&str),
 ) -> Result<RetinaResults, LabError> {
-    let tina_id = identity(opts, "tina")?;
+    // The TINA deployment is a manager: the role cm, named for its owner.
+    let tina_id = identity(opts, atmlab_rpc::tls::Role::Cm, "tina")?;
     let mut setup = Vec::new();
     let all: Vec<usize> = (1..=MAX_PATH).collect();
     // The headline sweep: the machine as it is, nothing injected; then the emulation of
@@ -733,13 +744,13 @@ async fn switch_interfaces(
     n: u64,
     say: &mut impl FnMut(&str),
 ) -> Result<Vec<InterfaceRow>, LabError> {
-    let admin = identity(opts, "admin")?;
+    let admin = identity(opts, atmlab_rpc::tls::Role::Admin, "admin")?;
     let tls = admin.is_some();
     let sw = &lab.net.switches[0];
     let mut rows = Vec::new();
     // gRPC, the ORB.
     let grpc = GrpcSwitch::new(
-        atmlab_rpc::client_channel(&sw.grpc_addr.to_string(), admin.as_ref()).await?,
+        atmlab_rpc::channel_to(&sw.grpc_addr.to_string(), admin.as_ref(), a_switch()).await?,
     );
     pairs_over(&grpc, 10).await?;
     rows.push(row(GRPC, tls, 2, &pairs_over(&grpc, n).await?));
@@ -757,7 +768,12 @@ async fn switch_interfaces(
     let proxy_addr = listener.local_addr().map_err(|e| err("the proxy", e))?;
     let upstream = raw_client(raw_addr, admin.as_ref()).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let proxy_tls = admin.clone();
+    // The proxy fronts s1, and serves as s1.
+    let proxy_tls = identity(
+        opts,
+        atmlab_rpc::tls::Role::Switch,
+        &sw.switch.describe_now().name,
+    )?;
     let proxy = tokio::spawn(async move {
         atmlab_fabric::live::grpc::serve(
             listener,
@@ -769,8 +785,9 @@ async fn switch_interfaces(
         )
         .await
     });
-    let via_proxy =
-        GrpcSwitch::new(atmlab_rpc::client_channel(&proxy_addr.to_string(), admin.as_ref()).await?);
+    let via_proxy = GrpcSwitch::new(
+        atmlab_rpc::channel_to(&proxy_addr.to_string(), admin.as_ref(), a_switch()).await?,
+    );
     pairs_over(&via_proxy, 10).await?;
     let h = pairs_over(&via_proxy, n).await;
     let _ = stop.send(());
@@ -873,12 +890,7 @@ async fn raw_client(
     match id {
         None => Ok(RawClient::connect(addr).await?),
         Some(id) => {
-            let stream = atmlab_rpc::tls::connect(
-                &id.connector()?,
-                addr,
-                atmlab_rpc::tls::DEFAULT_SERVER_NAME,
-            )
-            .await?;
+            let stream = atmlab_rpc::tls::connect(&id.connector()?, addr, &a_switch()).await?;
             Ok(RawClient::new(stream))
         }
     }
