@@ -199,17 +199,22 @@ impl CmTuning {
         if self.kind != "tina" {
             return Ok(ManagerKind::Core(self.config()?, self.options()?));
         }
-        if self.faults.is_some() || self.journal.is_some() {
-            bail!("--faults and --journal are not supported by --kind tina");
+        if self.faults.is_some() {
+            bail!("--faults is not supported by --kind tina");
         }
-        Ok(ManagerKind::Tina(TinaConfig {
-            mode: self
-                .tina_mode
-                .parse()
-                .map_err(|e| anyhow!("--tina-mode: {e}"))?,
-            depth: self.tina_depth,
-            ..TinaConfig::default()
-        }))
+        let base = TinaConfig::default();
+        Ok(ManagerKind::Tina(
+            TinaConfig {
+                mode: self
+                    .tina_mode
+                    .parse()
+                    .map_err(|e| anyhow!("--tina-mode: {e}"))?,
+                depth: self.tina_depth,
+                owner: self.owner.clone().unwrap_or(base.owner.clone()),
+                ..base
+            },
+            self.options()?,
+        ))
     }
 
     fn options(&self) -> Result<live::LiveOptions> {

@@ -21,15 +21,18 @@ use tonic::Status;
 use tonic::transport::Channel;
 
 use super::convert::{self, pb_info};
-use super::core::lnc::{LncCore, LncReply, LncRequest, RouteRequest};
-use super::core::{HopSpec, InvocationId, OpId, SncError, SncRequest, SncResult};
-use super::partition::hierarchy;
+use super::core::lnc::{Contract, LncCore, LncReply, LncRequest, RouteRequest};
+use super::core::{
+    AdoptSnc, HopSpec, InvocationId, OpId, SncError, SncRequest, SncResult, Traffic,
+};
+use super::partition::{Subnetwork, hierarchy};
 use super::performer::{Child, ChildTarget, EmlCp, NmlCp};
 use super::shell::{Driver, Machine};
 use super::{Counts, Invocations, TinaConfig, iface};
 use crate::ControlError;
 use crate::cm::core::CallError;
-use crate::cm::live::Router;
+use crate::cm::journal::{CmJournal, JournalAck, JournalWriter, JournaledCall, QosBounds};
+use crate::cm::live::{LiveOptions, Router, audit};
 use atmlab_core::clock::LiveClock;
 
 pub use super::core::lnc::LncStats;
@@ -48,19 +51,64 @@ enum LncAnswer {
     Route(Result<Vec<HopSpec>, CallError>),
 }
 
-/// The LNC's core with the clock its shell hands it.
+/// The LNC's core with the clock its shell hands it, and the journal it writes.
 struct LncMachine {
     core: LncCore,
     clock: LiveClock,
+    /// Where each operation's outcome is journaled (issue 24, item 8), in the order the
+    /// core finished them.
+    journal: Option<JournalWriter>,
+    /// The call each operation on an existing call concerns, for the journal.
+    concerns: HashMap<OpId, u64>,
 }
+
+impl LncMachine {
+    /// Journals call `id` as it now is: written if held, forgotten if gone, left alone
+    /// while another operation has it out (that one journals it when done).
+    fn record(&self, journal: &JournalWriter, id: u64) -> Option<JournalAck> {
+        match (self.core.view(id), self.core.get(id)) {
+            (Some(view), Some(info)) => {
+                let c = info.contract;
+                let call = JournaledCall {
+                    view,
+                    source: info.source.clone(),
+                    destination: info.destinations.first().cloned().unwrap_or_default(),
+                    bounds: QosBounds {
+                        clr: c.traffic.clr,
+                        ctd_us: c.ctd_us,
+                        cdv_us: c.cdv_us,
+                        burst_tolerance_us: c.burst_tolerance_us,
+                    },
+                };
+                Some(journal.submit(vec![call], Vec::new()))
+            }
+            (None, None) => Some(journal.submit(Vec::new(), vec![id])),
+            _ => None,
+        }
+    }
+}
+
+/// What the LNC answers, with the journal's word on it when there is a journal.
+type Journaled = (LncReply, Option<JournalAck>);
 
 impl Machine for LncMachine {
     type Request = LncRequest;
-    type Reply = LncReply;
+    type Reply = Journaled;
     type Call = LncCall;
     type Answer = LncAnswer;
 
     fn request(&mut self, op: OpId, r: LncRequest) {
+        if self.journal.is_some() {
+            match &r {
+                LncRequest::Add { .. } => {}
+                LncRequest::Delete { id }
+                | LncRequest::AddLeaf { id, .. }
+                | LncRequest::DropLeaf { id, .. }
+                | LncRequest::Modify { id, .. } => {
+                    self.concerns.insert(op, *id);
+                }
+            }
+        }
         self.core.handle_request(self.clock.now(), op, r);
     }
     fn answer(&mut self, id: InvocationId, a: LncAnswer) {
@@ -77,8 +125,21 @@ impl Machine for LncMachine {
         let r = self.core.poll_route()?;
         Some((r.id, None, LncCall::Route(r)))
     }
-    fn poll_reply(&mut self) -> Option<(OpId, Result<LncReply, SncError>)> {
-        self.core.poll_reply()
+    fn poll_reply(&mut self) -> Option<(OpId, Result<Journaled, SncError>)> {
+        let (op, r) = self.core.poll_reply()?;
+        let concerned = self.concerns.remove(&op);
+        let id = match &r {
+            Ok(LncReply::Connection(info)) => Some(info.id),
+            _ => concerned,
+        };
+        // Journaled here, in the order the core finished operations, so two operations
+        // on one call reach the journal in the order they happened; the caller is
+        // answered once the write is done (`Lnc::settled`).
+        let ack = match (&self.journal, id) {
+            (Some(j), Some(id)) => self.record(j, id),
+            _ => None,
+        };
+        Some((op, r.map(|rep| (rep, ack))))
     }
     fn lost(call: &LncCall, e: SncError) -> LncAnswer {
         match call {
@@ -96,11 +157,13 @@ pub struct Lnc {
     driver: Arc<Driver<LncMachine>>,
     config: TinaConfig,
     totals: Invocations,
+    /// What the start-up audit found and did (empty without a journal).
+    recovery: Mutex<Vec<String>>,
 }
 
 /// The call an answer describes.
-fn connection(r: Result<LncReply, SncError>) -> Result<pb::ConnectionInfo, Status> {
-    match r.map_err(|e| convert::status(&e))? {
+fn connection(r: LncReply) -> Result<pb::ConnectionInfo, Status> {
+    match r {
         LncReply::Connection(info) => Ok(pb_info(&info)),
         LncReply::Deleted => Err(Status::internal("the LNC answered another operation")),
     }
@@ -129,11 +192,46 @@ impl Lnc {
         let machine = LncMachine {
             core: LncCore::new(),
             clock,
+            journal: None,
+            concerns: HashMap::new(),
         };
         Lnc {
             driver: Driver::new(machine, perform, totals.clone()),
             config,
             totals,
+            recovery: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `request`; with a journal, answers once the journal holds the outcome. A
+    /// call whose new state the journal could not take is taken down (a restarted LNC
+    /// must never hold a call nobody was told of, nor miss one that was confirmed), and
+    /// its caller hears UNAVAILABLE.
+    async fn settled(&self, request: LncRequest) -> Result<LncReply, Status> {
+        let (reply, ack) = self
+            .driver
+            .run(request)
+            .await
+            .map_err(|e| convert::status(&e))?;
+        let Some(ack) = ack else {
+            return Ok(reply);
+        };
+        let written = ack
+            .await
+            .unwrap_or_else(|_| Err("the journal's writer stopped".into()));
+        match (written, &reply) {
+            (Ok(()), _) => Ok(reply),
+            (Err(e), LncReply::Connection(info)) => {
+                let id = info.id;
+                if let Err(d) = self.driver.run(LncRequest::Delete { id }).await {
+                    tracing::error!(id, error = %d, "TINA: taking down a call the journal could not hold failed");
+                }
+                Err(Status::unavailable(format!(
+                    "the journal could not be written: {e}"
+                )))
+            }
+            // Released all the same: a restarted LNC finds its hops gone and forgets it.
+            (Err(_), LncReply::Deleted) => Ok(reply),
         }
     }
 
@@ -184,14 +282,13 @@ impl Lnc {
             contract: convert::contract(&cell)?,
             tag: tag.to_string(),
         };
-        connection(self.driver.run(request).await)
+        connection(self.settled(request).await?)
     }
 
     /// Releases a connection down the hierarchy, every segment, downstream first. What
     /// could not be released stays with the call, so a retried delete finishes it.
     pub async fn delete(&self, id: u64) -> Result<(), Status> {
-        let r = self.driver.run(LncRequest::Delete { id }).await;
-        r.map(drop).map_err(|e| convert::status(&e))
+        self.settled(LncRequest::Delete { id }).await.map(drop)
     }
 
     /// Adds the leaf `leaf` (a host) to connection `id`, while it carries traffic: the
@@ -199,7 +296,7 @@ impl Lnc {
     /// was.
     pub async fn add_leaf(&self, id: u64, leaf: &str) -> Result<pb::ConnectionInfo, Status> {
         let leaf = leaf.to_string();
-        connection(self.driver.run(LncRequest::AddLeaf { id, leaf }).await)
+        connection(self.settled(LncRequest::AddLeaf { id, leaf }).await?)
     }
 
     /// Drops leaf `leaf` of connection `id`: the hops that carried only it are released
@@ -207,14 +304,14 @@ impl Lnc {
     /// dropped; the other leaves keep receiving throughout. Refused for the last leaf.
     pub async fn drop_leaf(&self, id: u64, leaf: &str) -> Result<pb::ConnectionInfo, Status> {
         let leaf = leaf.to_string();
-        connection(self.driver.run(LncRequest::DropLeaf { id, leaf }).await)
+        connection(self.settled(LncRequest::DropLeaf { id, leaf }).await?)
     }
 
     /// Changes a connection's contract on every hop, admission first; refused, every
     /// hop keeps the old one.
     pub async fn modify(&self, id: u64, cell: pb::CellQos) -> Result<pb::ConnectionInfo, Status> {
         let contract = convert::contract(&cell)?;
-        connection(self.driver.run(LncRequest::Modify { id, contract }).await)
+        connection(self.settled(LncRequest::Modify { id, contract }).await?)
     }
 
     /// One connection.
@@ -233,6 +330,19 @@ impl Lnc {
     pub fn status(&self) -> pb::CmStatus {
         let (s, active) = self.driver.with(|m| (m.core.stats(), m.core.active()));
         let inv = self.invocations();
+        let mut recovery = vec![format!(
+            "tina: {} setup, {} level(s) of NML-CP, fan-out {}",
+            self.config.mode.name(),
+            self.config.depth,
+            self.config.fanout
+        )];
+        recovery.extend(
+            self.recovery
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
         pb::CmStatus {
             kind: "tina".into(),
             established: s.established,
@@ -243,12 +353,7 @@ impl Lnc {
             messages: inv.values().sum(),
             commands: inv.get(iface::EML_SWITCH).copied().unwrap_or(0),
             rollbacks: s.rollbacks,
-            recovery: vec![format!(
-                "tina: {} setup, {} level(s) of NML-CP, fan-out {}",
-                self.config.mode.name(),
-                self.config.depth,
-                self.config.fanout
-            )],
+            recovery,
             invocations: inv.into_iter().collect(),
             ..Default::default()
         }
@@ -267,6 +372,9 @@ pub struct Tina {
     /// Every performer's endpoint: ("eml/s1", address), ("nml.0", address), ...
     pub endpoints: Vec<(String, SocketAddr)>,
     servers: Vec<Server>,
+    /// What the start-up audit against the journal found and did, one line each, the
+    /// first a summary (empty without a journal).
+    pub recovery: Vec<String>,
 }
 
 impl Tina {
@@ -331,12 +439,73 @@ pub async fn start(
     router: Box<dyn Router>,
     tls: Option<&TlsIdentity>,
 ) -> Result<Tina, ControlError> {
+    start_with(config, switches, router, tls, &LiveOptions::default()).await
+}
+
+/// The performers' cores by name, for the start-up audit to hand taken-back SNCs to.
+struct Hierarchy {
+    nmls: HashMap<String, NmlCp>,
+    emls: HashMap<String, EmlCp>,
+}
+
+impl Hierarchy {
+    /// `s` taken back by the NML-CP of `sub` and, below it, by its children.
+    fn adopt(&self, sub: &Subnetwork, s: AdoptSnc) -> Result<u64, SncError> {
+        let nml = self
+            .nmls
+            .get(&sub.name)
+            .ok_or_else(|| SncError::internal(format!("no NML-CP {}", sub.name)))?;
+        nml.driver().with(|core| {
+            core.adopt(&s, &mut |c, part| match sub.children.get(c) {
+                Some(child) => self.adopt(child, part),
+                None => {
+                    let sw = sub.switches.get(c).map(String::as_str).unwrap_or_default();
+                    let eml = self
+                        .emls
+                        .get(sw)
+                        .ok_or_else(|| SncError::internal(format!("no EML-CP of {sw:?}")))?;
+                    eml.driver().with(|e| e.adopt(&part))
+                }
+            })
+        })
+    }
+}
+
+/// [`start`] with a journal (`opts.journal`): every call is journaled before its caller
+/// hears of it, and a deployment started on an existing journal first audits it against
+/// the switches as the other managers do ([`crate::cm::live::audit`]): the calls whose
+/// hops all exist are taken back into the LNC and the performers below it, the others
+/// rolled back, what no call explains released; on an empty journal while the switches
+/// hold cross-connects of this owner it refuses to start unless `opts.release_strays`.
+/// The findings are in [`Tina::recovery`] and GetStatus. (`opts.faults`
+/// is the other managers' and is not used here.)
+pub async fn start_with(
+    config: TinaConfig,
+    switches: Vec<(String, GrpcSwitch)>,
+    router: Box<dyn Router>,
+    tls: Option<&TlsIdentity>,
+    opts: &LiveOptions,
+) -> Result<Tina, ControlError> {
     let names: Vec<String> = switches.iter().map(|(n, _)| n.clone()).collect();
     let tree = hierarchy(&names, config.depth, config.fanout)?;
+    let strays = opts.strays().map_err(|e| ControlError::Serve {
+        what: "the TINA manager",
+        reason: e.message,
+    })?;
+    // The journal before anything is started: a journal that cannot be opened starts
+    // nothing.
+    let journal = match &opts.journal {
+        None => None,
+        Some(path) => Some((path.clone(), CmJournal::open(path)?)),
+    };
     let totals = Invocations::default();
     let mut servers = Vec::new();
     let mut endpoints = Vec::new();
     let mut addr_of: HashMap<String, SocketAddr> = HashMap::new();
+    let mut held = Hierarchy {
+        nmls: HashMap::new(),
+        emls: HashMap::new(),
+    };
     let result: Result<ConnectionPerformerClient<Channel>, ControlError> = async {
         let mut local: HashMap<String, Arc<EmlCp>> = HashMap::new();
         for (name, client) in &switches {
@@ -347,6 +516,7 @@ pub async fn start(
                 totals.clone(),
                 config.invocation_delay,
             );
+            held.emls.insert(name.clone(), eml.clone());
             if config.colocate_eml {
                 // Held by its NML-CP, in this address space: no server of its own.
                 local.insert(name.clone(), Arc::new(eml));
@@ -385,6 +555,7 @@ pub async fn start(
                 }
             }
             let nml = NmlCp::new(sub.clone(), children, config.mode, totals.clone());
+            held.nmls.insert(sub.name.clone(), nml.clone());
             let (addr, server) = serve(nml, tls).await?;
             servers.push(server);
             endpoints.push((sub.name.clone(), addr));
@@ -401,10 +572,53 @@ pub async fn start(
         }
     };
     let root = Child::remote(root, iface::LNC_NML, config.invocation_delay);
+    let owner = config.owner.clone();
     let lnc = Lnc::new(root, router, config, totals);
+    let mut recovery = Vec::new();
+    if let Some((path, journal)) = journal {
+        // Each call taken back goes into the LNC and, segment by segment, into the
+        // performers below it; nothing is invoked.
+        let mut take_back = |c: &JournaledCall| -> Result<(), String> {
+            let d = c.view.traffic;
+            let contract = Contract {
+                traffic: Traffic {
+                    class: d.class,
+                    pcr: d.pcr.per_sec(),
+                    scr: d.scr.per_sec(),
+                    mbs: d.mbs,
+                    clr: c.bounds.clr,
+                },
+                ctd_us: c.bounds.ctd_us,
+                cdv_us: c.bounds.cdv_us,
+                burst_tolerance_us: c.bounds.burst_tolerance_us,
+            };
+            lnc.driver
+                .with(|m| {
+                    m.core
+                        .adopt(&c.view, &c.source, contract, &mut |s| held.adopt(&tree, s))
+                })
+                .map_err(|e| e.message)
+        };
+        let audited = audit(&owner, journal, &switches, &strays, &mut take_back).await;
+        let r = match audited {
+            Ok(r) => r,
+            Err(e) => {
+                stop_all(servers).await;
+                return Err(ControlError::Serve {
+                    what: "the TINA manager",
+                    reason: format!("journal {}: {}", path.display(), e.message),
+                });
+            }
+        };
+        recovery = r.findings;
+        let writer = JournalWriter::spawn(r.journal);
+        lnc.driver.with(|m| m.journal = Some(writer));
+        *lnc.recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovery.clone();
+    }
     Ok(Tina {
         lnc: Arc::new(lnc),
         endpoints,
         servers,
+        recovery,
     })
 }

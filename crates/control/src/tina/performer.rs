@@ -37,6 +37,22 @@ pub struct Performer<M: Machine> {
     driver: Arc<Driver<M>>,
 }
 
+/// Another handle on the same performer (its server and its deployment share it).
+impl<M: Machine> Clone for Performer<M> {
+    fn clone(&self) -> Self {
+        Performer {
+            driver: self.driver.clone(),
+        }
+    }
+}
+
+impl<M: Machine> Performer<M> {
+    /// Its core, for what is done outside any operation (a restart's start-up audit).
+    pub(crate) fn driver(&self) -> &Arc<Driver<M>> {
+        &self.driver
+    }
+}
+
 /// The Element Management Layer Connection Performer of one switch.
 pub type EmlCp = Performer<EmlCore>;
 

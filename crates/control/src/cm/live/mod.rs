@@ -13,7 +13,7 @@
 //! - `handle`: [`CmHandle`], the callers' side, and the requests it sends;
 //! - `link`: the per-switch link task, its command stream and the faults injected on
 //!   it, and listing a switch's connections for reconciles and sweeps;
-//! - `recovery`: [`recover`], the start-up audit against the journal;
+//! - `recovery`: [`recover`] and [`audit`], the start-up audit against the journal;
 //! - `manager`: the manager's task, which feeds the core and answers callers, and the
 //!   journal's writer thread.
 
@@ -37,7 +37,7 @@ mod recovery;
 pub use handle::CmHandle;
 use link::{Link, run_link};
 use manager::{Channels, run_manager};
-pub use recovery::{Recovered, recover};
+pub use recovery::{Recovered, Strays, audit, recover};
 
 // Routers are pure; they are named here too, where the shell that uses them is.
 pub use super::routes::{Router, StaticRouter};
@@ -128,6 +128,15 @@ pub struct LiveOptions {
     pub release_strays: bool,
 }
 
+impl LiveOptions {
+    /// What the start-up audit does with strays, as these options say.
+    pub fn strays(&self) -> Result<Strays, CallError> {
+        Ok(Strays {
+            release: self.release_strays,
+        })
+    }
+}
+
 /// Starts a manager with a journal and faults as `opts` says. With a journal, the
 /// start-up audit runs first; its findings are logged, returned, and reported by
 /// `status` (and the gRPC GetStatus).
@@ -148,7 +157,7 @@ pub async fn start_with(
                 kind: ErrorKind::Unavailable,
                 message: e.to_string(),
             })?;
-            let r = recover(&mut core, journal, &switches, opts.release_strays).await;
+            let r = recover(&mut core, journal, &switches, &opts.strays()?).await;
             Some(r.map_err(|e| CallError {
                 message: format!("journal {}: {}", path.display(), e.message),
                 ..e

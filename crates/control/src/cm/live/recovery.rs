@@ -10,7 +10,7 @@ use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_fabric::switch::Command;
 
 use crate::cm::core::{CallError, CmCore};
-use crate::cm::journal::CmJournal;
+use crate::cm::journal::{CmJournal, JournaledCall};
 use atmlab_core::clock::LiveClock;
 
 fn unavailable(what: String) -> CallError {
@@ -18,6 +18,14 @@ fn unavailable(what: String) -> CallError {
         kind: ErrorKind::Unavailable,
         message: what,
     }
+}
+
+/// What the start-up audit does with cross-connects of this manager's owner that no
+/// journaled connection explains.
+#[derive(Debug, Clone, Default)]
+pub struct Strays {
+    /// Release them even when the journal holds no connections (`--release-strays`).
+    pub release: bool,
 }
 
 /// The start-up audit of a restarted manager: every journaled connection whose hops all
@@ -29,17 +37,33 @@ fn unavailable(what: String) -> CallError {
 /// and did, one line each.
 ///
 /// A journal with no connections while the switches hold cross-connects of this owner
-/// is refused, naming them, unless `release_strays`: a fresh, emptied or mistyped journal
-/// would otherwise release every connection of a running network (issue 24).
+/// is refused, naming them, unless `strays` says to release them: a
+/// fresh, emptied or mistyped journal would otherwise release every connection of a
+/// running network (issue 24).
 pub async fn recover(
     core: &mut CmCore,
+    journal: CmJournal,
+    switches: &[(String, GrpcSwitch)],
+    strays: &Strays,
+) -> Result<Recovered, CallError> {
+    let owner = core.config().owner.clone();
+    let now = LiveClock::start().now();
+    let mut take_back = |c: &JournaledCall| core.adopt(now, &c.view).map_err(str::to_string);
+    audit(&owner, journal, switches, strays, &mut take_back).await
+}
+
+/// [`recover`] for any manager: `take_back` hands it one connection to hold again (a
+/// journaled one, or one adopted from the switches), or says why it cannot.
+pub async fn audit(
+    owner: &str,
     mut journal: CmJournal,
     switches: &[(String, GrpcSwitch)],
-    release_strays: bool,
+    strays: &Strays,
+    take_back: &mut dyn FnMut(&JournaledCall) -> Result<(), String>,
 ) -> Result<Recovered, CallError> {
     use atmlab_fabric::live::backend::SwitchBackend;
     use atmlab_fabric::switch::{Atomicity, Release, Unreserve};
-    let owner = core.config().owner.clone();
+    let owner = owner.to_string();
     let calls = journal.load().map_err(|e| unavailable(e.to_string()))?;
     let mut held = HashMap::new();
     for (name, c) in switches {
@@ -60,7 +84,6 @@ pub async fn recover(
     let mut to_release: HashMap<String, Vec<u64>> = HashMap::new();
     let mut forget = Vec::new();
     let mut hosts = Vec::new();
-    let now = LiveClock::start().now();
     for jc in &calls {
         let v = &jc.view;
         let present: Vec<bool> = v
@@ -80,7 +103,7 @@ pub async fn recover(
             })
             .collect();
         if present.iter().all(|p| *p) {
-            if let Err(e) = core.adopt(now, v) {
+            if let Err(e) = take_back(jc) {
                 findings.push(format!("connection {}: not taken back: {e}", v.id));
                 forget.push(v.id);
                 continue;
@@ -120,8 +143,8 @@ pub async fn recover(
             }
         }
     }
-    let strays: usize = to_release.values().map(Vec::len).sum();
-    if calls.is_empty() && strays > 0 && !release_strays {
+    let stray_count: usize = to_release.values().map(Vec::len).sum();
+    if calls.is_empty() && stray_count > 0 && !strays.release {
         let mut per: Vec<String> = to_release
             .iter()
             .map(|(n, v)| format!("{n}: {}", v.len()))
@@ -130,7 +153,7 @@ pub async fn recover(
         return Err(CallError {
             kind: ErrorKind::Aborted,
             message: format!(
-                "the journal holds no connections, but the switches hold {strays} \
+                "the journal holds no connections, but the switches hold {stray_count} \
                  cross-connects of owner {owner:?} ({}); on a fresh, emptied or mistyped \
                  journal the start-up audit would release them all. Start on the journal \
                  that recorded them, give this manager its own --owner, or pass \

@@ -19,8 +19,8 @@ use atmlab_fabric::switch::{
 
 use super::super::{Counts, iface};
 use super::{
-    BranchInfo, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore, SncError, SncReply,
-    SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
+    AdoptSnc, BranchInfo, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore, SncError,
+    SncReply, SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
 };
 
 /// What the EML-CP holds for one subnetwork connection (one hop).
@@ -108,6 +108,35 @@ impl EmlCore {
     /// Subnetwork connections held.
     pub fn sncs(&self) -> usize {
         self.sncs.len()
+    }
+
+    /// Takes back a one-hop SNC the switch holds (a restarted hierarchy's start-up
+    /// audit): recorded as if this EML-CP had set it up; returns its id.
+    pub fn adopt(&mut self, s: &AdoptSnc) -> Result<u64, SncError> {
+        let [hop] = s.hops.as_slice() else {
+            return Err(SncError::invalid(format!(
+                "the EML-CP of {} takes back one hop, not {}",
+                self.switch,
+                s.hops.len()
+            )));
+        };
+        self.check(&hop.switch)?;
+        let source = match (s.holds_source, hop.in_id) {
+            (true, Some(v)) => Some((hop.in_port, v)),
+            (true, None) => return Err(SncError::invalid("a source without its identifier")),
+            (false, _) => None,
+        };
+        let snc = self.next_snc;
+        self.next_snc += 1;
+        self.sncs.insert(
+            snc,
+            EmlSnc {
+                connection: Some(hop.connection),
+                source,
+                traffic: s.traffic,
+            },
+        );
+        Ok(snc)
     }
 
     fn check(&self, switch: &str) -> Result<(), SncError> {
