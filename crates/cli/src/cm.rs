@@ -178,6 +178,13 @@ pub struct CmTuning {
     /// network down).
     #[arg(long, requires = "journal")]
     release_strays: bool,
+    /// Take back the whole connections among the cross-connects of this manager's owner
+    /// that its journal does not explain (a lost or emptied journal), following each
+    /// over the topology's links from a host's port to hosts' ports; release only the
+    /// fragments that form no whole connection (`cm serve`: with --journal; `up` keeps
+    /// its journal under --data).
+    #[arg(long, conflicts_with = "release_strays")]
+    adopt: bool,
     /// Reserve identifiers only from this part of every port's VCI range, "LO-HI"
     /// (several managers on disjoint partitions, paper 000 §II-C1).
     #[arg(long)]
@@ -196,6 +203,9 @@ pub struct CmTuning {
 impl CmTuning {
     /// The manager to run: a core kind with its options, or TINA.
     fn kind(&self) -> Result<ManagerKind> {
+        if self.adopt && self.journal.is_none() {
+            bail!("--adopt takes connections back into a journal: give --journal");
+        }
         if self.kind != "tina" {
             return Ok(ManagerKind::Core(self.config()?, self.options()?));
         }
@@ -222,6 +232,9 @@ impl CmTuning {
             faults: self.faults()?,
             journal: self.journal.clone(),
             release_strays: self.release_strays,
+            adopt: self.adopt,
+            // Filled from the route object when the manager starts.
+            network: None,
         })
     }
 

@@ -156,6 +156,8 @@ impl ManagerServer {
             what: "the connection manager",
             reason: e.to_string(),
         })?;
+        // --adopt follows connections over the links the route object knows.
+        let network = route.lock().unwrap_or_else(|e| e.into_inner()).view();
         let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
@@ -168,7 +170,10 @@ impl ManagerServer {
         };
         let claim = Some(claim_owner(names, owner, &url).await?);
         let (running, recovery, performers) = match kind {
-            ManagerKind::Core(config, options) => {
+            ManagerKind::Core(config, mut options) => {
+                if options.adopt && options.network.is_none() {
+                    options.network = Some(network);
+                }
                 let (handle, recovery) = live::start_with(config, switches, router, options)
                     .await
                     .map_err(|e| ControlError::Serve {
@@ -177,7 +182,10 @@ impl ManagerServer {
                     })?;
                 (Running::Core(handle), recovery, Vec::new())
             }
-            ManagerKind::Tina(config, options) => {
+            ManagerKind::Tina(config, mut options) => {
+                if options.adopt && options.network.is_none() {
+                    options.network = Some(network);
+                }
                 // Subnetworks are contiguous runs of this order: s2 before s10.
                 switches.sort_by_key(|(n, _)| {
                     let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());

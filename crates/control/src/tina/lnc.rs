@@ -476,8 +476,8 @@ impl Hierarchy {
 /// the switches as the other managers do ([`crate::cm::live::audit`]): the calls whose
 /// hops all exist are taken back into the LNC and the performers below it, the others
 /// rolled back, what no call explains released; on an empty journal while the switches
-/// hold cross-connects of this owner it refuses to start unless `opts.release_strays`.
-/// The findings are in [`Tina::recovery`] and GetStatus. (`opts.faults`
+/// hold cross-connects of this owner it refuses to start unless `opts.release_strays`
+/// or `opts.adopt` (which takes back the whole calls among them). The findings are in [`Tina::recovery`] and GetStatus. (`opts.faults`
 /// is the other managers' and is not used here.)
 pub async fn start_with(
     config: TinaConfig,

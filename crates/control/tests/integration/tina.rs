@@ -884,3 +884,77 @@ async fn a_tina_manager_on_a_fresh_journal_refuses_to_tear_a_network_down() {
     t.shutdown().await;
     net.down().await;
 }
+
+/// `--adopt` for TINA (issue 24, item 2): started on a fresh journal while the switches
+/// hold its owner's calls, the TINA manager refuses, naming them (and the way out,
+/// `--adopt`); with `adopt` it takes every whole call back from the switches into the
+/// LNC and the performers (journaling them), and they can then be released through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tina_manager_whose_journal_was_lost_adopts_its_calls() {
+    let (net, clients) = crate::common::line3().await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = journal_opts(dir.path().join("tina.sqlite"));
+    let t = start_journaled(&clients, SetupMode::Sequential, &opts)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        t.lnc.add("a", "b", cell(10.0), "j").await.unwrap();
+    }
+    t.shutdown().await;
+    let before = tina_held(&clients).await;
+    assert_eq!(before.len(), 9);
+
+    let fresh = journal_opts(dir.path().join("tina2.sqlite"));
+    let e = start_journaled(&clients, SetupMode::Sequential, &fresh)
+        .await
+        .err()
+        .expect("a fresh journal must not start over a running network")
+        .to_string();
+    assert!(
+        e.contains("9 cross-connects")
+            && e.contains("s1: 3")
+            && e.contains("--release-strays")
+            && e.contains("--adopt")
+            && e.contains("tina2.sqlite"),
+        "{e}"
+    );
+    assert_eq!(
+        tina_held(&clients).await,
+        before,
+        "a refused start changed them"
+    );
+
+    let adopt = atmlab_control::cm::live::LiveOptions {
+        adopt: true,
+        network: Some(net.topology.view().unwrap()),
+        ..fresh.clone()
+    };
+    let t = start_journaled(&clients, SetupMode::Sequential, &adopt)
+        .await
+        .unwrap();
+    assert!(
+        t.recovery
+            .iter()
+            .any(|f| f.contains("adopted 3 connections (9 cross-connects")),
+        "{:?}",
+        t.recovery
+    );
+    assert_eq!(t.lnc.list().len(), 3);
+    assert_eq!(lnc_held(&t.lnc), before);
+    // Journaled: a restart on that journal takes them back without --adopt.
+    t.shutdown().await;
+    let t = start_journaled(&clients, SetupMode::Sequential, &fresh)
+        .await
+        .unwrap();
+    assert_eq!(
+        t.recovery[0], "journal: 3 connections, 3 taken back, 0 rolled back",
+        "{:?}",
+        t.recovery
+    );
+    for c in t.lnc.list() {
+        t.lnc.delete(c.id).await.unwrap();
+    }
+    audit_clean(&clients, None).await;
+    t.shutdown().await;
+    net.down().await;
+}
