@@ -165,7 +165,9 @@ pub struct CmTuning {
     #[arg(long)]
     adaptive: bool,
     /// Inject faults on the links to the switch servers, e.g. "0.05" (5% each of drop,
-    /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7".
+    /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7"
+    /// (tina: the drop fraction of commands and of answers between each EML-CP and its
+    /// switch is lost).
     #[arg(long)]
     faults: Option<String>,
     /// Journal established connections in this SQLite file; on start, audit an existing
@@ -209,9 +211,6 @@ impl CmTuning {
         if self.kind != "tina" {
             return Ok(ManagerKind::Core(self.config()?, self.options()?));
         }
-        if self.faults.is_some() {
-            bail!("--faults is not supported by --kind tina");
-        }
         let base = TinaConfig::default();
         Ok(ManagerKind::Tina(
             TinaConfig {
@@ -221,6 +220,9 @@ impl CmTuning {
                     .map_err(|e| anyhow!("--tina-mode: {e}"))?,
                 depth: self.tina_depth,
                 owner: self.owner.clone().unwrap_or(base.owner.clone()),
+                // Lost commands and answers between the EML-CPs and their switches.
+                faults: self.faults()?,
+                sweep_interval: self.sweep_interval()?.map(std::time::Duration::from),
                 ..base
             },
             self.options()?,
@@ -236,6 +238,21 @@ impl CmTuning {
             // Filled from the route object when the manager starts.
             network: None,
         })
+    }
+
+    fn sweep_interval(&self) -> Result<Option<atmlab_core::time::Duration>> {
+        match self.sweep.as_str() {
+            "off" => Ok(None),
+            s => {
+                let d: atmlab_core::time::Duration = s
+                    .parse()
+                    .map_err(|e| anyhow!("--sweep {s:?}: {e} (or \"off\")"))?;
+                if d.as_picos() == 0 {
+                    bail!("--sweep {s:?}: the interval must be positive (or \"off\")");
+                }
+                Ok(Some(d))
+            }
+        }
     }
 
     fn faults(&self) -> Result<Option<FaultPlan>> {
@@ -256,18 +273,7 @@ impl CmTuning {
             None => None,
             Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
         };
-        let sweep_interval = match self.sweep.as_str() {
-            "off" => None,
-            s => {
-                let d: atmlab_core::time::Duration = s
-                    .parse()
-                    .map_err(|e| anyhow!("--sweep {s:?}: {e} (or \"off\")"))?;
-                if d.as_picos() == 0 {
-                    bail!("--sweep {s:?}: the interval must be positive (or \"off\")");
-                }
-                Some(d)
-            }
-        };
+        let sweep_interval = self.sweep_interval()?;
         let base = CmConfig::new(kind);
         Ok(CmConfig {
             sweep_interval,

@@ -8,10 +8,11 @@
 //! endpoint (mutual TLS when given an identity), children first, so every parent can
 //! connect to its children.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use atmlab_core::ids::VcId;
 use atmlab_fabric::live::grpc::GrpcSwitch;
 use atmlab_rpc::tls::TlsIdentity;
 use atmlab_rpc::v1 as pb;
@@ -365,6 +366,115 @@ struct Server {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// What one sweep of the switches did ([`Tina::sweep`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Cross-connects of the owner that no call explains, released.
+    pub released: usize,
+    /// Identifiers reserved by the owner that no call holds, given back.
+    pub given_back: usize,
+    /// Found unexplained for the first time: released if the next sweep finds them too.
+    pub suspects: usize,
+}
+
+/// Connections (switch, id) and reservations (switch, port, identifier).
+type Suspects = (HashSet<(String, u64)>, HashSet<(String, u16, VcId)>);
+
+/// The deployment's sweep of its switches (the xbind manager sweeps its own the same
+/// way): what a lost answer left behind, a commit or a reservation no performer heard
+/// of, is found by listing the switches and given back.
+struct Sweeper {
+    lnc: Arc<Lnc>,
+    switches: Vec<(String, GrpcSwitch)>,
+    owner: String,
+    /// What the last sweep found unexplained.
+    suspects: tokio::sync::Mutex<Suspects>,
+}
+
+impl Sweeper {
+    async fn sweep(&self, at_once: bool) -> Result<Swept, ControlError> {
+        use atmlab_fabric::live::backend::SwitchBackend;
+        use atmlab_fabric::switch::{Atomicity, Command, Release, Unreserve};
+        let mut suspects = self.suspects.lock().await;
+        let failed = |name: &str, e: atmlab_fabric::error::FabricError| ControlError::Serve {
+            what: "the TINA manager's sweep",
+            reason: format!("switch {name}: {e}"),
+        };
+        let mut listed = Vec::new();
+        for (name, c) in &self.switches {
+            let conns = c.connections().await.map_err(|e| failed(name, e))?;
+            let res = c.reservations().await.map_err(|e| failed(name, e))?;
+            listed.push((name, c, conns, res));
+        }
+        // The calls after the listings: a call that completed in between is explained.
+        let (held, sources) = self.lnc.driver.with(|m| {
+            let mut held = HashSet::new();
+            let mut sources = HashSet::new();
+            for c in m.core.list() {
+                for h in &c.hops {
+                    held.insert((h.switch.clone(), h.connection));
+                }
+                if let (Some(h), Some(v)) = (c.hops.first(), c.source_vc) {
+                    sources.insert((h.switch.clone(), h.in_port.0, v));
+                }
+            }
+            (held, sources)
+        });
+        let mut out = Swept::default();
+        let mut next: Suspects = Default::default();
+        for (name, c, conns, res) in listed {
+            let mut cmds = Vec::new();
+            for x in conns.iter().filter(|x| x.owner == self.owner) {
+                let key = (name.clone(), x.id);
+                if held.contains(&key) {
+                    continue;
+                }
+                if at_once || suspects.0.contains(&key) {
+                    cmds.push(Command::Release(Release {
+                        connection: x.id,
+                        keep_reserved: false,
+                    }));
+                    out.released += 1;
+                } else {
+                    next.0.insert(key);
+                }
+            }
+            for r in res.iter().filter(|r| r.owner == self.owner) {
+                let key = (name.clone(), r.port.0, r.id);
+                if sources.contains(&key) {
+                    continue;
+                }
+                if at_once || suspects.1.contains(&key) {
+                    cmds.push(Command::Unreserve(Unreserve {
+                        port: r.port,
+                        ids: vec![r.id],
+                        owner: self.owner.as_str().into(),
+                    }));
+                    out.given_back += 1;
+                } else {
+                    next.1.insert(key);
+                }
+            }
+            if !cmds.is_empty() {
+                // One repair failing (released meanwhile) leaves the others to be done.
+                c.execute(cmds, Atomicity::ContinueOnError)
+                    .await
+                    .map_err(|e| failed(name, e))?;
+            }
+        }
+        out.suspects = next.0.len() + next.1.len();
+        *suspects = next;
+        if out.released + out.given_back > 0 {
+            tracing::warn!(
+                released = out.released,
+                given_back = out.given_back,
+                "TINA: swept cross-connects and reservations of ours that no call explains"
+            );
+        }
+        Ok(out)
+    }
+}
+
 /// A running TINA deployment: the LNC and the performers' servers.
 pub struct Tina {
     /// The LNC.
@@ -375,12 +485,26 @@ pub struct Tina {
     /// What the start-up audit against the journal found and did, one line each, the
     /// first a summary (empty without a journal).
     pub recovery: Vec<String>,
+    sweeper: Arc<Sweeper>,
+    sweeping: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Tina {
-    /// Stops every performer's server.
+    /// Stops every performer's server (and the periodic sweep). The calls stay up.
     pub async fn shutdown(self) {
+        if let Some(t) = self.sweeping {
+            t.abort();
+        }
         stop_all(self.servers).await;
+    }
+
+    /// Sweeps the switches for cross-connects and reservations of this deployment's
+    /// owner that no call of the LNC explains: what a lost answer left (a commit or a
+    /// reservation whose caller heard "unavailable"). Released are those the previous
+    /// sweep found too (what is found once may belong to a setup still in flight), or,
+    /// with `at_once`, everything found (when nothing is in flight).
+    pub async fn sweep(&self, at_once: bool) -> Result<Swept, ControlError> {
+        self.sweeper.sweep(at_once).await
     }
 }
 
@@ -509,12 +633,13 @@ pub async fn start_with(
     let result: Result<ConnectionPerformerClient<Channel>, ControlError> = async {
         let mut local: HashMap<String, Arc<EmlCp>> = HashMap::new();
         for (name, client) in &switches {
-            let eml = EmlCp::new(
+            let eml = EmlCp::with_faults(
                 name.clone(),
                 client.raw(),
                 config.owner.clone(),
                 totals.clone(),
                 config.invocation_delay,
+                config.faults,
             );
             held.emls.insert(name.clone(), eml.clone());
             if config.colocate_eml {
@@ -573,6 +698,7 @@ pub async fn start_with(
     };
     let root = Child::remote(root, iface::LNC_NML, config.invocation_delay);
     let owner = config.owner.clone();
+    let interval = config.sweep_interval;
     let lnc = Lnc::new(root, router, config, totals);
     let mut recovery = Vec::new();
     if let Some((path, journal)) = journal {
@@ -615,10 +741,31 @@ pub async fn start_with(
         lnc.driver.with(|m| m.journal = Some(writer));
         *lnc.recovery.lock().unwrap_or_else(|e| e.into_inner()) = recovery.clone();
     }
+    let lnc = Arc::new(lnc);
+    let sweeper = Arc::new(Sweeper {
+        lnc: lnc.clone(),
+        switches,
+        owner,
+        suspects: Default::default(),
+    });
+    let sweeping = interval.filter(|d| !d.is_zero()).map(|every| {
+        let s = sweeper.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                if let Err(e) = s.sweep(false).await {
+                    tracing::warn!(error = %e, "TINA: a sweep of the switches failed");
+                }
+            }
+        })
+    });
     Ok(Tina {
-        lnc: Arc::new(lnc),
+        lnc,
         endpoints,
         servers,
         recovery,
+        sweeper,
+        sweeping,
     })
 }

@@ -7,7 +7,10 @@
 //!
 //! A refused setup leaves nothing: what the setup reserved itself is given back before
 //! the refusal goes up. A release that fails part-way keeps what is left under the same
-//! SNC, so a retried release finishes it.
+//! SNC, so a retried release finishes it; a switch that answers a release "not found"
+//! has nothing of it left (the answer to an earlier try was lost), and the release
+//! goes on as if it had been answered. (What a lost answer leaves on a switch, a commit
+//! or reservation nobody heard of, the deployment's sweep gives back.)
 
 use std::collections::HashMap;
 
@@ -19,8 +22,8 @@ use atmlab_fabric::switch::{
 
 use super::super::{Counts, iface};
 use super::{
-    AdoptSnc, BranchInfo, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore, SncError,
-    SncReply, SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
+    AdoptSnc, BranchInfo, ErrorKind, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore,
+    SncError, SncReply, SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
 };
 
 /// What the EML-CP holds for one subnetwork connection (one hop).
@@ -372,7 +375,13 @@ impl EmlCore {
                 self.give_back(op, held, error, t);
             }
             Step::Release(snc, mut held) => match answer {
-                Ok(_) => {
+                // Not there: gone already (an earlier release whose answer was lost on
+                // the way back, or a sweep), which is what the release wanted.
+                Ok(_)
+                | Err(SncError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                }) => {
                     if held.connection.take().is_none() {
                         held.source = None;
                     }
