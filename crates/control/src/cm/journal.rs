@@ -513,6 +513,37 @@ mod tests {
         assert_eq!(back, vec![call(1), call(3)]);
     }
 
+    /// A journal written before the contract's bounds were kept (no `bounds` column)
+    /// opens, gains the column, and reads back with zero bounds; what is written then
+    /// keeps its bounds.
+    #[test]
+    fn a_journal_from_before_the_bounds_opens_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        {
+            let j = CmJournal::open(&path).unwrap();
+            j.db.execute_batch(
+                "DROP TABLE calls;
+                 CREATE TABLE calls (
+                     id INTEGER PRIMARY KEY, source TEXT NOT NULL, destination TEXT NOT NULL,
+                     hops TEXT NOT NULL, class INTEGER NOT NULL, pcr REAL NOT NULL,
+                     scr REAL NOT NULL, mbs INTEGER NOT NULL, cdvt_ps INTEGER NOT NULL,
+                     setup_ps INTEGER NOT NULL, tag TEXT NOT NULL);
+                 INSERT INTO calls VALUES (4, 'a', 'b',
+                     '[[\"s1\", 0, 1, 11, 0, 40, 0, 41]]', 1, 10.0, 10.0, 1, 0, 0, 'old');",
+            )
+            .unwrap();
+        }
+        let mut j = CmJournal::open(&path).unwrap();
+        let back = j.load().unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].bounds, QosBounds::default());
+        assert_eq!(back[0].view.tag, "old");
+        j.apply(&[call(5)], &[]).unwrap();
+        let back = CmJournal::open(&path).unwrap().load().unwrap();
+        assert_eq!(back[1], call(5));
+    }
+
     /// A file that is not a journal (here, text) is an error naming the file, not
     /// SQLite's bare "file is not a database" (issue 24, item 7).
     #[test]
