@@ -165,7 +165,9 @@ pub struct CmTuning {
     #[arg(long)]
     adaptive: bool,
     /// Inject faults on the links to the switch servers, e.g. "0.05" (5% each of drop,
-    /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7".
+    /// duplicate, delay, reorder) or "drop=0.05,reorder=0.02,max_delay=2 ms,seed=7"
+    /// (tina: the drop fraction of commands and of answers between each EML-CP and its
+    /// switch is lost).
     #[arg(long)]
     faults: Option<String>,
     /// Journal established connections in this SQLite file; on start, audit an existing
@@ -178,6 +180,13 @@ pub struct CmTuning {
     /// network down).
     #[arg(long, requires = "journal")]
     release_strays: bool,
+    /// Take back the whole connections among the cross-connects of this manager's owner
+    /// that its journal does not explain (a lost or emptied journal), following each
+    /// over the topology's links from a host's port to hosts' ports; release only the
+    /// fragments that form no whole connection (`cm serve`: with --journal; `up` keeps
+    /// its journal under --data).
+    #[arg(long, conflicts_with = "release_strays")]
+    adopt: bool,
     /// Reserve identifiers only from this part of every port's VCI range, "LO-HI"
     /// (several managers on disjoint partitions, paper 000 §II-C1).
     #[arg(long)]
@@ -196,20 +205,28 @@ pub struct CmTuning {
 impl CmTuning {
     /// The manager to run: a core kind with its options, or TINA.
     fn kind(&self) -> Result<ManagerKind> {
+        if self.adopt && self.journal.is_none() {
+            bail!("--adopt takes connections back into a journal: give --journal");
+        }
         if self.kind != "tina" {
             return Ok(ManagerKind::Core(self.config()?, self.options()?));
         }
-        if self.faults.is_some() || self.journal.is_some() {
-            bail!("--faults and --journal are not supported by --kind tina");
-        }
-        Ok(ManagerKind::Tina(TinaConfig {
-            mode: self
-                .tina_mode
-                .parse()
-                .map_err(|e| anyhow!("--tina-mode: {e}"))?,
-            depth: self.tina_depth,
-            ..TinaConfig::default()
-        }))
+        let base = TinaConfig::default();
+        Ok(ManagerKind::Tina(
+            TinaConfig {
+                mode: self
+                    .tina_mode
+                    .parse()
+                    .map_err(|e| anyhow!("--tina-mode: {e}"))?,
+                depth: self.tina_depth,
+                owner: self.owner.clone().unwrap_or(base.owner.clone()),
+                // Lost commands and answers between the EML-CPs and their switches.
+                faults: self.faults()?,
+                sweep_interval: self.sweep_interval()?.map(std::time::Duration::from),
+                ..base
+            },
+            self.options()?,
+        ))
     }
 
     fn options(&self) -> Result<live::LiveOptions> {
@@ -217,7 +234,25 @@ impl CmTuning {
             faults: self.faults()?,
             journal: self.journal.clone(),
             release_strays: self.release_strays,
+            adopt: self.adopt,
+            // Filled from the route object when the manager starts.
+            network: None,
         })
+    }
+
+    fn sweep_interval(&self) -> Result<Option<atmlab_core::time::Duration>> {
+        match self.sweep.as_str() {
+            "off" => Ok(None),
+            s => {
+                let d: atmlab_core::time::Duration = s
+                    .parse()
+                    .map_err(|e| anyhow!("--sweep {s:?}: {e} (or \"off\")"))?;
+                if d.as_picos() == 0 {
+                    bail!("--sweep {s:?}: the interval must be positive (or \"off\")");
+                }
+                Ok(Some(d))
+            }
+        }
     }
 
     fn faults(&self) -> Result<Option<FaultPlan>> {
@@ -238,18 +273,7 @@ impl CmTuning {
             None => None,
             Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
         };
-        let sweep_interval = match self.sweep.as_str() {
-            "off" => None,
-            s => {
-                let d: atmlab_core::time::Duration = s
-                    .parse()
-                    .map_err(|e| anyhow!("--sweep {s:?}: {e} (or \"off\")"))?;
-                if d.as_picos() == 0 {
-                    bail!("--sweep {s:?}: the interval must be positive (or \"off\")");
-                }
-                Some(d)
-            }
-        };
+        let sweep_interval = self.sweep_interval()?;
         let base = CmConfig::new(kind);
         Ok(CmConfig {
             sweep_interval,

@@ -218,3 +218,150 @@ fn a_killed_manager_restarts_on_its_journal_and_loses_no_acknowledged_connection
     let _ = net.kill();
     let _ = net.wait();
 }
+
+/// Issue 24, items 2 and 8 through the CLI: `cm serve --kind tina --journal` killed with
+/// calls up (`kill -9`) and restarted on its journal takes every call back; killed again
+/// with its journal deleted, a plain restart is refused naming the cross-connects, and a
+/// restart with `--adopt` rebuilds every call from the switches; the calls are then
+/// released through it and nothing is left.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): processes killed and restarted"]
+fn a_killed_tina_manager_restarts_on_its_journal_or_adopts_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+    let state = dir.path().join("net");
+    let (mut net, _) = spawn(&[
+        "net",
+        "up",
+        topo.to_str().unwrap(),
+        "--insecure",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let names = loop {
+        if let Ok(t) = std::fs::read_to_string(state.join("net.json"))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+            && let Some(n) = v["names"].as_str()
+        {
+            break n.to_string();
+        }
+        assert!(Instant::now() < deadline, "net up never wrote net.json");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let journal = dir.path().join("tina.sqlite");
+    let args = |adopt: bool| {
+        let mut a: Vec<String> = [
+            "cm",
+            "serve",
+            "--insecure",
+            "--kind",
+            "tina",
+            "--names",
+            &names,
+            "--journal",
+            journal.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if adopt {
+            a.push("--adopt".into());
+        }
+        a
+    };
+    let serve = |adopt: bool| {
+        let a = args(adopt);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (cm, lines) = spawn(&refs);
+        let head = wait_for(&lines, "connection manager (tina");
+        let addr = head.rsplit(' ').next().unwrap().to_string();
+        (cm, lines, addr)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let list = |addr: &str| -> Acked {
+        rt.block_on(async {
+            let ch = atmlab_rpc::client_channel(addr, None).await.unwrap();
+            ConnectionManagerClient::new(ch)
+                .list_connections(pb::ListCmConnectionsRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .connections
+                .iter()
+                .map(|i| (i.id, hops(i)))
+                .collect()
+        })
+    };
+
+    let (mut cm, _, addr) = serve(false);
+    let acked: Acked = rt.block_on(async {
+        let ch = atmlab_rpc::client_channel(&addr, None).await.unwrap();
+        let mut c = ConnectionManagerClient::new(ch);
+        let mut acked = Acked::new();
+        for i in 0..20 {
+            let info = c.add_connection(request(i)).await.unwrap().into_inner();
+            acked.insert(info.id, hops(&info));
+        }
+        acked
+    });
+    cm.kill().unwrap(); // SIGKILL
+    cm.wait().unwrap();
+
+    let (mut cm, lines, addr) = serve(false);
+    let summary = wait_for(&lines, "start-up audit: journal:");
+    assert_eq!(summary, "20 connections, 20 taken back, 0 rolled back");
+    assert_eq!(list(&addr), acked);
+    cm.kill().unwrap();
+    cm.wait().unwrap();
+
+    // The journal is lost: a plain start is refused, naming what the switches hold.
+    for f in ["tina.sqlite", "tina.sqlite-wal", "tina.sqlite-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(args(false))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("60 cross-connects") && err.contains("--adopt"),
+        "{err}"
+    );
+
+    let (mut cm, lines, addr) = serve(true);
+    let adopted = wait_for(&lines, "start-up audit: adopted");
+    assert!(adopted.starts_with("20 connections"), "{adopted}");
+    let held = list(&addr);
+    let mut want: Vec<Vec<(String, u64)>> = acked.values().cloned().collect();
+    let mut got: Vec<Vec<(String, u64)>> = held.values().cloned().collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "every call adopted as it was on the switches");
+    rt.block_on(async {
+        let ch = atmlab_rpc::client_channel(&addr, None).await.unwrap();
+        let mut c = ConnectionManagerClient::new(ch);
+        for id in held.keys() {
+            c.delete_connection(pb::DeleteConnectionRequest { id: *id })
+                .await
+                .unwrap();
+        }
+    });
+    let _ = Command::new("kill").arg(cm.id().to_string()).status();
+    cm.wait().unwrap();
+    rt.block_on(async {
+        let (report, _) = audit_network(&names, None, AuditOptions { quiescent: true })
+            .await
+            .unwrap();
+        let leftovers: Vec<String> = report
+            .findings
+            .iter()
+            .map(|f| f.to_string())
+            .filter(|f| !f.contains("listing"))
+            .collect();
+        assert!(leftovers.is_empty(), "{report}");
+    });
+    let _ = net.kill();
+    let _ = net.wait();
+}

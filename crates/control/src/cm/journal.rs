@@ -31,6 +31,40 @@ pub struct JournaledCall {
     pub source: String,
     /// Destination host.
     pub destination: String,
+    /// What its contract carries besides the descriptor (TINA echoes it in every answer,
+    /// so a restarted LNC must know it; zero for the other managers).
+    pub bounds: QosBounds,
+}
+
+/// A contract's target cell loss ratio and delay bounds (cm.proto's CellQos besides the
+/// traffic descriptor), journaled beside the descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QosBounds {
+    /// Target cell loss ratio (0: the switch's default).
+    pub clr: f64,
+    /// Cell transfer delay bound, microseconds.
+    pub ctd_us: u64,
+    /// Cell delay variation bound, microseconds.
+    pub cdv_us: u64,
+    /// Burst tolerance, microseconds.
+    pub burst_tolerance_us: u64,
+}
+
+impl QosBounds {
+    fn to_json(self) -> String {
+        serde_json::json!([self.clr, self.ctd_us, self.cdv_us, self.burst_tolerance_us]).to_string()
+    }
+
+    fn from_json(text: &str) -> Option<QosBounds> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let a = v.as_array()?;
+        Some(QosBounds {
+            clr: a.first()?.as_f64()?,
+            ctd_us: a.get(1)?.as_u64()?,
+            cdv_us: a.get(2)?.as_u64()?,
+            burst_tolerance_us: a.get(3)?.as_u64()?,
+        })
+    }
 }
 
 /// The journal: one SQLite file.
@@ -187,10 +221,17 @@ impl CmJournal {
                  mbs INTEGER NOT NULL,
                  cdvt_ps INTEGER NOT NULL,
                  setup_ps INTEGER NOT NULL,
-                 tag TEXT NOT NULL
+                 tag TEXT NOT NULL,
+                 bounds TEXT
              );",
         )
         .map_err(|e| named(&shown, jerr("creating its table", e)))?;
+        // Journals written before the bounds were kept get the column (empty: zero).
+        let has_bounds = db.prepare("SELECT bounds FROM calls LIMIT 0").is_ok();
+        if !has_bounds {
+            db.execute_batch("ALTER TABLE calls ADD COLUMN bounds TEXT")
+                .map_err(|e| named(&shown, jerr("adding the bounds column", e)))?;
+        }
         Ok(CmJournal { db, path: shown })
     }
 
@@ -204,8 +245,8 @@ impl CmJournal {
         let mut st = self
             .db
             .prepare(
-                "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag
-                 FROM calls ORDER BY id",
+                "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag,
+                 bounds FROM calls ORDER BY id",
             )
             .map_err(|e| jerr("reading", e))?;
         let rows = st
@@ -222,12 +263,13 @@ impl CmJournal {
                     r.get::<_, i64>(8)?,
                     r.get::<_, i64>(9)?,
                     r.get::<_, String>(10)?,
+                    r.get::<_, Option<String>>(11)?,
                 ))
             })
             .map_err(|e| jerr("reading", e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, source, destination, hops, class, pcr, scr, mbs, cdvt, setup, tag) =
+            let (id, source, destination, hops, class, pcr, scr, mbs, cdvt, setup, tag, bounds) =
                 row.map_err(|e| jerr("reading a row", e))?;
             let bad = |what: &str| jerr(&format!("connection {id}"), what);
             let (hops, parents, leaves) =
@@ -257,10 +299,17 @@ impl CmJournal {
                 // Not journaled: a count of the process that set the call up.
                 invocations: 0,
             };
+            let bounds = match bounds {
+                None => QosBounds::default(),
+                Some(b) => {
+                    QosBounds::from_json(&b).ok_or_else(|| bad("its bounds do not parse"))?
+                }
+            };
             out.push(JournaledCall {
                 view,
                 source,
                 destination,
+                bounds,
             });
         }
         Ok(out)
@@ -293,8 +342,9 @@ impl CmJournal {
             let mut ins = tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO calls
-                     (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag,
+                      bounds)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )
                 .map_err(|e| jerr("writing", e))?;
             for c in established {
@@ -311,6 +361,7 @@ impl CmJournal {
                     v.traffic.cdvt_ps.min(i64::MAX as u64) as i64,
                     v.setup.as_picos().min(i64::MAX as u64) as i64,
                     v.tag,
+                    c.bounds.to_json(),
                 ])
                 .map_err(|e| jerr("writing a connection", e))?;
             }
@@ -323,6 +374,73 @@ impl CmJournal {
             }
         }
         tx.commit().map_err(|e| jerr("committing", e))
+    }
+}
+
+/// What a [`JournalWriter`] answers: written, or why not.
+pub type JournalAck = tokio::sync::oneshot::Receiver<Result<(), String>>;
+
+type WriterJob = (
+    Vec<JournaledCall>,
+    Vec<u64>,
+    tokio::sync::oneshot::Sender<Result<(), String>>,
+);
+
+/// A journal written from a thread of its own (TINA's LNC: its callers wait for the
+/// write, the performers do not). Jobs are written in the order submitted, every job
+/// waiting taken into one transaction (group commit); each submitter hears whether its
+/// job was written.
+#[derive(Debug, Clone)]
+pub struct JournalWriter {
+    tx: std::sync::mpsc::Sender<WriterJob>,
+}
+
+impl JournalWriter {
+    /// Starts the writer thread over `journal`.
+    pub fn spawn(mut journal: CmJournal) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
+        std::thread::spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let mut jobs = vec![first];
+                while let Ok(more) = rx.try_recv() {
+                    jobs.push(more);
+                }
+                let mut up = Vec::new();
+                let mut gone = Vec::new();
+                let mut acks = Vec::new();
+                for (u, g, a) in jobs {
+                    // A call written and forgotten in one group ends forgotten; one
+                    // forgotten and then written (an id reused) ends written.
+                    for c in u {
+                        gone.retain(|id| *id != c.view.id);
+                        up.retain(|x: &JournaledCall| x.view.id != c.view.id);
+                        up.push(c);
+                    }
+                    for id in g {
+                        up.retain(|x: &JournaledCall| x.view.id != id);
+                        gone.push(id);
+                    }
+                    acks.push(a);
+                }
+                let r = journal.apply(&up, &gone).map_err(|e| e.to_string());
+                if let Err(e) = &r {
+                    tracing::error!(error = %e, "the journal could not be written");
+                }
+                for a in acks {
+                    let _ = a.send(r.clone());
+                }
+            }
+        });
+        JournalWriter { tx }
+    }
+
+    /// Writes `up` and forgets `gone` after every job submitted before.
+    pub fn submit(&self, up: Vec<JournaledCall>, gone: Vec<u64>) -> JournalAck {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Err(std::sync::mpsc::SendError((_, _, tx))) = self.tx.send((up, gone, tx)) {
+            let _ = tx.send(Err("the journal's writer stopped".into()));
+        }
+        rx
     }
 }
 
@@ -368,6 +486,12 @@ mod tests {
             },
             source: "a".into(),
             destination: "b".into(),
+            bounds: QosBounds {
+                clr: 1e-6,
+                ctd_us: 500,
+                cdv_us: 0,
+                burst_tolerance_us: 7,
+            },
         }
     }
 
@@ -387,6 +511,37 @@ mod tests {
         let j = CmJournal::open(&path).unwrap();
         let back = j.load().unwrap();
         assert_eq!(back, vec![call(1), call(3)]);
+    }
+
+    /// A journal written before the contract's bounds were kept (no `bounds` column)
+    /// opens, gains the column, and reads back with zero bounds; what is written then
+    /// keeps its bounds.
+    #[test]
+    fn a_journal_from_before_the_bounds_opens_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        {
+            let j = CmJournal::open(&path).unwrap();
+            j.db.execute_batch(
+                "DROP TABLE calls;
+                 CREATE TABLE calls (
+                     id INTEGER PRIMARY KEY, source TEXT NOT NULL, destination TEXT NOT NULL,
+                     hops TEXT NOT NULL, class INTEGER NOT NULL, pcr REAL NOT NULL,
+                     scr REAL NOT NULL, mbs INTEGER NOT NULL, cdvt_ps INTEGER NOT NULL,
+                     setup_ps INTEGER NOT NULL, tag TEXT NOT NULL);
+                 INSERT INTO calls VALUES (4, 'a', 'b',
+                     '[[\"s1\", 0, 1, 11, 0, 40, 0, 41]]', 1, 10.0, 10.0, 1, 0, 0, 'old');",
+            )
+            .unwrap();
+        }
+        let mut j = CmJournal::open(&path).unwrap();
+        let back = j.load().unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].bounds, QosBounds::default());
+        assert_eq!(back[0].view.tag, "old");
+        j.apply(&[call(5)], &[]).unwrap();
+        let back = CmJournal::open(&path).unwrap().load().unwrap();
+        assert_eq!(back[1], call(5));
     }
 
     /// A file that is not a journal (here, text) is an error naming the file, not

@@ -34,8 +34,8 @@ pub enum ManagerKind {
     /// (journal, faults).
     Core(CmConfig, LiveOptions),
     /// TINA's LNC over NML-CPs over one EML-CP per switch, each performer a gRPC server
-    /// of its own.
-    Tina(TinaConfig),
+    /// of its own, with its journal options (journal, release strays, adopt).
+    Tina(TinaConfig, LiveOptions),
 }
 
 /// How long the manager's registration lives without renewal.
@@ -57,8 +57,8 @@ pub struct ManagerServer {
     tls: Option<TlsIdentity>,
     /// Where the manager listens, `http://` or `https://`.
     pub url: String,
-    /// What the start-up audit against the journal found and did (sequential and xbind
-    /// with a journal).
+    /// What the start-up audit against the journal found and did (any kind, with a
+    /// journal).
     pub recovery: Vec<String>,
     /// TINA: every performer's name and endpoint.
     pub performers: Vec<(String, SocketAddr)>,
@@ -185,18 +185,24 @@ impl ManagerServer {
             what: "the connection manager",
             reason: e.to_string(),
         })?;
+        // --adopt follows connections over the links the route object knows.
+        let network = route.lock().unwrap_or_else(|e| e.into_inner()).view();
         let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{addr}");
         // One manager per owner: its name is claimed in the name service before the
         // start-up audit, which would otherwise release (as strays) the connections of
         // another manager running under the same owner (issue 24, item 2).
-        let claim = match &kind {
-            ManagerKind::Core(config, _) => Some(claim_owner(names, &config.owner, &url).await?),
-            ManagerKind::Tina(_) => None,
+        let owner = match &kind {
+            ManagerKind::Core(config, _) => &config.owner,
+            ManagerKind::Tina(config, _) => &config.owner,
         };
+        let claim = Some(claim_owner(names, owner, &url).await?);
         let (running, recovery, performers) = match kind {
-            ManagerKind::Core(config, options) => {
+            ManagerKind::Core(config, mut options) => {
+                if options.adopt && options.network.is_none() {
+                    options.network = Some(network);
+                }
                 let (handle, recovery) = live::start_with(config, switches, router, options)
                     .await
                     .map_err(|e| ControlError::Serve {
@@ -205,7 +211,10 @@ impl ManagerServer {
                     })?;
                 (Running::Core(handle), recovery, Vec::new())
             }
-            ManagerKind::Tina(config) => {
+            ManagerKind::Tina(config, mut options) => {
+                if options.adopt && options.network.is_none() {
+                    options.network = Some(network);
+                }
                 // Subnetworks are contiguous runs of this order: s2 before s10.
                 switches.sort_by_key(|(n, _)| {
                     let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
@@ -215,9 +224,12 @@ impl ManagerServer {
                         n.clone(),
                     )
                 });
-                let tina = crate::tina::lnc::start(config, switches, router, tls.as_ref()).await?;
+                let tina =
+                    crate::tina::lnc::start_with(config, switches, router, tls.as_ref(), &options)
+                        .await?;
                 let performers = tina.endpoints.clone();
-                (Running::Tina(tina), Vec::new(), performers)
+                let recovery = tina.recovery.clone();
+                (Running::Tina(tina), recovery, performers)
             }
         };
         let registration = names

@@ -128,6 +128,17 @@ pub struct TinaConfig {
     /// [`iface::NML_EML_LOCAL`], not as remote invocations, and pay no emulated round
     /// trip. Their calls to the switch servers stay remote.
     pub colocate_eml: bool,
+    /// Messages between each EML-CP and its switch server lost on purpose (tests, and
+    /// `cm serve --faults`): the plan's `drop` fraction of the commands never reaches
+    /// the switch, and as many answers never come back (the command ran); the caller
+    /// sees the switch unavailable either way. Unary calls are not duplicated, delayed
+    /// or reordered, so the plan's other fractions are not used.
+    pub faults: Option<crate::cm::faults::FaultPlan>,
+    /// How often the deployment sweeps the switches for cross-connects and reservations
+    /// of its owner that no call explains (what a lost answer left: a commit or a
+    /// reservation nobody heard of), releasing what two sweeps in a row find (`None`:
+    /// only when asked, `Tina::sweep`).
+    pub sweep_interval: Option<std::time::Duration>,
 }
 
 impl Default for TinaConfig {
@@ -139,6 +150,8 @@ impl Default for TinaConfig {
             owner: "tina".into(),
             invocation_delay: std::time::Duration::ZERO,
             colocate_eml: false,
+            faults: None,
+            sweep_interval: None,
         }
     }
 }

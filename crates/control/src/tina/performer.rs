@@ -27,14 +27,31 @@ use tonic::{Request, Response, Status};
 use super::convert::{self, Wire, WireReply};
 use super::core::eml::EmlCore;
 use super::core::nml::{ChildCall, NmlCore};
-use super::core::{SncError, SncReply, SncRequest, SncResult};
+use super::core::{ErrorKind, SncError, SncReply, SncRequest, SncResult};
 use super::partition::Subnetwork;
 use super::shell::{Driver, Machine, wire};
 use super::{Invocations, SetupMode};
+use crate::cm::faults::{Fate, FaultInjector, FaultPlan, stream_id};
 
 /// A performer: a core behind its driver, serving ConnectionPerformer.
 pub struct Performer<M: Machine> {
     driver: Arc<Driver<M>>,
+}
+
+/// Another handle on the same performer (its server and its deployment share it).
+impl<M: Machine> Clone for Performer<M> {
+    fn clone(&self) -> Self {
+        Performer {
+            driver: self.driver.clone(),
+        }
+    }
+}
+
+impl<M: Machine> Performer<M> {
+    /// Its core, for what is done outside any operation (a restart's start-up audit).
+    pub(crate) fn driver(&self) -> &Arc<Driver<M>> {
+        &self.driver
+    }
 }
 
 /// The Element Management Layer Connection Performer of one switch.
@@ -53,11 +70,61 @@ impl EmlCp {
         totals: Invocations,
         delay: Duration,
     ) -> Self {
+        Self::with_faults(switch, client, owner, totals, delay, None)
+    }
+
+    /// [`EmlCp::new`], losing the plan's `drop` fraction of the commands on the way to
+    /// the switch and of the answers on the way back (seeded per switch and direction,
+    /// as the other managers' links are; see [`super::TinaConfig::faults`]).
+    pub fn with_faults(
+        switch: String,
+        client: SwitchServerClient<Channel>,
+        owner: String,
+        totals: Invocations,
+        delay: Duration,
+        faults: Option<FaultPlan>,
+    ) -> Self {
+        let lossy = faults.map(|plan| {
+            let drop_only = FaultPlan {
+                drop: plan.drop,
+                duplicate: 0.0,
+                delay: 0.0,
+                reorder: 0.0,
+                ..plan
+            };
+            Arc::new(std::sync::Mutex::new((
+                FaultInjector::new(drop_only, stream_id(&switch, true)),
+                FaultInjector::new(drop_only, stream_id(&switch, false)),
+            )))
+        });
+        let name = switch.clone();
         let perform = Box::new(move |command: Command| {
             let client = client.clone();
+            let lossy = lossy.clone();
+            let name = name.clone();
             Box::pin(async move {
                 wire(delay).await;
-                switch_call(client, command).await
+                let lost = |way: bool| {
+                    lossy.as_ref().is_some_and(|l| {
+                        let mut l = l.lock().unwrap_or_else(|e| e.into_inner());
+                        let i = if way { &mut l.0 } else { &mut l.1 };
+                        i.decide() == Fate::Drop
+                    })
+                };
+                if lost(true) {
+                    return Err(SncError::new(
+                        ErrorKind::Unavailable,
+                        format!("switch server {name} did not answer (the command was lost)"),
+                    ));
+                }
+                let r = switch_call(client, command).await;
+                if lost(false) {
+                    return Err(SncError::new(
+                        ErrorKind::Unavailable,
+                        format!("switch server {name} did not answer (the answer was lost)"),
+                    ));
+                }
+                r
             }) as _
         });
         let driver = Driver::new(EmlCore::new(switch, owner), perform, totals);

@@ -300,3 +300,146 @@ async fn a_fresh_journal_never_releases_a_running_networks_connections() {
     assert!(r.is_clean(), "{r}");
     net.down().await;
 }
+
+/// Issue 24, item 2's `--adopt`: a manager with calls up is killed and its journal
+/// deleted; restarted without --adopt or --release-strays it refuses, naming the counts;
+/// with --adopt it rebuilds every call from the switches' cross-connects of its owner
+/// (following each hop's output over the topology's links to the next switch's input
+/// and VC), journals them, and releases only a fragment that forms no whole call. The
+/// calls can then be released through it, and the audit is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_whose_journal_was_lost_adopts_its_calls_from_the_switches() {
+    use atmlab_control::cm::live::LiveOptions;
+    use atmlab_core::ids::{PortId, VcId};
+    use atmlab_core::traffic::TrafficDescriptor;
+    use atmlab_core::units::CellRate;
+    use atmlab_fabric::live::backend::SwitchBackend;
+    use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind};
+
+    let (net, clients) = crate::common::line3().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cm.sqlite");
+    let opts = LiveOptions {
+        journal: Some(path.clone()),
+        ..LiveOptions::default()
+    };
+    let config = CmConfig::new(CmKind::Xbind);
+    let router = || Box::new(StaticRouter::new().with("a", "b", line_route()));
+    let (cm, _) = live::start_with(config.clone(), clients.clone(), router(), opts.clone())
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    for pcr in [10.0, 20.0, 30.0] {
+        let c = cm
+            .add("a", "b", TrafficDescriptor::cbr(CellRate(pcr)), 0.0, "j")
+            .await
+            .unwrap();
+        calls.push(c.view);
+    }
+    cm.shutdown().await;
+    // The journal is lost, and s2 holds a fragment of the owner's (no whole call).
+    for f in ["cm.sqlite", "cm.sqlite-wal", "cm.sqlite-shm"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    let frag = clients[1]
+        .1
+        .execute(
+            vec![Command::Commit(Commit {
+                kind: ConnectionKind::Vc,
+                in_port: PortId(0),
+                in_id: VcId::new(0, 900),
+                branches: vec![Branch {
+                    port: PortId(1),
+                    id: VcId::new(0, 901),
+                }],
+                traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+                clr: 0.0,
+                buffer_cells: 0,
+                owner: config.owner.as_str().into(),
+                replenish: 0,
+                tag: "fragment".into(),
+            })],
+            Atomicity::AllOrNothing,
+        )
+        .await
+        .unwrap();
+    assert!(frag[0].is_ok(), "{frag:?}");
+
+    let e = live::start_with(config.clone(), clients.clone(), router(), opts.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("10 cross-connects")
+            && e.message.contains("s2: 4")
+            && e.message.contains("--adopt"),
+        "{}",
+        e.message
+    );
+    // --adopt needs the topology to follow the links.
+    let adopt = LiveOptions {
+        adopt: true,
+        ..opts.clone()
+    };
+    let e = live::start_with(config.clone(), clients.clone(), router(), adopt.clone())
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("--adopt"), "{}", e.message);
+    let adopt = LiveOptions {
+        network: Some(net.topology.view().unwrap()),
+        ..adopt
+    };
+    let (cm, found) = live::start_with(config.clone(), clients.clone(), router(), adopt)
+        .await
+        .unwrap();
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("adopted 3 connections (9 cross-connects")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with("s2:") && f.contains("1 cross-connects")),
+        "the fragment is released: {found:?}"
+    );
+    let back = cm.list().await;
+    assert_eq!(back.len(), 3);
+    let mut rates: Vec<f64> = back.iter().map(|c| c.view.traffic.pcr.per_sec()).collect();
+    rates.sort_by(f64::total_cmp);
+    assert_eq!(rates, vec![10.0, 20.0, 30.0]);
+    for (c, orig) in back.iter().zip(&calls) {
+        assert_eq!(
+            (&c.source, &c.destination),
+            (&"a".to_string(), &"b".to_string())
+        );
+        assert_eq!(c.view.hops.len(), orig.hops.len());
+    }
+    let views: Vec<_> = back.iter().map(|c| c.view.clone()).collect();
+    let r = audit(
+        &views,
+        &snapshot(&clients).await.unwrap(),
+        AuditOptions::default(),
+    );
+    assert!(r.is_clean(), "{r}");
+    cm.shutdown().await;
+    // Adopted calls are journaled: a plain restart takes them back.
+    let (cm, found) = live::start_with(config, clients.clone(), router(), opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0], "journal: 3 connections, 3 taken back, 0 rolled back",
+        "{found:?}"
+    );
+    for c in cm.list().await {
+        cm.delete(c.view.id).await.unwrap();
+    }
+    cm.shutdown().await;
+    let r = audit(
+        &[],
+        &snapshot(&clients).await.unwrap(),
+        AuditOptions { quiescent: true },
+    );
+    assert!(r.is_clean(), "{r}");
+    net.down().await;
+}

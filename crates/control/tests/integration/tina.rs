@@ -614,3 +614,461 @@ async fn an_nml_cp_keeps_what_a_failed_release_left_so_a_retry_finishes_it() {
         assert_eq!(keep0.code(), tonic::Code::InvalidArgument);
     }
 }
+
+// ----- issue 24, item 8: the TINA manager's journal and start-up audit ------------------
+
+/// The cross-connects of owner "tina" on every switch, as (switch, connection), sorted.
+async fn tina_held(clients: &[(String, GrpcSwitch)]) -> Vec<(String, u64)> {
+    let mut v = Vec::new();
+    for (name, c) in clients {
+        for x in c.connections().await.unwrap() {
+            if x.owner == "tina" {
+                v.push((name.clone(), x.id));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// The (switch, connection) of every hop of every call the LNC holds, sorted.
+fn lnc_held(lnc: &tina::lnc::Lnc) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = lnc
+        .list()
+        .iter()
+        .flat_map(|c| c.hops.iter().map(|h| (h.switch.clone(), h.connection)))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn journal_opts(path: std::path::PathBuf) -> atmlab_control::cm::live::LiveOptions {
+    atmlab_control::cm::live::LiveOptions {
+        journal: Some(path),
+        ..Default::default()
+    }
+}
+
+async fn start_journaled(
+    clients: &[(String, GrpcSwitch)],
+    mode: SetupMode,
+    opts: &atmlab_control::cm::live::LiveOptions,
+) -> Result<tina::lnc::Tina, atmlab_control::ControlError> {
+    let router = StaticRouter::new().with("a", "b", line_route());
+    tina::lnc::start_with(
+        TinaConfig {
+            mode,
+            ..TinaConfig::default()
+        },
+        clients.to_vec(),
+        Box::new(router),
+        None,
+        opts,
+    )
+    .await
+}
+
+/// Issue 24, item 8: the TINA manager journals its calls before answering and, killed
+/// with calls up (its performers stopped, the LNC dropped) and restarted on the same
+/// journal, takes back every call whose hops all survived, rolls back one that lost a
+/// hop, releases a cross-connect of its owner that no call explains (a setup half made
+/// when it died), and can then release what it took back, leaving nothing; in both
+/// setup modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_tina_manager_takes_back_whole_calls_and_repairs_the_rest() {
+    use atmlab_core::ids::{PortId, VcId};
+    use atmlab_fabric::switch::{Branch, Commit, ConnectionKind};
+    let (net, clients) = crate::common::line3().await;
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = journal_opts(dir.path().join("tina.sqlite"));
+        let t = start_journaled(&clients, mode, &opts).await.unwrap();
+        assert_eq!(
+            t.recovery,
+            vec!["journal: 0 connections, 0 taken back, 0 rolled back"]
+        );
+        let mut calls = Vec::new();
+        for _ in 0..3 {
+            calls.push(t.lnc.add("a", "b", cell(10.0), "j").await.unwrap());
+        }
+        // Killed: the performers stop, the LNC goes; the calls stay on the switches.
+        t.shutdown().await;
+        assert_eq!(tina_held(&clients).await.len(), 9);
+        // Meanwhile s2 loses call 2's hop, and s3 holds a half-made setup's cross-connect.
+        clients[1]
+            .1
+            .execute(
+                vec![Command::Release(Release {
+                    connection: calls[1].hops[1].connection,
+                    keep_reserved: false,
+                })],
+                Atomicity::AllOrNothing,
+            )
+            .await
+            .unwrap();
+        let half = clients[2]
+            .1
+            .execute(
+                vec![Command::Commit(Commit {
+                    kind: ConnectionKind::Vc,
+                    in_port: PortId(0),
+                    in_id: VcId::new(0, 900),
+                    branches: vec![Branch {
+                        port: PortId(1),
+                        id: VcId::new(0, 901),
+                    }],
+                    traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+                    clr: 0.0,
+                    buffer_cells: 0,
+                    owner: "tina".into(),
+                    replenish: 0,
+                    tag: "half".into(),
+                })],
+                Atomicity::AllOrNothing,
+            )
+            .await
+            .unwrap();
+        assert!(half[0].is_ok(), "{half:?}");
+
+        let t = start_journaled(&clients, mode, &opts).await.unwrap();
+        let found = &t.recovery;
+        assert_eq!(
+            found[0], "journal: 3 connections, 2 taken back, 1 rolled back",
+            "{mode:?}: {found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| f.contains(&format!("connection {}", calls[1].id)) && f.contains("s2")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("s3:") && f.contains("2 cross-connects")),
+            "call 2's surviving hop on s3 and the half-made one: {found:?}"
+        );
+        let back: Vec<u64> = t.lnc.list().iter().map(|c| c.id).collect();
+        assert_eq!(back, vec![calls[0].id, calls[2].id]);
+        assert_eq!(t.lnc.get(calls[0].id).unwrap().hops, calls[0].hops);
+        assert!(t.lnc.status().recovery.ends_with(found));
+        // What the LNC holds is on the switches, and nothing else of its owner is.
+        assert_eq!(lnc_held(&t.lnc), tina_held(&clients).await);
+        // Taken back whole: a change and a release go through the performers below as
+        // for calls set up by this deployment.
+        t.lnc.modify(calls[0].id, cell(20.0)).await.unwrap();
+        for id in back {
+            t.lnc.delete(id).await.unwrap();
+        }
+        audit_clean(&clients, None).await;
+        // The journal forgot them: a third start finds nothing to take back.
+        t.shutdown().await;
+        let t = start_journaled(&clients, mode, &opts).await.unwrap();
+        assert_eq!(
+            t.recovery,
+            vec!["journal: 0 connections, 0 taken back, 0 rolled back"]
+        );
+        t.shutdown().await;
+    }
+    net.down().await;
+}
+
+/// A multipoint call changed after its setup (a leaf added and one dropped, the
+/// contract changed) is taken back as changed, and its tree's segments are the
+/// hierarchy's again: the dropped-to-be leaf's hops are trimmed and released through
+/// the NML-CPs (TrimSnc, DropBranch) after the restart, and the release leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_tina_manager_takes_back_a_changed_multipoint_call() {
+    let (net, clients) = crate::common::network("tree4.toml").await;
+    let hop = |s: &str, i: u16, o: u16| atmlab_control::cm::core::HopSpec {
+        switch: s.into(),
+        in_port: i,
+        out_port: o,
+    };
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let router = || {
+            Box::new(
+                StaticRouter::new()
+                    .with("a", "b", vec![hop("s1", 0, 1), hop("s2", 0, 1)])
+                    .with("a", "c", vec![hop("s1", 0, 1), hop("s2", 0, 2)])
+                    .with("a", "d", vec![hop("s1", 0, 2), hop("s3", 0, 1)]),
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let opts = journal_opts(dir.path().join("tina.sqlite"));
+        let config = TinaConfig {
+            mode,
+            ..TinaConfig::default()
+        };
+        let start =
+            || tina::lnc::start_with(config.clone(), clients.clone(), router(), None, &opts);
+        let t = start().await.unwrap();
+        let call = t
+            .lnc
+            .add_multipoint("a", &["b".to_string(), "c".to_string()], cell(100.0), "m")
+            .await
+            .unwrap();
+        let id = call.id;
+        t.lnc.add_leaf(id, "d").await.unwrap();
+        t.lnc.drop_leaf(id, "c").await.unwrap();
+        let before = t.lnc.modify(id, cell(300.0)).await.unwrap();
+        t.shutdown().await;
+
+        let t = start().await.unwrap();
+        assert_eq!(
+            t.recovery[0], "journal: 1 connections, 1 taken back, 0 rolled back",
+            "{mode:?}: {:?}",
+            t.recovery
+        );
+        let back = t.lnc.get(id).unwrap();
+        assert_eq!(back.destinations, vec!["b", "d"]);
+        assert_eq!(back.hops, before.hops);
+        assert_eq!(back.cell_qos, before.cell_qos);
+        assert_eq!(lnc_held(&t.lnc), tina_held(&clients).await);
+        let after = t.lnc.drop_leaf(id, "d").await.unwrap();
+        assert_eq!(after.destinations, vec!["b"]);
+        assert_eq!(lnc_held(&t.lnc), tina_held(&clients).await, "{mode:?}");
+        t.lnc.delete(id).await.unwrap();
+        audit_clean(&clients, None).await;
+        t.shutdown().await;
+    }
+    net.down().await;
+}
+
+/// No silent teardown for TINA either (issue 24, item 2): started on a fresh journal
+/// while the switches hold its owner's calls, the TINA manager refuses, naming them and
+/// leaving the switches as they were; told to release the strays, it releases them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tina_manager_on_a_fresh_journal_refuses_to_tear_a_network_down() {
+    let (net, clients) = crate::common::line3().await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = journal_opts(dir.path().join("tina.sqlite"));
+    let t = start_journaled(&clients, SetupMode::Sequential, &opts)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        t.lnc.add("a", "b", cell(10.0), "j").await.unwrap();
+    }
+    t.shutdown().await;
+    let before = tina_held(&clients).await;
+    assert_eq!(before.len(), 9);
+
+    let fresh = journal_opts(dir.path().join("tina2.sqlite"));
+    let e = start_journaled(&clients, SetupMode::Sequential, &fresh)
+        .await
+        .err()
+        .expect("a fresh journal must not start over a running network")
+        .to_string();
+    assert!(
+        e.contains("9 cross-connects")
+            && e.contains("s1: 3")
+            && e.contains("--release-strays")
+            && e.contains("tina2.sqlite"),
+        "{e}"
+    );
+    assert_eq!(
+        tina_held(&clients).await,
+        before,
+        "a refused start changed them"
+    );
+    let release = atmlab_control::cm::live::LiveOptions {
+        release_strays: true,
+        ..fresh
+    };
+    let t = start_journaled(&clients, SetupMode::Sequential, &release)
+        .await
+        .unwrap();
+    assert!(
+        t.recovery.iter().any(|f| f.contains("3 cross-connects")),
+        "{:?}",
+        t.recovery
+    );
+    assert!(t.lnc.list().is_empty());
+    audit_clean(&clients, None).await;
+    t.shutdown().await;
+    net.down().await;
+}
+
+/// `--adopt` for TINA (issue 24, item 2): started on a fresh journal while the switches
+/// hold its owner's calls, the TINA manager refuses, naming them (and the way out,
+/// `--adopt`); with `adopt` it takes every whole call back from the switches into the
+/// LNC and the performers (journaling them), and they can then be released through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tina_manager_whose_journal_was_lost_adopts_its_calls() {
+    let (net, clients) = crate::common::line3().await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = journal_opts(dir.path().join("tina.sqlite"));
+    let t = start_journaled(&clients, SetupMode::Sequential, &opts)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        t.lnc.add("a", "b", cell(10.0), "j").await.unwrap();
+    }
+    t.shutdown().await;
+    let before = tina_held(&clients).await;
+    assert_eq!(before.len(), 9);
+
+    let fresh = journal_opts(dir.path().join("tina2.sqlite"));
+    let e = start_journaled(&clients, SetupMode::Sequential, &fresh)
+        .await
+        .err()
+        .expect("a fresh journal must not start over a running network")
+        .to_string();
+    assert!(
+        e.contains("9 cross-connects")
+            && e.contains("s1: 3")
+            && e.contains("--release-strays")
+            && e.contains("--adopt")
+            && e.contains("tina2.sqlite"),
+        "{e}"
+    );
+    assert_eq!(
+        tina_held(&clients).await,
+        before,
+        "a refused start changed them"
+    );
+
+    let adopt = atmlab_control::cm::live::LiveOptions {
+        adopt: true,
+        network: Some(net.topology.view().unwrap()),
+        ..fresh.clone()
+    };
+    let t = start_journaled(&clients, SetupMode::Sequential, &adopt)
+        .await
+        .unwrap();
+    assert!(
+        t.recovery
+            .iter()
+            .any(|f| f.contains("adopted 3 connections (9 cross-connects")),
+        "{:?}",
+        t.recovery
+    );
+    assert_eq!(t.lnc.list().len(), 3);
+    assert_eq!(lnc_held(&t.lnc), before);
+    // Journaled: a restart on that journal takes them back without --adopt.
+    t.shutdown().await;
+    let t = start_journaled(&clients, SetupMode::Sequential, &fresh)
+        .await
+        .unwrap();
+    assert_eq!(
+        t.recovery[0], "journal: 3 connections, 3 taken back, 0 rolled back",
+        "{:?}",
+        t.recovery
+    );
+    for c in t.lnc.list() {
+        t.lnc.delete(c.id).await.unwrap();
+    }
+    audit_clean(&clients, None).await;
+    t.shutdown().await;
+    net.down().await;
+}
+
+/// Issue 24, item 8: lost messages between the EML-CPs and their switch servers (5% of
+/// the commands never arrive, 5% of the answers never come back, seeded). A setup whose
+/// command or answer was lost fails cleanly (its caller hears UNAVAILABLE; what the
+/// performers knew of is rolled back); a release whose answer was lost is finished by
+/// its retry (the switch's "not found" counts as released); and what the lost answers
+/// left on the switches, commits and reservations no performer heard of, is found by
+/// one sweep and released by the next. Afterwards nothing of the owner is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tina_recovers_from_lost_messages_and_leaks_nothing() {
+    let (net, clients) = crate::common::line3().await;
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let config = TinaConfig {
+            mode,
+            faults: Some(atmlab_control::cm::faults::FaultPlan {
+                drop: 0.05,
+                seed: 11,
+                ..Default::default()
+            }),
+            ..TinaConfig::default()
+        };
+        let router = StaticRouter::new().with("a", "b", line_route());
+        let t = tina::lnc::start(config, clients.clone(), Box::new(router), None)
+            .await
+            .unwrap();
+        let mut up = Vec::new();
+        let mut failed = 0;
+        for _ in 0..60 {
+            match t.lnc.add("a", "b", cell(10.0), "lossy").await {
+                Ok(c) => up.push(c),
+                Err(s) => {
+                    assert_eq!(s.code(), tonic::Code::Unavailable, "{s}");
+                    failed += 1;
+                }
+            }
+        }
+        assert!(failed > 0 && !up.is_empty(), "{mode:?}: {failed} failed");
+        // Every call the LNC holds is whole on the switches.
+        let on: Vec<(String, u64)> = tina_held(&clients).await;
+        for c in &up {
+            for h in &c.hops {
+                assert!(on.contains(&(h.switch.clone(), h.connection)), "{mode:?}");
+            }
+        }
+        for c in &up {
+            let mut tries = 0;
+            loop {
+                match t.lnc.delete(c.id).await {
+                    Ok(()) => break,
+                    Err(s) if s.code() == tonic::Code::NotFound => break,
+                    Err(s) => {
+                        tries += 1;
+                        assert!(tries < 100, "{mode:?}: delete keeps failing: {s}");
+                    }
+                }
+            }
+        }
+        assert!(t.lnc.list().is_empty());
+        let first = t.sweep(false).await.unwrap();
+        assert!(
+            first.suspects > 0,
+            "{mode:?}: no lost answer left anything? {first:?}"
+        );
+        assert_eq!((first.released, first.given_back), (0, 0));
+        let second = t.sweep(false).await.unwrap();
+        assert_eq!(
+            second.released + second.given_back,
+            first.suspects,
+            "{mode:?}"
+        );
+        audit_clean(&clients, None).await;
+        t.shutdown().await;
+    }
+    net.down().await;
+}
+
+/// Issue 24, item 8: a switch server dead during setup (s2's server gone: nothing
+/// answers on its address). Every setup through it fails with UNAVAILABLE in both
+/// modes, and the hops already made on the other switches are rolled back: s1 and s3
+/// hold nothing of the owner. With s2 back, calls go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_switch_server_fails_tina_setups_cleanly() {
+    let (net, clients) = crate::common::line3().await;
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = gone.local_addr().unwrap();
+    drop(gone);
+    let dead = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let mut with_dead = clients.clone();
+    with_dead[1].1 = GrpcSwitch::new(dead);
+    let others = vec![clients[0].clone(), clients[2].clone()];
+    for mode in [SetupMode::Sequential, SetupMode::Parallel] {
+        let t = start(&with_dead, mode, None).await;
+        for _ in 0..3 {
+            let e = t.lnc.add("a", "b", cell(10.0), "dead").await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unavailable, "{mode:?}: {e}");
+        }
+        assert!(t.lnc.list().is_empty());
+        audit_clean(&others, None).await;
+        t.shutdown().await;
+    }
+    let t = start(&clients, SetupMode::Sequential, None).await;
+    let c = t.lnc.add("a", "b", cell(10.0), "back").await.unwrap();
+    t.lnc.delete(c.id).await.unwrap();
+    audit_clean(&clients, None).await;
+    t.shutdown().await;
+    net.down().await;
+}

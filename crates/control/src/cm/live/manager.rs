@@ -279,6 +279,7 @@ impl Shell {
                             view: i.view.clone(),
                             source: i.source.clone(),
                             destination: i.destination.clone(),
+                            bounds: Default::default(),
                         });
                     }
                     if let Some(w) = self.change_waiters.remove(&call) {
@@ -301,6 +302,7 @@ impl Shell {
                             view: view.clone(),
                             source: s.clone(),
                             destination: d.clone(),
+                            bounds: Default::default(),
                         });
                     }
                     if let Some((w, s, d)) = self.add_waiters.remove(&call)

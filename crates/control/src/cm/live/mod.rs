@@ -13,7 +13,8 @@
 //! - `handle`: [`CmHandle`], the callers' side, and the requests it sends;
 //! - `link`: the per-switch link task, its command stream and the faults injected on
 //!   it, and listing a switch's connections for reconciles and sweeps;
-//! - `recovery`: [`recover`], the start-up audit against the journal;
+//! - `recovery`: [`recover`] and [`audit`], the start-up audit against the journal (and,
+//!   with `--adopt`, [`whole_connections`], connections rebuilt from the switches);
 //! - `manager`: the manager's task, which feeds the core and answers callers, and the
 //!   journal's writer thread.
 
@@ -37,7 +38,7 @@ mod recovery;
 pub use handle::CmHandle;
 use link::{Link, run_link};
 use manager::{Channels, run_manager};
-pub use recovery::{Recovered, recover};
+pub use recovery::{Recovered, Strays, audit, recover, whole_connections};
 
 // Routers are pure; they are named here too, where the shell that uses them is.
 pub use super::routes::{Router, StaticRouter};
@@ -126,6 +127,36 @@ pub struct LiveOptions {
     /// On a journal with no connections, release the cross-connects of this owner the
     /// switches hold instead of refusing to start (see [`recover`]).
     pub release_strays: bool,
+    /// Take back the whole connections among the cross-connects of this owner that the
+    /// journal does not explain (`--adopt`: a lost or emptied journal), following them
+    /// over the links of `network`; release only the fragments (see [`recover`]).
+    pub adopt: bool,
+    /// The network's links and hosts, which `adopt` follows (`ManagerServer` fills it
+    /// from its route object).
+    pub network: Option<crate::route::NetworkView>,
+}
+
+impl LiveOptions {
+    /// What the start-up audit does with strays, as these options say; `adopt` without
+    /// a network is an error.
+    pub fn strays(&self) -> Result<Strays, CallError> {
+        let adopt = match (self.adopt, &self.network) {
+            (false, _) => None,
+            (true, Some(n)) => Some(n.clone()),
+            (true, None) => {
+                return Err(CallError {
+                    kind: ErrorKind::InvalidArgument,
+                    message: "--adopt needs the network's links and hosts to follow \
+                              connections over"
+                        .into(),
+                });
+            }
+        };
+        Ok(Strays {
+            release: self.release_strays,
+            adopt,
+        })
+    }
 }
 
 /// Starts a manager with a journal and faults as `opts` says. With a journal, the
@@ -148,7 +179,7 @@ pub async fn start_with(
                 kind: ErrorKind::Unavailable,
                 message: e.to_string(),
             })?;
-            let r = recover(&mut core, journal, &switches, opts.release_strays).await;
+            let r = recover(&mut core, journal, &switches, &opts.strays()?).await;
             Some(r.map_err(|e| CallError {
                 message: format!("journal {}: {}", path.display(), e.message),
                 ..e

@@ -7,7 +7,10 @@
 //!
 //! A refused setup leaves nothing: what the setup reserved itself is given back before
 //! the refusal goes up. A release that fails part-way keeps what is left under the same
-//! SNC, so a retried release finishes it.
+//! SNC, so a retried release finishes it; a switch that answers a release "not found"
+//! has nothing of it left (the answer to an earlier try was lost), and the release
+//! goes on as if it had been answered. (What a lost answer leaves on a switch, a commit
+//! or reservation nobody heard of, the deployment's sweep gives back.)
 
 use std::collections::HashMap;
 
@@ -19,8 +22,8 @@ use atmlab_fabric::switch::{
 
 use super::super::{Counts, iface};
 use super::{
-    BranchInfo, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore, SncError, SncReply,
-    SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
+    AdoptSnc, BranchInfo, ErrorKind, HopInfo, InvocationId, OpId, Outbox, SetupSnc, SncCore,
+    SncError, SncReply, SncRequest, SncResult, SncSetUp, Traffic, Transmit, count, keeps_a_hop,
 };
 
 /// What the EML-CP holds for one subnetwork connection (one hop).
@@ -108,6 +111,35 @@ impl EmlCore {
     /// Subnetwork connections held.
     pub fn sncs(&self) -> usize {
         self.sncs.len()
+    }
+
+    /// Takes back a one-hop SNC the switch holds (a restarted hierarchy's start-up
+    /// audit): recorded as if this EML-CP had set it up; returns its id.
+    pub fn adopt(&mut self, s: &AdoptSnc) -> Result<u64, SncError> {
+        let [hop] = s.hops.as_slice() else {
+            return Err(SncError::invalid(format!(
+                "the EML-CP of {} takes back one hop, not {}",
+                self.switch,
+                s.hops.len()
+            )));
+        };
+        self.check(&hop.switch)?;
+        let source = match (s.holds_source, hop.in_id) {
+            (true, Some(v)) => Some((hop.in_port, v)),
+            (true, None) => return Err(SncError::invalid("a source without its identifier")),
+            (false, _) => None,
+        };
+        let snc = self.next_snc;
+        self.next_snc += 1;
+        self.sncs.insert(
+            snc,
+            EmlSnc {
+                connection: Some(hop.connection),
+                source,
+                traffic: s.traffic,
+            },
+        );
+        Ok(snc)
     }
 
     fn check(&self, switch: &str) -> Result<(), SncError> {
@@ -343,7 +375,13 @@ impl EmlCore {
                 self.give_back(op, held, error, t);
             }
             Step::Release(snc, mut held) => match answer {
-                Ok(_) => {
+                // Not there: gone already (an earlier release whose answer was lost on
+                // the way back, or a sweep), which is what the release wanted.
+                Ok(_)
+                | Err(SncError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                }) => {
                     if held.connection.take().is_none() {
                         held.source = None;
                     }

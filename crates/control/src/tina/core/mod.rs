@@ -207,6 +207,21 @@ pub struct HopInfo {
     pub branches: Vec<BranchInfo>,
 }
 
+/// A subnetwork connection a restarted hierarchy takes back (the start-up audit against
+/// the journal, issue 24): its hops as the switches hold them, in route order, each with
+/// both identifiers known. Nothing is invoked: the performers only record it, so that
+/// releasing, changing or trimming it later works as for one they set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdoptSnc {
+    /// The hops, upstream first (`in_id` and `out_id` set).
+    pub hops: Vec<HopInfo>,
+    /// The first hop's input identifier is the source's VC, which the SNC reserved
+    /// itself and gives back on release.
+    pub holds_source: bool,
+    /// The contract.
+    pub traffic: Traffic,
+}
+
 /// The answer to SetupSnc.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SncSetUp {

@@ -23,11 +23,12 @@
 //!
 //! The LNC is split as the manager's core is, one `impl` per concern: `types` (what it
 //! answers and what it keeps of a call), this module (the core and its inputs and
-//! outputs), `calls` (AddConnection, DeleteConnection, ModifyConnection) and `leaves`
-//! (AddLeaf, DropLeaf).
+//! outputs), `calls` (AddConnection, DeleteConnection, ModifyConnection), `leaves`
+//! (AddLeaf, DropLeaf) and `recovery` (a call as journaled, and taken back).
 
 mod calls;
 mod leaves;
+mod recovery;
 mod types;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

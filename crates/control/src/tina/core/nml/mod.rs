@@ -27,8 +27,8 @@ use types::{HeldLink, NmlSnc, Op, Part, Step, Sweep, Then, Trimming};
 use super::super::partition::Subnetwork;
 use super::super::{Counts, SetupMode};
 use super::{
-    InvocationId, OpId, Outbox, SncCore, SncError, SncReply, SncRequest, SncResult, Transmit,
-    absorb, count, keeps_a_hop,
+    AdoptSnc, InvocationId, OpId, Outbox, SncCore, SncError, SncReply, SncRequest, SncResult,
+    Transmit, absorb, count, keeps_a_hop,
 };
 
 /// The NML-CP of one subnetwork.
@@ -74,6 +74,45 @@ impl NmlCore {
     /// Subnetwork connections held.
     pub fn sncs(&self) -> usize {
         self.sncs.len()
+    }
+
+    /// Takes back an SNC the switches hold (a restarted hierarchy's start-up audit): the
+    /// route split into the runs inside each child as a setup splits it, each run taken
+    /// back by `child` (index, the run), which answers the child's SNC id; recorded as if
+    /// this NML-CP had set it up; returns its id.
+    pub fn adopt(
+        &mut self,
+        s: &AdoptSnc,
+        child: &mut dyn FnMut(usize, AdoptSnc) -> Result<u64, SncError>,
+    ) -> Result<u64, SncError> {
+        if s.hops.is_empty() {
+            return Err(SncError::invalid("a subnetwork connection of no hops"));
+        }
+        let route: Vec<&str> = s.hops.iter().map(|h| h.switch.as_str()).collect();
+        let runs = self.subnetwork.runs(&route).map_err(SncError::invalid)?;
+        let mut parts = Vec::with_capacity(runs.len());
+        let mut lens = Vec::with_capacity(runs.len());
+        for (c, range) in runs {
+            self.iface(c)?;
+            let run = AdoptSnc {
+                holds_source: s.holds_source && range.start == 0,
+                hops: s.hops[range.clone()].to_vec(),
+                traffic: s.traffic,
+            };
+            parts.push((c, child(c, run)?));
+            lens.push(u32::try_from(range.len()).unwrap_or(u32::MAX));
+        }
+        let snc = self.next_snc;
+        self.next_snc += 1;
+        self.sncs.insert(
+            snc,
+            NmlSnc {
+                parts,
+                lens,
+                traffic: s.traffic,
+            },
+        );
+        Ok(snc)
     }
 
     fn reply(&mut self, op: OpId, r: SncResult) {
