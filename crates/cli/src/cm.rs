@@ -508,7 +508,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
     let kind = tuning.kind()?;
     let who = who.unwrap_or_else(|| match &kind {
         ManagerKind::Core(c, _) => c.owner.clone(),
-        ManagerKind::Tina(c) => c.owner.clone(),
+        ManagerKind::Tina(c, _) => c.owner.clone(),
     });
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;

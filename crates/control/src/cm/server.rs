@@ -150,7 +150,7 @@ impl ManagerServer {
         if let Some(subject) = tls.as_ref().and_then(TlsIdentity::subject) {
             let owner = match &kind {
                 ManagerKind::Core(c, _) => c.owner.as_str(),
-                ManagerKind::Tina(c) => c.owner.as_str(),
+                ManagerKind::Tina(c, _) => c.owner.as_str(),
             };
             use atmlab_rpc::tls::Role;
             let refuse = match subject.role {
