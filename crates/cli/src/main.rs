@@ -99,9 +99,53 @@ fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("atmlab {name}: error: {e:#}");
+            eprintln!("atmlab {name}: error: {}", bounded(&format!("{e:#}")));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The longest word an error message shows whole: longer than any path or address a
+/// person types, far shorter than a pasted file.
+const LONGEST_WORD: usize = 256;
+
+/// `message` with every word (a run without spaces) longer than [`LONGEST_WORD`] cut
+/// to its first 64 characters and a count of the rest: errors quote the input they
+/// refuse, and an input of a megabyte must not come back whole (issue 24, item 7).
+fn bounded(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * LONGEST_WORD));
+    let mut rest = message;
+    while !rest.is_empty() {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(end);
+        if word.chars().count() > LONGEST_WORD {
+            let head: String = word.chars().take(64).collect();
+            let more = word.len() - head.len();
+            out.push_str(&format!("{head}... ({more} more bytes)"));
+        } else {
+            out.push_str(word);
+        }
+        let gap = after.len() - after.trim_start().len();
+        out.push_str(&after[..gap]);
+        rest = &after[gap..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_words_are_cut_and_the_rest_is_kept() {
+        let big = "x".repeat(1_000_000);
+        let m = super::bounded(&format!("bad input {big:?}: expected a port\n  at line 2"));
+        assert!(m.len() < 200, "{}", m.len());
+        assert!(m.starts_with("bad input \"xxxx"), "{m}");
+        assert!(
+            m.contains("(999939 more bytes) expected a port\n  at line 2"),
+            "{m}"
+        );
+        let short = "no certificate for \"s1\" in /tmp/a/b (os error 2)";
+        assert_eq!(super::bounded(short), short);
     }
 }
 
@@ -129,7 +173,7 @@ fn main() -> ExitCode {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("atmlab wire: error: {e:#}");
+                eprintln!("atmlab wire: error: {}", bounded(&format!("{e:#}")));
                 ExitCode::from(2)
             }
         },

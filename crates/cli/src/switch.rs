@@ -141,9 +141,8 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
             SwitchCommand::Serve { config } => {
                 let file = ServerFile::load(&config)?;
                 let tls = args.security.identity(&file.name)?;
-                let running = server::start(&file, tls.as_ref())
-                    .await
-                    .with_context(|| format!("starting switch {}", file.name))?;
+                // Its errors name the switch, and the address or file at fault.
+                let running = server::start(&file, tls.as_ref()).await?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
                 say!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
                 if let Some(raw) = running.raw_addr {

@@ -135,6 +135,12 @@ pub enum FabricError {
     /// A configuration that cannot describe a switch.
     #[error("invalid switch configuration: {0}")]
     Config(String),
+    /// A switch server could not start or keep its state: a port or address it cannot
+    /// bind, a journal it cannot open or write. The text names the address or file and
+    /// the OS error, once (issue 27: a port clash was an "invalid switch
+    /// configuration").
+    #[error("{0}")]
+    Setup(String),
     /// The switch server cannot be reached, or the connection to it broke.
     #[error("switch server unavailable: {0}")]
     Unavailable(String),
@@ -225,7 +231,7 @@ impl FabricError {
                 ErrorKind::ResourceExhausted
             }
             Aborted => ErrorKind::Aborted,
-            Unavailable(_) => ErrorKind::Unavailable,
+            Unavailable(_) | Setup(_) => ErrorKind::Unavailable,
             Forbidden(_) => ErrorKind::PermissionDenied,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
             Remote { kind, .. } => *kind,

@@ -285,3 +285,60 @@ fn a_negative_rate_is_a_bad_value_not_an_option() {
     assert!(!o.status.success());
     assert!(err.contains("--rate must be positive"), "{err}");
 }
+
+/// Issue 24, item 7, and issue 27, item 6: an error names the address it concerns, once,
+/// in the right words (a port clash is not an "invalid switch configuration"), and
+/// quotes at most a bounded prefix of a bad input (a megabyte came back whole).
+#[test]
+fn errors_name_the_address_once_and_quote_a_bounded_prefix() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("s1.toml");
+    std::fs::write(
+        &config,
+        format!("name = \"s1\"\ngrpc = \"{addr}\"\n[[ports]]\nid = 0\n"),
+    )
+    .unwrap();
+    let o = atmlab(
+        &[
+            "switch",
+            "serve",
+            "--insecure",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(!o.status.success(), "{err}");
+    assert!(last.contains(&addr) && last.contains("in use"), "{last}");
+    assert!(!last.contains("invalid switch configuration"), "{last}");
+    assert_eq!(last.matches("switch s1").count(), 1, "{last}");
+    assert_eq!(last.matches("os error").count(), 1, "{last}");
+
+    // 100 kB: a single argument may not exceed 128 KiB (MAX_ARG_STRLEN).
+    let big = "x".repeat(100_000);
+    let o = atmlab(
+        &[
+            "switch",
+            "commit",
+            "--insecure",
+            "--addr",
+            "127.0.0.1:1",
+            "--in",
+            &big,
+            "--out",
+            "1:0/32",
+        ],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.len() < 1_000, "{} bytes of error", err.len());
+    assert!(
+        err.contains("more bytes") && err.contains("port:vpi/vci"),
+        "{err}"
+    );
+}

@@ -185,7 +185,7 @@ impl Journal {
     /// the process died while writing it): that record was never complete, so its
     /// command was never answered, and it is dropped with a warning naming the file.
     pub fn open(path: &Path, sync: bool) -> Result<(Journal, Vec<Connection>), FabricError> {
-        let err = |what: String| FabricError::Config(format!("journal {}: {what}", path.display()));
+        let err = |what: String| FabricError::Setup(format!("journal {}: {what}", path.display()));
         let mut live: BTreeMap<u64, Connection> = BTreeMap::new();
         if path.exists() {
             let mut text = String::new();

@@ -369,10 +369,17 @@ pub async fn start(
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
-                    FabricError::Config(format!("journal directory {}: {e}", dir.display()))
+                    FabricError::Setup(format!(
+                        "switch {}: journal directory {}: {e}",
+                        file.name,
+                        dir.display()
+                    ))
                 })?;
             }
-            let (j, conns) = Journal::open(path, file.journal_sync)?;
+            let (j, conns) = Journal::open(path, file.journal_sync).map_err(|e| match e {
+                FabricError::Setup(m) => FabricError::Setup(format!("switch {}: {m}", file.name)),
+                e => e,
+            })?;
             for c in &conns {
                 switch.restore(c).map_err(|e| {
                     FabricError::Config(format!(
@@ -399,9 +406,7 @@ pub async fn start(
             .unwrap_or(DEFAULT_CELLS_PER_DATAGRAM),
     )
     .await
-    .map_err(|e| {
-        FabricError::Config(format!("switch {}: binding its UDP ports: {e}", file.name))
-    })?;
+    .map_err(|e| FabricError::Setup(format!("switch {}: binding its UDP ports: {e}", file.name)))?;
     for p in &file.ports {
         if let Some(h) = p.host {
             data_plane.attach_host(PortId(p.id), h, &local);
@@ -413,13 +418,13 @@ pub async fn start(
     let mut tasks = data_plane.spawn(local.clone());
     let grpc_at = file.grpc.unwrap_or(any);
     let grpc_listener = TcpListener::bind(grpc_at).await.map_err(|e| {
-        FabricError::Config(format!(
+        FabricError::Setup(format!(
             "switch {}: gRPC listen on {grpc_at}: {e}",
             file.name
         ))
     })?;
     let grpc_addr = grpc_listener.local_addr().map_err(|e| {
-        FabricError::Config(format!(
+        FabricError::Setup(format!(
             "switch {}: gRPC listener on {grpc_at}: {e}",
             file.name
         ))
@@ -449,7 +454,11 @@ pub async fn start(
                 &limits,
                 authz.clone(),
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                FabricError::Setup(m) => FabricError::Setup(format!("switch {}: {m}", file.name)),
+                e => e,
+            })?;
             (Some(at), Some(stats))
         }
         None => (None, None),
