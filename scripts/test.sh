@@ -31,6 +31,13 @@ if need_tshark; then
 fi
 tshark --version | head -n 1
 
+# GNU parallel runs the shards of a sweep in the sharding test (docs/cluster.md).
+if ! command -v parallel >/dev/null 2>&1; then
+  echo "== installing GNU parallel (Debian package) for the sharding test"
+  apt_install parallel
+fi
+parallel --version | head -n 1
+
 # The Python client (clients/python): a venv with the pinned grpcio and grpcio-tools,
 # reinstalled only when requirements.txt changed since the last install, and its modules
 # generated from the current IDL. The tests find the interpreter through ATMLAB_PYTHON.

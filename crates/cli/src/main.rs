@@ -132,23 +132,6 @@ fn bounded(message: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn long_words_are_cut_and_the_rest_is_kept() {
-        let big = "x".repeat(1_000_000);
-        let m = super::bounded(&format!("bad input {big:?}: expected a port\n  at line 2"));
-        assert!(m.len() < 200, "{}", m.len());
-        assert!(m.starts_with("bad input \"xxxx"), "{m}");
-        assert!(
-            m.contains("(999939 more bytes) expected a port\n  at line 2"),
-            "{m}"
-        );
-        let short = "no certificate for \"s1\" in /tmp/a/b (os error 2)";
-        assert_eq!(super::bounded(short), short);
-    }
-}
-
 /// Simulations run without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
 /// otherwise). mimalloc asks for them on its arenas, and the kernel then zeroes a whole
 /// 2 MiB page the first time any byte of it is touched. A simulation's working set is
@@ -201,5 +184,22 @@ fn main() -> ExitCode {
         Command::Soak(args) => report("soak", soak::run(args)),
         Command::Completions(args) => report("completions", install::completions::<Cli>(args)),
         Command::Man(args) => report("man", install::man::<Cli>(args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_words_are_cut_and_the_rest_is_kept() {
+        let big = "x".repeat(1_000_000);
+        let m = super::bounded(&format!("bad input {big:?}: expected a port\n  at line 2"));
+        assert!(m.len() < 200, "{}", m.len());
+        assert!(m.starts_with("bad input \"xxxx"), "{m}");
+        assert!(
+            m.contains("(999939 more bytes) expected a port\n  at line 2"),
+            "{m}"
+        );
+        let short = "no certificate for \"s1\" in /tmp/a/b (os error 2)";
+        assert_eq!(super::bounded(short), short);
     }
 }

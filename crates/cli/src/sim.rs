@@ -48,6 +48,24 @@ enum SimCmd {
         /// Print results.json to stdout instead of the table.
         #[arg(long)]
         json: bool,
+        /// Run only shard I of N (its share of the jobs, e.g. one task of a Slurm array)
+        /// and write OUT/shard.json; `atmlab sim merge` puts the N shards together into
+        /// the results an unsharded run writes. See docs/cluster.md.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<atmlab_sim::runner::Shard>,
+    },
+    /// Put the shards of a run (`sim run --shard I/N`) together: the results.json,
+    /// results.csv, replications.csv, run.json and plots the unsharded run writes.
+    Merge {
+        /// Where to write the merged results.
+        #[arg(long)]
+        out: PathBuf,
+        /// The shards' output directories (each holding shard.json), all N of them.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Print results.json to stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Validate a scenario file without running it.
     Check {
@@ -292,6 +310,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             seed,
             threads,
             json,
+            shard,
         } => {
             if let Some(r) = replications {
                 set.push(format!("run.replications={r}"));
@@ -326,6 +345,30 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
                 threads,
                 progress: Some(&progress),
             };
+            let dir = out.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "run".into());
+                PathBuf::from("results").join(stem)
+            });
+            if let Some(shard) = shard {
+                // The scenario as given travels with the shard, so that the merge needs
+                // no copy of the file.
+                let source = atmlab_sim::shard::ScenarioSource::read(&file, &set)?;
+                let raw = runner::run_raw(&scn, kind, &opts, Some(shard))?;
+                if let Some(b) = &bar {
+                    b.finish_and_clear();
+                }
+                atmlab_sim::shard::write_shard(&dir, &source, shard, &raw)?;
+                let jobs: usize = raw.points.iter().map(Vec::len).sum();
+                println!(
+                    "shard {shard}: {jobs} job(s); {}/{}",
+                    dir.display(),
+                    atmlab_sim::shard::SHARD_FILE
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let r = runner::run(&scn, kind, &opts)?;
             if let Some(b) = &bar {
                 b.finish_and_clear();
@@ -334,37 +377,56 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             for w in r.warnings.iter().filter(|w| !warnings.contains(w)) {
                 eprintln!("warning: {w}");
             }
-            let dir = out.unwrap_or_else(|| {
-                let stem = file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "run".into());
-                PathBuf::from("results").join(stem)
-            });
-            report::write_results(&dir, &r)
-                .with_context(|| format!("writing results to {}", dir.display()))?;
-            let plots = report::write_plots(&dir, &r, kind)?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report::results_json(&r))?
-                );
-            } else {
-                print_table(&r, kind);
-                println!(
-                    "results: {}/results.json, results.csv, replications.csv, run.json",
-                    dir.display()
-                );
-                if plots > 0 {
-                    println!(
-                        "plots:   {plots} metric(s) against the swept value in {}/ (SVG and PNG)",
-                        dir.display()
-                    );
-                }
+            write_all(&dir, &r, kind, json)
+        }
+        SimCmd::Merge { out, shards, json } => {
+            let files = shards
+                .iter()
+                .map(|d| atmlab_sim::shard::ShardFile::read(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let model = files[0].source.scenario()?.model;
+            let Some(kind) = atmlab_models::model_kind(&model) else {
+                bail!("{}: unknown model kind {model:?}", files[0].path);
+            };
+            let r = atmlab_sim::shard::merge(&files, kind)?;
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
             }
-            Ok(ExitCode::SUCCESS)
+            write_all(&out, &r, kind, json)
         }
     }
+}
+
+/// Writes a run's result files and plots into `dir` and prints the table (or
+/// results.json with `json`).
+fn write_all(
+    dir: &std::path::Path,
+    r: &RunReport,
+    kind: &dyn atmlab_sim::model::ModelKind,
+    json: bool,
+) -> Result<ExitCode> {
+    report::write_results(dir, r)
+        .with_context(|| format!("writing results to {}", dir.display()))?;
+    let plots = report::write_plots(dir, r, kind)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::results_json(r))?
+        );
+    } else {
+        print_table(r, kind);
+        println!(
+            "results: {}/results.json, results.csv, replications.csv, run.json",
+            dir.display()
+        );
+        if plots > 0 {
+            println!(
+                "plots:   {plots} metric(s) against the swept value in {}/ (SVG and PNG)",
+                dir.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn si(x: f64) -> String {

@@ -18,6 +18,7 @@ pub mod report;
 pub mod rng;
 pub mod runner;
 pub mod scenario;
+pub mod shard;
 pub mod stats;
 
 mod error;

@@ -245,14 +245,93 @@ fn run_job(p: &dyn Prepared, scn: &Scenario, replication: u32) -> Result<RepResu
     p.run(&rep)
 }
 
+/// One share of a run's jobs (`atmlab sim run --shard I/N`), so that a sweep can be
+/// spread over the tasks of a cluster scheduler and merged ([`crate::shard`]).
+///
+/// Jobs are dealt round-robin: with independent replications, job `k` of the (point,
+/// replication) list in sweep order goes to shard `k mod N + 1`; with a precision target
+/// (whose replications of one point depend on one another's results), point `p` with all
+/// its replications goes to shard `p mod N + 1`. Every job runs in exactly one shard,
+/// with the same seeds as unsharded, so the merged results are the unsharded ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Which share, from 1.
+    pub index: u32,
+    /// How many shares.
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("{s:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// What a run (or a shard of one) measured, before the estimates: each point's kept
+/// replications, by replication number, and what the run cost.
+#[derive(Debug, Clone)]
+pub struct RawRun {
+    /// Per point (in sweep order), its replications run here: (number, result), in
+    /// increasing number.
+    pub points: Vec<Vec<(u32, RepResult)>>,
+    /// The models' and the runner's warnings.
+    pub warnings: Vec<String>,
+    /// Events processed over all jobs.
+    pub events: u64,
+    /// Simulated seconds over all jobs.
+    pub simulated_seconds: f64,
+    /// Wall-clock seconds.
+    pub wall_seconds: f64,
+    /// Jobs run (discarded ones included).
+    pub jobs_run: u64,
+    /// Threads used.
+    pub threads: usize,
+}
+
 /// Runs every point and replication of `scn`.
 pub fn run(
     scn: &Scenario,
     kind: &dyn ModelKind,
     opts: &RunOptions<'_>,
 ) -> Result<RunReport, SimError> {
+    let raw = run_raw(scn, kind, opts, None)?;
+    assemble(scn, kind, raw)
+}
+
+/// Runs the jobs of `shard` (all of them without one) and returns what they measured.
+pub fn run_raw(
+    scn: &Scenario,
+    kind: &dyn ModelKind,
+    opts: &RunOptions<'_>,
+    shard: Option<Shard>,
+) -> Result<RawRun, SimError> {
     let (prepared, mut warnings) = prepare(scn, kind)?;
     let points = scn.points();
+    // With a precision target a point's replications stay together (its stopping count
+    // depends on all of them); otherwise each job is dealt on its own.
+    let point_here = |p: usize| match (shard, &scn.run.precision) {
+        (Some(s), Some(_)) => p % s.count as usize == (s.index - 1) as usize,
+        _ => true,
+    };
+    let job_here = |k: usize| match (shard, &scn.run.precision) {
+        (Some(s), None) => k % s.count as usize == (s.index - 1) as usize,
+        _ => true,
+    };
     let done = std::sync::atomic::AtomicU64::new(0);
     let total = std::sync::atomic::AtomicU64::new(0);
     let one = |&(p, r): &(usize, u32)| {
@@ -281,28 +360,32 @@ pub fn run(
     let threads = pool.as_ref().map_or(1, |p| p.current_num_threads());
     let first: Vec<(usize, u32)> = (0..points.len())
         .flat_map(|p| (0..scn.run.replications).map(move |r| (p, r)))
+        .enumerate()
+        .filter(|&(k, (p, _))| job_here(k) && point_here(p))
+        .map(|(_, job)| job)
         .collect();
     let start = WallClock::now();
-    let mut per_point: Vec<Vec<RepResult>> = vec![Vec::new(); points.len()];
+    let mut per_point: Vec<Vec<(u32, RepResult)>> = vec![Vec::new(); points.len()];
     // Events and simulated time of every job run, kept or not (the speed figures).
     let (mut events, mut simulated) = (0u64, 0f64);
     // Runs `jobs` (in parallel with a pool) and appends their results to their points, in
     // job order.
-    let mut run_round =
-        |jobs: &[(usize, u32)], per_point: &mut Vec<Vec<RepResult>>| -> Result<(), SimError> {
-            total.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let results: Vec<Result<RepResult, SimError>> = match &pool {
-                Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
-                None => jobs.iter().map(one).collect(),
-            };
-            for (&(p, _), r) in jobs.iter().zip(results) {
-                let r = r?;
-                events += r.events;
-                simulated += r.simulated.as_secs_f64();
-                per_point[p].push(r);
-            }
-            Ok(())
+    let mut run_round = |jobs: &[(usize, u32)],
+                         per_point: &mut Vec<Vec<(u32, RepResult)>>|
+     -> Result<(), SimError> {
+        total.fetch_add(jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let results: Vec<Result<RepResult, SimError>> = match &pool {
+            Some(pool) => pool.install(|| jobs.par_iter().map(one).collect()),
+            None => jobs.iter().map(one).collect(),
         };
+        for (&(p, rep), r) in jobs.iter().zip(results) {
+            let r = r?;
+            events += r.events;
+            simulated += r.simulated.as_secs_f64();
+            per_point[p].push((rep, r));
+        }
+        Ok(())
+    };
     run_round(&first, &mut per_point)?;
     if let Some(prec) = &scn.run.precision {
         let watched: Vec<usize> = if prec.metrics.is_empty() {
@@ -316,7 +399,10 @@ pub fn run(
         // The stopping count of each point, once decided, and the counts judged so far,
         // with a running tally of each watched metric over them (the same arithmetic, in
         // the same order, as the point's final estimate).
-        let mut stop: Vec<Option<usize>> = vec![None; points.len()];
+        // A point of another shard is done before it starts: it runs there.
+        let mut stop: Vec<Option<usize>> = (0..points.len())
+            .map(|p| (!point_here(p)).then_some(0))
+            .collect();
         let n0 = scn.run.replications as usize;
         let mut judged = vec![0usize; points.len()];
         let mut tallies: Vec<Vec<Tally>> = vec![vec![Tally::new(); watched.len()]; points.len()];
@@ -328,7 +414,7 @@ pub fn run(
                 // Each count from n0 on, in order, once: the first that is precise stops.
                 for n in judged[p] + 1..=reps.len() {
                     for (t, &i) in tallies[p].iter_mut().zip(&watched) {
-                        t.record(reps[n - 1].metrics.get(i).map_or(f64::NAN, |m| m.1));
+                        t.record(reps[n - 1].1.metrics.get(i).map_or(f64::NAN, |m| m.1));
                     }
                     judged[p] = n;
                     if n >= n0 && tallies[p].iter().all(|t| met(t, prec)) {
@@ -370,9 +456,49 @@ pub fn run(
             reps.truncate(n.unwrap_or(reps.len()));
         }
     }
-    let wall_seconds = start.elapsed().as_secs_f64();
+    Ok(RawRun {
+        points: per_point,
+        warnings,
+        events,
+        simulated_seconds: simulated,
+        wall_seconds: start.elapsed().as_secs_f64(),
+        jobs_run: total.load(std::sync::atomic::Ordering::Relaxed),
+        threads,
+    })
+}
+
+/// The report of a run from what its jobs measured: each point's estimates over its
+/// replications in order. [`run`] calls it on a whole run, [`crate::shard::merge`] on
+/// the shards' results put together; a point must hold its replications 0, 1, ... with
+/// none missing.
+pub fn assemble(scn: &Scenario, kind: &dyn ModelKind, raw: RawRun) -> Result<RunReport, SimError> {
+    let points = scn.points();
+    if raw.points.len() != points.len() {
+        return Err(SimError::Model {
+            model: scn.model.clone(),
+            message: format!(
+                "{} points of results for a sweep of {}",
+                raw.points.len(),
+                points.len()
+            ),
+        });
+    }
     let mut out = Vec::with_capacity(points.len());
-    for (point, reps_out) in points.into_iter().zip(per_point) {
+    for (point, numbered) in points.into_iter().zip(raw.points) {
+        if let Some((k, (n, _))) = numbered
+            .iter()
+            .enumerate()
+            .find(|(k, (n, _))| *n as usize != *k)
+        {
+            return Err(SimError::Model {
+                model: scn.model.clone(),
+                message: format!(
+                    "point {}: replication {k} is missing (found {n} in its place)",
+                    describe(&point)
+                ),
+            });
+        }
+        let reps_out: Vec<RepResult> = numbered.into_iter().map(|(_, r)| r).collect();
         let table = scn.params_at(&point)?;
         if scn.run.batches.is_some() && reps_out.iter().any(|r| r.batch_metrics.is_empty()) {
             return Err(SimError::Model {
@@ -415,11 +541,11 @@ pub fn run(
     Ok(RunReport {
         scenario: scn.clone(),
         points: out,
-        warnings,
-        events,
-        simulated_seconds: simulated,
-        wall_seconds,
-        jobs_run: total.load(std::sync::atomic::Ordering::Relaxed),
-        threads,
+        warnings: raw.warnings,
+        events: raw.events,
+        simulated_seconds: raw.simulated_seconds,
+        wall_seconds: raw.wall_seconds,
+        jobs_run: raw.jobs_run,
+        threads: raw.threads,
     })
 }

@@ -264,3 +264,125 @@ fn every_shipped_scenario_checks() {
     }
     assert!(n >= 10, "only {n} scenarios found");
 }
+
+/// Issue 26, item 4: the shards of a sweep, merged, are the unsharded run, byte for
+/// byte (results.json, results.csv, replications.csv), with independent replications
+/// (jobs dealt one by one) and with a precision target (points dealt whole); a merge of
+/// shards that are not the N shards of one run is refused, naming what is wrong.
+#[test]
+fn shards_merged_are_the_unsharded_run_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = ["--set", "run.duration=\"20000 s\"", "--replications", "3"];
+    for (name, extra) in [("mm1", &set[..]), ("mm1-precision", &[][..])] {
+        let file = repo().join(format!("scenarios/examples/{name}.toml"));
+        let file = file.to_str().unwrap();
+        let full = d.join(format!("{name}-full"));
+        let mut args = vec!["sim", "run", file, "--out", full.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = atmlab(&args, b"");
+        assert!(o.status.success(), "{}", text(&o).1);
+        let mut shards = Vec::new();
+        for i in 1..=4 {
+            let out = d.join(format!("{name}-shard{i}"));
+            let shard = format!("{i}/4");
+            let mut args = vec![
+                "sim",
+                "run",
+                file,
+                "--out",
+                out.to_str().unwrap(),
+                "--shard",
+                &shard,
+            ];
+            args.extend_from_slice(extra);
+            let o = atmlab(&args, b"");
+            assert!(o.status.success(), "{}", text(&o).1);
+            assert!(
+                !out.join("results.json").exists(),
+                "a shard writes only shard.json"
+            );
+            shards.push(out.to_str().unwrap().to_owned());
+        }
+        let merged = d.join(format!("{name}-merged"));
+        let mut args = vec!["sim", "merge", "--out", merged.to_str().unwrap()];
+        // In any order.
+        args.extend(shards.iter().rev().map(String::as_str));
+        let o = atmlab(&args, b"");
+        assert!(o.status.success(), "{}", text(&o).1);
+        for f in ["results.json", "results.csv", "replications.csv"] {
+            assert_eq!(
+                std::fs::read(full.join(f)).unwrap(),
+                std::fs::read(merged.join(f)).unwrap(),
+                "{name}: {f} differs"
+            );
+        }
+        // Three of four shards, or one twice: refused, naming the shard.
+        let three = [
+            "sim", "merge", "--out", "x", &shards[0], &shards[1], &shards[2],
+        ];
+        let (_, err) = text(&atmlab(&three, b""));
+        assert!(err.contains("shard 4/4 is missing"), "{err}");
+        let twice = [
+            "sim", "merge", "--out", "x", &shards[0], &shards[0], &shards[2], &shards[3],
+        ];
+        let (_, err) = text(&atmlab(&twice, b""));
+        assert!(err.contains("given twice"), "{err}");
+    }
+    let o = atmlab(&["sim", "run", "x.toml", "--shard", "5/4"], b"");
+    assert!(text(&o).1.contains("1 <= I <= N"), "{}", text(&o).1);
+}
+
+/// docs/cluster.md's GNU parallel recipe, as written there: four shards run by
+/// `parallel`, merged, equal to the unsharded run. The README's test command installs
+/// GNU parallel when it is missing; here a missing one is a failure.
+#[test]
+fn gnu_parallel_runs_the_shards_of_docs_cluster_md() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let scenario = repo().join("scenarios/examples/mm1.toml");
+    let scenario = scenario.to_str().unwrap();
+    // The recipe's two commands, with the binary under test and a shorter run.
+    let bin = env!("CARGO_BIN_EXE_atmlab");
+    let status = std::process::Command::new("parallel")
+        .current_dir(d)
+        .args([
+            "--halt",
+            "now,fail=1",
+            &format!("{bin} sim run {scenario} --set 'run.duration=\"20000 s\"' --shard {{}}/4 --out shards/{{}}"),
+            ":::",
+            "1",
+            "2",
+            "3",
+            "4",
+        ])
+        .status()
+        .expect("GNU parallel is not installed: run the README's test command, which installs it");
+    assert!(status.success());
+    let o = std::process::Command::new(bin)
+        .current_dir(d)
+        .args([
+            "sim", "merge", "--out", "merged", "shards/1", "shards/2", "shards/3", "shards/4",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o).1);
+    let o = std::process::Command::new(bin)
+        .current_dir(d)
+        .args([
+            "sim",
+            "run",
+            scenario,
+            "--set",
+            "run.duration=\"20000 s\"",
+            "--out",
+            "full",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert_eq!(
+        std::fs::read(d.join("full/results.json")).unwrap(),
+        std::fs::read(d.join("merged/results.json")).unwrap()
+    );
+}
