@@ -40,6 +40,15 @@ impl Topology {
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal");
         let ports = (0..spec.ports)
             .map(|id| PortFile {
+                // The topology's host at this port may bind it with its certificate.
+                host_name: self
+                    .hosts
+                    .iter()
+                    .find(|h| {
+                        self.port_ref(&h.at)
+                            .is_ok_and(|r| r.switch == name && r.port == id)
+                    })
+                    .map(|h| h.name.clone()),
                 id,
                 interface: Some(if trunk.contains(&id) { "nni" } else { "uni" }.into()),
                 link_rate: d.link_rate.clone(),
@@ -101,6 +110,12 @@ pub fn certificate_subjects(topology: &Topology) -> Vec<atmlab_rpc::tls::Subject
         .iter()
         .map(|s| Subject::new(Role::Switch, s.name.clone()))
         .collect();
+    v.extend(
+        topology
+            .hosts
+            .iter()
+            .map(|h| Subject::new(Role::Host, h.name.clone())),
+    );
     v.push(Subject::new(Role::Names, "names"));
     v.push(Subject::new(Role::Admin, "admin"));
     v
@@ -237,6 +252,34 @@ impl Network {
     pub fn names_url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.names_addr)
+    }
+
+    /// Binds the port of the topology's host `host` to the socket `at`, in process (what
+    /// the process that starts the hosts does; a host process binds its own port
+    /// through the AttachHost RPC with its certificate, `atmlab host --control --as
+    /// NAME`).
+    pub fn attach_host(&self, host: &str, at: SocketAddr) -> Result<(), ControlError> {
+        let unknown = || ControlError::UnknownHost {
+            host: host.to_owned(),
+        };
+        let spec = self
+            .topology
+            .hosts
+            .iter()
+            .find(|h| h.name == host)
+            .ok_or_else(unknown)?;
+        let r = self.topology.port_ref(&spec.at).map_err(|_| unknown())?;
+        let sw = self
+            .topology
+            .switches
+            .iter()
+            .position(|s| s.name == r.switch)
+            .ok_or_else(unknown)?;
+        if self.switches[sw].attach_host(PortId(r.port), at) {
+            Ok(())
+        } else {
+            Err(unknown())
+        }
     }
 
     /// A gRPC client of every switch server, by switch name, calling as `tls`.

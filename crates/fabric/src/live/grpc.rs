@@ -70,6 +70,8 @@ pub struct SwitchService<B: SwitchBackend> {
     events: Option<LocalSwitch>,
     dedup: Arc<Mutex<Dedup>>,
     authz: Arc<AuthzStats>,
+    /// Each host port's host by name: its certificate may bind that port (AttachHost).
+    host_names: Arc<HashMap<u16, String>>,
 }
 
 impl<B: SwitchBackend> SwitchService<B> {
@@ -80,7 +82,15 @@ impl<B: SwitchBackend> SwitchService<B> {
             events,
             dedup: Arc::new(Mutex::new(Dedup::default())),
             authz: Arc::default(),
+            host_names: Arc::default(),
         }
+    }
+
+    /// The same service, letting the host certificate named for a port bind it through
+    /// AttachHost (`host_name` in the switch file).
+    pub fn with_host_names(mut self, names: HashMap<u16, String>) -> Self {
+        self.host_names = Arc::new(names);
+        self
     }
 
     /// The same service, counting refused commands into `stats` (shared with the raw-TCP
@@ -467,14 +477,22 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         // Binding a host port moves where its cells go: a manager's or an operator's
         // act, never a host's (a host could take another's port).
         let caller = atmlab_rpc::tls::Caller::of(&r);
-        if let Err(refused) = caller.require(&[atmlab_rpc::tls::Role::Cm], "attach a host") {
-            let why = FabricError::Forbidden(refused.message().to_owned());
-            self.authz.count(1, &caller, &why);
-            return Err(refused);
-        }
         let r = r.into_inner();
         let port = u16::try_from(r.port)
             .map_err(|_| status(&FabricError::Invalid("a port number is at most 65535")))?;
+        // A host may bind the port named for it; any other port only a manager or an
+        // operator may (a host could otherwise take another's port).
+        let own_port = caller.identity().is_some_and(|id| {
+            id.role == atmlab_rpc::tls::Role::Host && self.host_names.get(&port) == Some(&id.name)
+        });
+        if !own_port {
+            let what = format!("attach a host to port {port}");
+            if let Err(refused) = caller.require(&[atmlab_rpc::tls::Role::Cm], &what) {
+                let why = FabricError::Forbidden(refused.message().to_owned());
+                self.authz.count(1, &caller, &why);
+                return Err(refused);
+            }
+        }
         let host: std::net::SocketAddr = r.address.parse().map_err(|_| {
             Status::invalid_argument(format!(
                 "address {:?} is not a UDP socket address (host:port)",

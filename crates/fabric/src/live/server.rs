@@ -24,6 +24,7 @@
 //! udp = "127.0.0.1:7000"        # this port's socket
 //! peer = "127.0.0.1:7100"       # a trunk: the neighbour's socket, the only sender taken
 //! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
+//! # host_name = "a"             # the host whose certificate may bind it (AttachHost)
 //! # attach = "control"          # an unbound host port: bound through the control path
 //! #                             # only ("first", the default: also by the host's attach)
 //!
@@ -37,9 +38,11 @@
 //! summary_interval = 10.0       # s between summaries of refusals in the log
 //! ```
 //!
-//! A port with neither `peer` nor `host` is a host port bound by its host's first attach
-//! (unless `attach = "control"`) or through the control path: the AttachHost RPC,
-//! [`RunningSwitch::attach_host`] (see [`crate::live::dataplane`]).
+//! A port with neither `peer` nor `host` is a host port bound through the control path
+//! (the AttachHost RPC, from a manager, an operator, or the host `host_name` names, by
+//! their certificates; or [`RunningSwitch::attach_host`] in process) or, unless
+//! `attach = "control"`, by its host's first attach datagram (see
+//! [`crate::live::dataplane`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,10 +98,14 @@ pub struct PortFile {
     /// The neighbour's socket (a trunk port, which takes cells from it alone).
     #[serde(default)]
     pub peer: Option<SocketAddr>,
-    /// A host port's host, bound from the start (absent: bound by the host's first
-    /// attach, or by [`RunningSwitch::attach_host`] / the AttachHost RPC).
+    /// A host port's host, bound from the start (absent: bound through the control
+    /// path, [`RunningSwitch::attach_host`] / the AttachHost RPC).
     #[serde(default)]
     pub host: Option<SocketAddr>,
+    /// The host whose certificate (role `host`, this name) may bind this port through
+    /// the AttachHost RPC; managers and operators may bind any host port.
+    #[serde(default)]
+    pub host_name: Option<String>,
     /// How an unbound host port gets its host: "first" (default: the host's first
     /// attach datagram, or the control path) or "control" (the control path only).
     #[serde(default)]
@@ -434,7 +441,14 @@ pub async fn start(
     let grpc_stats = incoming.stats();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let authz = std::sync::Arc::<crate::live::authz::AuthzStats>::default();
-    let service = SwitchService::new(local.clone(), Some(local.clone())).with_authz(authz.clone());
+    let host_names = file
+        .ports
+        .iter()
+        .filter_map(|p| Some((p.id, p.host_name.clone()?)))
+        .collect();
+    let service = SwitchService::new(local.clone(), Some(local.clone()))
+        .with_authz(authz.clone())
+        .with_host_names(host_names);
     let name = file.name.clone();
     tasks.spawn(async move {
         let shutdown = async {

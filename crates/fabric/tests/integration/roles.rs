@@ -16,7 +16,8 @@ use crate::common::{self, grpc_client};
 
 fn file() -> ServerFile {
     ServerFile::parse(
-        "name = \"s1\"\nraw = \"127.0.0.1:0\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\n",
+        "name = \"s1\"\nraw = \"127.0.0.1:0\"\n[[ports]]\nid = 0\nhost_name = \"hosta\"\n\
+         [[ports]]\nid = 1\n",
         "test",
     )
     .unwrap()
@@ -72,8 +73,12 @@ async fn only_managers_command_and_each_only_for_its_own_owner() {
     );
     let e = host.release(mine, false).await.unwrap_err();
     assert!(forbidden(&e), "{e}");
+    // A host binds the port named for it (host_name), and no other.
+    host.attach_host(PortId(0), "127.0.0.1:9".parse().unwrap())
+        .await
+        .unwrap();
     let e = host
-        .attach_host(PortId(0), "127.0.0.1:9".parse().unwrap())
+        .attach_host(PortId(1), "127.0.0.1:9".parse().unwrap())
         .await
         .unwrap_err();
     assert!(forbidden(&e), "{e}");
