@@ -18,9 +18,10 @@ pub struct CertsArgs {
 enum CertsCommand {
     /// Make a CA and a certificate for each name (switches, managers, clients).
     Init {
-        /// Where to write ca.pem, ca.key and NAME.pem / NAME.key.
-        #[arg(long, default_value = "atmlab-certs")]
-        dir: PathBuf,
+        /// Where to write ca.pem, ca.key and NAME.pem / NAME.key (default: DATA/certs,
+        /// under the global --data directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// Replace an existing CA (invalidates every certificate it signed).
         #[arg(long)]
         force: bool,
@@ -29,9 +30,9 @@ enum CertsCommand {
     },
     /// Add a certificate signed by an existing CA.
     Issue {
-        /// The CA's directory.
-        #[arg(long, default_value = "atmlab-certs")]
-        dir: PathBuf,
+        /// The CA's directory (default: DATA/certs).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// Names to certify.
         #[arg(required = true)]
         names: Vec<String>,
@@ -42,6 +43,7 @@ enum CertsCommand {
 pub fn run(args: CertsArgs) -> Result<ExitCode> {
     match args.command {
         CertsCommand::Init { dir, force, names } => {
+            let dir = dir.unwrap_or_else(crate::live::certs_dir);
             let mut all: Vec<&str> = names.iter().map(String::as_str).collect();
             if !all.contains(&"admin") {
                 all.push("admin");
@@ -54,6 +56,7 @@ pub fn run(args: CertsArgs) -> Result<ExitCode> {
             }
         }
         CertsCommand::Issue { dir, names } => {
+            let dir = dir.unwrap_or_else(crate::live::certs_dir);
             for name in &names {
                 let f = atmlab_rpc::tls::issue_cert(&dir, name)
                     .with_context(|| format!("issuing a certificate for {name:?}"))?;

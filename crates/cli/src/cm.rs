@@ -28,9 +28,6 @@ pub struct DemoArgs {
     /// Fewer loads, shorter runs (about 20 s in all).
     #[arg(long)]
     quick: bool,
-    /// Certificates and state.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     /// Where the table, CSV, JSON and plots go.
     #[arg(long, default_value = "reports/demo")]
     reports: PathBuf,
@@ -55,7 +52,7 @@ pub struct DemoArgs {
 /// Runs `atmlab demo`.
 pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     let mut opts = DemoOptions {
-        data_dir: args.data,
+        data_dir: shell::data_dir(),
         reports_dir: args.reports,
         insecure: args.insecure,
         managers: args.managers,
@@ -78,6 +75,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         bail!("--loads must be positive rates and --seconds positive");
     }
     shell::writable_dir("--reports", &opts.reports_dir)?;
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
     let started = std::time::Instant::now();
     let json = args.json;
@@ -287,11 +285,6 @@ pub struct UpArgs {
     /// Where the connection manager's gRPC listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Where to write net.json and keep the journals (journals/: each switch's table and
-    /// the manager's calls), so that a restart on the same directory takes the network
-    /// back.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     #[command(flatten)]
     security: Security,
 }
@@ -307,17 +300,20 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     // network survives the process (kill -9) as `net up` and `cm serve --journal` do:
     // each switch's table in journals/NAME.table, the manager's calls in
     // journals/cm.sqlite (unless --journal names another file).
-    let journals = args.data.join("journals");
+    let data = shell::data_dir();
+    let journals = data.join("journals");
     let mut options = args.tuning.options()?;
     if options.journal.is_none() {
         options.journal = Some(journals.join("cm.sqlite"));
     }
     let kind = ManagerKind::Core(args.tuning.config()?, options);
+    // The options are valid: only now is anything written (the lock first).
+    let _lock = shell::lock_data_dir(&data)?;
     let spec = LabSpec {
         topology,
-        certs: (!args.security.insecure).then(|| args.security.certs.clone()),
+        certs: (!args.security.insecure).then(|| args.security.certs_dir()),
         identity: "cm".into(),
-        data_dir: args.data.clone(),
+        data_dir: data.clone(),
         journals: Some(journals),
     };
     shell::runtime()?.block_on(async move {
@@ -338,13 +334,16 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         }
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
-        let net_json = args.data.join("net.json");
-        std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")?;
+        let net_json = data.join("net.json");
+        std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
+            .with_context(|| format!("writing {}", net_json.display()))?;
         say!(
             "network up; connection manager at {}; addresses in {}",
             server.url,
             net_json.display()
         );
+        say!("  name service   {}", lab.net.names_url());
+        say!("  data           {}", data.display());
         let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),
             None => "--insecure".into(),
@@ -356,6 +355,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .unwrap_or_default()
             .to_string();
         say!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
+        say!("     atmlab audit --names {} {sec}", lab.net.names_url());
         server.serve(shell::shutdown_signal()).await?;
         lab.down().await;
         Ok(ExitCode::SUCCESS)

@@ -1,5 +1,7 @@
-//! Shared plumbing of the live subcommands: the tokio runtime, logging, and the TLS
-//! identity every control connection uses (mutual TLS unless `--insecure`).
+//! Shared plumbing of the live subcommands: the tokio runtime, logging, the TLS
+//! identity every control connection uses (mutual TLS unless `--insecure`), and the one
+//! data directory that holds the laboratory's state (certificates, journals, `net.json`,
+//! SMDS state) with the lock that keeps two networks out of one directory.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +12,10 @@ use clap::Args;
 /// Where certificates live and who we are.
 #[derive(Debug, Clone, Args)]
 pub struct Security {
-    /// Directory of the lab CA and certificates (made by `atmlab certs init`).
-    #[arg(long, default_value = "atmlab-certs", global = true)]
-    pub certs: PathBuf,
+    /// Directory of the lab CA and certificates (made by `atmlab certs init`; default:
+    /// DATA/certs, under the global --data directory).
+    #[arg(long, global = true)]
+    pub certs: Option<PathBuf>,
     /// Plain text, no authentication: for experiments on a trusted machine only.
     #[arg(long, global = true)]
     pub insecure: bool,
@@ -26,8 +29,84 @@ impl Security {
             tracing::warn!("--insecure: control traffic is plain text and unauthenticated");
             return Ok(None);
         }
-        load_identity(&self.certs, name).map(Some)
+        load_identity(&self.certs_dir(), name).map(Some)
     }
+
+    /// The certificate directory: `--certs`, or `certs/` in the data directory.
+    pub fn certs_dir(&self) -> PathBuf {
+        self.certs.clone().unwrap_or_else(certs_dir)
+    }
+}
+
+/// The global `--data` directory (`ATMLAB_DATA`, default `./atmlab-data`), set once by
+/// main before any command runs.
+static DATA: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Records the global `--data` (main, before any command runs).
+pub fn set_data_dir(dir: PathBuf) {
+    let _ = DATA.set(dir);
+}
+
+/// The data directory every command keeps its state in.
+pub fn data_dir() -> PathBuf {
+    DATA.get()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("atmlab-data"))
+}
+
+/// The lab's certificates: `certs/` in the data directory.
+pub fn certs_dir() -> PathBuf {
+    data_dir().join("certs")
+}
+
+/// An exclusive hold on a data directory for the life of a network: the OS releases it
+/// when the process ends, however it ends (kill -9 included), so a stale lock file never
+/// keeps a directory shut.
+#[derive(Debug)]
+pub struct DataLock {
+    _file: std::fs::File,
+}
+
+/// Takes `dir` (made if missing) for a running network, or refuses, naming the directory
+/// and the pid of the process that holds it: two networks in one directory would share
+/// journals (the second restoring the first's connections) and overwrite each other's
+/// `net.json`. Call it only once the options are valid: it is the first thing written.
+pub fn lock_data_dir(dir: &Path) -> Result<DataLock> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("creating the data directory {}: {e}", dir.display()))?;
+    let path = dir.join("lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "another process".to_string(),
+                pid => format!("pid {pid}"),
+            };
+            bail!(
+                "the data directory {} is in use by another network ({holder}); stop it, or \
+                 give this one its own directory with --data DIR (or ATMLAB_DATA)",
+                dir.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            bail!("locking {}: {e}", path.display())
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    Ok(DataLock { _file: file })
 }
 
 /// Loads `name`'s identity from `dir`, with an error that says how to make one.

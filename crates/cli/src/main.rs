@@ -51,6 +51,15 @@ struct Cli {
     /// Less logging: -q shows errors only, -qq nothing (RUST_LOG, if set, decides).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     quiet: u8,
+    /// The data directory: the lab's certificates (DATA/certs), journals, net.json and SMDS
+    /// state. A running network (up, net up, smds net up, demo, soak) holds it alone.
+    #[arg(
+        long,
+        global = true,
+        env = "ATMLAB_DATA",
+        default_value = "atmlab-data"
+    )]
+    data: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -125,6 +134,7 @@ fn no_huge_pages_for_simulation() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     live::set_verbosity(i16::from(cli.verbose) - i16::from(cli.quiet));
+    live::set_data_dir(cli.data);
     match cli.command {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,

@@ -30,9 +30,10 @@ enum NetCommand {
     Up {
         /// The topology (TOML; see topologies/).
         topo: PathBuf,
-        /// Where to write net.json (the addresses) and the switches' journals.
-        #[arg(long, default_value = "atmlab-net")]
-        state: PathBuf,
+        /// Where to write net.json (the addresses) and the switches' journals
+        /// (journals/NAME.table); default: the data directory (--data).
+        #[arg(long)]
+        state: Option<PathBuf>,
         /// Print the addresses as JSON only.
         #[arg(long)]
         json: bool,
@@ -56,11 +57,15 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
         NetCommand::Up { topo, state, json } => {
             live::init_logging();
             let t = Topology::load(&topo)?;
+            let state = state.unwrap_or_else(live::data_dir);
+            // The topology is valid: only now is anything written (the lock first).
+            let _lock = live::lock_data_dir(&state)?;
+            let journals = state.join("journals");
             let certs = if args.security.insecure {
                 None
             } else {
                 // A lab CA is made on first use, with a certificate for every object.
-                let dir = args.security.certs.clone();
+                let dir = args.security.certs_dir();
                 let names = t.certificate_names();
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 let made = atmlab_rpc::tls::ensure_certs(&dir, &names)
@@ -70,15 +75,15 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 }
                 Some(dir)
             };
-            std::fs::create_dir_all(&state)
-                .with_context(|| format!("creating {}", state.display()))?;
+            std::fs::create_dir_all(&journals)
+                .with_context(|| format!("creating {}", journals.display()))?;
             live::runtime()?.block_on(async move {
                 let net = Network::up(
                     t,
                     &NetSecurity {
                         certs: certs.clone(),
                     },
-                    Some(&state),
+                    Some(&journals),
                 )
                 .await?;
                 let info = net.to_json();

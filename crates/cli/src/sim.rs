@@ -66,9 +66,6 @@ enum SimCmd {
         /// profiles/measured.toml beside it, else from the working directory).
         #[arg(long, default_value = "profiles/measured.toml")]
         out: PathBuf,
-        /// Certificates and state.
-        #[arg(long, default_value = "atmlab-data")]
-        data: PathBuf,
         /// Plain text instead of mutual TLS.
         #[arg(long)]
         insecure: bool,
@@ -109,9 +106,6 @@ enum SimCmd {
         /// Where to write the report.
         #[arg(long, default_value = "reports/twin")]
         out: PathBuf,
-        /// Certificates and state.
-        #[arg(long, default_value = "atmlab-data")]
-        data: PathBuf,
         /// Plain text instead of mutual TLS.
         #[arg(long)]
         insecure: bool,
@@ -141,11 +135,8 @@ fn load(
 /// Runs one `atmlab sim` command.
 pub fn run(args: SimArgs) -> Result<ExitCode> {
     match args.cmd {
-        SimCmd::MeasureCosts {
-            out,
-            data,
-            insecure,
-        } => {
+        SimCmd::MeasureCosts { out, insecure } => {
+            let data = crate::live::data_dir();
             use atmlab_lab::launch::Lab;
             use atmlab_lab::twin::{LINE3, measure};
             let m = crate::live::runtime()?.block_on(async {
@@ -171,10 +162,10 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
         }
         SimCmd::Twin {
             out,
-            data,
             insecure,
             quick,
         } => {
+            let data = crate::live::data_dir();
             let opts = atmlab_lab::twin::TwinOptions {
                 data_dir: data,
                 insecure,

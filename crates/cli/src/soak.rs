@@ -31,9 +31,6 @@ pub struct SoakArgs {
     /// Journal the manager's connections in this SQLite file.
     #[arg(long)]
     journal: Option<PathBuf>,
-    /// Certificates and state.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     /// Plain text instead of mutual TLS.
     #[arg(long)]
     insecure: bool,
@@ -51,7 +48,7 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
         .map(|f| f.parse().map_err(|e| anyhow!("--faults {f:?}: {e}")))
         .transpose()?;
     let opts = SoakOptions {
-        data_dir: args.data,
+        data_dir: shell::data_dir(),
         insecure: args.insecure,
         rate: args.rate,
         seconds: args.seconds,
@@ -60,6 +57,7 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
         faults,
         journal: args.journal,
     };
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
     let r = shell::runtime()?.block_on(soak::run(&opts, |l| println!("{l}")))?;
     println!(

@@ -68,9 +68,6 @@ pub struct ReproduceArgs {
     /// Plain text instead of mutual TLS between the live parts (live papers only).
     #[arg(long)]
     pub insecure: bool,
-    /// Certificates and state of the live parts (live papers only).
-    #[arg(long, default_value = "atmlab-data")]
-    pub data: PathBuf,
 }
 
 /// Runs `atmlab reproduce`.

@@ -22,9 +22,6 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     if args.threads != 0 {
         bail!("reproduce smds: --threads does not apply (the measurements set their own)");
     }
-    if args.data != Path::new("atmlab-data") {
-        bail!("reproduce smds: --data does not apply (SMDS needs no certificates or state)");
-    }
     let terminal = std::io::stderr().is_terminal();
     let progress = |name: &str| {
         if terminal {

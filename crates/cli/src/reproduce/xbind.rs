@@ -16,7 +16,7 @@ use crate::live as shell;
 pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     let opts = XbindOptions {
         out: out.to_path_buf(),
-        data_dir: args.data.clone(),
+        data_dir: crate::live::data_dir(),
         insecure: args.insecure,
         quick: args.quick,
     };

@@ -19,5 +19,6 @@ mod reproduce_retina;
 mod reproduce_smds;
 mod sim;
 mod smds;
+mod state;
 mod tshark;
 mod up;
