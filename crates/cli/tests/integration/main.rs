@@ -2,6 +2,7 @@
 //! tree, captures checked by a real tshark, switch servers killed mid-stream, and the IDL
 //! used from Python. One test binary for the crate.
 
+mod checks;
 mod cli;
 mod cm_client;
 mod cm_restart;
