@@ -580,6 +580,9 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         shell::writable_dir("--out", dir)?;
     }
+    for cm in &args.cm {
+        args.security.peer(cm);
+    }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
         let mut targets = Vec::new();
@@ -665,7 +668,10 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         let established: u64 = rows.iter().map(|r| r.report.established).sum();
         let offered: u64 = rows.iter().map(|r| r.report.offered).sum();
         if offered > 0 && established == 0 {
-            let why = causes.first().map_or("no answer", |c| c.0);
+            let why = match shell::tls_mismatch() {
+                Some(line) => line,
+                None => causes.first().map_or("no answer", |c| c.0).to_string(),
+            };
             eprintln!("error: not one of {offered} calls was set up ({why})");
             return Ok(ExitCode::FAILURE);
         }

@@ -155,6 +155,7 @@ pub fn describe(i: &pb::ConnectionInfo) -> String {
 }
 
 async fn client(t: &Target) -> Result<ConnectionManagerClient<Channel>> {
+    t.security.peer(&t.cm);
     let id = t.security.identity(&t.who)?;
     let ch = atmlab_rpc::client_channel(&t.cm, id.as_ref())
         .await

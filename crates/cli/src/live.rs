@@ -32,6 +32,12 @@ impl Security {
         load_identity(&self.certs_dir(), name).map(Some)
     }
 
+    /// Records that this command talks to the server at `addr` (a failure against it is
+    /// then checked for a plain-text/TLS mismatch, see [`tls_mismatch`]).
+    pub fn peer(&self, addr: &str) {
+        note_peer(addr, !self.insecure);
+    }
+
     /// The certificate directory: `--certs`, or `certs/` in the data directory.
     pub fn certs_dir(&self) -> PathBuf {
         self.certs.clone().unwrap_or_else(certs_dir)
@@ -210,4 +216,67 @@ pub fn writable_dir(flag: &str, dir: &Path) -> Result<()> {
     std::fs::write(&probe, b"").map_err(fail)?;
     std::fs::remove_file(&probe).map_err(fail)?;
     Ok(())
+}
+
+/// The servers this command talks to, each with whether we speak TLS to it.
+static PEERS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a server this command talks to and whether we speak TLS to it.
+pub fn note_peer(addr: &str, tls: bool) {
+    PEERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((addr.to_string(), tls));
+}
+
+/// Whether the server at `addr` speaks TLS, asked with an HTTP/2 connection preface: a
+/// TLS server answers it with an alert record (content type 21, version 3.x), a
+/// plain-text gRPC server with its SETTINGS frame (frame type 4). `None`: no answer
+/// that tells (nothing listening, another protocol).
+fn speaks_tls(addr: &str) -> Option<bool> {
+    use std::io::{Read as _, Write as _};
+    use std::net::ToSocketAddrs as _;
+    use std::time::Duration;
+    let hostport = addr
+        .split("://")
+        .last()
+        .unwrap_or(addr)
+        .trim_end_matches('/');
+    let to = hostport.to_socket_addrs().ok()?.next()?;
+    let mut s = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .ok()?;
+    let mut b = [0u8; 5];
+    let mut n = 0;
+    while n < b.len() {
+        match s.read(&mut b[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    match b[..n] {
+        [0x15, 0x03, ..] => Some(true),
+        [_, _, _, 0x04, ..] => Some(false),
+        _ => None,
+    }
+}
+
+/// After a failure: the first server this command talked to in the other mode (plain
+/// text to a TLS server, TLS to a plain-text one), as a one-line error saying what to
+/// pass. A mismatch otherwise surfaces as "operation was canceled", "transport error"
+/// or a corrupt TLS record.
+pub fn tls_mismatch() -> Option<String> {
+    let peers = PEERS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    peers.iter().find_map(|(addr, tls)| match speaks_tls(addr) {
+        Some(true) if !tls => Some(format!(
+            "{addr} speaks TLS and we spoke plain text: drop --insecure (the lab's \
+             certificates are found in DATA/certs, or give --certs DIR)"
+        )),
+        Some(false) if *tls => Some(format!(
+            "{addr} speaks plain text (a server started with --insecure) and we spoke \
+             TLS: pass --insecure"
+        )),
+        _ => None,
+    })
 }

@@ -103,15 +103,36 @@ enum Command {
     Man(install::ManArgs),
 }
 
-/// Prints a command's error with its context chain and maps it to exit status 2.
+/// Prints a command's error with its context chain and maps it to exit status 2. When
+/// the command failed against a server that speaks TLS while it spoke plain text, or
+/// the other way round, that is the error, in one line with what to pass.
 fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("atmlab {name}: error: {e:#}");
+            match live::tls_mismatch() {
+                Some(line) => eprintln!("atmlab {name}: error: {line}"),
+                None => eprintln!("atmlab {name}: error: {}", chain(&e)),
+            }
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes, "a: b: c", each cause once: a layer whose message already
+/// ends with its cause's text (an OS error quoted in a context) does not repeat it.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// Simulations run without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
@@ -139,7 +160,7 @@ fn main() -> ExitCode {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("atmlab wire: error: {e:#}");
+                eprintln!("atmlab wire: error: {}", chain(&e));
                 ExitCode::from(2)
             }
         },

@@ -103,6 +103,7 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             NamesCommand::List { addr, kind: k, who } => {
+                args.security.peer(&addr);
                 let tls = args.security.identity(&who)?;
                 let c = NameClient::connect(&addr, tls.as_ref()).await?;
                 let k = k.as_deref().map(kind).transpose()?;
@@ -112,6 +113,7 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             NamesCommand::Resolve { addr, who, name } => {
+                args.security.peer(&addr);
                 let tls = args.security.identity(&who)?;
                 let c = NameClient::connect(&addr, tls.as_ref()).await?;
                 let (o, lease) = c.resolve(&name).await?;

@@ -355,6 +355,7 @@ async fn raw_client(
 }
 
 async fn client(t: &Target, security: &Security) -> Result<GrpcSwitch> {
+    security.peer(&t.addr);
     let id = security.identity(&t.who)?;
     let ch = atmlab_rpc::client_channel(&t.addr, id.as_ref())
         .await
