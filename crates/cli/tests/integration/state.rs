@@ -194,3 +194,35 @@ fn rejected_options_write_nothing() {
         assert_eq!(tree(dir.path()), Vec::<String>::new(), "{args:?} wrote");
     }
 }
+
+/// `up` prints what the other commands need: the name service's address (for `audit
+/// --names`) and the data directory it keeps its state in.
+#[test]
+fn up_prints_the_name_service_and_the_data_directory() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = atmlab_in(dir.path(), &["--data", "lab", "up", "--insecure"]);
+    c.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut up = Running(c.spawn().unwrap());
+    let mut lines = std::io::BufReader::new(up.0.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = line.contains("atmlab audit --names");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    let net: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("lab/net.json")).unwrap())
+            .unwrap();
+    let names = net["names"].as_str().unwrap();
+    let text = printed.join("\n");
+    assert!(text.contains(&format!("name service   {names}")), "{text}");
+    assert!(text.contains("data           lab"), "{text}");
+    assert!(
+        text.contains(&format!("atmlab audit --names {names} --insecure")),
+        "{text}"
+    );
+}
