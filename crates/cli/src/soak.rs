@@ -34,6 +34,9 @@ pub struct SoakArgs {
     /// Plain text instead of mutual TLS.
     #[arg(long)]
     insecure: bool,
+    /// Print the summary as one JSON object on stdout; the windows go to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `atmlab soak`: exit status 0 when the final audit is clean, 1 otherwise.
@@ -59,18 +62,41 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
     };
     let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
-    let r = shell::runtime()?.block_on(soak::run(&opts, |l| println!("{l}")))?;
-    println!(
-        "\nsoak: {} calls offered, {} set up, {} blocked, {} failed, {} re-sends; rate held {:.0} setups/s; leaks: {}",
-        r.offered(),
-        r.established(),
-        r.blocked(),
-        r.failed(),
-        r.retries,
-        r.rate_held(),
-        r.leaks()
-    );
-    println!("audit: {}", r.audit);
+    let json = args.json;
+    let r = shell::runtime()?.block_on(soak::run(&opts, |l| {
+        if json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    }))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "offered": r.offered(),
+                "established": r.established(),
+                "blocked": r.blocked(),
+                "failed": r.failed(),
+                "resends": r.retries,
+                "rate_held_per_s": r.rate_held(),
+                "leaks": r.leaks(),
+                "audit": r.audit.to_string(),
+            })
+        );
+    } else {
+        println!(
+            "\nsoak: {} calls offered, {} set up, {} blocked, {} failed, {} re-sends; rate held {:.0} setups/s; leaks: {}",
+            r.offered(),
+            r.established(),
+            r.blocked(),
+            r.failed(),
+            r.retries,
+            r.rate_held(),
+            r.leaks()
+        );
+        println!("audit: {}", r.audit);
+    }
     Ok(if r.leaks() == 0 {
         ExitCode::SUCCESS
     } else {

@@ -38,7 +38,13 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     };
     let o = reproduce(out, &opts)
         .with_context(|| format!("reproducing paper 002 into {}", out.display()))?;
-    println!("smds: done in {:.1} s", o.seconds);
-    println!("report: {}", o.report.display());
+    let fields = serde_json::json!({
+        "report": o.report,
+        "seconds": o.seconds,
+    });
+    super::summary(args, out, fields, || {
+        say!("smds: done in {:.1} s", o.seconds);
+        say!("report: {}", o.report.display());
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,11 +21,23 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
         quick: args.quick,
     };
     shell::init_logging_at("warn");
-    let r = shell::runtime()?.block_on(xbind::run(&opts, |line| println!("{line}")))?;
-    println!(
-        "\nreport: {} (README.md, CSVs, PNG and SVG plots, results.json), {:.0} s",
-        out.display(),
-        r.seconds
-    );
+    let r = shell::runtime()?.block_on(xbind::run(&opts, |line| {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            say!("{line}");
+        }
+    }))?;
+    let fields = serde_json::json!({
+        "report": out.join("README.md"),
+        "seconds": r.seconds,
+    });
+    super::summary(args, out, fields, || {
+        say!(
+            "\nreport: {} (README.md, CSVs, PNG and SVG plots, results.json), {:.0} s",
+            out.display(),
+            r.seconds
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }
