@@ -14,6 +14,7 @@ mod mismatch;
 mod net;
 mod output;
 mod python;
+mod readme;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
