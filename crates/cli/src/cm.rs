@@ -332,6 +332,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         for line in &server.recovery {
             say!("start-up audit: {line}");
         }
+        let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
         let net_json = data.join("net.json");
@@ -356,7 +357,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .to_string();
         say!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
         say!("     atmlab audit --names {} {sec}", lab.net.names_url());
-        server.serve(shell::shutdown_signal()).await?;
+        server.serve(stop).await?;
         lab.down().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -86,6 +86,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                     Some(&journals),
                 )
                 .await?;
+                let stop = live::shutdown_signal();
                 let info = net.to_json();
                 let path = state.join("net.json");
                 std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
@@ -95,7 +96,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 } else {
                     print_network(&info, certs.as_deref(), &path);
                 }
-                live::shutdown_signal().await;
+                stop.await;
                 net.down().await;
                 Ok(ExitCode::SUCCESS)
             })

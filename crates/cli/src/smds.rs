@@ -335,6 +335,7 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
     let rt = runtime()?;
     rt.block_on(async move {
         let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
+        let stop = shutdown_signal();
         let info = net.to_json(&t);
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let path = state.join("net.json");
@@ -371,7 +372,7 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
             );
         }
         let _ = std::io::stdout().flush();
-        shutdown_signal().await;
+        stop.await;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -246,16 +246,19 @@ impl Walk {
         o
     }
 
-    /// Starts a server `cmd` and waits for `ready` (a file it writes).
-    fn start(&self, cmd: &str, ready: &str) -> Server {
+    /// Starts a server `cmd` and waits for `ready`, a JSON file it writes, to hold `key`
+    /// (`up` writes net.json twice: the network's, then with its manager, "cm").
+    fn start(&self, cmd: &str, ready: &str, key: &str) -> Server {
+        // An earlier run's file (the demo leaves its net.json) is not this one's.
+        let _ = std::fs::remove_file(self.dir.path().join(ready));
         let mut c = self.sh(&format!("exec {cmd}"));
         c.stdout(Stdio::null()).stderr(Stdio::null());
         let child = c.spawn().unwrap();
         let path = self.dir.path().join(ready);
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !std::fs::read_to_string(&path)
-            .is_ok_and(|t| serde_json::from_str::<serde_json::Value>(&t).is_ok())
-        {
+        while !std::fs::read_to_string(&path).is_ok_and(|t| {
+            serde_json::from_str::<serde_json::Value>(&t).is_ok_and(|v| v.get(key).is_some())
+        }) {
             assert!(Instant::now() < deadline, "`{cmd}` never wrote {ready}");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -355,12 +358,14 @@ fn the_readme_walked_as_written() {
     let net = w.start(
         "cargo run --release -p atmlab -- net up topologies/line3.toml",
         "atmlab-data/net.json",
+        "names",
     );
     net.stop();
     // SMDS: the network, a receiver and the two senders.
     let smds = w.start(
         "cargo run --release -p atmlab -- smds net up topologies/smds5.toml",
         "atmlab-data/smds/net.json",
+        "servers",
     );
     // PORT_OF_N: the port of the SNI that holds subscriber address N.
     let fill_ports = |cmd: &str| -> String {
@@ -416,7 +421,7 @@ fn the_readme_walked_as_written() {
     assert!(receiver.wait().unwrap().success(), "smds recv");
     smds.stop();
     // Faults, the journal and the audit.
-    let up = w.start(&command("atmlab up --faults"), "atmlab-data/net.json");
+    let up = w.start(&command("atmlab up --faults"), "atmlab-data/net.json", "cm");
     let names = up.json["names"].as_str().unwrap().to_string();
     let audit = command("atmlab audit --names");
     w.run(&audit.replace("https://127.0.0.1:PORT", &names));
@@ -425,6 +430,7 @@ fn the_readme_walked_as_written() {
     let tree = w.start(
         "atmlab up topologies/tree4.toml --insecure",
         "atmlab-data/net.json",
+        "cm",
     );
     let cm = tree.json["cm"]
         .as_str()
