@@ -543,6 +543,11 @@ pub struct CallgenArgs {
     /// One JSON object per rate.
     #[arg(long)]
     json: bool,
+    /// Exit 0 even when some calls failed (not when all did): a fault-injection run
+    /// expects failures. Blocked calls (refused for lack of resources) are never an
+    /// error.
+    #[arg(long)]
+    allow_failures: bool,
     /// Also write results.csv, results.json and the throughput-delay plot (SVG, PNG)
     /// into this directory.
     #[arg(long)]
@@ -674,6 +679,15 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 None => causes.first().map_or("no answer", |c| c.0).to_string(),
             };
             eprintln!("error: not one of {offered} calls was set up ({why})");
+            return Ok(ExitCode::FAILURE);
+        }
+        let failed: u64 = rows.iter().map(|r| r.report.failed).sum();
+        if failed > 0 && !args.allow_failures {
+            let why = causes.first().map_or("no answer", |c| c.0);
+            eprintln!(
+                "error: {failed} of {offered} calls failed (first cause: {why}); \
+                 --allow-failures accepts that"
+            );
             return Ok(ExitCode::FAILURE);
         }
         Ok(ExitCode::SUCCESS)

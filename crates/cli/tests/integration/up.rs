@@ -300,3 +300,45 @@ fn a_second_manager_for_one_owner_is_refused() {
     let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
     assert_eq!(report["clean"], true, "{report}");
 }
+
+/// callgen exits non-zero when any call failed, saying how many and why, unless told
+/// `--allow-failures` (issue 27: a run that failed half its calls used to exit 0).
+#[test]
+fn callgen_fails_when_some_calls_failed_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut up, cm, _) = start_up(&data);
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "callgen",
+            "--insecure",
+            "--cm",
+            &cm,
+            "--rate",
+            "40",
+            "--seconds",
+            "0.5",
+            "--pair",
+            "a:b",
+            "--pair",
+            "a:zz",
+        ];
+        a.extend_from_slice(extra);
+        atmlab(&a, b"")
+    };
+    let strict = run(&[]);
+    let allowed = run(&["--allow-failures"]);
+    let _ = up.kill();
+    let _ = up.wait();
+    let err = String::from_utf8_lossy(&strict.stderr);
+    assert_eq!(strict.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("calls failed (first cause:") && err.contains("zz"),
+        "{err}"
+    );
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+}
