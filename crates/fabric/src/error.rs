@@ -135,6 +135,10 @@ pub enum FabricError {
     /// A configuration that cannot describe a switch.
     #[error("invalid switch configuration: {0}")]
     Config(String),
+    /// A valid configuration the machine cannot give the server: an address or port
+    /// already in use, a permission denied. The text names the address and the port.
+    #[error("{0}")]
+    Bind(String),
     /// The switch server cannot be reached, or the connection to it broke.
     #[error("switch server unavailable: {0}")]
     Unavailable(String),
@@ -217,7 +221,7 @@ impl FabricError {
                 ErrorKind::ResourceExhausted
             }
             Aborted => ErrorKind::Aborted,
-            Unavailable(_) => ErrorKind::Unavailable,
+            Unavailable(_) | Bind(_) => ErrorKind::Unavailable,
             Invalid(_) | Config(_) | Frame(_) => ErrorKind::InvalidArgument,
             Remote { kind, .. } => *kind,
         }

@@ -155,3 +155,45 @@ fn an_os_error_is_printed_once() {
         assert_eq!(err.matches("os error 2").count(), 1, "{args:?}: {err}");
     }
 }
+
+/// A port already in use is named as such, with the address, not called an "invalid
+/// switch configuration" (the file is valid; the machine cannot give the port).
+#[test]
+fn a_port_in_use_is_named_not_called_an_invalid_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (t, u) = (tcp.local_addr().unwrap(), udp.local_addr().unwrap());
+    for (name, text, names) in [
+        (
+            "grpc.toml",
+            format!("name = \"s1\"\ngrpc = \"{t}\"\n[[ports]]\nid = 0\n"),
+            format!("gRPC listen on {t}: Address already in use"),
+        ),
+        (
+            "udp.toml",
+            format!("name = \"s1\"\n[[ports]]\nid = 0\nudp = \"{u}\"\n"),
+            format!("port 0 on {u}: Address already in use"),
+        ),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let o = run(
+            dir.path(),
+            &[
+                "switch",
+                "serve",
+                "--insecure",
+                "--config",
+                file.to_str().unwrap(),
+            ],
+        );
+        assert!(!o.status.success(), "{name}");
+        let line = error_line(&o);
+        assert!(line.contains(&names), "{name}: {line}");
+        assert!(
+            !line.contains("invalid switch configuration"),
+            "{name}: {line}"
+        );
+    }
+}

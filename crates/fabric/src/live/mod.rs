@@ -38,10 +38,10 @@ pub(crate) async fn raw_listen(
     use crate::error::FabricError;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| FabricError::Config(format!("raw-TCP listen on {addr}: {e}")))?;
+        .map_err(|e| FabricError::Bind(format!("raw-TCP listen on {addr}: {e}")))?;
     let local = listener
         .local_addr()
-        .map_err(|e| FabricError::Config(format!("raw-TCP listener on {addr}: {e}")))?;
+        .map_err(|e| FabricError::Bind(format!("raw-TCP listener on {addr}: {e}")))?;
     let acceptor = tls
         .map(atmlab_rpc::tls::TlsIdentity::acceptor)
         .transpose()

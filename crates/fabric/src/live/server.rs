@@ -397,9 +397,7 @@ pub async fn start(
             .unwrap_or(DEFAULT_CELLS_PER_DATAGRAM),
     )
     .await
-    .map_err(|e| {
-        FabricError::Config(format!("switch {}: binding its UDP ports: {e}", file.name))
-    })?;
+    .map_err(|e| FabricError::Bind(format!("switch {}: binding its UDP ports: {e}", file.name)))?;
     for p in &file.ports {
         if let Some(h) = p.host {
             data_plane.attach_host(PortId(p.id), h, &local);
@@ -411,13 +409,13 @@ pub async fn start(
     let mut tasks = data_plane.spawn(local.clone());
     let grpc_at = file.grpc.unwrap_or(any);
     let grpc_listener = TcpListener::bind(grpc_at).await.map_err(|e| {
-        FabricError::Config(format!(
+        FabricError::Bind(format!(
             "switch {}: gRPC listen on {grpc_at}: {e}",
             file.name
         ))
     })?;
     let grpc_addr = grpc_listener.local_addr().map_err(|e| {
-        FabricError::Config(format!(
+        FabricError::Bind(format!(
             "switch {}: gRPC listener on {grpc_at}: {e}",
             file.name
         ))
