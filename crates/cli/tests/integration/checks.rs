@@ -89,3 +89,24 @@ fn toml_syntax_errors_give_line_and_column_in_every_file() {
         assert!(err.contains(at), "{args:?}: {err}");
     }
 }
+
+/// A value in [params] that the sweep replaces must still be valid: `sim check` used to
+/// pass a negative base rate when the rate was swept (issue 27).
+#[test]
+fn sim_check_refuses_an_invalid_base_value_of_a_swept_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mm1 = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/examples/mm1.toml"),
+    )
+    .unwrap();
+    assert!(mm1.contains("rate = \"0.9 /s\"") && mm1.contains("\"arrival.rate\" = ["));
+    let negative = mm1.replace("rate = \"0.9 /s\"", "rate = \"-0.9 /s\"");
+    std::fs::write(dir.path().join("neg.toml"), negative).unwrap();
+    for verb in ["check", "run"] {
+        let err = refused(&run(dir.path(), &["sim", verb, "neg.toml"]), verb);
+        assert!(
+            err.contains("neg.toml: params.arrival.rate:") && err.contains("must be valid too"),
+            "{verb}: {err}"
+        );
+    }
+}
