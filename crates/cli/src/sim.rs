@@ -166,6 +166,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             quick,
         } => {
             let data = crate::live::data_dir();
+            crate::live::writable_dir("--out", &out)?;
             let opts = atmlab_lab::twin::TwinOptions {
                 data_dir: data,
                 insecure,
@@ -295,6 +296,15 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
+            // The output directory is checked before the run, not after it.
+            let dir = out.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "run".into());
+                PathBuf::from("results").join(stem)
+            });
+            crate::live::writable_dir("--out", &dir)?;
             let total = scn.points().len() as u64 * u64::from(scn.run.replications);
             let bar = std::io::stdout().is_terminal().then(|| {
                 let b = indicatif::ProgressBar::new(total);
@@ -325,13 +335,6 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             for w in r.warnings.iter().filter(|w| !warnings.contains(w)) {
                 eprintln!("warning: {w}");
             }
-            let dir = out.unwrap_or_else(|| {
-                let stem = file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "run".into());
-                PathBuf::from("results").join(stem)
-            });
             report::write_results(&dir, &r)
                 .with_context(|| format!("writing results to {}", dir.display()))?;
             let plots = report::write_plots(&dir, &r, kind)?;

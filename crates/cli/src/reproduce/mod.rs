@@ -103,6 +103,11 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("reports").join(args.paper.name()));
+    // A reproduction runs for minutes: a report directory it cannot write is refused
+    // before the first measurement, not after the last (SMDS checks its flags first).
+    if args.paper != Paper::Smds {
+        crate::live::writable_dir("--out", &out)?;
+    }
     match args.paper {
         Paper::Xbind => xbind::run(&args, &out),
         Paper::Retina => retina::run(&args, &out),

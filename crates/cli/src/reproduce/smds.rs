@@ -22,6 +22,7 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     if args.threads != 0 {
         bail!("reproduce smds: --threads does not apply (the measurements set their own)");
     }
+    crate::live::writable_dir("--out", out)?;
     let terminal = std::io::stderr().is_terminal();
     let progress = |name: &str| {
         if terminal {

@@ -110,3 +110,31 @@ fn sim_check_refuses_an_invalid_base_value_of_a_swept_key() {
         );
     }
 }
+
+/// An output directory that cannot be written is refused before the work, not after
+/// it: the live reproductions used to measure for minutes first (issue 27, "work lost
+/// to late checks").
+#[test]
+fn an_unwritable_output_directory_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"").unwrap();
+    let out = blocker.join("reports");
+    let out = out.to_str().unwrap();
+    let mm1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/examples/mm1.toml");
+    for args in [
+        &["reproduce", "xbind", "--quick", "--insecure", "--out", out][..],
+        &["reproduce", "retina", "--quick", "--insecure", "--out", out][..],
+        &["reproduce", "smds", "--quick", "--out", out][..],
+        &["sim", "run", mm1.to_str().unwrap(), "--out", out][..],
+        &["sim", "twin", "--quick", "--insecure", "--out", out][..],
+    ] {
+        let err = refused(&run(dir.path(), args), &format!("{args:?}"));
+        assert!(
+            err.contains(&format!("--out {out}: cannot write there")),
+            "{args:?}: {err}"
+        );
+        // Refused before the lab starts: no data directory was made.
+        assert!(!dir.path().join("atmlab-data").exists(), "{args:?}");
+    }
+}
