@@ -410,13 +410,16 @@ enum CmCommand {
         /// Switch servers on a path, for the invocation count.
         #[arg(long, default_value_t = 3)]
         hops: u32,
+        /// The analysis as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     #[command(flatten)]
     Client(crate::cmclient::ClientCommand),
 }
 
 /// `atmlab cm dimension`: the analysis that picks the cache size instead of a guess.
-fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCode> {
+fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Result<ExitCode> {
     use atmlab_control::cm::dimension::{
         cache_size_for, estimated_hit_ratio, invocations_per_s, offered_identifiers,
     };
@@ -433,6 +436,38 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCod
         bail!("--hit {h}: a target hit ratio is between 0 and 1, exclusive");
     }
     let mean = offered_identifiers(rate, latency);
+    if json {
+        let caches: Vec<serde_json::Value> = hit
+            .iter()
+            .map(|&h| {
+                let size = cache_size_for(mean, h);
+                serde_json::json!({
+                    "target_hit": h,
+                    "cache_size": size,
+                    "estimated_hit": size.map(|x| estimated_hit_ratio(mean, x)),
+                })
+            })
+            .collect();
+        let invocations: Vec<serde_json::Value> = [1u32, 2, 4, 5, 10, 15, 20]
+            .iter()
+            .map(|&t| {
+                let n = invocations_per_s(rate, hops, t);
+                serde_json::json!({"t": t, "per_s": n, "per_call": n / rate})
+            })
+            .collect();
+        say!(
+            "{}",
+            serde_json::json!({
+                "rate_per_s": rate,
+                "latency_s": latency.as_secs_f64(),
+                "identifiers_in_use_mean": mean,
+                "hops": hops,
+                "caches": caches,
+                "invocations": invocations,
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     say!(
         "N_v, identifiers in use at the port, is Poisson with mean λ x latency = {rate} x {:.6} s = {mean:.3} (M/G/∞)",
         latency.as_secs_f64()
@@ -466,7 +501,8 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             latency,
             hit,
             hops,
-        } => return dimension(rate, &latency, &hit, hops),
+            json,
+        } => return dimension(rate, &latency, &hit, hops, json),
         CmCommand::Client(c) => return crate::cmclient::run(c),
         CmCommand::Serve {
             names,

@@ -24,6 +24,9 @@ enum NetCommand {
     Check {
         /// The topology (TOML; see topologies/).
         topo: PathBuf,
+        /// What it describes as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Start the name service, every switch server and link of a topology, on loopback,
     /// and keep them running until Ctrl-C.
@@ -43,8 +46,22 @@ enum NetCommand {
 /// Runs `atmlab net`.
 pub fn run(args: NetArgs) -> Result<ExitCode> {
     match args.command {
-        NetCommand::Check { topo } => {
+        NetCommand::Check { topo, json } => {
             let t = Topology::load(&topo)?;
+            if json {
+                let names = |v: Vec<&str>| serde_json::json!(v);
+                say!(
+                    "{}",
+                    serde_json::json!({
+                        "file": topo,
+                        "name": t.name,
+                        "switches": names(t.switches.iter().map(|s| s.name.as_str()).collect()),
+                        "links": t.links.len(),
+                        "hosts": names(t.hosts.iter().map(|h| h.name.as_str()).collect()),
+                    })
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             say!(
                 "{}: {} switches, {} links, {} hosts",
                 topo.display(),
