@@ -221,6 +221,9 @@ async fn client(t: &Target) -> Result<ConnectionManagerClient<Channel>> {
 }
 
 fn refused(what: &str, e: tonic::Status) -> anyhow::Error {
+    if e.code() == tonic::Code::Unimplemented && e.message().is_empty() {
+        return anyhow!("{what}: wrong service: the server at --cm is not a connection manager");
+    }
     anyhow!("{what} refused ({:?}): {}", e.code(), e.message())
 }
 

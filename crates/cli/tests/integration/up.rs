@@ -419,3 +419,45 @@ fn the_result_printing_commands_take_json() {
     ]);
     assert_eq!(d[0]["caches"][0]["cache_size"], 8, "{}", d[0]);
 }
+
+/// A client pointed at the wrong service (the name service's port as --cm, the
+/// manager's as --names) says so instead of an empty cause (issue 27, Why 1).
+#[test]
+fn a_client_at_the_wrong_service_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (up, cm, names) = start_up(&data);
+    let _up = scopeguard(up);
+    let names_addr = names.trim_start_matches("http://").to_string();
+    for (args, says) in [
+        (
+            vec![
+                "callgen",
+                "--insecure",
+                "--cm",
+                &names_addr,
+                "--rate",
+                "20",
+                "--seconds",
+                "0.3",
+            ],
+            "not one of",
+        ),
+        (
+            vec!["cm", "list", "--insecure", "--cm", &names_addr],
+            "ListConnections",
+        ),
+        (
+            vec!["audit", "--insecure", "--names", &cm],
+            "NameService.List",
+        ),
+    ] {
+        let o = atmlab(&args, b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            err.contains(says) && err.contains("wrong service: the server"),
+            "{args:?}: {err}"
+        );
+    }
+}
