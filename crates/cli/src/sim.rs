@@ -137,6 +137,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
     match args.cmd {
         SimCmd::MeasureCosts { out, insecure } => {
             let data = crate::live::data_dir();
+            let _lock = crate::live::lock_data_dir(&data)?;
             use atmlab_lab::launch::Lab;
             use atmlab_lab::twin::{LINE3, measure};
             let m = crate::live::runtime()?.block_on(async {
@@ -167,6 +168,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
         } => {
             let data = crate::live::data_dir();
             crate::live::writable_dir("--out", &out)?;
+            let _lock = crate::live::lock_data_dir(&data)?;
             let opts = atmlab_lab::twin::TwinOptions {
                 data_dir: data,
                 insecure,

@@ -20,6 +20,8 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
         insecure: args.insecure,
         quick: args.quick,
     };
+    // The lab it measures is a network in the data directory, which it holds alone.
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
     let r = shell::runtime()?.block_on(retina::run(&opts, |line| {
         if args.json {

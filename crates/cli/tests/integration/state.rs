@@ -90,6 +90,11 @@ fn net_up_keeps_its_state_in_the_data_directory_and_holds_it_alone() {
         vec!["net", "up", topo.as_str()],
         vec!["up", "--insecure"],
         vec!["demo", "--quick", "--insecure"],
+        vec!["soak", "--seconds", "1", "--insecure"],
+        vec!["reproduce", "xbind", "--quick", "--insecure", "--out", "x"],
+        vec!["reproduce", "retina", "--quick", "--insecure", "--out", "r"],
+        vec!["sim", "twin", "--quick", "--insecure", "--out", "t"],
+        vec!["sim", "measure-costs", "--insecure", "--out", "m.toml"],
     ] {
         let o = run(atmlab_in(dir.path(), &second));
         let err = String::from_utf8_lossy(&o.stderr);
