@@ -47,7 +47,8 @@ for round in $(seq 1 "$rounds"); do
       sleep 0.1
     done
     echo "== round $round: $bin"
-    "$bin" callgen --cm "127.0.0.1:$port" --insecure --rate "$rates" --seconds "$seconds" 2>/dev/null
+    # Past the knee some calls fail, and callgen then exits 1: the table is the result.
+    "$bin" callgen --cm "127.0.0.1:$port" --insecure --rate "$rates" --seconds "$seconds" 2>/dev/null || true
     "$bin" cm status --cm "127.0.0.1:$port" --insecure 2>/dev/null | sed -n 1p
     kill "$up_pid"
     wait "$up_pid" 2>/dev/null || true

@@ -32,6 +32,7 @@ pub struct AuditArgs {
 /// Runs `atmlab audit`: exit status 0 when clean, 1 with findings.
 pub fn run(args: AuditArgs) -> Result<ExitCode> {
     shell::init_logging_at("warn");
+    args.security.peer(&args.names);
     let id = args.security.identity(&args.who)?;
     let opts = AuditOptions {
         quiescent: args.quiescent,

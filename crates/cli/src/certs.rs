@@ -19,9 +19,10 @@ pub struct CertsArgs {
 enum CertsCommand {
     /// Make a CA and a certificate for each subject (switches, managers, clients).
     Init {
-        /// Where to write ca.pem, ca.key and NAME.pem / NAME.key.
-        #[arg(long, default_value = "atmlab-certs")]
-        dir: PathBuf,
+        /// Where to write ca.pem, ca.key and NAME.pem / NAME.key (default: DATA/certs,
+        /// under the global --data directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// Replace an existing CA (invalidates every certificate it signed).
         #[arg(long)]
         force: bool,
@@ -35,9 +36,9 @@ enum CertsCommand {
     },
     /// Add certificates signed by an existing CA.
     Issue {
-        /// The CA's directory.
-        #[arg(long, default_value = "atmlab-certs")]
-        dir: PathBuf,
+        /// The CA's directory (default: DATA/certs).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// The role of each NAME given without one: admin (every command), cm (a
         /// connection manager: switch commands for the owner NAME), switch, host, names
         /// (read, register their own names), observer (read only).
@@ -77,6 +78,7 @@ pub fn run(args: CertsArgs) -> Result<ExitCode> {
             role,
             names,
         } => {
+            let dir = dir.unwrap_or_else(crate::live::certs_dir);
             let mut all = subjects(&names, role)?;
             let admin = Subject::new(Role::Admin, "admin");
             if !all.iter().any(|s| s.name == admin.name) {
@@ -90,6 +92,7 @@ pub fn run(args: CertsArgs) -> Result<ExitCode> {
             }
         }
         CertsCommand::Issue { dir, role, names } => {
+            let dir = dir.unwrap_or_else(crate::live::certs_dir);
             for s in subjects(&names, role)? {
                 let f = atmlab_rpc::tls::issue_cert(&dir, &s)
                     .with_context(|| format!("issuing a certificate for {s}"))?;

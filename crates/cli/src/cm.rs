@@ -28,9 +28,6 @@ pub struct DemoArgs {
     /// Fewer loads, shorter runs (about 20 s in all).
     #[arg(long)]
     quick: bool,
-    /// Certificates and state.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     /// Where the table, CSV, JSON and plots go.
     #[arg(long, default_value = "reports/demo")]
     reports: PathBuf,
@@ -55,7 +52,7 @@ pub struct DemoArgs {
 /// Runs `atmlab demo`.
 pub fn demo(args: DemoArgs) -> Result<ExitCode> {
     let mut opts = DemoOptions {
-        data_dir: args.data,
+        data_dir: shell::data_dir(),
         reports_dir: args.reports,
         insecure: args.insecure,
         managers: args.managers,
@@ -78,6 +75,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         bail!("--loads must be positive rates and --seconds positive");
     }
     shell::writable_dir("--reports", &opts.reports_dir)?;
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
     let started = std::time::Instant::now();
     let json = args.json;
@@ -311,11 +309,6 @@ pub struct UpArgs {
     /// Where the connection manager's gRPC listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
-    /// Where to write net.json and keep the journals (journals/: each switch's table and
-    /// the manager's calls), so that a restart on the same directory takes the network
-    /// back.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     #[command(flatten)]
     security: Security,
 }
@@ -331,7 +324,8 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     // network survives the process (kill -9) as `net up` and `cm serve --journal` do:
     // each switch's table in journals/NAME.table, the manager's calls in
     // journals/cm.sqlite (unless --journal names another file).
-    let journals = args.data.join("journals");
+    let data = shell::data_dir();
+    let journals = data.join("journals");
     let mut options = args.tuning.options()?;
     if options.journal.is_none() {
         options.journal = Some(journals.join("cm.sqlite"));
@@ -340,11 +334,13 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     // The manager's certificate names its owner (the switches refuse it any other).
     let identity = atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Cm, config.owner.clone());
     let kind = ManagerKind::Core(config, options);
+    // The options are valid: only now is anything written (the lock first).
+    let _lock = shell::lock_data_dir(&data)?;
     let spec = LabSpec {
         topology,
-        certs: (!args.security.insecure).then(|| args.security.certs.clone()),
+        certs: (!args.security.insecure).then(|| args.security.certs_dir()),
         identity,
-        data_dir: args.data.clone(),
+        data_dir: data.clone(),
         journals: Some(journals),
     };
     shell::runtime()?.block_on(async move {
@@ -363,15 +359,19 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         for line in &server.recovery {
             say!("start-up audit: {line}");
         }
+        let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
-        let net_json = args.data.join("net.json");
-        std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")?;
+        let net_json = data.join("net.json");
+        std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
+            .with_context(|| format!("writing {}", net_json.display()))?;
         say!(
             "network up; connection manager at {}; addresses in {}",
             server.url,
             net_json.display()
         );
+        say!("  name service   {}", lab.net.names_url());
+        say!("  data           {}", data.display());
         let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),
             None => "--insecure".into(),
@@ -383,7 +383,8 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             .unwrap_or_default()
             .to_string();
         say!("try: atmlab callgen --cm {cm_addr} {sec} --rate 100,1000 --pair a:b");
-        server.serve(shell::shutdown_signal()).await?;
+        say!("     atmlab audit --names {} {sec}", lab.net.names_url());
+        server.serve(stop).await?;
         lab.down().await;
         Ok(ExitCode::SUCCESS)
     })
@@ -437,13 +438,16 @@ enum CmCommand {
         /// Switch servers on a path, for the invocation count.
         #[arg(long, default_value_t = 3)]
         hops: u32,
+        /// The analysis as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     #[command(flatten)]
     Client(crate::cmclient::ClientCommand),
 }
 
 /// `atmlab cm dimension`: the analysis that picks the cache size instead of a guess.
-fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCode> {
+fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Result<ExitCode> {
     use atmlab_control::cm::dimension::{
         cache_size_for, estimated_hit_ratio, invocations_per_s, offered_identifiers,
     };
@@ -460,6 +464,38 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32) -> Result<ExitCod
         bail!("--hit {h}: a target hit ratio is between 0 and 1, exclusive");
     }
     let mean = offered_identifiers(rate, latency);
+    if json {
+        let caches: Vec<serde_json::Value> = hit
+            .iter()
+            .map(|&h| {
+                let size = cache_size_for(mean, h);
+                serde_json::json!({
+                    "target_hit": h,
+                    "cache_size": size,
+                    "estimated_hit": size.map(|x| estimated_hit_ratio(mean, x)),
+                })
+            })
+            .collect();
+        let invocations: Vec<serde_json::Value> = [1u32, 2, 4, 5, 10, 15, 20]
+            .iter()
+            .map(|&t| {
+                let n = invocations_per_s(rate, hops, t);
+                serde_json::json!({"t": t, "per_s": n, "per_call": n / rate})
+            })
+            .collect();
+        say!(
+            "{}",
+            serde_json::json!({
+                "rate_per_s": rate,
+                "latency_s": latency.as_secs_f64(),
+                "identifiers_in_use_mean": mean,
+                "hops": hops,
+                "caches": caches,
+                "invocations": invocations,
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     say!(
         "N_v, identifiers in use at the port, is Poisson with mean λ x latency = {rate} x {:.6} s = {mean:.3} (M/G/∞)",
         latency.as_secs_f64()
@@ -493,7 +529,8 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             latency,
             hit,
             hops,
-        } => return dimension(rate, &latency, &hit, hops),
+            json,
+        } => return dimension(rate, &latency, &hit, hops, json),
         CmCommand::Client(c) => return crate::cmclient::run(c),
         CmCommand::Serve {
             names,
@@ -574,6 +611,11 @@ pub struct CallgenArgs {
     /// One JSON object per rate.
     #[arg(long)]
     json: bool,
+    /// Exit 0 even when some calls failed (not when all did): a fault-injection run
+    /// expects failures. Blocked calls (refused for lack of resources) are never an
+    /// error.
+    #[arg(long)]
+    allow_failures: bool,
     /// Also write results.csv, results.json and the throughput-delay plot (SVG, PNG)
     /// into this directory.
     #[arg(long)]
@@ -611,6 +653,9 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     }
     if let Some(dir) = &args.out {
         shell::writable_dir("--out", dir)?;
+    }
+    for cm in &args.cm {
+        args.security.peer(cm);
     }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
@@ -698,8 +743,20 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         let established: u64 = rows.iter().map(|r| r.report.established).sum();
         let offered: u64 = rows.iter().map(|r| r.report.offered).sum();
         if offered > 0 && established == 0 {
-            let why = causes.first().map_or("no answer", |c| c.0);
+            let why = match shell::tls_mismatch() {
+                Some(line) => line,
+                None => causes.first().map_or("no answer", |c| c.0).to_string(),
+            };
             eprintln!("error: not one of {offered} calls was set up ({why})");
+            return Ok(ExitCode::FAILURE);
+        }
+        let failed: u64 = rows.iter().map(|r| r.report.failed).sum();
+        if failed > 0 && !args.allow_failures {
+            let why = causes.first().map_or("no answer", |c| c.0);
+            eprintln!(
+                "error: {failed} of {offered} calls failed (first cause: {why}); \
+                 --allow-failures accepts that"
+            );
             return Ok(ExitCode::FAILURE);
         }
         Ok(ExitCode::SUCCESS)

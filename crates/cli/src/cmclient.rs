@@ -28,6 +28,9 @@ pub struct Target {
     /// Our certificate name.
     #[arg(long = "as", default_value = "admin")]
     who: String,
+    /// Print the answer as JSON (a connection as one object, `list` one per line).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     security: Security,
 }
@@ -115,6 +118,60 @@ fn vc(v: Option<&pb::VcId>) -> String {
     cv::vc_id(v).map_or_else(|_| "-".into(), |v: VcId| v.to_string())
 }
 
+/// A connection as one JSON object: what [`describe`] prints, field by field.
+fn describe_json(i: &pb::ConnectionInfo) -> serde_json::Value {
+    let pcr = cv::traffic(i.cell_qos.and_then(|c| c.traffic).as_ref())
+        .ok()
+        .map(|(t, _)| t.pcr.per_sec());
+    let hops: Vec<serde_json::Value> = i
+        .hops
+        .iter()
+        .map(|h| {
+            let outs: Vec<String> = if h.branches.is_empty() {
+                vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
+            } else {
+                h.branches
+                    .iter()
+                    .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
+                    .collect()
+            };
+            serde_json::json!({
+                "switch": h.switch,
+                "connection": h.connection,
+                "in": format!("{}:{}", h.in_port, vc(h.in_id.as_ref())),
+                "out": outs,
+            })
+        })
+        .collect();
+    let leaves: Vec<serde_json::Value> = i
+        .destinations
+        .iter()
+        .zip(&i.destination_vcs)
+        .map(|(d, v)| serde_json::json!({"host": d, "vc": vc(Some(v))}))
+        .collect();
+    serde_json::json!({
+        "id": i.id,
+        "source": i.source,
+        "destinations": i.destinations,
+        "pcr_cells_per_s": pcr,
+        "tag": i.tag,
+        "setup_ms": i.setup_us as f64 / 1000.0,
+        "invocations": i.invocations,
+        "source_vc": vc(i.source_vc.as_ref()),
+        "hops": hops,
+        "leaves": leaves,
+    })
+}
+
+/// Prints a connection as [`describe`] or, with `--json`, as one JSON object.
+fn show(i: &pb::ConnectionInfo, json: bool) {
+    if json {
+        println!("{}", describe_json(i));
+    } else {
+        print!("{}", describe(i));
+    }
+}
+
 /// A connection as a tree: one line per switch connection, its branches, the leaves.
 pub fn describe(i: &pb::ConnectionInfo) -> String {
     let pcr = cv::traffic(i.cell_qos.and_then(|c| c.traffic).as_ref())
@@ -155,6 +212,7 @@ pub fn describe(i: &pb::ConnectionInfo) -> String {
 }
 
 async fn client(t: &Target) -> Result<ConnectionManagerClient<Channel>> {
+    t.security.peer(&t.cm);
     let id = t.security.identity(&t.who)?;
     let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
     let ch = atmlab_rpc::channel_to(&t.cm, id.as_ref(), a_manager)
@@ -164,6 +222,9 @@ async fn client(t: &Target) -> Result<ConnectionManagerClient<Channel>> {
 }
 
 fn refused(what: &str, e: tonic::Status) -> anyhow::Error {
+    if e.code() == tonic::Code::Unimplemented && e.message().is_empty() {
+        return anyhow!("{what}: wrong service: the server at --cm is not a connection manager");
+    }
     anyhow!("{what} refused ({:?}): {}", e.code(), e.message())
 }
 
@@ -192,7 +253,7 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("AddConnection", e))?
                     .into_inner();
-                print!("{}", describe(&i));
+                show(&i, target.json);
             }
             ClientCommand::AddLeaf { target, id, host } => {
                 let i = client(&target)
@@ -204,7 +265,7 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("AddLeaf", e))?
                     .into_inner();
-                print!("{}", describe(&i));
+                show(&i, target.json);
             }
             ClientCommand::DropLeaf { target, id, host } => {
                 let i = client(&target)
@@ -216,7 +277,7 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("DropLeaf", e))?
                     .into_inner();
-                print!("{}", describe(&i));
+                show(&i, target.json);
             }
             ClientCommand::Modify { target, id, pcr } => {
                 let cell_qos = Some(cell(pcr)?);
@@ -230,7 +291,7 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("ModifyConnection", e))?
                     .into_inner();
-                print!("{}", describe(&i));
+                show(&i, target.json);
             }
             ClientCommand::Release { target, id } => {
                 client(&target)
@@ -238,7 +299,11 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .delete_connection(pb::DeleteConnectionRequest { id })
                     .await
                     .map_err(|e| refused("DeleteConnection", e))?;
-                println!("connection {id} released");
+                if target.json {
+                    println!("{}", serde_json::json!({ "released": id }));
+                } else {
+                    println!("connection {id} released");
+                }
             }
             ClientCommand::List { target } => {
                 let l = client(&target)
@@ -247,11 +312,11 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("ListConnections", e))?
                     .into_inner();
-                if l.connections.is_empty() {
+                if l.connections.is_empty() && !target.json {
                     println!("no connections");
                 }
                 for i in &l.connections {
-                    print!("{}", describe(i));
+                    show(i, target.json);
                 }
             }
             ClientCommand::Status { target } => {
@@ -261,6 +326,23 @@ pub fn run(cmd: ClientCommand) -> Result<ExitCode> {
                     .await
                     .map_err(|e| refused("GetStatus", e))?
                     .into_inner();
+                if target.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "kind": s.kind,
+                            "active": s.active,
+                            "established": s.established,
+                            "released": s.released,
+                            "blocked": s.blocked,
+                            "failed": s.failed,
+                            "rollbacks": s.rollbacks,
+                            "invocations": s.invocations,
+                            "recovery": s.recovery,
+                        })
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
                 println!(
                     "kind {}: {} active, {} established, {} released, {} blocked, {} failed, {} rollbacks",
                     s.kind, s.active, s.established, s.released, s.blocked, s.failed, s.rollbacks

@@ -163,6 +163,7 @@ async fn open(a: &Attach, security: &Security) -> Result<(HostPort, VcId)> {
         .map_err(|e| anyhow!("attaching to {}: {e}", a.switch))?;
     if let (Some(control), Some(port)) = (&a.control, a.port) {
         let me = host.local_addr().map_err(|e| anyhow!("{e}"))?;
+        security.peer(control);
         let id = security.identity(&a.who)?;
         let a_switch = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Switch);
         let ch = atmlab_rpc::channel_to(control, id.as_ref(), a_switch)

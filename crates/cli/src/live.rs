@@ -1,5 +1,7 @@
-//! Shared plumbing of the live subcommands: the tokio runtime, logging, and the TLS
-//! identity every control connection uses (mutual TLS unless `--insecure`).
+//! Shared plumbing of the live subcommands: the tokio runtime, logging, the TLS
+//! identity every control connection uses (mutual TLS unless `--insecure`), and the one
+//! data directory that holds the laboratory's state (certificates, journals, `net.json`,
+//! SMDS state) with the lock that keeps two networks out of one directory.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +12,10 @@ use clap::Args;
 /// Where certificates live and who we are.
 #[derive(Debug, Clone, Args)]
 pub struct Security {
-    /// Directory of the lab CA and certificates (made by `atmlab certs init`).
-    #[arg(long, default_value = "atmlab-certs", global = true)]
-    pub certs: PathBuf,
+    /// Directory of the lab CA and certificates (made by `atmlab certs init`; default:
+    /// DATA/certs, under the global --data directory).
+    #[arg(long, global = true)]
+    pub certs: Option<PathBuf>,
     /// Plain text, no authentication: for experiments on a trusted machine only.
     #[arg(long, global = true)]
     pub insecure: bool,
@@ -26,8 +29,90 @@ impl Security {
             tracing::warn!("--insecure: control traffic is plain text and unauthenticated");
             return Ok(None);
         }
-        load_identity(&self.certs, name).map(Some)
+        load_identity(&self.certs_dir(), name).map(Some)
     }
+
+    /// Records that this command talks to the server at `addr` (a failure against it is
+    /// then checked for a plain-text/TLS mismatch, see [`tls_mismatch`]).
+    pub fn peer(&self, addr: &str) {
+        note_peer(addr, !self.insecure);
+    }
+
+    /// The certificate directory: `--certs`, or `certs/` in the data directory.
+    pub fn certs_dir(&self) -> PathBuf {
+        self.certs.clone().unwrap_or_else(certs_dir)
+    }
+}
+
+/// The global `--data` directory (`ATMLAB_DATA`, default `./atmlab-data`), set once by
+/// main before any command runs.
+static DATA: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Records the global `--data` (main, before any command runs).
+pub fn set_data_dir(dir: PathBuf) {
+    let _ = DATA.set(dir);
+}
+
+/// The data directory every command keeps its state in.
+pub fn data_dir() -> PathBuf {
+    DATA.get()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("atmlab-data"))
+}
+
+/// The lab's certificates: `certs/` in the data directory.
+pub fn certs_dir() -> PathBuf {
+    data_dir().join("certs")
+}
+
+/// An exclusive hold on a data directory for the life of a network: the OS releases it
+/// when the process ends, however it ends (kill -9 included), so a stale lock file never
+/// keeps a directory shut.
+#[derive(Debug)]
+pub struct DataLock {
+    _file: std::fs::File,
+}
+
+/// Takes `dir` (made if missing) for a running network, or refuses, naming the directory
+/// and the pid of the process that holds it: two networks in one directory would share
+/// journals (the second restoring the first's connections) and overwrite each other's
+/// `net.json`. Call it only once the options are valid: it is the first thing written.
+pub fn lock_data_dir(dir: &Path) -> Result<DataLock> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("creating the data directory {}: {e}", dir.display()))?;
+    let path = dir.join("lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "another process".to_string(),
+                pid => format!("pid {pid}"),
+            };
+            bail!(
+                "the data directory {} is in use by another network ({holder}); stop it, or \
+                 give this one its own directory with --data DIR (or ATMLAB_DATA)",
+                dir.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            bail!("locking {}: {e}", path.display())
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    Ok(DataLock { _file: file })
 }
 
 /// Loads `name`'s identity from `dir`, with an error that says how to make one.
@@ -100,25 +185,22 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// Waits for Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
+/// Waits for Ctrl-C or SIGTERM. SIGTERM is caught from the call on, not from the first
+/// poll: a network calls this before it writes `net.json`, so that a supervisor that
+/// stops it as soon as the file appears gets an orderly stop (exit 0), not a kill.
+/// Call it inside the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
             }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
@@ -133,4 +215,67 @@ pub fn writable_dir(flag: &str, dir: &Path) -> Result<()> {
     std::fs::write(&probe, b"").map_err(fail)?;
     std::fs::remove_file(&probe).map_err(fail)?;
     Ok(())
+}
+
+/// The servers this command talks to, each with whether we speak TLS to it.
+static PEERS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a server this command talks to and whether we speak TLS to it.
+pub fn note_peer(addr: &str, tls: bool) {
+    PEERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((addr.to_string(), tls));
+}
+
+/// Whether the server at `addr` speaks TLS, asked with an HTTP/2 connection preface: a
+/// TLS server answers it with an alert record (content type 21, version 3.x), a
+/// plain-text gRPC server with its SETTINGS frame (frame type 4). `None`: no answer
+/// that tells (nothing listening, another protocol).
+fn speaks_tls(addr: &str) -> Option<bool> {
+    use std::io::{Read as _, Write as _};
+    use std::net::ToSocketAddrs as _;
+    use std::time::Duration;
+    let hostport = addr
+        .split("://")
+        .last()
+        .unwrap_or(addr)
+        .trim_end_matches('/');
+    let to = hostport.to_socket_addrs().ok()?.next()?;
+    let mut s = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .ok()?;
+    let mut b = [0u8; 5];
+    let mut n = 0;
+    while n < b.len() {
+        match s.read(&mut b[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    match b[..n] {
+        [0x15, 0x03, ..] => Some(true),
+        [_, _, _, 0x04, ..] => Some(false),
+        _ => None,
+    }
+}
+
+/// After a failure: the first server this command talked to in the other mode (plain
+/// text to a TLS server, TLS to a plain-text one), as a one-line error saying what to
+/// pass. A mismatch otherwise surfaces as "operation was canceled", "transport error"
+/// or a corrupt TLS record.
+pub fn tls_mismatch() -> Option<String> {
+    let peers = PEERS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    peers.iter().find_map(|(addr, tls)| match speaks_tls(addr) {
+        Some(true) if !tls => Some(format!(
+            "{addr} speaks TLS and we spoke plain text: drop --insecure (the lab's \
+             certificates are found in DATA/certs, or give --certs DIR)"
+        )),
+        Some(false) if *tls => Some(format!(
+            "{addr} speaks plain text (a server started with --insecure) and we spoke \
+             TLS: pass --insecure"
+        )),
+        _ => None,
+    })
 }

@@ -51,6 +51,15 @@ struct Cli {
     /// Less logging: -q shows errors only, -qq nothing (RUST_LOG, if set, decides).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     quiet: u8,
+    /// The data directory: the lab's certificates (DATA/certs), journals, net.json and SMDS
+    /// state. A running network (up, net up, smds net up, demo, soak) holds it alone.
+    #[arg(
+        long,
+        global = true,
+        env = "ATMLAB_DATA",
+        default_value = "atmlab-data"
+    )]
+    data: std::path::PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,12 +103,17 @@ enum Command {
     Man(install::ManArgs),
 }
 
-/// Prints a command's error with its context chain and maps it to exit status 2.
+/// Prints a command's error with its context chain and maps it to exit status 2. When
+/// the command failed against a server that speaks TLS while it spoke plain text, or
+/// the other way round, that is the error, in one line with what to pass.
 fn report(name: &str, r: anyhow::Result<ExitCode>) -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("atmlab {name}: error: {}", bounded(&format!("{e:#}")));
+            match live::tls_mismatch() {
+                Some(line) => eprintln!("atmlab {name}: error: {line}"),
+                None => eprintln!("atmlab {name}: error: {}", bounded(&chain(&e))),
+            }
             ExitCode::from(2)
         }
     }
@@ -132,6 +146,22 @@ fn bounded(message: &str) -> String {
     out
 }
 
+/// An error and its causes, "a: b: c", each cause once: a layer whose message already
+/// ends with its cause's text (an OS error quoted in a context) does not repeat it.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 /// Simulations run without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
 /// otherwise). mimalloc asks for them on its arenas, and the kernel then zeroes a whole
 /// 2 MiB page the first time any byte of it is touched. A simulation's working set is
@@ -152,11 +182,12 @@ fn no_huge_pages_for_simulation() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     live::set_verbosity(i16::from(cli.verbose) - i16::from(cli.quiet));
+    live::set_data_dir(cli.data);
     match cli.command {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("atmlab wire: error: {}", bounded(&format!("{e:#}")));
+                eprintln!("atmlab wire: error: {}", bounded(&chain(&e)));
                 ExitCode::from(2)
             }
         },

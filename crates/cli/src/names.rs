@@ -40,6 +40,9 @@ enum NamesCommand {
         /// Our certificate name.
         #[arg(long = "as", default_value = "admin")]
         who: String,
+        /// One JSON object per registration (name, kind, address, attributes, lease_s).
+        #[arg(long)]
+        json: bool,
     },
     /// Resolve one name.
     Resolve {
@@ -51,6 +54,9 @@ enum NamesCommand {
         who: String,
         /// The name, e.g. switch/s1.
         name: String,
+        /// The registration as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -71,7 +77,20 @@ fn kind(s: &str) -> Result<ObjectKind> {
     })
 }
 
-fn show(o: &atmlab_control::names::ObjectInfo, lease: std::time::Duration) {
+fn show(o: &atmlab_control::names::ObjectInfo, lease: std::time::Duration, json: bool) {
+    if json {
+        say!(
+            "{}",
+            serde_json::json!({
+                "name": o.name,
+                "kind": format!("{:?}", o.kind),
+                "address": o.address,
+                "attributes": o.attributes,
+                "lease_s": lease.as_secs_f64(),
+            })
+        );
+        return;
+    }
     let attrs: Vec<String> = o
         .attributes
         .iter()
@@ -102,20 +121,32 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
                 serve_names(listener, tls, live::shutdown_signal()).await?;
                 Ok(ExitCode::SUCCESS)
             }
-            NamesCommand::List { addr, kind: k, who } => {
+            NamesCommand::List {
+                addr,
+                kind: k,
+                who,
+                json,
+            } => {
+                args.security.peer(&addr);
                 let tls = args.security.identity(&who)?;
                 let c = NameClient::connect(&addr, tls.as_ref()).await?;
                 let k = k.as_deref().map(kind).transpose()?;
                 for (o, lease) in c.list(k).await? {
-                    show(&o, lease);
+                    show(&o, lease, json);
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            NamesCommand::Resolve { addr, who, name } => {
+            NamesCommand::Resolve {
+                addr,
+                who,
+                name,
+                json,
+            } => {
+                args.security.peer(&addr);
                 let tls = args.security.identity(&who)?;
                 let c = NameClient::connect(&addr, tls.as_ref()).await?;
                 let (o, lease) = c.resolve(&name).await?;
-                show(&o, lease);
+                show(&o, lease, json);
                 Ok(ExitCode::SUCCESS)
             }
         }

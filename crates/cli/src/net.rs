@@ -24,15 +24,19 @@ enum NetCommand {
     Check {
         /// The topology (TOML; see topologies/).
         topo: PathBuf,
+        /// What it describes as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Start the name service, every switch server and link of a topology, on loopback,
     /// and keep them running until Ctrl-C.
     Up {
         /// The topology (TOML; see topologies/).
         topo: PathBuf,
-        /// Where to write net.json (the addresses) and the switches' journals.
-        #[arg(long, default_value = "atmlab-net")]
-        state: PathBuf,
+        /// Where to write net.json (the addresses) and the switches' journals
+        /// (journals/NAME.table); default: the data directory (--data).
+        #[arg(long)]
+        state: Option<PathBuf>,
         /// Print the addresses as JSON only.
         #[arg(long)]
         json: bool,
@@ -42,8 +46,22 @@ enum NetCommand {
 /// Runs `atmlab net`.
 pub fn run(args: NetArgs) -> Result<ExitCode> {
     match args.command {
-        NetCommand::Check { topo } => {
+        NetCommand::Check { topo, json } => {
             let t = Topology::load(&topo)?;
+            if json {
+                let names = |v: Vec<&str>| serde_json::json!(v);
+                say!(
+                    "{}",
+                    serde_json::json!({
+                        "file": topo,
+                        "name": t.name,
+                        "switches": names(t.switches.iter().map(|s| s.name.as_str()).collect()),
+                        "links": t.links.len(),
+                        "hosts": names(t.hosts.iter().map(|h| h.name.as_str()).collect()),
+                    })
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             say!(
                 "{}: {} switches, {} links, {} hosts",
                 topo.display(),
@@ -56,11 +74,15 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
         NetCommand::Up { topo, state, json } => {
             live::init_logging();
             let t = Topology::load(&topo)?;
+            let state = state.unwrap_or_else(live::data_dir);
+            // The topology is valid: only now is anything written (the lock first).
+            let _lock = live::lock_data_dir(&state)?;
+            let journals = state.join("journals");
             let certs = if args.security.insecure {
                 None
             } else {
                 // A lab CA is made on first use, with a certificate for every object.
-                let dir = args.security.certs.clone();
+                let dir = args.security.certs_dir();
                 let subjects = atmlab_control::net::certificate_subjects(&t);
                 let made = atmlab_rpc::tls::ensure_certs(&dir, &subjects)
                     .with_context(|| format!("making certificates in {}", dir.display()))?;
@@ -69,17 +91,18 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 }
                 Some(dir)
             };
-            std::fs::create_dir_all(&state)
-                .with_context(|| format!("creating {}", state.display()))?;
+            std::fs::create_dir_all(&journals)
+                .with_context(|| format!("creating {}", journals.display()))?;
             live::runtime()?.block_on(async move {
                 let net = Network::up(
                     t,
                     &NetSecurity {
                         certs: certs.clone(),
                     },
-                    Some(&state),
+                    Some(&journals),
                 )
                 .await?;
+                let stop = live::shutdown_signal();
                 let info = net.to_json();
                 let path = state.join("net.json");
                 std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
@@ -89,7 +112,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 } else {
                     print_network(&info, certs.as_deref(), &path);
                 }
-                live::shutdown_signal().await;
+                stop.await;
                 net.down().await;
                 Ok(ExitCode::SUCCESS)
             })

@@ -84,9 +84,6 @@ enum SimCmd {
         /// profiles/measured.toml beside it, else from the working directory).
         #[arg(long, default_value = "profiles/measured.toml")]
         out: PathBuf,
-        /// Certificates and state.
-        #[arg(long, default_value = "atmlab-data")]
-        data: PathBuf,
         /// Plain text instead of mutual TLS.
         #[arg(long)]
         insecure: bool,
@@ -127,9 +124,6 @@ enum SimCmd {
         /// Where to write the report.
         #[arg(long, default_value = "reports/twin")]
         out: PathBuf,
-        /// Certificates and state.
-        #[arg(long, default_value = "atmlab-data")]
-        data: PathBuf,
         /// Plain text instead of mutual TLS.
         #[arg(long)]
         insecure: bool,
@@ -159,11 +153,9 @@ fn load(
 /// Runs one `atmlab sim` command.
 pub fn run(args: SimArgs) -> Result<ExitCode> {
     match args.cmd {
-        SimCmd::MeasureCosts {
-            out,
-            data,
-            insecure,
-        } => {
+        SimCmd::MeasureCosts { out, insecure } => {
+            let data = crate::live::data_dir();
+            let _lock = crate::live::lock_data_dir(&data)?;
             use atmlab_lab::launch::Lab;
             use atmlab_lab::twin::{LINE3, measure};
             let m = crate::live::runtime()?.block_on(async {
@@ -189,10 +181,12 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
         }
         SimCmd::Twin {
             out,
-            data,
             insecure,
             quick,
         } => {
+            let data = crate::live::data_dir();
+            crate::live::writable_dir("--out", &out)?;
+            let _lock = crate::live::lock_data_dir(&data)?;
             let opts = atmlab_lab::twin::TwinOptions {
                 data_dir: data,
                 insecure,
@@ -323,6 +317,15 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
+            // The output directory is checked before the run, not after it.
+            let dir = out.unwrap_or_else(|| {
+                let stem = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "run".into());
+                PathBuf::from("results").join(stem)
+            });
+            crate::live::writable_dir("--out", &dir)?;
             let total = scn.points().len() as u64 * u64::from(scn.run.replications);
             let bar = std::io::stdout().is_terminal().then(|| {
                 let b = indicatif::ProgressBar::new(total);
@@ -345,13 +348,6 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
                 threads,
                 progress: Some(&progress),
             };
-            let dir = out.unwrap_or_else(|| {
-                let stem = file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "run".into());
-                PathBuf::from("results").join(stem)
-            });
             if let Some(shard) = shard {
                 // The scenario as given travels with the shard, so that the merge needs
                 // no copy of the file.

@@ -101,9 +101,10 @@ enum NetCommand {
     Up {
         /// The topology file.
         topo: PathBuf,
-        /// Where to write net.json (every interface's UDP address).
-        #[arg(long, default_value = "atmlab-data/smds")]
-        state: PathBuf,
+        /// Where to write net.json (every interface's UDP address); default: smds/ in
+        /// the data directory (--data).
+        #[arg(long)]
+        state: Option<PathBuf>,
         /// Print net.json instead of a table.
         #[arg(long)]
         json: bool,
@@ -324,12 +325,17 @@ fn recv(
     })
 }
 
-fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
+fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     init_logging();
     let t = TopologyFile::load(&topo)?;
+    // An SMDS network holds its own state directory (the ATM network beside it holds
+    // the data directory): two SMDS networks cannot share one.
+    let state = state.unwrap_or_else(|| crate::live::data_dir().join("smds"));
+    let _lock = crate::live::lock_data_dir(&state)?;
     let rt = runtime()?;
     rt.block_on(async move {
         let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
+        let stop = shutdown_signal();
         let info = net.to_json(&t);
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let path = state.join("net.json");
@@ -366,7 +372,7 @@ fn net_up(topo: PathBuf, state: PathBuf, json: bool) -> Result<ExitCode> {
             );
         }
         let _ = std::io::stdout().flush();
-        shutdown_signal().await;
+        stop.await;
         Ok(ExitCode::SUCCESS)
     })
 }

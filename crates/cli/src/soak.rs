@@ -31,12 +31,12 @@ pub struct SoakArgs {
     /// Journal the manager's connections in this SQLite file.
     #[arg(long)]
     journal: Option<PathBuf>,
-    /// Certificates and state.
-    #[arg(long, default_value = "atmlab-data")]
-    data: PathBuf,
     /// Plain text instead of mutual TLS.
     #[arg(long)]
     insecure: bool,
+    /// Print the summary as one JSON object on stdout; the windows go to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `atmlab soak`: exit status 0 when the final audit is clean, 1 otherwise.
@@ -51,7 +51,7 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
         .map(|f| f.parse().map_err(|e| anyhow!("--faults {f:?}: {e}")))
         .transpose()?;
     let opts = SoakOptions {
-        data_dir: args.data,
+        data_dir: shell::data_dir(),
         insecure: args.insecure,
         rate: args.rate,
         seconds: args.seconds,
@@ -60,19 +60,43 @@ pub fn run(args: SoakArgs) -> Result<ExitCode> {
         faults,
         journal: args.journal,
     };
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
-    let r = shell::runtime()?.block_on(soak::run(&opts, |l| println!("{l}")))?;
-    println!(
-        "\nsoak: {} calls offered, {} set up, {} blocked, {} failed, {} re-sends; rate held {:.0} setups/s; leaks: {}",
-        r.offered(),
-        r.established(),
-        r.blocked(),
-        r.failed(),
-        r.retries,
-        r.rate_held(),
-        r.leaks()
-    );
-    println!("audit: {}", r.audit);
+    let json = args.json;
+    let r = shell::runtime()?.block_on(soak::run(&opts, |l| {
+        if json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    }))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "offered": r.offered(),
+                "established": r.established(),
+                "blocked": r.blocked(),
+                "failed": r.failed(),
+                "resends": r.retries,
+                "rate_held_per_s": r.rate_held(),
+                "leaks": r.leaks(),
+                "audit": r.audit.to_string(),
+            })
+        );
+    } else {
+        println!(
+            "\nsoak: {} calls offered, {} set up, {} blocked, {} failed, {} re-sends; rate held {:.0} setups/s; leaks: {}",
+            r.offered(),
+            r.established(),
+            r.blocked(),
+            r.failed(),
+            r.retries,
+            r.rate_held(),
+            r.leaks()
+        );
+        println!("audit: {}", r.audit);
+    }
     Ok(if r.leaks() == 0 {
         ExitCode::SUCCESS
     } else {

@@ -375,6 +375,7 @@ fn a_switch() -> atmlab_rpc::tls::Expect {
 }
 
 async fn client(t: &Target, security: &Security) -> Result<GrpcSwitch> {
+    security.peer(&t.addr);
     let id = security.identity(&t.who)?;
     let ch = atmlab_rpc::channel_to(&t.addr, id.as_ref(), a_switch())
         .await

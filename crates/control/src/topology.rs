@@ -218,6 +218,13 @@ impl Topology {
                 .map_err(|e| err(format!("host {}: at: {e}", h.name)))?;
             claim(r, format!("host {}", h.name)).map_err(err)?;
         }
+        // Every port's values (rates, capacities, ranges) as each switch will take them,
+        // so that a topology `net check` accepts is one `net up` starts, and a bad value
+        // is refused before anything is made, under the key the file gives it.
+        self.switch_configs().map_err(|e| match e {
+            ControlError::Topology { message, .. } => err(message),
+            other => other,
+        })?;
         Ok(())
     }
 

@@ -74,10 +74,15 @@ fn status_error(s: tonic::Status) -> CallError {
         }
         code => atmlab_fabric::ErrorKind::from_code(code as i32),
     };
-    CallError {
-        kind,
-        message: s.message().to_string(),
-    }
+    // A server without the ConnectionManager service (the name service's or a switch's
+    // port given as --cm) answers UNIMPLEMENTED with no message: say what that means.
+    let message = match (s.code(), s.message()) {
+        (Code::Unimplemented, "") => {
+            "wrong service: the server there is not a connection manager".to_string()
+        }
+        (_, m) => m.to_string(),
+    };
+    CallError { kind, message }
 }
 
 /// Tries of a release whose answer was lost before the call counts as failed.

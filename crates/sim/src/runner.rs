@@ -91,6 +91,24 @@ pub fn prepare(scn: &Scenario, kind: &dyn ModelKind) -> Result<PreparedPoints, S
     // so in one line, not one line per point.
     let mut raised: Vec<(String, Vec<SweepPoint>)> = Vec::new();
     let points = scn.points();
+    // A swept parameter's value in [params] is replaced at every point, but a value
+    // the file states must still be one the model takes: `sim check` refuses a
+    // negative base rate whether or not a sweep overrides it.
+    if points.iter().any(|p| !p.is_empty()) {
+        let table = scn.params_at(&[])?;
+        kind.prepare(&Params::new(&scn.file, &table), &scn.run)
+            .map_err(|e| match e {
+                SimError::Scenario { file, key, message } => SimError::Scenario {
+                    file,
+                    key,
+                    message: format!(
+                        "{message} (in [params]; the sweep replaces it at every point, \
+                         but it must be valid too)"
+                    ),
+                },
+                e => e,
+            })?;
+    }
     for point in &points {
         let table = scn.params_at(point)?;
         let params = Params::new(&scn.file, &table);

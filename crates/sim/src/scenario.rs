@@ -268,9 +268,14 @@ impl Scenario {
 
     /// Parses scenario text; `file` names it in messages.
     pub fn parse(file: &str, text: &str, overrides: &[String]) -> Result<Scenario, SimError> {
-        let mut doc: Table = text
-            .parse::<Table>()
-            .map_err(|e| err(file, "-", format!("not valid TOML: {}", e.message())))?;
+        let mut doc: Table = text.parse::<Table>().map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            err(
+                file,
+                &line_column(text, at),
+                format!("not valid TOML: {}", e.message()),
+            )
+        })?;
         for o in overrides {
             apply_override(&mut doc, o)?;
         }
@@ -395,6 +400,16 @@ impl Scenario {
         }
         Ok(t)
     }
+}
+
+/// "line L, column C" (from 1, columns in characters) of the byte offset `at` of `text`:
+/// where a TOML syntax error is, as an editor counts.
+fn line_column(text: &str, at: usize) -> String {
+    let before = text.get(..at.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[start..].chars().count() + 1;
+    format!("line {line}, column {column}")
 }
 
 fn parse_run(file: &str, v: Option<&Value>) -> Result<RunConfig, SimError> {

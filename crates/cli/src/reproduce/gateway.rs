@@ -28,13 +28,22 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     };
     let o = reproduce(out, &opts)
         .with_context(|| format!("reproducing paper 004 into {}", out.display()))?;
-    println!(
-        "gateway: {} events in {:.1} s on {} thread(s) ({:.2} M events/s)",
-        o.events,
-        o.wall_seconds,
-        o.threads,
-        o.events as f64 / o.wall_seconds.max(1e-9) / 1e6
-    );
-    println!("report: {}", o.report.display());
+    let fields = serde_json::json!({
+        "report": o.report,
+        "files": o.files,
+        "events": o.events,
+        "seconds": o.wall_seconds,
+        "threads": o.threads,
+    });
+    super::summary(args, out, fields, || {
+        say!(
+            "gateway: {} events in {:.1} s on {} thread(s) ({:.2} M events/s)",
+            o.events,
+            o.wall_seconds,
+            o.threads,
+            o.events as f64 / o.wall_seconds.max(1e-9) / 1e6
+        );
+        say!("report: {}", o.report.display());
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -68,9 +68,33 @@ pub struct ReproduceArgs {
     /// Plain text instead of mutual TLS between the live parts (live papers only).
     #[arg(long)]
     pub insecure: bool,
-    /// Certificates and state of the live parts (live papers only).
-    #[arg(long, default_value = "atmlab-data")]
-    pub data: PathBuf,
+    /// Print the summary as one JSON object on stdout (the paper, the report and its
+    /// files, the run's figures); progress goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints a reproduction's summary: `fields` as one JSON object (with the paper, the
+/// report directory and, when written, its results.json) under `--json`, else `text`.
+fn summary(
+    args: &ReproduceArgs,
+    out: &std::path::Path,
+    mut fields: serde_json::Value,
+    text: impl FnOnce(),
+) -> Result<()> {
+    if !args.json {
+        text();
+        return Ok(());
+    }
+    fields["paper"] = args.paper.name().into();
+    fields["quick"] = args.quick.into();
+    fields["out"] = out.display().to_string().into();
+    let results = out.join("results.json");
+    if results.exists() {
+        fields["results"] = results.display().to_string().into();
+    }
+    say!("{}", serde_json::to_string_pretty(&fields)?);
+    Ok(())
 }
 
 /// Runs `atmlab reproduce`.
@@ -79,6 +103,11 @@ pub fn run(args: ReproduceArgs) -> Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("reports").join(args.paper.name()));
+    // A reproduction runs for minutes: a report directory it cannot write is refused
+    // before the first measurement, not after the last (SMDS checks its flags first).
+    if args.paper != Paper::Smds {
+        crate::live::writable_dir("--out", &out)?;
+    }
     match args.paper {
         Paper::Xbind => xbind::run(&args, &out),
         Paper::Retina => retina::run(&args, &out),

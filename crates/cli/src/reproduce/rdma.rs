@@ -26,10 +26,22 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
         },
     )
     .with_context(|| format!("reproducing paper 003 into {}", out.display()))?;
-    for e in &report.experiments {
-        println!("{}: {} events in {:.1} s", e.name, e.events, e.wall_seconds);
-    }
-    println!("report: {}", report.report.display());
-    println!("{} files in {}", report.files.len(), out.display());
+    let experiments: Vec<serde_json::Value> = report
+        .experiments
+        .iter()
+        .map(|e| serde_json::json!({"name": e.name, "events": e.events, "seconds": e.wall_seconds}))
+        .collect();
+    let fields = serde_json::json!({
+        "report": report.report,
+        "files": report.files,
+        "experiments": experiments,
+    });
+    super::summary(args, out, fields, || {
+        for e in &report.experiments {
+            say!("{}: {} events in {:.1} s", e.name, e.events, e.wall_seconds);
+        }
+        say!("report: {}", report.report.display());
+        say!("{} files in {}", report.files.len(), out.display());
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -22,9 +22,7 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     if args.threads != 0 {
         bail!("reproduce smds: --threads does not apply (the measurements set their own)");
     }
-    if args.data != Path::new("atmlab-data") {
-        bail!("reproduce smds: --data does not apply (SMDS needs no certificates or state)");
-    }
+    crate::live::writable_dir("--out", out)?;
     let terminal = std::io::stderr().is_terminal();
     let progress = |name: &str| {
         if terminal {
@@ -41,7 +39,13 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     };
     let o = reproduce(out, &opts)
         .with_context(|| format!("reproducing paper 002 into {}", out.display()))?;
-    println!("smds: done in {:.1} s", o.seconds);
-    println!("report: {}", o.report.display());
+    let fields = serde_json::json!({
+        "report": o.report,
+        "seconds": o.seconds,
+    });
+    super::summary(args, out, fields, || {
+        say!("smds: done in {:.1} s", o.seconds);
+        say!("report: {}", o.report.display());
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -16,16 +16,30 @@ use crate::live as shell;
 pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     let opts = XbindOptions {
         out: out.to_path_buf(),
-        data_dir: args.data.clone(),
+        data_dir: crate::live::data_dir(),
         insecure: args.insecure,
         quick: args.quick,
     };
+    // The lab it measures is a network in the data directory, which it holds alone.
+    let _lock = shell::lock_data_dir(&opts.data_dir)?;
     shell::init_logging_at("warn");
-    let r = shell::runtime()?.block_on(xbind::run(&opts, |line| println!("{line}")))?;
-    println!(
-        "\nreport: {} (README.md, CSVs, PNG and SVG plots, results.json), {:.0} s",
-        out.display(),
-        r.seconds
-    );
+    let r = shell::runtime()?.block_on(xbind::run(&opts, |line| {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            say!("{line}");
+        }
+    }))?;
+    let fields = serde_json::json!({
+        "report": out.join("README.md"),
+        "seconds": r.seconds,
+    });
+    super::summary(args, out, fields, || {
+        say!(
+            "\nreport: {} (README.md, CSVs, PNG and SVG plots, results.json), {:.0} s",
+            out.display(),
+            r.seconds
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -103,3 +103,36 @@ fn a_short_soak_with_faults_ends_with_no_leaks() {
         "{out}"
     );
 }
+
+/// `soak --json`: the summary as one JSON object on stdout, the windows on stderr.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): the live lab under load"]
+fn soak_json_prints_the_summary_as_one_object() {
+    let _cpu = crate::common::measuring_alone();
+    let dir = tempfile::tempdir().unwrap();
+    let o = atmlab(
+        &[
+            "--data",
+            dir.path().join("data").to_str().unwrap(),
+            "soak",
+            "--rate",
+            "100",
+            "--seconds",
+            "2",
+            "--window",
+            "1",
+            "--insecure",
+            "--json",
+        ],
+        b"",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON object");
+    assert_eq!(v["leaks"], 0, "{v}");
+    assert!(v["established"].as_u64().is_some_and(|n| n > 0), "{v}");
+}

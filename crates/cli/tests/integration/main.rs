@@ -2,6 +2,7 @@
 //! tree, captures checked by a real tshark, switch servers killed mid-stream, and the IDL
 //! used from Python. One test binary for the crate.
 
+mod checks;
 mod cli;
 mod cm_client;
 mod cm_restart;
@@ -9,9 +10,11 @@ mod common;
 mod demo;
 mod install;
 mod kill;
+mod mismatch;
 mod net;
 mod output;
 mod python;
+mod readme;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
@@ -20,5 +23,6 @@ mod reproduce_smds;
 mod roles;
 mod sim;
 mod smds;
+mod state;
 mod tshark;
 mod up;

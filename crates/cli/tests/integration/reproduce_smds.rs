@@ -133,11 +133,7 @@ fn quick_reproduction_writes_every_table_and_figure() {
 /// The flags of `reproduce` that mean nothing to SMDS are refused, not ignored.
 #[test]
 fn smds_refuses_the_flags_it_cannot_honour() {
-    for flags in [
-        &["--insecure"][..],
-        &["--threads", "2"][..],
-        &["--data", "elsewhere"][..],
-    ] {
+    for flags in [&["--insecure"][..], &["--threads", "2"][..]] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_atmlab"))
             .args(["reproduce", "smds", "--quick", "--out"])
             .arg(std::env::temp_dir().join("atmlab-smds-refused"))
@@ -148,4 +144,34 @@ fn smds_refuses_the_flags_it_cannot_honour() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("does not apply"), "{flags:?}: {err}");
     }
+}
+
+/// `--json` prints the reproduction's summary as one JSON object on stdout (issue 27:
+/// `--json` wherever a command prints results), progress kept off it.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): a whole reproduction"]
+fn reproduce_json_prints_the_summary_as_one_object() {
+    let _cpu = crate::common::measuring_alone();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("smds");
+    let o = crate::common::atmlab(
+        &[
+            "reproduce",
+            "smds",
+            "--quick",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
+    assert_eq!(v["paper"], "smds");
+    assert_eq!(v["quick"], true);
+    assert_eq!(v["out"], out.to_str().unwrap());
+    assert_eq!(v["report"], out.join("README.md").to_str().unwrap());
+    assert_eq!(v["results"], out.join("results.json").to_str().unwrap());
+    assert!(v["seconds"].as_f64().is_some_and(|s| s > 0.0), "{v}");
 }

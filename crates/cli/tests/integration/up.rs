@@ -300,3 +300,164 @@ fn a_second_manager_for_one_owner_is_refused() {
     let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
     assert_eq!(report["clean"], true, "{report}");
 }
+
+/// callgen exits non-zero when any call failed, saying how many and why, unless told
+/// `--allow-failures` (issue 27: a run that failed half its calls used to exit 0).
+#[test]
+fn callgen_fails_when_some_calls_failed_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut up, cm, _) = start_up(&data);
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "callgen",
+            "--insecure",
+            "--cm",
+            &cm,
+            "--rate",
+            "40",
+            "--seconds",
+            "0.5",
+            "--pair",
+            "a:b",
+            "--pair",
+            "a:zz",
+        ];
+        a.extend_from_slice(extra);
+        atmlab(&a, b"")
+    };
+    let strict = run(&[]);
+    let allowed = run(&["--allow-failures"]);
+    let _ = up.kill();
+    let _ = up.wait();
+    let err = String::from_utf8_lossy(&strict.stderr);
+    assert_eq!(strict.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("calls failed (first cause:") && err.contains("zz"),
+        "{err}"
+    );
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+}
+
+/// `--json` wherever a command prints results (issue 27): the manager's client commands,
+/// the name service's listing, `net check` and `cm dimension` each print JSON a script
+/// can read.
+#[test]
+fn the_result_printing_commands_take_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (up, cm, names) = start_up(&data);
+    let _up = scopeguard(up);
+    let json = |args: &[&str]| -> Vec<serde_json::Value> {
+        let o = atmlab(args, b"");
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}")))
+            .collect()
+    };
+    let cm_args = |verb: &str, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["cm", verb, "--insecure", "--json", "--cm", &cm]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let call = |verb: &str, extra: &[&str]| {
+        let a = cm_args(verb, extra);
+        json(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let made = call("connect", &["--from", "a", "--to", "b", "--pcr", "1000"]);
+    let id = made[0]["id"].as_u64().expect("an id");
+    assert_eq!(made[0]["source"], "a");
+    assert_eq!(made[0]["hops"].as_array().unwrap().len(), 3, "{}", made[0]);
+    let listed = call("list", &[]);
+    assert!(listed.iter().any(|c| c["id"] == id), "{listed:?}");
+    let status = call("status", &[]);
+    assert_eq!(status[0]["active"], 1, "{}", status[0]);
+    let released = call("release", &[&id.to_string()]);
+    assert_eq!(released[0]["released"], id);
+
+    let names_addr = names.trim_start_matches("http://");
+    let objects = json(&[
+        "names",
+        "list",
+        "--insecure",
+        "--json",
+        "--addr",
+        names_addr,
+    ]);
+    assert!(
+        objects
+            .iter()
+            .any(|o| o["name"] == "switch/s1" && o["address"].is_string()),
+        "{objects:?}"
+    );
+    let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+    let t = json(&["net", "check", "--json", topo.to_str().unwrap()]);
+    assert_eq!(t[0]["switches"], serde_json::json!(["s1", "s2", "s3"]));
+    let d = json(&[
+        "cm",
+        "dimension",
+        "--json",
+        "--rate",
+        "50",
+        "--latency",
+        "52 ms",
+        "--hit",
+        "0.99",
+    ]);
+    assert_eq!(d[0]["caches"][0]["cache_size"], 8, "{}", d[0]);
+}
+
+/// A client pointed at the wrong service (the name service's port as --cm, the
+/// manager's as --names) says so instead of an empty cause (issue 27, Why 1).
+#[test]
+fn a_client_at_the_wrong_service_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (up, cm, names) = start_up(&data);
+    let _up = scopeguard(up);
+    let names_addr = names.trim_start_matches("http://").to_string();
+    for (args, says) in [
+        (
+            vec![
+                "callgen",
+                "--insecure",
+                "--cm",
+                &names_addr,
+                "--rate",
+                "20",
+                "--seconds",
+                "0.3",
+            ],
+            "not one of",
+        ),
+        (
+            vec!["cm", "list", "--insecure", "--cm", &names_addr],
+            "ListConnections",
+        ),
+        (
+            vec!["audit", "--insecure", "--names", &cm],
+            "NameService.List",
+        ),
+    ] {
+        let o = atmlab(&args, b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            err.contains(says) && err.contains("wrong service: the server"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -221,6 +221,13 @@ impl NameClient {
 fn from_status(call: &'static str, name: &str, status: tonic::Status) -> ControlError {
     match status.code() {
         tonic::Code::NotFound => ControlError::NotRegistered { name: name.into() },
+        // A server without the NameService (a manager's or a switch's port given as the
+        // name service's) answers UNIMPLEMENTED with no message: say what that means.
+        tonic::Code::Unimplemented if status.message().is_empty() => ControlError::Call {
+            call,
+            kind: crate::ErrorKind::Other(12),
+            message: "wrong service: the server there is not a name service".into(),
+        },
         // The rest keep the service's code and message (INVALID_ARGUMENT's message
         // already says what was wrong with which name).
         code => ControlError::Call {
