@@ -267,6 +267,46 @@ pub struct CallView {
 }
 
 impl CallView {
+    /// The view of call `id` with contract `traffic` whose tree is `tree`, with each
+    /// hop's switch connection (`conn`, by hop index) and each slot's identifier (`ids`):
+    /// what every manager's view derives alike (xbind's and TINA's LNC keep the same
+    /// trees). Setup, label and invocations are left zero for the caller to fill.
+    pub(crate) fn of_tree(
+        id: u64,
+        tree: &Tree,
+        conn: impl Fn(usize) -> u64,
+        ids: &[Option<VcId>],
+        traffic: TrafficDescriptor,
+    ) -> CallView {
+        let entries = tree.entries();
+        let entry_of = |slot: usize| entries.iter().position(|e| e.3 == slot);
+        let leaves: Vec<(String, usize)> = tree
+            .leaves()
+            .into_iter()
+            .filter_map(|(l, s)| Some((l.to_string(), entry_of(s)?)))
+            .collect();
+        let id_at = |slot: usize| ids.get(slot).copied().flatten().unwrap_or_default();
+        let hops: Vec<(HopSpec, u64, VcId, VcId)> = entries
+            .iter()
+            .map(|(spec, h, i, o)| (spec.clone(), conn(*h), id_at(*i), id_at(*o)))
+            .collect();
+        CallView {
+            id,
+            parents: entries
+                .iter()
+                .map(|e| if e.2 == 0 { None } else { entry_of(e.2) })
+                .collect(),
+            destination_vc: leaves.first().map_or(VcId::default(), |l| hops[l.1].3),
+            leaves,
+            hops,
+            source_vc: id_at(0),
+            setup: Duration::ZERO,
+            traffic,
+            tag: String::new(),
+            invocations: 0,
+        }
+    }
+
     /// Each leaf's chain of entries from the root down to it; `None` if `parents` or
     /// `leaves` do not describe a tree over `hops`.
     pub fn chains(&self) -> Option<Vec<(String, Vec<usize>)>> {

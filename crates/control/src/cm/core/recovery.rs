@@ -19,40 +19,12 @@ impl CmCore {
         if c.phase != Phase::Established {
             return None;
         }
-        let entries = c.tree.entries();
-        let entry_of = |slot: usize| entries.iter().position(|e| e.3 == slot);
-        let leaves: Vec<(String, usize)> = c
-            .tree
-            .leaves()
-            .into_iter()
-            .filter_map(|(l, s)| Some((l.to_string(), entry_of(s)?)))
-            .collect();
-        let hops: Vec<(HopSpec, u64, VcId, VcId)> = entries
-            .iter()
-            .map(|(spec, h, i, o)| {
-                (
-                    spec.clone(),
-                    c.conns[*h].unwrap_or(0),
-                    c.ids[*i].unwrap_or_default(),
-                    c.ids[*o].unwrap_or_default(),
-                )
-            })
-            .collect();
-        let destination_vc = leaves.first().map_or(VcId::default(), |l| hops[l.1].3);
+        let conn = |h: usize| c.conns.get(h).copied().flatten().unwrap_or(0);
         Some(CallView {
-            id,
-            parents: entries
-                .iter()
-                .map(|e| if e.2 == 0 { None } else { entry_of(e.2) })
-                .collect(),
-            leaves,
-            hops,
-            source_vc: c.ids[0].unwrap_or_default(),
-            destination_vc,
             setup: c.setup,
-            traffic: c.traffic,
             tag: c.tag.clone(),
             invocations: c.sent,
+            ..CallView::of_tree(id, &c.tree, conn, &c.ids, c.traffic)
         })
     }
 

@@ -8,7 +8,7 @@
 //! split into runs and the EML-CPs record, so that a later release, change or DropLeaf
 //! invokes the performers exactly as for a call this LNC set up.
 
-use atmlab_core::ids::{PortId, VcId};
+use atmlab_core::ids::PortId;
 use atmlab_core::time::Duration;
 use atmlab_core::traffic::TrafficDescriptor;
 
@@ -24,46 +24,20 @@ impl LncCore {
     /// label (`None` while a change has it, or if there is no such call).
     pub fn view(&self, id: u64) -> Option<CallView> {
         let c = self.calls.get(&id)?.call.as_ref()?;
-        let t = &c.tree;
-        let entries = t.entries();
-        let entry_of = |slot: usize| entries.iter().position(|e| e.3 == slot);
-        let leaves: Vec<(String, usize)> = t
-            .leaves()
-            .into_iter()
-            .filter_map(|(l, s)| Some((l.to_string(), entry_of(s)?)))
-            .collect();
-        let hops: Vec<(HopSpec, u64, VcId, VcId)> = entries
-            .iter()
-            .map(|(spec, h, i, o)| {
-                (
-                    spec.clone(),
-                    c.conns[*h],
-                    c.ids[*i].unwrap_or_default(),
-                    c.ids[*o].unwrap_or_default(),
-                )
-            })
-            .collect();
         let tr = c.contract.traffic;
+        let conn = |h: usize| c.conns.get(h).copied().unwrap_or(0);
+        let traffic = TrafficDescriptor {
+            class: tr.class,
+            pcr: atmlab_core::units::CellRate(tr.pcr),
+            scr: atmlab_core::units::CellRate(tr.scr),
+            mbs: tr.mbs,
+            cdvt_ps: 0,
+        };
         Some(CallView {
-            id,
-            parents: entries
-                .iter()
-                .map(|e| if e.2 == 0 { None } else { entry_of(e.2) })
-                .collect(),
-            destination_vc: leaves.first().map_or(VcId::default(), |l| hops[l.1].3),
-            leaves,
-            hops,
-            source_vc: c.ids[0].unwrap_or_default(),
             setup: Duration::from_micros(c.setup_us),
-            traffic: TrafficDescriptor {
-                class: tr.class,
-                pcr: atmlab_core::units::CellRate(tr.pcr),
-                scr: atmlab_core::units::CellRate(tr.scr),
-                mbs: tr.mbs,
-                cdvt_ps: 0,
-            },
             tag: c.tag.clone(),
             invocations: u32::try_from(c.invocations).unwrap_or(u32::MAX),
+            ..CallView::of_tree(id, &c.tree, conn, &c.ids, traffic)
         })
     }
 
