@@ -39,16 +39,18 @@ struct Attach {
     /// The host's link rate, which paces sending.
     #[arg(long, default_value = "155.52 Mb/s")]
     rate: String,
-    /// Attach through the switch server's control path: its gRPC address (host:port).
-    /// The switch port is then bound to this host's address by the AttachHost RPC, so
-    /// it works on a port that takes no attach datagram (`attach = "control"`) and
-    /// moves a port bound to an earlier host. Needs --port.
+    /// Attach through the switch server's control path: its gRPC address (host:port;
+    /// `net.json` gives each host's `control` and `port`). The switch port is bound to
+    /// this host's address by the AttachHost RPC: how a host port is bound by default
+    /// (a port takes an attach datagram only with `attach = "first"`), and it moves a
+    /// port bound to an earlier host. Needs --port.
     #[arg(long, requires = "port")]
     control: Option<String>,
     /// The switch port number, with --control.
     #[arg(long, requires = "control")]
     port: Option<u16>,
-    /// Our identity (certificate name) for mutual TLS, with --control.
+    /// Our identity (certificate name) for mutual TLS, with --control: the host's own
+    /// (`net up` issues one per topology host, which may bind its own port) or admin.
     #[arg(long = "as", default_value = "admin")]
     who: String,
 }
@@ -173,6 +175,12 @@ async fn open(a: &Attach, security: &Security) -> Result<(HostPort, VcId)> {
             .attach_host(PortId(port), me)
             .await
             .map_err(|e| anyhow!("attaching {me} to port {port} through {control}: {e}"))?;
+    } else {
+        eprintln!(
+            "note: without --control the switch port is bound to this host only if it takes \
+             attach datagrams (attach = \"first\"); pass --control ADDR --port N (net.json \
+             gives both)"
+        );
     }
     Ok((host, vc))
 }

@@ -339,6 +339,12 @@ impl AtmSubscriber {
         })
     }
 
+    /// The subscriber's address on the cell data plane (what its switch port is bound
+    /// to).
+    pub fn local_addr(&self) -> Result<SocketAddr, LabError> {
+        Ok(self.host.local_addr()?)
+    }
+
     /// Sends one L3_PDU; the cells it took.
     pub async fn send(&mut self, pdu: &[u8]) -> Result<usize, LabError> {
         let cells = self

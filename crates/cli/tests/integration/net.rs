@@ -95,6 +95,12 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
     let b_control = net["hosts"][1]["control"].as_str().unwrap().to_string();
     assert_eq!(b_control, grpc(2));
     let b_port = net["hosts"][1]["port"].as_u64().unwrap().to_string();
+    let b_name = net["hosts"][1]["name"].as_str().unwrap().to_string();
+    // So does the sender: host ports take no host by a first datagram (issue 24). Each
+    // host binds its own port with its own certificate (`net up` issued them).
+    let a_control = net["hosts"][0]["control"].as_str().unwrap().to_string();
+    let a_port = net["hosts"][0]["port"].as_u64().unwrap().to_string();
+    let a_name = net["hosts"][0]["name"].as_str().unwrap().to_string();
     let received = dir.path().join("received.bin");
     let data = bytes(300_000, 9);
     let sent = dir.path().join("sent.bin");
@@ -110,6 +116,8 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
             &b_control,
             "--port",
             &b_port,
+            "--as",
+            &b_name,
             "--certs",
             certs_s,
         ])
@@ -151,6 +159,14 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
             "0/100",
             "--rate",
             "50 Mb/s",
+            "--control",
+            &a_control,
+            "--port",
+            &a_port,
+            "--as",
+            &a_name,
+            "--certs",
+            certs_s,
             sent.to_str().unwrap(),
         ],
         b"",

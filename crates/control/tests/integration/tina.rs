@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use atmlab_control::cm::live::StaticRouter;
 use atmlab_control::tina::{self, SetupMode, TinaConfig, iface};
+use atmlab_core::ids::PortId;
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::{BitRate, CellRate};
 use atmlab_fabric::live::backend::SwitchBackend;
@@ -135,6 +136,9 @@ async fn tina_sets_up_carries_frames_counts_invocations_and_releases_in_both_mod
             let mut a = HostPort::attach(any, net.switches[0].ports[0].1, BitRate(50e6))
                 .await
                 .unwrap();
+            // Host ports are bound through the control path, not by a first datagram.
+            assert!(net.switches[2].attach_host(PortId(1), b.local_addr().unwrap()));
+            assert!(net.switches[0].attach_host(PortId(0), a.local_addr().unwrap()));
             for _ in 0..600 {
                 if net.switches[2].data_plane.peers()[1].1 == Some(b.local_addr().unwrap())
                     && net.switches[0].data_plane.peers()[0].1 == Some(a.local_addr().unwrap())

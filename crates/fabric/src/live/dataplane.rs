@@ -12,9 +12,11 @@
 //!   neighbour's socket;
 //! - a **host** port to its host, bound by configuration (`host` in the server file),
 //!   by an explicit [`DataPlane::attach_host`] (the control path: the process that
-//!   starts hosts, or a manager), or, on a port that is still unbound, by the host's
-//!   *attach* (an empty datagram, what [`crate::live::host::HostPort::attach`] sends
-//!   first). Once bound, a host port stays bound: an attach or cells from another address
+//!   starts hosts, or a manager), or, on a port that is still unbound and allows it
+//!   ([`DataPlane::set_first_attach`]), by the host's *attach* (an empty datagram, what
+//!   [`crate::live::host::HostPort::attach`] sends first). A switch server allows it only
+//!   where its file says `attach = "first"` (issue 24: a port is bound when its host
+//!   attaches, not by whoever sends the first datagram). Once bound, a host port stays bound: an attach or cells from another address
 //!   do not move it (a restarted host on a new address is attached again through the
 //!   control path); an unbound port forwards nothing.
 //!

@@ -25,8 +25,8 @@
 //! peer = "127.0.0.1:7100"       # a trunk: the neighbour's socket, the only sender taken
 //! # host = "127.0.0.1:7200"     # or a host port bound to its host from the start
 //! # host_name = "a"             # the host whose certificate may bind it (AttachHost)
-//! # attach = "control"          # an unbound host port: bound through the control path
-//! #                             # only ("first", the default: also by the host's attach)
+//! # attach = "first"            # an unbound host port also bound by the first attach
+//! #                             # datagram ("control", the default: control path only)
 //!
 //! [limits]                      # optional; these are the defaults (docs/live.md, "Limits")
 //! handshake_timeout = 3.0       # s a peer has to finish its TLS handshake (gRPC, raw)
@@ -38,11 +38,12 @@
 //! summary_interval = 10.0       # s between summaries of refusals in the log
 //! ```
 //!
-//! A port with neither `peer` nor `host` is a host port bound through the control path
-//! (the AttachHost RPC, from a manager, an operator, or the host `host_name` names, by
-//! their certificates; or [`RunningSwitch::attach_host`] in process) or, unless
-//! `attach = "control"`, by its host's first attach datagram (see
-//! [`crate::live::dataplane`]).
+//! A port with neither `peer` nor `host` is a host port bound through the control path:
+//! the AttachHost RPC (from a manager, an operator, or the host `host_name` names, by
+//! their certificates) or [`RunningSwitch::attach_host`] in process (see
+//! [`crate::live::dataplane`]). Binding by the first attach datagram, from whoever sends
+//! it, is an opt-in for a trusted network (`attach = "first"`; issue 24: "a host port is
+//! bound when the host attaches, not by the first datagram").
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -106,8 +107,9 @@ pub struct PortFile {
     /// the AttachHost RPC; managers and operators may bind any host port.
     #[serde(default)]
     pub host_name: Option<String>,
-    /// How an unbound host port gets its host: "first" (default: the host's first
-    /// attach datagram, or the control path) or "control" (the control path only).
+    /// How an unbound host port gets its host: "control" (default: the control path
+    /// only) or "first" (also the first attach datagram, from whoever sends it: for a
+    /// trusted network).
     #[serde(default)]
     pub attach: Option<String>,
 }
@@ -418,7 +420,7 @@ pub async fn start(
         if let Some(h) = p.host {
             data_plane.attach_host(PortId(p.id), h, &local);
         }
-        if p.attach.as_deref() == Some("control") {
+        if p.attach.as_deref() != Some("first") {
             data_plane.set_first_attach(PortId(p.id), false);
         }
     }

@@ -93,6 +93,10 @@ async fn three_switch_line_carries_1000_frames_and_releases_cleanly() {
     let mut a = HostPort::attach(any_addr(), s1_port0, host_rate)
         .await
         .unwrap();
+    // Host ports are bound through the control path (here in process), not by the
+    // hosts' first datagrams.
+    assert!(switches[0].attach_host(PortId(0), a.local_addr().unwrap()));
+    assert!(switches[2].attach_host(PortId(1), b.local_addr().unwrap()));
     let learned = |s: &RunningSwitch, p: u16| {
         s.data_plane
             .peers()

@@ -15,11 +15,16 @@ use atmlab_fabric::*;
 
 use crate::common::{self, any_addr, grpc_client};
 
+/// A switch whose host ports take the first attach (`attach = "first"`, the opt-in of a
+/// trusted network: these tests are about what happens once a port is bound); port 1 is
+/// a trunk when `trunk`.
 fn two_ports(name: &str, trunk: bool) -> ServerFile {
     let iface = if trunk { "nni" } else { "uni" };
+    let first = "attach = \"first\"\n";
+    let first_1 = if trunk { "" } else { first };
     ServerFile::parse(
         &format!(
-            "name = \"{name}\"\n[[ports]]\nid = 0\n[[ports]]\nid = 1\ninterface = \"{iface}\"\n"
+            "name = \"{name}\"\n[[ports]]\nid = 0\n{first}[[ports]]\nid = 1\ninterface = \"{iface}\"\n{first_1}"
         ),
         "test",
     )
@@ -236,14 +241,14 @@ async fn a_hijacking_datagram_does_not_move_a_host_port() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_port_is_bound_by_configuration_or_the_control_path() {
     // Port 1's host is configured: nobody else, not even a first attach, takes it.
-    // Port 0 is bound through the control path only (`attach = "control"`); port 2 is a
-    // trunk.
+    // Port 0 says nothing: by default a host port is bound through the control path
+    // only, never by the first datagram (issue 24); port 2 is a trunk.
     let receiver = tokio::net::UdpSocket::bind(any_addr()).await.unwrap();
     let host_b = receiver.local_addr().unwrap();
     drop(receiver);
     let file = ServerFile::parse(
         &format!(
-            "name = \"s1\"\n[[ports]]\nid = 0\nattach = \"control\"\n\
+            "name = \"s1\"\n[[ports]]\nid = 0\n\
              [[ports]]\nid = 1\nhost = \"{host_b}\"\n\
              [[ports]]\nid = 2\ninterface = \"nni\"\npeer = \"127.0.0.1:9\"\n"
         ),

@@ -143,6 +143,8 @@ async fn an_sni_over_atm_carries_l3_pdus_and_a_lost_cell_loses_one_pdu() {
     let mut sub_atm = smds_atm::attachment(&lab.net, "a", sub_vcs, rate).unwrap();
     let relay = Relay::start(sub_atm.switch).await;
     sub_atm.switch = relay.addr;
+    // Host ports are bound through the control path, here in process: a's to the relay.
+    lab.net.attach_host("a", relay.addr).unwrap();
 
     // Server A from a server file, its SNI over ATM (the file's `atm` option); server B
     // on UDP sockets.
@@ -170,6 +172,7 @@ peer = "{addr_b}"
     .unwrap();
     let running = smds_atm::bind(&file).await.unwrap();
     let (server_a, adapter) = (&running.server, running.atm[0].as_ref().unwrap());
+    lab.net.attach_host("b", adapter.local).unwrap();
     assert!(running.atm[1].is_none());
     let addr_a = server_a.addrs()[1];
     let topo = TopologyFile::parse(

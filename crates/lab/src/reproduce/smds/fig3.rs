@@ -271,25 +271,35 @@ async fn fig3_atm_on(
     }
     let (u1, a_sni, a_issi, b_issi, b_sni, u2) =
         (ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]);
-    let mut adapters = Vec::new();
-    let mut start = async |cfg: &atmlab_smds::server::ServerConfig,
-                           sni: atmlab_smds::config::AtmAttach,
-                           issi: atmlab_smds::config::AtmAttach| {
-        let (l1, a1) = smds_atm::attach(sni, any).await?;
-        let (l2, a2) = smds_atm::attach(issi, any).await?;
-        adapters.push(a1);
-        adapters.push(a2);
-        Ok::<_, LabError>(atmlab_smds::live::LiveServer::start_links(
-            cfg.clone(),
-            vec![
-                atmlab_smds::live::Link::Frames(l1),
-                atmlab_smds::live::Link::Frames(l2),
-            ],
-            64,
-        )?)
+    // Each interface's host port is bound to it through the control path, in process
+    // (host ports take no host by a first datagram).
+    let bind = |host: &str, at: std::net::SocketAddr| {
+        lab.net
+            .attach_host(host, at)
+            .map_err(|e| LabError::run("Fig. 3 over ATM", format!("binding {host}: {e}")))
     };
-    let sa = start(&servers.servers[0].1, a_sni, a_issi).await?;
-    let sb = start(&servers.servers[1].1, b_sni, b_issi).await?;
+    let mut adapters = Vec::new();
+    let mut start =
+        async |cfg: &atmlab_smds::server::ServerConfig,
+               (sni_host, sni): (&str, atmlab_smds::config::AtmAttach),
+               (issi_host, issi): (&str, atmlab_smds::config::AtmAttach)| {
+            let (l1, a1) = smds_atm::attach(sni, any).await?;
+            let (l2, a2) = smds_atm::attach(issi, any).await?;
+            bind(sni_host, a1.local)?;
+            bind(issi_host, a2.local)?;
+            adapters.push(a1);
+            adapters.push(a2);
+            Ok::<_, LabError>(atmlab_smds::live::LiveServer::start_links(
+                cfg.clone(),
+                vec![
+                    atmlab_smds::live::Link::Frames(l1),
+                    atmlab_smds::live::Link::Frames(l2),
+                ],
+                64,
+            )?)
+        };
+    let sa = start(&servers.servers[0].1, ("a-sni", a_sni), ("a-issi", a_issi)).await?;
+    let sb = start(&servers.servers[1].1, ("b-sni", b_sni), ("b-issi", b_issi)).await?;
     let deadline = StdInstant::now() + StdDuration::from_secs(10);
     while ![&sa, &sb].iter().all(|s| {
         let st = s.status();
@@ -305,6 +315,8 @@ async fn fig3_atm_on(
     }
     let mut tx = AtmSubscriber::attach(u1).await?;
     let mut rx = AtmSubscriber::attach(u2).await?;
+    bind("u1", tx.local_addr()?)?;
+    bind("u2", rx.local_addr()?)?;
     let sink = Arc::new(Sink::default());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
