@@ -13,6 +13,10 @@ use clap::{Args, Subcommand};
 pub struct CertsArgs {
     #[command(subcommand)]
     command: CertsCommand,
+    /// Print what was made as one JSON object (the CA's path, each certificate's role,
+    /// name and files).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,7 +75,8 @@ fn subjects(names: &[String], role: Option<Role>) -> Result<Vec<Subject>> {
 
 /// Runs `atmlab certs`.
 pub fn run(args: CertsArgs) -> Result<ExitCode> {
-    match args.command {
+    let json = args.json;
+    let (ca, made) = match args.command {
         CertsCommand::Init {
             dir,
             force,
@@ -86,18 +91,46 @@ pub fn run(args: CertsArgs) -> Result<ExitCode> {
             }
             let files = atmlab_rpc::tls::init_certs(&dir, &all, force)
                 .with_context(|| format!("making the lab CA in {}", dir.display()))?;
-            println!("CA: {}", dir.join("ca.pem").display());
-            for (s, f) in all.iter().zip(files) {
-                println!("{s}: {} {}", f.cert.display(), f.key.display());
-            }
+            (
+                Some(dir.join("ca.pem")),
+                all.into_iter().zip(files).collect(),
+            )
         }
         CertsCommand::Issue { dir, role, names } => {
             let dir = dir.unwrap_or_else(crate::live::certs_dir);
+            let mut made = Vec::new();
             for s in subjects(&names, role)? {
                 let f = atmlab_rpc::tls::issue_cert(&dir, &s)
                     .with_context(|| format!("issuing a certificate for {s}"))?;
-                println!("{s}: {} {}", f.cert.display(), f.key.display());
+                made.push((s, f));
             }
+            (None, made)
+        }
+    };
+    let made: Vec<(Subject, atmlab_rpc::tls::TlsFiles)> = made;
+    if json {
+        let certs: Vec<serde_json::Value> = made
+            .iter()
+            .map(|(s, f)| {
+                serde_json::json!({
+                    "role": s.role.as_str(),
+                    "name": s.name,
+                    "certificate": f.cert.display().to_string(),
+                    "key": f.key.display().to_string(),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "ca": ca.map(|p| p.display().to_string()),
+            "certificates": certs,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        if let Some(ca) = ca {
+            println!("CA: {}", ca.display());
+        }
+        for (s, f) in &made {
+            println!("{s}: {} {}", f.cert.display(), f.key.display());
         }
     }
     Ok(ExitCode::SUCCESS)

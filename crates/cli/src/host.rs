@@ -23,6 +23,10 @@ pub struct HostArgs {
     command: HostCommand,
     #[command(flatten)]
     security: Security,
+    /// Print the summary as one JSON object: on stdout, or on stderr when stdout carries
+    /// the received data (`recv --out -`).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -106,7 +110,15 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                     cells += host.send_frame(vc, chunk).await.map_err(|e| anyhow!("{e}"))?;
                     frames += 1;
                 }
-                eprintln!("sent {frames} frames ({} octets, {cells} cells) on {vc} to {}", data.len(), attach.switch);
+                if args.json {
+                    let v = serde_json::json!({
+                        "frames": frames, "octets": data.len(), "cells": cells,
+                        "vc": vc.to_string(), "switch": attach.switch.to_string(),
+                    });
+                    println!("{v}");
+                } else {
+                    eprintln!("sent {frames} frames ({} octets, {cells} cells) on {vc} to {}", data.len(), attach.switch);
+                }
                 Ok(ExitCode::SUCCESS)
             }
             HostCommand::Recv { attach, out, frames, idle } => {
@@ -144,12 +156,31 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                     octets += r.sdu.len();
                 }
                 sink.flush()?;
+                let rate = first
+                    .filter(|_| n > 1)
+                    .map(|first| rate_line(n, cells_after, octets_after, (last - first).as_secs_f64(), link));
+                if args.json {
+                    let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
+                    let measured = rate.as_deref().is_some_and(|r| !r.starts_with("rate: not measured"));
+                    let v = serde_json::json!({
+                        "frames": n, "octets": octets, "vc": vc.to_string(),
+                        "reassembly_errors": host.errors, "other_vc_frames": other,
+                        "cells_per_s": measured.then(|| cells_after as f64 / secs),
+                        "payload_mb_per_s": measured.then(|| octets_after as f64 * 8.0 / secs / 1e6),
+                    });
+                    if out.as_os_str() == "-" {
+                        eprintln!("{v}");
+                    } else {
+                        println!("{v}");
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
                 eprintln!(
                     "received {n} frames ({octets} octets) on {vc}; {} reassembly errors, {other} frames on other VCs",
                     host.errors
                 );
-                if let Some(first) = first.filter(|_| n > 1) {
-                    eprintln!("{}", rate_line(n, cells_after, octets_after, (last - first).as_secs_f64(), link));
+                if let Some(rate) = rate {
+                    eprintln!("{rate}");
                 }
                 Ok(ExitCode::SUCCESS)
             }

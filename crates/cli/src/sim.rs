@@ -74,9 +74,17 @@ enum SimCmd {
         /// Override a value of the file.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Print the verdict as one JSON object (file, model, points, replications,
+        /// warnings).
+        #[arg(long)]
+        json: bool,
     },
     /// List the model kinds, their parameters and metrics.
-    List,
+    List {
+        /// Print them as JSON (name, summary, parameters with their docs, metrics).
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure this machine's live control plane one operation at a time and write the
     /// `measured` cost profile of the model kind `control` (`profile = "measured"`).
     MeasureCosts {
@@ -263,7 +271,24 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        SimCmd::List => {
+        SimCmd::List { json: true } => {
+            let kinds: Vec<serde_json::Value> = atmlab_models::registry()
+                .iter()
+                .map(|k| {
+                    serde_json::json!({
+                        "name": k.name(),
+                        "summary": k.summary(),
+                        "parameters": k.parameters().iter().map(|p| serde_json::json!({
+                            "key": p.key, "doc": p.doc,
+                        })).collect::<Vec<_>>(),
+                        "metrics": k.metrics(),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&kinds)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        SimCmd::List { json: false } => {
             for k in atmlab_models::registry() {
                 println!("{}: {}", k.name(), k.summary());
                 println!("  parameters:");
@@ -274,9 +299,22 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        SimCmd::Check { file, set } => {
+        SimCmd::Check { file, set, json } => {
             let (scn, kind) = load(&file, &set)?;
             let (_, warnings) = runner::prepare(&scn, kind)?;
+            if json {
+                let v = serde_json::json!({
+                    "file": scn.file,
+                    "ok": true,
+                    "model": scn.model,
+                    "points": scn.points().len(),
+                    "replications": scn.run.replications,
+                    "max_replications": scn.run.precision.as_ref().map(|p| p.max_replications),
+                    "warnings": warnings,
+                });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(ExitCode::SUCCESS);
+            }
             for w in &warnings {
                 eprintln!("warning: {w}");
             }

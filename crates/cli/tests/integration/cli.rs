@@ -342,3 +342,102 @@ fn errors_name_the_address_once_and_quote_a_bounded_prefix() {
         "{err}"
     );
 }
+
+/// Issue 27, item 6 ("--json wherever a command prints results"): `sim list`, `sim
+/// check`, `certs init|issue`, `host send` and `host recv` print one JSON document.
+#[test]
+fn more_commands_print_json() {
+    let json = |o: &std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+    };
+    let kinds = json(&atmlab(&["sim", "list", "--json"], b""));
+    let queue = kinds
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "queue")
+        .expect("the queue model");
+    assert!(
+        queue["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "mean_wait")
+    );
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mm1 = root.join("scenarios/examples/mm1.toml");
+    let check = json(&atmlab(
+        &["sim", "check", "--json", mm1.to_str().unwrap()],
+        b"",
+    ));
+    assert_eq!(check["ok"], true);
+    assert_eq!(check["model"], "queue");
+    assert_eq!(check["points"], 5);
+
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let c = certs.to_str().unwrap();
+    let made = json(&atmlab(
+        &["certs", "init", "--json", "--dir", c, "switch:s1"],
+        b"",
+    ));
+    assert!(made["ca"].as_str().unwrap().ends_with("ca.pem"));
+    let roles: Vec<&str> = made["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["switch", "admin"]);
+    let issued = json(&atmlab(
+        &[
+            "certs", "issue", "--json", "--dir", c, "--role", "host", "a",
+        ],
+        b"",
+    ));
+    assert_eq!(issued["certificates"][0]["name"], "a");
+    assert!(issued["ca"].is_null());
+
+    // A host sends to a plain UDP socket (standing in for a switch port) and receives
+    // nothing within its idle time.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = port.local_addr().unwrap().to_string();
+    let file = dir.path().join("f.bin");
+    std::fs::write(&file, vec![7u8; 20_000]).unwrap();
+    let sent = json(&atmlab(
+        &[
+            "host",
+            "send",
+            "--json",
+            "--switch",
+            &to,
+            "--vc",
+            "0/100",
+            file.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    assert_eq!(sent["frames"], 3, "{sent}");
+    assert_eq!(sent["octets"], 20_000);
+    let got = json(&atmlab(
+        &[
+            "host",
+            "recv",
+            "--json",
+            "--switch",
+            &to,
+            "--vc",
+            "0/100",
+            "--idle",
+            "100 ms",
+            "--out",
+            dir.path().join("out.bin").to_str().unwrap(),
+        ],
+        b"",
+    ));
+    assert_eq!(got["frames"], 0, "{got}");
+    assert!(got["cells_per_s"].is_null());
+}
