@@ -395,42 +395,61 @@ pub struct JournalWriter {
     tx: std::sync::mpsc::Sender<WriterJob>,
 }
 
-impl JournalWriter {
-    /// Starts the writer thread over `journal`.
-    pub fn spawn(mut journal: CmJournal) -> Self {
-        let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
-        std::thread::spawn(move || {
-            while let Ok(first) = rx.recv() {
-                let mut jobs = vec![first];
-                while let Ok(more) = rx.try_recv() {
-                    jobs.push(more);
+/// A journal's writer thread, the one group commit of every manager: it takes every
+/// job waiting, merges what they write (`split` takes a job's calls to write and ids to
+/// forget), writes them in one transaction, then hands the jobs, the calls written and
+/// the outcome to `done` (which answers the jobs' callers). Returns where to send jobs;
+/// the thread ends when every sender is gone.
+pub(crate) fn group_commit<J: Send + 'static>(
+    mut journal: CmJournal,
+    mut split: impl FnMut(&mut J) -> (Vec<JournaledCall>, Vec<u64>) + Send + 'static,
+    mut done: impl FnMut(Vec<J>, &[JournaledCall], Result<(), String>) + Send + 'static,
+) -> std::sync::mpsc::Sender<J> {
+    let (tx, rx) = std::sync::mpsc::channel::<J>();
+    std::thread::spawn(move || {
+        while let Ok(first) = rx.recv() {
+            let mut jobs = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                jobs.push(more);
+            }
+            let mut up = Vec::new();
+            let mut gone = Vec::new();
+            for j in &mut jobs {
+                let (u, g) = split(j);
+                // A call written and forgotten in one group ends forgotten; one
+                // forgotten and then written (an id reused) ends written.
+                for c in u {
+                    gone.retain(|id| *id != c.view.id);
+                    up.retain(|x: &JournaledCall| x.view.id != c.view.id);
+                    up.push(c);
                 }
-                let mut up = Vec::new();
-                let mut gone = Vec::new();
-                let mut acks = Vec::new();
-                for (u, g, a) in jobs {
-                    // A call written and forgotten in one group ends forgotten; one
-                    // forgotten and then written (an id reused) ends written.
-                    for c in u {
-                        gone.retain(|id| *id != c.view.id);
-                        up.retain(|x: &JournaledCall| x.view.id != c.view.id);
-                        up.push(c);
-                    }
-                    for id in g {
-                        up.retain(|x: &JournaledCall| x.view.id != id);
-                        gone.push(id);
-                    }
-                    acks.push(a);
-                }
-                let r = journal.apply(&up, &gone).map_err(|e| e.to_string());
-                if let Err(e) = &r {
-                    tracing::error!(error = %e, "the journal could not be written");
-                }
-                for a in acks {
-                    let _ = a.send(r.clone());
+                for id in g {
+                    up.retain(|x: &JournaledCall| x.view.id != id);
+                    gone.push(id);
                 }
             }
-        });
+            let r = journal.apply(&up, &gone).map_err(|e| e.to_string());
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "the journal could not be written");
+            }
+            done(jobs, &up, r);
+        }
+    });
+    tx
+}
+
+impl JournalWriter {
+    /// Starts the writer thread over `journal`.
+    pub fn spawn(journal: CmJournal) -> Self {
+        let tx = group_commit(
+            journal,
+            |j: &mut WriterJob| (std::mem::take(&mut j.0), std::mem::take(&mut j.1)),
+            |jobs, _, r| {
+                for (_, _, ack) in jobs {
+                    let _ = ack.send(r.clone());
+                }
+            },
+        );
         JournalWriter { tx }
     }
 

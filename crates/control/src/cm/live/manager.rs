@@ -56,25 +56,14 @@ struct JournalJob {
 /// (group commit), then answers their callers. Calls it could not write are reported to
 /// `failed`, for the manager to take down; their callers hear UNAVAILABLE.
 fn journal_writer(
-    mut journal: CmJournal,
+    journal: CmJournal,
     failed: mpsc::UnboundedSender<Vec<u64>>,
 ) -> std::sync::mpsc::Sender<JournalJob> {
-    let (tx, rx) = std::sync::mpsc::channel::<JournalJob>();
-    std::thread::spawn(move || {
-        while let Ok(first) = rx.recv() {
-            let mut jobs = vec![first];
-            while let Ok(more) = rx.try_recv() {
-                jobs.push(more);
-            }
-            let mut up = Vec::new();
-            let mut gone = Vec::new();
-            for j in &mut jobs {
-                up.append(&mut j.up);
-                gone.append(&mut j.gone);
-            }
-            let result = journal.apply(&up, &gone);
-            if let Err(e) = &result {
-                tracing::error!(error = %e, "the journal could not be written");
+    crate::cm::journal::group_commit(
+        journal,
+        |j: &mut JournalJob| (std::mem::take(&mut j.up), std::mem::take(&mut j.gone)),
+        move |jobs, up, result| {
+            if result.is_err() {
                 let _ = failed.send(up.iter().map(|c| c.view.id).collect());
             }
             for j in jobs {
@@ -98,9 +87,8 @@ fn journal_writer(
                     }
                 }
             }
-        }
-    });
-    tx
+        },
+    )
 }
 
 impl Shell {
