@@ -217,6 +217,31 @@ pub fn writable_dir(flag: &str, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Checks, before any work, that the output file `path` given by `flag` can be written:
+/// its directory is made if missing, an existing file is opened for writing (not cut),
+/// and a new one is made and taken away again. So a mistyped or read-only path fails in
+/// the first second, naming the flag and the path, not after a run whose result it loses.
+pub fn writable_file(flag: &str, path: &Path) -> Result<()> {
+    let fail =
+        |e: std::io::Error| anyhow::anyhow!("{flag} {}: cannot write there: {e}", path.display());
+    if path.is_dir() {
+        bail!("{flag} {}: is a directory, not a file", path.display());
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(fail)?;
+    } else {
+        std::fs::File::create(path).map_err(fail)?;
+        std::fs::remove_file(path).map_err(fail)?;
+    }
+    Ok(())
+}
+
 /// The servers this command talks to, each with whether we speak TLS to it.
 static PEERS: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
 

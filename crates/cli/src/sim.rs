@@ -95,6 +95,9 @@ enum SimCmd {
         /// Plain text instead of mutual TLS.
         #[arg(long)]
         insecure: bool,
+        /// Print the measured costs as one JSON object on stdout (progress on stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Fit a testbed's cost profile to its one-at-a-time setup figures (the sequential
     /// manager's mean, 5% and 95% quantiles, xbind's mean at 1 call/s): the wire's
@@ -125,6 +128,9 @@ enum SimCmd {
         /// Write the fitted profile here (a file `profile = { file = PATH }` reads).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print the fit as one JSON object (seconds and a probability).
+        #[arg(long)]
+        json: bool,
     },
     /// The twin check: the simulated control plane at the measured profile against the
     /// live one, xbind T = 1 and T = 4 on the line of three switches, in one run.
@@ -138,7 +144,16 @@ enum SimCmd {
         /// A short run (under a minute): fewer, shorter points.
         #[arg(long)]
         quick: bool,
+        /// Print the verdicts as one JSON object on stdout (progress on stderr).
+        #[arg(long)]
+        json: bool,
     },
+}
+
+/// A cost profile's TOML as JSON (durations stay the strings the file holds).
+fn toml_to_json(text: &str) -> Result<serde_json::Value> {
+    let v: toml::Value = toml::from_str(text).context("reading back the profile")?;
+    Ok(serde_json::to_value(v)?)
 }
 
 fn load(
@@ -161,36 +176,51 @@ fn load(
 /// Runs one `atmlab sim` command.
 pub fn run(args: SimArgs) -> Result<ExitCode> {
     match args.cmd {
-        SimCmd::MeasureCosts { out, insecure } => {
+        SimCmd::MeasureCosts {
+            out,
+            insecure,
+            json,
+        } => {
             let data = crate::live::data_dir();
+            crate::live::writable_file("--out", &out)?;
             let _lock = crate::live::lock_data_dir(&data)?;
+            let progress = |l: &str| {
+                if json {
+                    eprintln!("{l}");
+                } else {
+                    say!("{l}");
+                }
+            };
             use atmlab_lab::launch::Lab;
             use atmlab_lab::twin::{LINE3, measure};
             let m = crate::live::runtime()?.block_on(async {
                 let topology =
                     atmlab_control::net::Topology::parse(LINE3, "topologies/line3.toml")?;
-                let lab = Lab::up_with(topology, &data, insecure, &mut |l| say!("{l}")).await?;
+                let lab = Lab::up_with(topology, &data, insecure, &mut |l| progress(l)).await?;
                 lab.within(async |lab| {
                     measure::measure(lab, std::time::Duration::from_secs(1), 500, &mut |l| {
-                        say!("{l}")
+                        progress(l)
                     })
                     .await
                 })
                 .await
             })?;
-            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+            let text = m.profile.to_toml(&m.provenance());
+            std::fs::write(&out, &text).with_context(|| format!("writing {}", out.display()))?;
+            if json {
+                let mut v = toml_to_json(&text)?;
+                v["out"] = out.display().to_string().into();
+                say!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                say!("wrote {}", out.display());
             }
-            std::fs::write(&out, m.profile.to_toml(&m.provenance()))
-                .with_context(|| format!("writing {}", out.display()))?;
-            say!("wrote {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
         SimCmd::Twin {
             out,
             insecure,
             quick,
+            json,
         } => {
             let data = crate::live::data_dir();
             crate::live::writable_dir("--out", &out)?;
@@ -200,11 +230,35 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
                 insecure,
                 ..atmlab_lab::twin::TwinOptions::new(out.clone(), quick)
             };
-            let r = crate::live::runtime()?
-                .block_on(atmlab_lab::twin::run(&opts, &mut |l| say!("{l}")))?;
+            let r = crate::live::runtime()?.block_on(atmlab_lab::twin::run(&opts, &mut |l| {
+                if json {
+                    eprintln!("{l}");
+                } else {
+                    say!("{l}");
+                }
+            }))?;
             let v = atmlab_lab::twin::verdicts(&r);
-            say!("{}", v.summary());
-            say!("wrote {}", out.join("README.md").display());
+            if json {
+                let checks: Vec<serde_json::Value> = v
+                    .checks()
+                    .iter()
+                    .map(|c| {
+                        serde_json::json!({
+                            "item": c.item, "paper": c.paper, "ours": c.ours,
+                            "verdict": c.verdict.to_string(), "why": c.why,
+                        })
+                    })
+                    .collect();
+                let doc = serde_json::json!({
+                    "summary": v.summary(),
+                    "verdicts": checks,
+                    "report": out.join("README.md"),
+                });
+                say!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                say!("{}", v.summary());
+                say!("wrote {}", out.join("README.md").display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         SimCmd::Calibrate {
@@ -216,6 +270,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             xbind_mean,
             calls,
             out,
+            json,
         } => {
             use atmlab_models::control::calibrate::{self, Targets};
             use atmlab_models::control::costs::CostProfile;
@@ -250,12 +305,27 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             }
             let topology = std::fs::canonicalize(&topology)
                 .with_context(|| format!("--topology {}", topology.display()))?;
+            if let Some(out) = &out {
+                crate::live::writable_file("--out", out)?;
+            }
             let fit = calibrate::fit(&topology, &base, &targets, calls)?;
             let us = |d: atmlab_core::time::Duration| d.as_secs_f64() * 1e6;
-            println!("latency            {:.1} us", us(fit.latency));
-            println!("oneway             {:.1} us", us(fit.oneway));
-            println!("stall_probability  {:.4}", fit.stall_probability);
-            println!("stall_mean         {:.1} us", us(fit.stall_mean));
+            if json {
+                let v = serde_json::json!({
+                    "base": base,
+                    "latency_s": fit.latency.as_secs_f64(),
+                    "oneway_s": fit.oneway.as_secs_f64(),
+                    "stall_probability": fit.stall_probability,
+                    "stall_mean_s": fit.stall_mean.as_secs_f64(),
+                    "out": out.as_ref().map(|o| o.display().to_string()),
+                });
+                say!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                say!("latency            {:.1} us", us(fit.latency));
+                say!("oneway             {:.1} us", us(fit.oneway));
+                say!("stall_probability  {:.4}", fit.stall_probability);
+                say!("stall_mean         {:.1} us", us(fit.stall_mean));
+            }
             if let Some(out) = out {
                 profile.name = format!("{base}, fitted");
                 profile.latency = fit.latency;
@@ -267,7 +337,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
                 );
                 std::fs::write(&out, profile.to_toml(&provenance))
                     .with_context(|| format!("writing {}", out.display()))?;
-                say!("wrote {}", out.display());
+                if !json {
+                    say!("wrote {}", out.display());
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -22,6 +22,11 @@ use crate::live::{init_logging, runtime, shutdown_signal};
 pub struct SmdsArgs {
     #[command(subcommand)]
     command: SmdsCommand,
+    /// Print results as JSON: `serve` its interfaces at start and its counters at the
+    /// end, `send` and `recv` a summary (on stderr when stdout carries the received
+    /// Info), `net up` its net.json.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -105,20 +110,18 @@ enum NetCommand {
         /// the data directory (--data).
         #[arg(long)]
         state: Option<PathBuf>,
-        /// Print net.json instead of a table.
-        #[arg(long)]
-        json: bool,
     },
 }
 
 /// Runs `atmlab smds`.
 pub fn run(args: SmdsArgs) -> Result<ExitCode> {
+    let json = args.json;
     match args.command {
         SmdsCommand::Serve {
             config,
             status,
             workers,
-        } => serve(config, status, workers),
+        } => serve(config, status, workers, json),
         SmdsCommand::Send {
             sni,
             from,
@@ -128,23 +131,26 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             rate,
             file,
             bind,
-        } => send(sni, bind, from, to, count, size, rate, file),
+        } => send(sni, bind, from, to, count, size, rate, file, json),
         SmdsCommand::Recv {
             sni,
             count,
             idle,
             out,
             bind,
-        } => recv(sni, bind, count, idle, out),
+        } => recv(sni, bind, count, idle, out, json),
         SmdsCommand::Net {
-            command: NetCommand::Up { topo, state, json },
+            command: NetCommand::Up { topo, state },
         } => net_up(topo, state, json),
     }
 }
 
-fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<ExitCode> {
+fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize, json: bool) -> Result<ExitCode> {
     init_logging();
     let file = ServerFile::load(&config)?;
+    if let Some(p) = &status {
+        crate::live::writable_file("--status", p)?;
+    }
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if workers > 0 {
         b.worker_threads(workers);
@@ -157,25 +163,48 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
         // Interfaces over ATM need the cell data plane, which the lab's bridge brings.
         let running = atmlab_lab::smds_atm::bind(&file).await?;
         let server = &running.server;
-        say!("smds server s{} up", server.id().0);
-        for (i, ((a, ifc), e)) in server
+        let interfaces = server
             .addrs()
             .iter()
             .zip(&file.config.local.interfaces)
-            .zip(&file.endpoints)
-            .enumerate()
-        {
-            match e.atm {
-                None => say!("  interface {} {} udp {a}", i + 1, ifc.kind()),
-                Some(atm) => say!(
-                    "  interface {} {} atm host {a} on switch port {}, sends on {}, receives on {} (AAL3/4, MID {})",
-                    i + 1,
-                    ifc.kind(),
-                    atm.switch,
-                    atm.send_vc,
-                    atm.recv_vc,
-                    atm.mid
-                ),
+            .zip(&file.endpoints);
+        if json {
+            let list: Vec<serde_json::Value> = interfaces
+                .map(|((a, ifc), e)| {
+                    let mut v = serde_json::json!({
+                        "kind": ifc.kind().to_string().to_lowercase(),
+                        "addr": a.to_string(),
+                    });
+                    if let Some(atm) = e.atm {
+                        v["atm"] = serde_json::json!({
+                            "switch": atm.switch.to_string(),
+                            "send_vc": atm.send_vc.to_string(),
+                            "recv_vc": atm.recv_vc.to_string(),
+                            "mid": atm.mid,
+                        });
+                    }
+                    v
+                })
+                .collect();
+            say!(
+                "{}",
+                serde_json::json!({ "server": server.id().0, "interfaces": list })
+            );
+        } else {
+            say!("smds server s{} up", server.id().0);
+            for (i, ((a, ifc), e)) in interfaces.enumerate() {
+                match e.atm {
+                    None => say!("  interface {} {} udp {a}", i + 1, ifc.kind()),
+                    Some(atm) => say!(
+                        "  interface {} {} atm host {a} on switch port {}, sends on {}, receives on {} (AAL3/4, MID {})",
+                        i + 1,
+                        ifc.kind(),
+                        atm.switch,
+                        atm.send_vc,
+                        atm.recv_vc,
+                        atm.mid
+                    ),
+                }
             }
         }
         let _ = std::io::stdout().flush();
@@ -197,10 +226,12 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
             r = writer => r?,
             _ = shutdown_signal() => {}
         }
-        say!(
-            "{}",
-            serde_json::to_string_pretty(&running.status_json())?
-        );
+        let end = running.status_json();
+        if json {
+            say!("{end}");
+        } else {
+            say!("{}", serde_json::to_string_pretty(&end)?);
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -215,6 +246,7 @@ fn send(
     size: usize,
     rate: f64,
     file: Option<PathBuf>,
+    json: bool,
 ) -> Result<ExitCode> {
     if size == 0 || size > MAX_INFO {
         bail!("--size {size}: Info is 1 to {MAX_INFO} octets");
@@ -253,11 +285,21 @@ fn send(
                 tokio::time::sleep_until(start + g * (i as u32 + 1)).await;
             }
         }
-        eprintln!(
-            "sent {} PDUs, {octets} octets of Info, in {:.3} s",
-            chunks.len(),
-            start.elapsed().as_secs_f64()
-        );
+        let secs = start.elapsed().as_secs_f64();
+        if json {
+            say!(
+                "{}",
+                serde_json::json!({
+                    "pdus": chunks.len(), "octets": octets, "seconds": secs,
+                    "sni": sni.to_string(), "from": from.to_string(), "to": to.to_string(),
+                })
+            );
+        } else {
+            eprintln!(
+                "sent {} PDUs, {octets} octets of Info, in {secs:.3} s",
+                chunks.len()
+            );
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -276,7 +318,11 @@ fn recv(
     count: Option<u64>,
     idle: f64,
     out: Option<PathBuf>,
+    json: bool,
 ) -> Result<ExitCode> {
+    if let Some(p) = &out {
+        crate::live::writable_file("--out", p)?;
+    }
     let rt = runtime()?;
     rt.block_on(async move {
         let bind = subscriber_bind(sni, bind)?;
@@ -289,8 +335,7 @@ fn recv(
             None => Box::new(std::io::stdout()),
         };
         let mut buf = vec![0u8; 65_536];
-        let mut got = 0u64;
-        let mut bad = 0u64;
+        let (mut got, mut bad, mut octets) = (0u64, 0u64, 0usize);
         let idle = Duration::from_secs_f64(idle.max(0.001));
         let mut last_attach = tokio::time::Instant::now();
         while count.is_none_or(|c| got < c) {
@@ -301,6 +346,7 @@ fn recv(
             match describe(&buf[..n]) {
                 Ok((src, dst, info)) => {
                     got += 1;
+                    octets += info.len();
                     eprintln!("{src} -> {dst}: {} octets", info.len());
                     sink.write_all(info)?;
                 }
@@ -316,7 +362,17 @@ fn recv(
             }
         }
         sink.flush()?;
-        eprintln!("received {got} PDUs ({bad} bad)");
+        if json {
+            let v = serde_json::json!({ "pdus": got, "octets": octets, "bad": bad });
+            // Stdout carries the Info unless --out took it.
+            if out.is_some() {
+                say!("{v}");
+            } else {
+                eprintln!("{v}");
+            }
+        } else {
+            eprintln!("received {got} PDUs ({bad} bad)");
+        }
         Ok(if bad == 0 {
             ExitCode::SUCCESS
         } else {

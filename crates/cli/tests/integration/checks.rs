@@ -138,3 +138,56 @@ fn an_unwritable_output_directory_is_refused_before_any_work() {
         assert!(!dir.path().join("atmlab-data").exists(), "{args:?}");
     }
 }
+
+/// An output file that cannot be written is refused before the work, naming the flag and
+/// the path: `sim calibrate --out` after a fit of minutes, `sim measure-costs --out`
+/// after the measurement, `smds serve --status` and `smds recv --out` once the server
+/// ran or the PDUs came (each wrote only at the end, or failed late, before).
+#[test]
+fn an_unwritable_output_file_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"").unwrap();
+    let out = blocker.join("x.toml");
+    let out = out.to_str().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let line3 = root.join("topologies/line3.toml");
+    let server = root.join("topologies/smds-server.toml");
+    for args in [
+        &[
+            "sim",
+            "calibrate",
+            "--topology",
+            line3.to_str().unwrap(),
+            "--out",
+            out,
+        ][..],
+        &["sim", "measure-costs", "--insecure", "--out", out][..],
+        &[
+            "smds",
+            "serve",
+            "--config",
+            server.to_str().unwrap(),
+            "--status",
+            out,
+        ][..],
+        &["smds", "recv", "--sni", "127.0.0.1:9", "--out", out][..],
+    ] {
+        let flag = args[args.len() - 2];
+        let err = refused(&run(dir.path(), args), &format!("{args:?}"));
+        assert!(
+            err.contains(&format!("{flag} {out}: cannot write there")),
+            "{args:?}: {err}"
+        );
+        assert!(!dir.path().join("atmlab-data").exists(), "{args:?}");
+    }
+    // A directory where a file is wanted says so.
+    let err = refused(
+        &run(
+            dir.path(),
+            &["smds", "recv", "--sni", "127.0.0.1:9", "--out", "."],
+        ),
+        "--out .",
+    );
+    assert!(err.contains("--out .: is a directory"), "{err}");
+}

@@ -20,6 +20,22 @@ fn readme() -> String {
 /// The README's commands: each line of its `sh` blocks (continuations joined, comments
 /// cut), and each inline code span of its prose that is an `atmlab` command.
 fn readme_commands() -> Vec<String> {
+    readme_commands_where()
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect()
+}
+
+/// The commands of the README's `sh` blocks: what it gives a user to type.
+fn block_commands() -> Vec<String> {
+    readme_commands_where()
+        .into_iter()
+        .filter_map(|(c, block)| block.then_some(c))
+        .collect()
+}
+
+/// [`readme_commands`], each with whether it is a line of an `sh` block.
+fn readme_commands_where() -> Vec<(String, bool)> {
     let text = readme();
     let mut out = Vec::new();
     let mut in_sh = false;
@@ -42,7 +58,7 @@ fn readme_commands() -> Vec<String> {
             }
             pending.push_str(code);
             if !pending.trim().is_empty() {
-                out.push(pending.trim().to_string());
+                out.push((pending.trim().to_string(), true));
             }
             pending.clear();
             continue;
@@ -54,7 +70,7 @@ fn readme_commands() -> Vec<String> {
                     || span.starts_with("cargo run --release -p atmlab -- "))
                 && span.split_whitespace().count() > 1
             {
-                out.push(span.to_string());
+                out.push((span.to_string(), false));
             }
         }
     }
@@ -199,11 +215,19 @@ fn every_readme_command_parses() {
 
 // ---- the heavy tier: the commands run as written ----
 
+/// The README's commands the walk does not run, each with why: the test command is what
+/// runs this test (CI runs it, so it ran), and the install line builds the release
+/// binary that the walk replaces with this build's (the commands "after the install
+/// line").
+const NOT_WALKED: [&str; 2] = ["bash scripts/test.sh", "cargo install --path crates/cli"];
+
 /// A scratch directory laid out as a clone is (README.md, scenarios/, topologies/,
-/// profiles/), with `atmlab` on the PATH and HOME inside it.
+/// profiles/), with `atmlab` on the PATH and HOME inside it; it records which of the
+/// README's commands ran.
 struct Walk {
     dir: tempfile::TempDir,
     path: std::ffi::OsString,
+    ran: std::cell::RefCell<Vec<String>>,
 }
 
 impl Walk {
@@ -217,7 +241,11 @@ impl Walk {
         let mut path = bin.as_os_str().to_owned();
         path.push(":");
         path.push(std::env::var_os("PATH").unwrap_or_default());
-        Walk { dir, path }
+        Walk {
+            dir,
+            path,
+            ran: Default::default(),
+        }
     }
 
     fn sh(&self, cmd: &str) -> Command {
@@ -234,8 +262,15 @@ impl Walk {
         c
     }
 
-    /// Runs `cmd` to its end; it must exit 0.
+    /// Runs the README's `cmd` as written, to its end; it must exit 0.
     fn run(&self, cmd: &str) -> Output {
+        self.run_filled(cmd, cmd)
+    }
+
+    /// Runs the README's `readme` as `cmd`: the same with its placeholders (an address
+    /// a server printed, a connection's id) filled in. It must exit 0.
+    fn run_filled(&self, readme: &str, cmd: &str) -> Output {
+        self.ran.borrow_mut().push(readme.to_string());
         let o = self.sh(cmd).output().unwrap();
         assert!(
             o.status.success(),
@@ -249,6 +284,7 @@ impl Walk {
     /// Starts a server `cmd` and waits for `ready`, a JSON file it writes, to hold `key`
     /// (`up` writes net.json twice: the network's, then with its manager, "cm").
     fn start(&self, cmd: &str, ready: &str, key: &str) -> Server {
+        self.ran.borrow_mut().push(cmd.to_string());
         // An earlier run's file (the demo leaves its net.json) is not this one's.
         let _ = std::fs::remove_file(self.dir.path().join(ready));
         let mut c = self.sh(&format!("exec {cmd}"));
@@ -267,8 +303,45 @@ impl Walk {
             child,
             cmd: cmd.to_string(),
             json,
-            path,
+            path: Some(path),
         }
+    }
+
+    /// Starts the README's `readme` as `cmd` and waits for a line of its standard output
+    /// that starts with `prefix`; returns the server and the rest of that line.
+    fn start_until(&self, readme: &str, cmd: &str, prefix: &str) -> (Server, String) {
+        self.ran.borrow_mut().push(readme.to_string());
+        let mut c = self.sh(&format!("exec {cmd}"));
+        c.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+        let rest = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix(prefix).map(|r| r.trim().to_string()))
+            .unwrap_or_else(|| panic!("`{cmd}` never printed `{prefix}`"));
+        std::thread::spawn(move || for _ in lines {});
+        let server = Server {
+            child,
+            cmd: cmd.to_string(),
+            json: serde_json::Value::Null,
+            path: None,
+        };
+        (server, rest)
+    }
+
+    /// Every command of the README's `sh` blocks ran (or is one of [`NOT_WALKED`]).
+    fn check_all_ran(&self) {
+        let ran = self.ran.borrow();
+        let missed: Vec<String> = block_commands()
+            .into_iter()
+            .filter(|c| !ran.contains(c) && !NOT_WALKED.contains(&c.as_str()))
+            .collect();
+        assert!(
+            missed.is_empty(),
+            "the walk did not run these README commands: {missed:#?}"
+        );
     }
 }
 
@@ -276,7 +349,7 @@ struct Server {
     child: Child,
     cmd: String,
     json: serde_json::Value,
-    path: PathBuf,
+    path: Option<PathBuf>,
 }
 
 impl Server {
@@ -295,7 +368,9 @@ impl Server {
             assert!(Instant::now() < deadline, "`{}` did not stop", self.cmd);
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
@@ -306,7 +381,7 @@ impl Drop for Server {
     }
 }
 
-/// The README's command that starts with `prefix` (exactly one).
+/// The README's command that starts with `prefix` (the first).
 fn command(prefix: &str) -> String {
     let found: Vec<String> = readme_commands()
         .into_iter()
@@ -319,12 +394,22 @@ fn command(prefix: &str) -> String {
     found[0].clone()
 }
 
-/// The README's commands, run as written in a fresh directory: the set-up, the wire
-/// tools, simulation, the live network, the SMDS network, faults and the audit,
-/// multipoint by hand, the quick reproductions. Not walked (each named, with why): the
-/// ten-minute soak and the full (non --quick) reproductions, which take many minutes
-/// and run in their own heavy tests in their short forms; the benchmark commands, the
-/// fuzzer (nightly) and scripts/test.sh (what runs this test).
+/// The README's `sh` block commands that start with `prefix`.
+fn block_commands_of(prefix: &str) -> Vec<String> {
+    block_commands()
+        .into_iter()
+        .filter(|c| c.starts_with(prefix))
+        .collect()
+}
+
+/// The README walked as a new user would: every command of its `sh` blocks runs as
+/// written in a fresh directory (placeholders filled with what the servers print) and
+/// exits 0, in the README's order of sections: the set-up, simulation, the live
+/// network, the SMDS network and a lone server, faults, the journal, the audit and the
+/// soak, several managers on partitions, multipoint by hand, the wire tools, the
+/// reproductions, the library's examples; and some of the prose's commands beside them.
+/// The walk ends by checking that no `sh` command was left out, so a command added to
+/// the README is walked or this fails. Not walked: [`NOT_WALKED`].
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): the README walked, the demo included"]
 fn the_readme_walked_as_written() {
@@ -332,28 +417,22 @@ fn the_readme_walked_as_written() {
     let w = Walk::new();
     // Set up and run.
     w.run("cargo run --release -p atmlab -- demo");
-    w.run(&command("atmlab completions bash > ~/.local").replace(
-        "atmlab completions",
-        "mkdir -p ~/.local/share/bash-completion/completions && atmlab completions",
-    ));
-    w.run(&command("atmlab man --out DIR").replace("DIR", "man"));
+    let completions = command("atmlab completions bash > ~/.local");
+    w.run_filled(
+        &completions,
+        &completions.replace(
+            "atmlab completions",
+            "mkdir -p ~/.local/share/bash-completion/completions && atmlab completions",
+        ),
+    );
+    let man = command("atmlab man --out DIR");
+    w.run_filled(&man, &man.replace("DIR", "man"));
     w.run(&command(
         "cargo run --release -p atmlab -- wire roundtrip README.md",
     ));
     // Simulating.
     w.run("cargo run --release -p atmlab -- sim run scenarios/examples/mm1.toml");
     w.run("atmlab sim list");
-    // The wire tools, on a frame of the README.
-    w.run("head -c 3000 README.md > frame");
-    for c in readme_commands()
-        .iter()
-        .filter(|c| c.starts_with("atmlab wire "))
-    {
-        if !c.contains("roundtrip") {
-            w.run(c);
-        }
-    }
-    w.run(&command("atmlab cm dimension"));
     // A live network.
     let net = w.start(
         "cargo run --release -p atmlab -- net up topologies/line3.toml",
@@ -395,8 +474,10 @@ fn the_readme_walked_as_written() {
         }
         cmd
     };
+    let recv = command("atmlab smds recv");
+    w.ran.borrow_mut().push(recv.clone());
     let mut receiver = w
-        .sh(&fill_ports(&command("atmlab smds recv")))
+        .sh(&fill_ports(&recv))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -412,35 +493,62 @@ fn the_readme_walked_as_written() {
         "smds recv never attached"
     );
     std::thread::spawn(move || for _ in lines {});
-    for send in readme_commands()
-        .iter()
-        .filter(|c| c.starts_with("atmlab smds send"))
-    {
-        w.run(&fill_ports(send));
+    for send in block_commands_of("atmlab smds send") {
+        w.run_filled(&send, &fill_ports(&send));
     }
     assert!(receiver.wait().unwrap().success(), "smds recv");
     smds.stop();
+    // One SMDS server from its own file: up, its status written, stopped.
+    let serve = command("atmlab smds serve --config");
+    let status = serve
+        .split_whitespace()
+        .skip_while(|a| *a != "--status")
+        .nth(1)
+        .expect("the README's smds serve writes a --status file")
+        .to_string();
+    w.start(&serve, &status, "counters").stop();
     // Faults, the journal and the audit.
     let up = w.start(&command("atmlab up --faults"), "atmlab-data/net.json", "cm");
     let names = up.json["names"].as_str().unwrap().to_string();
     let audit = command("atmlab audit --names");
-    w.run(&audit.replace("https://127.0.0.1:PORT", &names));
+    w.run_filled(&audit, &audit.replace("https://127.0.0.1:PORT", &names));
     up.stop();
+    w.run(&command("atmlab soak --seconds"));
+    // Several managers on partitions of one network, and callgen spread over both.
+    let net = w.start(
+        &block_commands_of("atmlab net up topologies/line3.toml")[0],
+        "atmlab-data/net.json",
+        "names",
+    );
+    let names = net.json["names"].as_str().unwrap().to_string();
+    w.run(&command("atmlab certs issue --role cm"));
+    let managers: Vec<(Server, String)> = block_commands_of("atmlab cm serve --names URL")
+        .iter()
+        .map(|c| w.start_until(c, &c.replace("URL", &names), "connection manager:"))
+        .collect();
+    assert_eq!(managers.len(), 2, "the README shows two managers");
+    let addr = |url: &str| url.split("://").nth(1).unwrap().to_string();
+    let callgen = command("atmlab callgen --cm ADDR1,ADDR2");
+    w.run_filled(
+        &callgen,
+        &callgen
+            .replace("ADDR1", &addr(&managers[0].1))
+            .replace("ADDR2", &addr(&managers[1].1)),
+    );
+    for (m, _) in managers {
+        m.stop();
+    }
+    net.stop();
     // Multipoint by hand, on the tree, through its manager.
     let tree = w.start(
         "atmlab up topologies/tree4.toml --insecure",
         "atmlab-data/net.json",
         "cm",
     );
-    let cm = tree.json["cm"]
-        .as_str()
-        .unwrap()
-        .split("://")
-        .nth(1)
-        .unwrap()
-        .to_string();
-    let connect = w.run(&command("atmlab cm connect").replace("ADDR", &cm));
-    let text = String::from_utf8_lossy(&connect.stdout).into_owned();
+    let cm = addr(tree.json["cm"].as_str().unwrap());
+    let connect = command("atmlab cm connect");
+    let out = w.run_filled(&connect, &connect.replace("ADDR", &cm));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     // "connection ID: a -> b, c, d (...)"
     let id = text
         .split_whitespace()
@@ -456,10 +564,35 @@ fn the_readme_walked_as_written() {
         "status",
     ] {
         let c = command(&format!("atmlab cm {verb}"));
-        w.run(&c.replace("ADDR", &cm).replace(" ID", &format!(" {id}")));
+        w.run_filled(
+            &c,
+            &c.replace("ADDR", &cm).replace(" ID", &format!(" {id}")),
+        );
     }
     tree.stop();
-    // The quick reproductions.
-    w.run("atmlab reproduce xbind --quick");
-    w.run("atmlab reproduce retina --quick");
+    // The wire tools, on a frame of the README.
+    w.run("head -c 3000 README.md > frame");
+    for c in block_commands_of("atmlab wire ") {
+        w.run(&c);
+    }
+    // The reproductions, and the cache's dimensioning.
+    for c in block_commands_of("atmlab reproduce ") {
+        w.run(&c);
+    }
+    w.run(&command("atmlab cm dimension"));
+    // The library's examples: `cargo run --example` builds and runs the example; the
+    // build is this test's (cargo test builds every example), so the walk runs it.
+    let examples = Path::new(env!("CARGO_BIN_EXE_atmlab"))
+        .parent()
+        .unwrap()
+        .join("examples");
+    for c in block_commands_of("cargo run -p ") {
+        let name = c
+            .split_whitespace()
+            .skip_while(|a| *a != "--example")
+            .nth(1)
+            .unwrap();
+        w.run_filled(&c, &examples.join(name).display().to_string());
+    }
+    w.check_all_ran();
 }

@@ -386,3 +386,73 @@ fn gnu_parallel_runs_the_shards_of_docs_cluster_md() {
         std::fs::read(d.join("merged/results.json")).unwrap()
     );
 }
+
+/// `sim calibrate --json`: the fit as one JSON object in base units, and the profile it
+/// writes reads back with the same numbers (a short fit: few setups per evaluation).
+#[test]
+fn calibrate_prints_its_fit_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fit.toml");
+    let line3 = repo().join("topologies/line3.toml");
+    let o = atmlab(
+        &[
+            "sim",
+            "calibrate",
+            "--json",
+            "--calls",
+            "200",
+            "--topology",
+            line3.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let latency = v["latency_s"].as_f64().expect("latency_s");
+    let p = v["stall_probability"].as_f64().expect("stall_probability");
+    assert!(latency > 0.0 && latency < 0.02, "{v}");
+    assert!((0.0..1.0).contains(&p), "{v}");
+    assert_eq!(v["out"], out.to_str().unwrap());
+    let back = atmlab_models::control::CostProfile::from_file(&out).unwrap();
+    assert!(
+        (back.latency.as_secs_f64() - latency).abs() < 1e-9,
+        "{back:?}"
+    );
+}
+
+/// `sim measure-costs --json`: the measured profile as one JSON object on stdout (the
+/// progress on stderr), the same as the file it writes.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): a live lab measured one operation at a time"]
+fn measure_costs_prints_the_profile_as_json() {
+    let _cpu = crate::common::measuring_alone();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.toml");
+    let o = atmlab(
+        &[
+            "--data",
+            dir.path().join("data").to_str().unwrap(),
+            "sim",
+            "measure-costs",
+            "--insecure",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["name"], "measured", "{v}");
+    assert_eq!(v["out"], out.to_str().unwrap());
+    let file: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        v["per_command"].as_str(),
+        file["per_command"].as_str(),
+        "{v}"
+    );
+}

@@ -288,3 +288,102 @@ source_screen = { deny = ["I:15550001"] }
         "the PDU was never read"
     );
 }
+
+/// `--json` on the SMDS commands that print results (issue 27): `serve` prints its
+/// interfaces as one JSON object at start and its counters as one at the end; `send`
+/// prints what it sent and `recv` what it received, one object each (recv's on stdout
+/// when `--out` takes the Info).
+#[test]
+fn smds_serve_send_and_recv_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/smds-server.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["smds", "serve", "--json", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let start: serde_json::Value =
+        serde_json::from_str(&lines.next().unwrap().unwrap()).expect("one JSON object");
+    assert_eq!(start["server"], 1, "{start}");
+    let sni: Vec<String> = start["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            assert_eq!(i["kind"], "sni", "{i}");
+            i["addr"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(sni.len(), 2, "{start}");
+    let serve = Proc(child);
+
+    let got = dir.path().join("got");
+    let mut receiver = Command::new(env!("CARGO_BIN_EXE_atmlab"))
+        .args(["smds", "recv", "--json", "--count", "1", "--idle", "20"])
+        .args(["--sni", &sni[1], "--out"])
+        .arg(&got)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(receiver.stderr.take().unwrap()).lines();
+    assert!(err.next().unwrap().unwrap().contains("attached"));
+    std::thread::spawn(move || for _ in err {});
+    // Send until the receiver has its PDU: the first may overtake its attach.
+    let me = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let me_addr = me.local_addr().unwrap().to_string();
+    drop(me);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while receiver.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "recv never got its PDU");
+        let o = atmlab(
+            &[
+                "smds",
+                "send",
+                "--json",
+                "--bind",
+                &me_addr,
+                "--sni",
+                &sni[0],
+                "--from",
+                "I:15550001",
+                "--to",
+                "I:15550002",
+                "--count",
+                "1",
+                "--size",
+                "100",
+            ],
+            b"",
+        );
+        assert!(o.status.success());
+        let sent: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+        assert_eq!(sent["pdus"], 1, "{sent}");
+        assert_eq!(sent["octets"], 100, "{sent}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = receiver.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let recv: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(recv["pdus"], 1, "{recv}");
+    assert_eq!(recv["octets"], 100, "{recv}");
+    assert_eq!(recv["bad"], 0, "{recv}");
+    assert_eq!(std::fs::read(&got).unwrap().len(), 100);
+
+    // Stopped as Ctrl-C would: the counters, as one JSON object on one line.
+    let mut serve = serve;
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(serve.0.id().to_string())
+        .status();
+    let last = lines.map_while(Result::ok).last().expect("a last line");
+    let end: serde_json::Value = serde_json::from_str(&last).expect("the counters as JSON");
+    assert!(
+        end.is_object() && !end.as_object().unwrap().is_empty(),
+        "{end}"
+    );
+    assert!(serve.0.wait().unwrap().success());
+}
