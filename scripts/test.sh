@@ -38,6 +38,13 @@ if ! command -v parallel >/dev/null 2>&1; then
 fi
 parallel --version | head -n 1
 
+# iproute2 builds the network namespaces of the test hosts (scripts/netns.sh, issue 26);
+# that test needs root, as CI runs this script.
+if ! command -v ip >/dev/null 2>&1; then
+  echo "== installing iproute2 (Debian package) for the network-namespace test"
+  apt_install iproute2
+fi
+
 # The Python client (clients/python): a venv with the pinned grpcio and grpcio-tools,
 # reinstalled only when requirements.txt changed since the last install, and its modules
 # generated from the current IDL. The tests find the interpreter through ATMLAB_PYTHON.

@@ -27,6 +27,11 @@ enum SwitchCommand {
         /// The switch configuration (TOML; see `docs/live.md`).
         #[arg(long)]
         config: PathBuf,
+        /// Register in this name service (its URL, e.g. https://10.0.0.1:50050) with the
+        /// switch's own certificate, and renew until stopped: `switch/NAME` and the
+        /// hosts its ports name (`host_name`), so that managers elsewhere find it.
+        #[arg(long)]
+        names: Option<String>,
     },
     /// Describe a switch: ports, ranges, capacities.
     Describe(Target),
@@ -138,7 +143,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
     let rt = live::runtime()?;
     rt.block_on(async move {
         match args.command {
-            SwitchCommand::Serve { config } => {
+            SwitchCommand::Serve { config, names } => {
                 let file = ServerFile::load(&config)?;
                 let tls = args.security.identity(&file.name)?;
                 // Its errors name the switch, and the address or file at fault.
@@ -154,6 +159,17 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 if running.restored > 0 {
                     say!("switch {}: restored {} connections from the journal", file.name, running.restored);
                 }
+                let _registered = match &names {
+                    Some(url) => {
+                        let lease = std::time::Duration::from_secs(10);
+                        let r = atmlab_control::net::register_switch(url, tls.as_ref(), &file, &running, lease)
+                            .await
+                            .with_context(|| format!("registering switch {} in the name service at {url}", file.name))?;
+                        say!("switch {}: registered in {url} ({} entries)", file.name, r.len());
+                        r
+                    }
+                    None => Vec::new(),
+                };
                 live::shutdown_signal().await;
                 running.stop().await;
                 Ok(ExitCode::SUCCESS)

@@ -27,6 +27,66 @@ use crate::names::{
 };
 pub use crate::topology::{HostSpec, LinkSpec, PortDefaults, PortRef, SwitchSpec, Topology};
 
+/// A switch server's entry in the name service: `switch/NAME` at its gRPC URL (`scheme`
+/// "https" or "http"), with attributes `raw` (its raw-TCP address) and `port.N`
+/// (`udp:ADDR`, each port's socket: how the route object finds the links).
+pub fn switch_object(name: &str, sw: &RunningSwitch, scheme: &str) -> ObjectInfo {
+    let mut obj = ObjectInfo::new(
+        format!("switch/{name}"),
+        ObjectKind::SwitchServer,
+        format!("{scheme}://{}", sw.grpc_addr),
+    );
+    if let Some(raw) = sw.raw_addr {
+        obj = obj.with_attribute("raw", raw.to_string());
+    }
+    for (p, a) in &sw.ports {
+        obj = obj.with_attribute(format!("port.{}", p.0), format!("udp:{a}"));
+    }
+    obj
+}
+
+/// A host's entry: `host/NAME` at the UDP address of the switch port it attaches to
+/// (`port_udp`), with attributes `switch` and `port`.
+pub fn host_object(host: &str, switch: &str, port: u16, port_udp: SocketAddr) -> ObjectInfo {
+    ObjectInfo::new(
+        format!("host/{host}"),
+        ObjectKind::Host,
+        format!("udp:{port_udp}"),
+    )
+    .with_attribute("switch", switch.to_owned())
+    .with_attribute("port", port.to_string())
+}
+
+/// Registers a switch server run on its own (`atmlab switch serve --names`) with its own
+/// certificate, and renews until the handles drop: `switch/NAME` and, for each of its
+/// ports whose file names a host (`host_name`), that host's entry (a switch may hold the
+/// hosts at its own ports). So the parts of a network run apart, on several machines,
+/// find one another as `net up`'s do.
+pub async fn register_switch(
+    names_url: &str,
+    tls: Option<&TlsIdentity>,
+    file: &ServerFile,
+    sw: &RunningSwitch,
+    lease: std::time::Duration,
+) -> Result<Vec<RenewalHandle>, ControlError> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let client = NameClient::connect(names_url, tls).await?;
+    let mut renewals = vec![
+        client
+            .register_and_renew(switch_object(&file.name, sw, scheme), lease)
+            .await?,
+    ];
+    for p in &file.ports {
+        let Some(host) = &p.host_name else { continue };
+        let Some((_, at)) = sw.ports.iter().find(|(id, _)| id.0 == p.id) else {
+            continue;
+        };
+        let obj = host_object(host, &file.name, p.id, *at);
+        renewals.push(client.register_and_renew(obj, lease).await?);
+    }
+    Ok(renewals)
+}
+
 impl Topology {
     /// The switch-server configuration of one switch (loopback, ephemeral ports).
     pub fn server_file(
@@ -207,17 +267,7 @@ impl Network {
         let lease = std::time::Duration::from_secs(10);
         let mut renewals = Vec::new();
         for (spec, sw) in topology.switches.iter().zip(&switches) {
-            let mut obj = ObjectInfo::new(
-                format!("switch/{}", spec.name),
-                ObjectKind::SwitchServer,
-                format!("{scheme}://{}", sw.grpc_addr),
-            );
-            if let Some(raw) = sw.raw_addr {
-                obj = obj.with_attribute("raw", raw.to_string());
-            }
-            for (p, a) in &sw.ports {
-                obj = obj.with_attribute(format!("port.{}", p.0), format!("udp:{a}"));
-            }
+            let obj = switch_object(&spec.name, sw, scheme);
             // Each switch registers (and renews) its own name with its own certificate,
             // so that it alone holds the entry (issue 24).
             let own = load(&spec.name)?;
@@ -228,13 +278,7 @@ impl Network {
         for h in &topology.hosts {
             let r = topology.port_ref(&h.at).expect("checked");
             let sw = &switches[index(&r.switch)];
-            let obj = ObjectInfo::new(
-                format!("host/{}", h.name),
-                ObjectKind::Host,
-                format!("udp:{}", udp(sw, r.port)),
-            )
-            .with_attribute("switch", r.switch.clone())
-            .with_attribute("port", r.port.to_string());
+            let obj = host_object(&h.name, &r.switch, r.port, udp(sw, r.port));
             renewals.push(client.register_and_renew(obj, lease).await?);
         }
         Ok(Network {

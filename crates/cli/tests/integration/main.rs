@@ -12,6 +12,7 @@ mod install;
 mod kill;
 mod mismatch;
 mod net;
+mod netns;
 mod output;
 mod python;
 mod readme;

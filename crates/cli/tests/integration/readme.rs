@@ -233,9 +233,16 @@ struct Walk {
 impl Walk {
     fn new() -> Walk {
         let dir = tempfile::tempdir().unwrap();
-        for f in ["README.md", "scenarios", "topologies", "profiles"] {
+        for f in ["README.md", "scenarios", "topologies"] {
             let from = root().join(f).canonicalize().unwrap();
             std::os::unix::fs::symlink(from, dir.path().join(f)).unwrap();
+        }
+        // A copy: `sim measure-costs` writes profiles/measured.toml.
+        let profiles = dir.path().join("profiles");
+        std::fs::create_dir(&profiles).unwrap();
+        for f in std::fs::read_dir(root().join("profiles")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, profiles.join(f.file_name().unwrap())).unwrap();
         }
         let bin = Path::new(env!("CARGO_BIN_EXE_atmlab")).parent().unwrap();
         let mut path = bin.as_os_str().to_owned();
@@ -404,7 +411,8 @@ fn block_commands_of(prefix: &str) -> Vec<String> {
 
 /// The README walked as a new user would: every command of its `sh` blocks runs as
 /// written in a fresh directory (placeholders filled with what the servers print) and
-/// exits 0, in the README's order of sections: the set-up, simulation, the live
+/// exits 0, in the README's order of sections: the set-up, simulation (with the cost
+/// tools, the README's `calibrate` example checked to give `paper-000`), the live
 /// network, the SMDS network and a lone server, faults, the journal, the audit and the
 /// soak, several managers on partitions, multipoint by hand, the wire tools, the
 /// reproductions, the library's examples; and some of the prose's commands beside them.
@@ -433,6 +441,30 @@ fn the_readme_walked_as_written() {
     // Simulating.
     w.run("cargo run --release -p atmlab -- sim run scenarios/examples/mm1.toml");
     w.run("atmlab sim list");
+    let check = command("atmlab sim check FILE");
+    w.run_filled(
+        &check,
+        &check.replace("FILE", "scenarios/examples/mm1.toml"),
+    );
+    w.run(&command("atmlab reproduce rdma --quick"));
+    // This machine's costs, the twin beside the live manager, and a testbed's fit from
+    // its figures: the README says the figures it shows are paper 000's, whose fit is
+    // `paper-000`, so the fit it writes must be that profile's constants.
+    w.run(&command("atmlab sim measure-costs"));
+    w.run(&command("atmlab sim twin --quick"));
+    let calibrate = command("atmlab sim calibrate");
+    w.run(&calibrate);
+    let fit = atmlab_models::control::CostProfile::from_file(&w.dir.path().join("my.toml"))
+        .expect("calibrate wrote my.toml");
+    let paper = atmlab_models::control::CostProfile::named("paper-000").unwrap();
+    let us = |d: atmlab_core::time::Duration| d.as_secs_f64() * 1e6;
+    assert!(
+        (us(paper.latency) - us(fit.latency)).abs() < 2.0
+            && (us(paper.oneway) - us(fit.oneway)).abs() < 2.0
+            && (paper.stall_probability - fit.stall_probability).abs() < 1e-3
+            && (us(paper.stall_mean) - us(fit.stall_mean)).abs() < 20.0,
+        "the README's calibrate example is not paper-000's fit: {fit:?} against {paper:?}"
+    );
     // A live network.
     let net = w.start(
         "cargo run --release -p atmlab -- net up topologies/line3.toml",

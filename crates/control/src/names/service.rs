@@ -10,7 +10,9 @@
 //!
 //! Who may register what (issue 24: a host's certificate re-registered `switch/s2` at a
 //! false address and unregistered `switch/s3`): each identity only its own names
-//! ([`may_hold`]): a switch `switch/NAME`, a host `host/NAME`, a manager the managers',
+//! ([`may_hold`]): a switch `switch/NAME` and the hosts at its own ports (`host/H` whose
+//! `switch` attribute is NAME: the switch's file is where a host's attachment is
+//! configured), a host `host/NAME`, a manager the managers',
 //! route objects' and QoS mappers' names and its own `owner/NAME` claim, a name service
 //! its federation entries; an admin anything; an observer nothing. A live registration
 //! is replaced, renewed or removed only by the identity that made it (or an admin).
@@ -159,13 +161,22 @@ fn peer<T>(request: &Request<T>) -> String {
         .map_or_else(|| "?".to_owned(), |a| a.to_string())
 }
 
-/// Whether the identity `id` may hold (register, renew, remove) the name `name` of kind
-/// `kind`; see the module doc. Admins are not asked.
-pub fn may_hold(id: &atmlab_rpc::tls::PeerIdentity, kind: ObjectKind, name: &str) -> bool {
+/// Whether the identity `id` may hold (register, renew, remove) `object`; see the module
+/// doc. Admins are not asked.
+pub fn may_hold(id: &atmlab_rpc::tls::PeerIdentity, object: &ObjectInfo) -> bool {
+    let (kind, name) = (object.kind, object.name.as_str());
     let own = |prefix: &str| name.strip_prefix(prefix) == Some(id.name.as_str());
     match id.role {
         Role::Admin => true,
-        Role::Switch => kind == ObjectKind::SwitchServer && own("switch/"),
+        Role::Switch => match kind {
+            ObjectKind::SwitchServer => own("switch/"),
+            // A host at one of its own ports: the switch serves that port, so the
+            // claim is about itself (a switch run apart registers its hosts).
+            ObjectKind::Host => {
+                name.starts_with("host/") && object.attributes.get("switch") == Some(&id.name)
+            }
+            _ => false,
+        },
         Role::Host => kind == ObjectKind::Host && own("host/"),
         Role::Cm => match kind {
             ObjectKind::ConnectionManager | ObjectKind::RouteObject | ObjectKind::QosMapper => true,
@@ -177,11 +188,12 @@ pub fn may_hold(id: &atmlab_rpc::tls::PeerIdentity, kind: ObjectKind, name: &str
     }
 }
 
-/// `Ok` if `caller` may hold `name` of `kind`, else `PermissionDenied` naming both.
-fn check_hold(caller: &Caller, kind: ObjectKind, name: &str, what: &str) -> Result<(), Status> {
+/// `Ok` if `caller` may hold `object`, else `PermissionDenied` naming both.
+fn check_hold(caller: &Caller, object: &ObjectInfo, what: &str) -> Result<(), Status> {
+    let (kind, name) = (object.kind, &object.name);
     let allowed = match caller {
         Caller::Insecure => true,
-        Caller::Known(id) => may_hold(id, kind, name),
+        Caller::Known(id) => may_hold(id, object),
         Caller::Unknown => false,
     };
     if allowed {
@@ -216,7 +228,7 @@ fn check_holder(caller: &Caller, reg: &Registration, what: &str) -> Result<(), S
             "{caller} may not {what} {:?}: it is held by {theirs}",
             reg.object.name
         ))),
-        (None, _) => check_hold(caller, reg.object.kind, &reg.object.name, what),
+        (None, _) => check_hold(caller, &reg.object, what),
     }
 }
 
@@ -242,7 +254,7 @@ impl NameService for NameServiceImpl {
             )));
         };
         let object = object_from_proto(object, kind);
-        check_hold(&caller, object.kind, &object.name, "register")?;
+        check_hold(&caller, &object, "register")?;
         let holder = holder_of(&caller);
         let lease = (lease_ms != 0).then(|| Duration::from_millis(lease_ms));
         let now = self.shared.clock.now();

@@ -409,6 +409,28 @@ async fn an_identity_registers_and_renews_only_its_own_names() {
     .await
     .unwrap();
     s2.renew("switch/s2").await.unwrap();
+    // A switch registers the hosts at its own ports (`switch serve --names`), and only
+    // those: not a host it says is at another switch's port, nor one with no switch.
+    let host_at = |name: &str, sw: Option<&str>| {
+        let o = ObjectInfo::new(name, ObjectKind::Host, "udp:127.0.0.1:7100");
+        match sw {
+            Some(sw) => o
+                .with_attribute("switch", sw.to_owned())
+                .with_attribute("port", "1".to_owned()),
+            None => o,
+        }
+    };
+    s2.register(&host_at("host/b", Some("s2")), None)
+        .await
+        .unwrap();
+    denied(
+        s2.register(&host_at("host/c", Some("s3")), None).await,
+        "s2 registers a host at s3",
+    );
+    denied(
+        s2.register(&host_at("host/d", None), None).await,
+        "s2 registers a host at no switch",
+    );
     // A manager registers managers' names and claims only its own owner.
     let cm = ObjectInfo::new(
         "cm/xbind",

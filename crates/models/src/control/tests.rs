@@ -95,35 +95,9 @@ fn paper_000_gives_the_papers_one_at_a_time_setups() {
     assert!((ms(xbind.mean) - 11.0).abs() < 0.02 * 11.0, "{xbind:?}");
 }
 
-/// The profile's fitted numbers are the fit (`atmlab sim calibrate`'s defaults), run
-/// here: change the split or the shell's charging, and this says the profile must be
-/// refitted.
-#[test]
-#[ignore = "heavy tier (scripts/test.sh): some 150 simulated runs"]
-fn paper_000_is_the_fit_of_the_papers_one_at_a_time_setups() {
-    use super::calibrate::{Targets, fit};
-    let p = super::CostProfile::named("paper-000").unwrap();
-    let topology = std::path::PathBuf::from(line3());
-    let f = fit(&topology, "paper-000", &Targets::PAPER_000, 5000).unwrap();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    eprintln!("fitted: {f:?}");
-    assert!(
-        (us(p.latency) - us(f.latency)).abs() < 2.0,
-        "{f:?} against {p:?}"
-    );
-    assert!(
-        (us(p.oneway) - us(f.oneway)).abs() < 2.0,
-        "{f:?} against {p:?}"
-    );
-    assert!(
-        (p.stall_probability - f.stall_probability).abs() < 1e-3,
-        "{f:?} against {p:?}"
-    );
-    assert!(
-        (us(p.stall_mean) - us(f.stall_mean)).abs() < 20.0,
-        "{f:?} against {p:?}"
-    );
-}
+// That the profile's constants are the fit of those four figures (`atmlab sim calibrate`'s
+// defaults) is checked by the README walk (crates/cli/tests/integration/readme.rs), which
+// runs the README's calibrate example and compares what it writes with `paper-000`.
 
 /// One call at a time through the paper's testbed (three switch servers), the
 /// synchronous sequential manager under `paper-000` takes the paper's 23.4 ms on average
