@@ -309,6 +309,10 @@ pub struct UpArgs {
     /// Where the connection manager's gRPC listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// Print the network's addresses (net.json, with the manager under "cm") as one
+    /// JSON object instead of the text.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     security: Security,
 }
@@ -356,15 +360,24 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             lab.identity.clone(),
         )
         .await?;
-        for line in &server.recovery {
-            say!("start-up audit: {line}");
-        }
         let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
         let net_json = data.join("net.json");
         std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
             .with_context(|| format!("writing {}", net_json.display()))?;
+        if args.json {
+            for line in &server.recovery {
+                eprintln!("start-up audit: {line}");
+            }
+            say!("{info}");
+            server.serve(stop).await?;
+            lab.down().await;
+            return Ok(ExitCode::SUCCESS);
+        }
+        for line in &server.recovery {
+            say!("start-up audit: {line}");
+        }
         say!(
             "network up; connection manager at {}; addresses in {}",
             server.url,
@@ -419,6 +432,10 @@ enum CmCommand {
         /// the owner it acts for).
         #[arg(long = "as")]
         who: Option<String>,
+        /// Print the manager's address (and its performers', its start-up audit) as one
+        /// JSON object instead of the text.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         security: Security,
     },
@@ -523,7 +540,7 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Re
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
-    let (names, switches, tuning, listen, who, security) = match args.command {
+    let (names, switches, tuning, listen, who, json, security) = match args.command {
         CmCommand::Dimension {
             rate,
             latency,
@@ -538,8 +555,9 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             tuning,
             listen,
             who,
+            json,
             security,
-        } => (names, switches, tuning, listen, who, security),
+        } => (names, switches, tuning, listen, who, json, security),
     };
     shell::init_logging();
     let kind = tuning.kind()?;
@@ -556,6 +574,29 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         }
         let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
         let server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        if json {
+            let scheme = server.url.split("://").next().unwrap_or("http").to_string();
+            let performers: serde_json::Map<String, serde_json::Value> = server
+                .performers
+                .iter()
+                .map(|(name, at)| (name.clone(), format!("{scheme}://{at}").into()))
+                .collect();
+            say!(
+                "{}",
+                serde_json::json!({
+                    "cm": server.url,
+                    "owner": who,
+                    "tina": server.tina_config().map(|c| serde_json::json!({
+                        "mode": c.mode.name(), "depth": c.depth,
+                    })),
+                    "performers": performers,
+                    "start_up_audit": server.recovery,
+                })
+            );
+            server.serve(shell::shutdown_signal()).await?;
+            refresher.abort();
+            return Ok(ExitCode::SUCCESS);
+        }
         for line in &server.recovery {
             say!("start-up audit: {line}");
         }

@@ -28,6 +28,9 @@ enum NamesCommand {
         /// Certificate name of the service.
         #[arg(long = "as", default_value = "names")]
         who: String,
+        /// Print its address as one JSON object ({"names": URL}).
+        #[arg(long)]
+        json: bool,
     },
     /// List live registrations.
     List {
@@ -111,13 +114,18 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
     live::init_logging();
     live::runtime()?.block_on(async move {
         match args.command {
-            NamesCommand::Serve { listen, who } => {
+            NamesCommand::Serve { listen, who, json } => {
                 let tls = args.security.identity(&who)?;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("listening on {listen}"))?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
-                say!("name service: {scheme}://{}", listener.local_addr()?);
+                let url = format!("{scheme}://{}", listener.local_addr()?);
+                if json {
+                    say!("{}", serde_json::json!({ "names": url }));
+                } else {
+                    say!("name service: {url}");
+                }
                 serve_names(listener, tls, live::shutdown_signal()).await?;
                 Ok(ExitCode::SUCCESS)
             }

@@ -32,6 +32,9 @@ enum SwitchCommand {
         /// hosts its ports name (`host_name`), so that managers elsewhere find it.
         #[arg(long)]
         names: Option<String>,
+        /// Print its addresses as one JSON object once it serves (and is registered).
+        #[arg(long)]
+        json: bool,
     },
     /// Describe a switch: ports, ranges, capacities.
     Describe(Target),
@@ -75,6 +78,9 @@ enum SwitchCommand {
         /// fronts, by the name the switch gives): its clients expect a switch.
         #[arg(long)]
         serve_as: Option<String>,
+        /// Print its address as one JSON object ({"proxy": URL, "raw": ADDR}).
+        #[arg(long)]
+        json: bool,
     },
     /// Offer connection add+delete load to a switch server and report operations/s.
     Bench {
@@ -143,35 +149,56 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
     let rt = live::runtime()?;
     rt.block_on(async move {
         match args.command {
-            SwitchCommand::Serve { config, names } => {
+            SwitchCommand::Serve { config, names, json } => {
                 let file = ServerFile::load(&config)?;
                 let tls = args.security.identity(&file.name)?;
                 // Its errors name the switch, and the address or file at fault.
                 let running = server::start(&file, tls.as_ref()).await?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
-                say!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
-                if let Some(raw) = running.raw_addr {
-                    say!("switch {}: raw TCP {raw}", file.name);
-                }
-                for (port, addr) in &running.ports {
-                    say!("switch {}: port {port} udp {addr}", file.name);
-                }
-                if running.restored > 0 {
-                    say!("switch {}: restored {} connections from the journal", file.name, running.restored);
-                }
-                let _registered = match &names {
+                let registered = match &names {
                     Some(url) => {
                         let lease = std::time::Duration::from_secs(10);
-                        let r = atmlab_control::net::register_switch(url, tls.as_ref(), &file, &running, lease)
+                        atmlab_control::net::register_switch(url, tls.as_ref(), &file, &running, lease)
                             .await
-                            .with_context(|| format!("registering switch {} in the name service at {url}", file.name))?;
-                        say!("switch {}: registered in {url} ({} entries)", file.name, r.len());
-                        r
+                            .with_context(|| format!("registering switch {} in the name service at {url}", file.name))?
                     }
                     None => Vec::new(),
                 };
+                if json {
+                    let ports: Vec<_> = running
+                        .ports
+                        .iter()
+                        .map(|(p, a)| serde_json::json!({ "port": p.0, "udp": a.to_string() }))
+                        .collect();
+                    say!(
+                        "{}",
+                        serde_json::json!({
+                            "switch": file.name,
+                            "grpc": format!("{scheme}://{}", running.grpc_addr),
+                            "raw": running.raw_addr.map(|a| a.to_string()),
+                            "ports": ports,
+                            "restored": running.restored,
+                            "registered": names.as_ref().map(|_| registered.len()),
+                        })
+                    );
+                } else {
+                    say!("switch {}: gRPC {scheme}://{}", file.name, running.grpc_addr);
+                    if let Some(raw) = running.raw_addr {
+                        say!("switch {}: raw TCP {raw}", file.name);
+                    }
+                    for (port, addr) in &running.ports {
+                        say!("switch {}: port {port} udp {addr}", file.name);
+                    }
+                    if running.restored > 0 {
+                        say!("switch {}: restored {} connections from the journal", file.name, running.restored);
+                    }
+                    if let Some(url) = &names {
+                        say!("switch {}: registered in {url} ({} entries)", file.name, registered.len());
+                    }
+                }
                 live::shutdown_signal().await;
                 running.stop().await;
+                drop(registered);
                 Ok(ExitCode::SUCCESS)
             }
             SwitchCommand::Describe(t) => {
@@ -275,7 +302,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     .map_err(|e| anyhow!("release refused: {e}"))?;
                 Ok(ExitCode::SUCCESS)
             }
-            SwitchCommand::Proxy { raw, listen, who, serve_as } => {
+            SwitchCommand::Proxy { raw, listen, who, serve_as, json } => {
                 let id = args.security.identity(&who)?;
                 let backend = raw_client(&raw, id.as_ref()).await?;
                 let id = match (&id, serve_as) {
@@ -295,7 +322,12 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     .await
                     .with_context(|| format!("binding the proxy's gRPC listener on {listen}"))?;
                 let scheme = if id.is_some() { "https" } else { "http" };
-                say!("proxy: gRPC {scheme}://{} -> raw {raw}", listener.local_addr()?);
+                let url = format!("{scheme}://{}", listener.local_addr()?);
+                if json {
+                    say!("{}", serde_json::json!({ "proxy": url, "raw": raw }));
+                } else {
+                    say!("proxy: gRPC {url} -> raw {raw}");
+                }
                 let service = atmlab_fabric::live::grpc::SwitchService::new(backend, None);
                 atmlab_fabric::live::grpc::serve(listener, id.as_ref(), service, live::shutdown_signal())
                     .await

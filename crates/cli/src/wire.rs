@@ -24,6 +24,11 @@ use rand::{Rng, SeedableRng};
 pub struct WireArgs {
     #[command(subcommand)]
     cmd: WireCmd,
+    /// Print results as JSON: `hec` one object; `decode` one object per cell; `pcap`
+    /// and `roundtrip` their summary on stdout; `reassemble` its summary on stderr
+    /// (stdout carries the frames). `segment` prints only cells.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,9 +116,6 @@ enum WireCmd {
         /// Capture format for --pcap.
         #[arg(long, value_enum, default_value_t = Link::Sunatm)]
         linktype: Link,
-        /// Print the summary as JSON.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -152,6 +154,17 @@ fn read_stdin() -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A stream's report as one JSON object.
+fn report_json(r: &Report) -> serde_json::Value {
+    serde_json::json!({
+        "cells": r.cells,
+        "frames": r.frames,
+        "octets": r.octets,
+        "corrected_headers": r.corrected_headers,
+        "faults": r.faults.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+    })
+}
+
 /// Prints a stream's faults and notes on stderr.
 fn print_diagnostics(report: &Report) {
     for line in report.diagnostics() {
@@ -169,10 +182,22 @@ fn exit_code(clean: bool) -> ExitCode {
 
 /// Runs one `atmlab wire` command.
 pub fn run(args: WireArgs) -> Result<ExitCode> {
+    let json = args.json;
     match args.cmd {
         WireCmd::Hec { header } => {
             let h = parse_header_hex(&header)?;
-            println!("{:02x}", atmlab_wire::crc::hec(h));
+            let hec = atmlab_wire::crc::hec(h);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "header": h.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                        "hec": format!("{hec:02x}"),
+                    })
+                );
+            } else {
+                println!("{hec:02x}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         WireCmd::Segment {
@@ -209,7 +234,11 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
             let written = stream::reassemble(&cells, format_of(nni), cfg, &mut out);
             out.flush()?;
             let report = written.context("writing frames to stdout")?;
-            print_diagnostics(&report);
+            if json {
+                eprintln!("{}", report_json(&report));
+            } else {
+                print_diagnostics(&report);
+            }
             Ok(exit_code(report.is_clean()))
         }
         WireCmd::Pcap { out, nni, linktype } => {
@@ -222,12 +251,54 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
             let n = w.records();
             w.finish()
                 .with_context(|| format!("writing {}", out.display()))?;
+            if json {
+                let mut v = report_json(&captured.report);
+                v["out"] = out.display().to_string().into();
+                v["records"] = n.into();
+                v["not_captured"] = captured
+                    .not_captured
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .into();
+                println!("{v}");
+                return Ok(exit_code(captured.is_clean()));
+            }
             print_diagnostics(&captured.report);
             for p in &captured.not_captured {
                 eprintln!("atmlab wire pcap: {p}");
             }
             eprintln!("atmlab wire pcap: wrote {n} frame(s) to {}", out.display());
             Ok(exit_code(captured.is_clean()))
+        }
+        WireCmd::Decode { nni } if json => {
+            let data = read_stdin()?;
+            let mut out = std::io::stdout().lock();
+            let mut bad = 0;
+            let mut partial = None;
+            for (i, chunk) in data.chunks(atmlab_wire::cell::CELL_LEN).enumerate() {
+                let Ok(c) = atmlab_wire::Cell::new_checked(chunk) else {
+                    partial = Some(chunk.len());
+                    break;
+                };
+                let l = stream::CellLine::of(i, &c, format_of(nni));
+                bad += usize::from(!l.hec_ok);
+                let h = l.header;
+                let mut v = serde_json::json!({
+                    "index": l.index, "vpi": h.vpi, "vci": h.vci, "pt": h.pti.name(),
+                    "clp": u8::from(h.clp), "hec": format!("{:02x}", l.hec), "hec_ok": l.hec_ok,
+                });
+                if h.format == HeaderFormat::Uni {
+                    v["gfc"] = h.gfc.into();
+                }
+                writeln!(out, "{v}").context("writing to stdout")?;
+            }
+            if let Some(n) = partial {
+                eprintln!(
+                    "atmlab wire decode: input ends with {n} octet(s) that do not make a whole cell"
+                );
+            }
+            Ok(exit_code(bad == 0 && partial.is_none()))
         }
         WireCmd::Decode { nni } => {
             let listing = stream::decode(
@@ -251,7 +322,6 @@ pub fn run(args: WireArgs) -> Result<ExitCode> {
             seed,
             pcap,
             linktype,
-            json,
         } => roundtrip(RoundtripArgs {
             linktype: linktype.into(),
             file,
