@@ -9,6 +9,7 @@ mod cm_restart;
 mod common;
 mod demo;
 mod install;
+mod json;
 mod kill;
 mod mismatch;
 mod net;
