@@ -47,6 +47,10 @@ pub struct DemoArgs {
     /// `callgen --json` prints one); progress goes to stderr.
     #[arg(long)]
     json: bool,
+    /// Serve Prometheus metrics (switches, name service, each manager in turn) over
+    /// HTTP at ADDR/metrics while the demo runs (port 0: one the OS picks; printed).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
 }
 
 /// Runs `atmlab demo`.
@@ -56,6 +60,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         reports_dir: args.reports,
         insecure: args.insecure,
         managers: args.managers,
+        metrics: args.metrics,
         ..DemoOptions::default()
     };
     if args.quick {
@@ -309,6 +314,11 @@ pub struct UpArgs {
     /// Where the connection manager's gRPC listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// Serve Prometheus metrics (every switch, the name service, the manager) over HTTP
+    /// at ADDR/metrics, e.g. 127.0.0.1:9464 (port 0: one the OS picks; the address is
+    /// printed and written into net.json as "metrics").
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     #[command(flatten)]
     security: Security,
 }
@@ -346,7 +356,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     shell::runtime()?.block_on(async move {
         let lab = Lab::start(spec, &mut |_| {}).await?;
         let names = NameClient::connect(&lab.net.names_url(), lab.identity.as_ref()).await?;
-        let server = ManagerServer::start(
+        let mut server = ManagerServer::start(
             kind,
             lab.clients.clone(),
             lab.route.clone(),
@@ -359,9 +369,20 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         for line in &server.recovery {
             say!("start-up audit: {line}");
         }
+        let metrics = match args.metrics {
+            Some(addr) => {
+                let m = atmlab_lab::metrics::network(&lab.net);
+                atmlab_lab::metrics::cm::CmSource::add(&m, "xbind", &mut server);
+                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+            }
+            None => None,
+        };
         let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
+        if let Some(m) = &metrics {
+            info["metrics"] = serde_json::Value::String(m.metrics_url());
+        }
         let net_json = data.join("net.json");
         std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
             .with_context(|| format!("writing {}", net_json.display()))?;
@@ -371,6 +392,9 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             net_json.display()
         );
         say!("  name service   {}", lab.net.names_url());
+        if let Some(m) = &metrics {
+            say!("  metrics        {}", m.metrics_url());
+        }
         say!("  data           {}", data.display());
         let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),

@@ -74,6 +74,9 @@ pub struct Cmp {
     cuts_changed: bool,
     out: VecDeque<(IfaceId, IssiFrame)>,
     episodes: u64,
+    /// CMP messages sent and received (the metrics).
+    sent: u64,
+    received: u64,
 }
 
 impl Cmp {
@@ -91,7 +94,14 @@ impl Cmp {
             cuts_changed: false,
             out: VecDeque::new(),
             episodes: 0,
+            sent: 0,
+            received: 0,
         }
+    }
+
+    /// CMP messages (Throttle, Resume) sent to neighbours and received from them.
+    pub fn messages(&self) -> (u64, u64) {
+        (self.sent, self.received)
     }
 
     /// Whether this server is congested now.
@@ -110,6 +120,7 @@ impl Cmp {
     }
 
     fn tell_all(&mut self, kind: CmpKind) {
+        self.sent += self.ports.len() as u64;
         for &p in &self.ports {
             self.out.push_back((
                 p,
@@ -144,6 +155,7 @@ impl Cmp {
         let Some(slot) = self.cuts.get_mut(iface.index()) else {
             return;
         };
+        self.received += 1;
         let new = match kind {
             CmpKind::Throttle(c) => (c.min(1000), now + self.cfg.hold),
             CmpKind::Resume => (0, now),

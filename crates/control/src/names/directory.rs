@@ -126,6 +126,17 @@ const MAX_NAME_LEN: usize = 255;
 const MAX_ADDRESS_LEN: usize = 1_024;
 const MAX_ATTRIBUTES: usize = 64;
 
+/// What a directory has done since it was made (the metrics read it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectoryStats {
+    /// Registrations accepted (claims included; a re-registration counts again).
+    pub registrations: u64,
+    /// Leases renewed.
+    pub renewals: u64,
+    /// Registrations removed by [`Directory::expire`] because their lease lapsed.
+    pub expiries: u64,
+}
+
 /// The directory: registrations by name, with their expiry times in order.
 #[derive(Debug, Clone, Default)]
 pub struct Directory {
@@ -133,6 +144,7 @@ pub struct Directory {
     entries: HashMap<String, Registration>,
     /// (expiry, name) of every entry, so `expire` and `poll_timeout` need not scan.
     deadlines: BTreeSet<(Instant, String)>,
+    stats: DirectoryStats,
 }
 
 impl Directory {
@@ -142,7 +154,13 @@ impl Directory {
             config,
             entries: HashMap::new(),
             deadlines: BTreeSet::new(),
+            stats: DirectoryStats::default(),
         }
+    }
+
+    /// Registrations, renewals and expiries so far.
+    pub fn stats(&self) -> DirectoryStats {
+        self.stats
     }
 
     /// The configuration.
@@ -211,6 +229,7 @@ impl Directory {
             self.deadlines.remove(&(old.expires, name.clone()));
         }
         self.deadlines.insert((expires, name));
+        self.stats.registrations += 1;
         Ok(lease)
     }
 
@@ -229,6 +248,7 @@ impl Directory {
         let (lease, expires) = (entry.lease, entry.expires);
         self.deadlines.remove(&(old, name.to_owned()));
         self.deadlines.insert((expires, name.to_owned()));
+        self.stats.renewals += 1;
         Ok(lease)
     }
 
@@ -284,6 +304,7 @@ impl Directory {
                 lapsed.push(entry);
             }
         }
+        self.stats.expiries += lapsed.len() as u64;
         lapsed
     }
 
