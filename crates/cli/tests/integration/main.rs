@@ -13,6 +13,7 @@ mod kill;
 mod mismatch;
 mod net;
 mod output;
+mod prometheus;
 mod python;
 mod readme;
 mod reproduce;

@@ -306,13 +306,8 @@ impl ManagerServer {
                 Routes::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
             }
         };
-        let served = atmlab_rpc::serve_incoming(
-            "connection manager",
-            self.incoming,
-            routes,
-            shutdown,
-        )
-        .await;
+        let served =
+            atmlab_rpc::serve_incoming("connection manager", self.incoming, routes, shutdown).await;
         match self.running {
             Running::Core(handle) => handle.shutdown().await,
             Running::Tina(tina) => tina.shutdown().await,

@@ -153,12 +153,7 @@ impl Source for CmSource {
             l(),
             per_call(st.commands),
         );
-        out.counter(
-            "atmlab_cm_cache_hits",
-            "VCI cache hits.",
-            l(),
-            s.cache.0,
-        );
+        out.counter("atmlab_cm_cache_hits", "VCI cache hits.", l(), s.cache.0);
         out.counter(
             "atmlab_cm_cache_misses",
             "VCI cache misses.",

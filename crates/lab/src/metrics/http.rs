@@ -25,7 +25,10 @@ pub fn router(metrics: Metrics) -> Router {
 }
 
 async fn scrape(State(metrics): State<Metrics>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, OPENMETRICS)], metrics.render().await)
+    (
+        [(header::CONTENT_TYPE, OPENMETRICS)],
+        metrics.render().await,
+    )
 }
 
 /// A running HTTP server; stops when dropped or [`HttpServer::stop`]ped.

@@ -85,9 +85,7 @@ impl Exposition {
             let (series, value) = l.rsplit_once(' ').expect("name and value");
             let value: f64 = match value {
                 "+Inf" => f64::INFINITY,
-                v => v
-                    .parse()
-                    .unwrap_or_else(|_| panic!("bad value in {l:?}")),
+                v => v.parse().unwrap_or_else(|_| panic!("bad value in {l:?}")),
             };
             let (name, labels) = match series.split_once('{') {
                 Some((n, rest)) => {
@@ -277,7 +275,10 @@ async fn metrics_of_a_running_network_parse_and_follow_it() {
     );
     for sw in ["s1", "s2", "s3"] {
         assert_eq!(
-            after.get("atmlab_switch_cells_out_total", &format!("port=1,switch={sw}")),
+            after.get(
+                "atmlab_switch_cells_out_total",
+                &format!("port=1,switch={sw}")
+            ),
             cells,
             "{sw}"
         );
