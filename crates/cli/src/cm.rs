@@ -443,6 +443,10 @@ enum CmCommand {
         /// the owner it acts for).
         #[arg(long = "as")]
         who: Option<String>,
+        /// Serve Prometheus metrics (the manager's counters, setup latency and accept
+        /// loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
         #[command(flatten)]
         security: Security,
     },
@@ -547,7 +551,7 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Re
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
-    let (names, switches, tuning, listen, who, security) = match args.command {
+    let (names, switches, tuning, listen, who, metrics, security) = match args.command {
         CmCommand::Dimension {
             rate,
             latency,
@@ -562,8 +566,9 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             tuning,
             listen,
             who,
+            metrics,
             security,
-        } => (names, switches, tuning, listen, who, security),
+        } => (names, switches, tuning, listen, who, metrics, security),
     };
     shell::init_logging();
     let kind = tuning.kind()?;
@@ -579,10 +584,18 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
-        let server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        let mut server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
         for line in &server.recovery {
             say!("start-up audit: {line}");
         }
+        let metrics = match metrics {
+            Some(addr) => {
+                let m = atmlab_lab::metrics::Metrics::new();
+                atmlab_lab::metrics::cm::CmSource::add(&m, &who, &mut server);
+                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+            }
+            None => None,
+        };
         match server.tina_config() {
             Some(c) => say!(
                 "connection manager (tina, {}, {} NML-CP level(s)): {}",
@@ -595,6 +608,9 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         let scheme = server.url.split("://").next().unwrap_or("http").to_string();
         for (name, at) in &server.performers {
             say!("  performer {name}: {scheme}://{at}");
+        }
+        if let Some(m) = &metrics {
+            say!("  metrics: {}", m.metrics_url());
         }
         server.serve(shell::shutdown_signal()).await?;
         refresher.abort();

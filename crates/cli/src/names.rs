@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
-use atmlab_control::names::{NameClient, ObjectKind, serve_names};
+use atmlab_control::names::{DirectoryConfig, NameClient, NameServiceImpl, ObjectKind};
 use clap::{Args, Subcommand};
 
 use crate::live::{self, Security};
@@ -28,6 +28,10 @@ enum NamesCommand {
         /// Certificate name of the service.
         #[arg(long = "as", default_value = "names")]
         who: String,
+        /// Serve Prometheus metrics (entries, registrations, renewals, expiries, the
+        /// accept loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// List live registrations.
     List {
@@ -111,14 +115,35 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
     live::init_logging();
     live::runtime()?.block_on(async move {
         match args.command {
-            NamesCommand::Serve { listen, who } => {
+            NamesCommand::Serve {
+                listen,
+                who,
+                metrics,
+            } => {
                 let tls = args.security.identity(&who)?;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("listening on {listen}"))?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
                 say!("name service: {scheme}://{}", listener.local_addr()?);
-                serve_names(listener, tls, live::shutdown_signal()).await?;
+                let service = NameServiceImpl::new(DirectoryConfig::default());
+                let metrics = match metrics {
+                    Some(addr) => {
+                        let m = atmlab_lab::metrics::Metrics::new();
+                        atmlab_lab::metrics::names::NamesSource::add(&m, "names", &service);
+                        let server =
+                            atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?;
+                        say!("metrics: {}", server.metrics_url());
+                        Some(server)
+                    }
+                    None => None,
+                };
+                service
+                    .serve(listener, tls, live::shutdown_signal())
+                    .await?;
+                if let Some(m) = metrics {
+                    m.stop().await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             NamesCommand::List {

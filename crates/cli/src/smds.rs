@@ -39,6 +39,10 @@ enum SmdsCommand {
         /// one server id and routing table). 0: one per core.
         #[arg(long, default_value_t = 0)]
         workers: usize,
+        /// Serve Prometheus metrics over HTTP at ADDR/metrics (port 0: one the OS
+        /// picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Send L3_PDUs from a subscriber: a file or stdin cut into PDUs, or generated ones.
     Send {
@@ -108,6 +112,10 @@ enum NetCommand {
         /// Print net.json instead of a table.
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics over HTTP at ADDR/metrics (port 0: one the OS
+        /// picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
 }
 
@@ -118,7 +126,8 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             config,
             status,
             workers,
-        } => serve(config, status, workers),
+            metrics,
+        } => serve(config, status, workers, metrics),
         SmdsCommand::Send {
             sni,
             from,
@@ -137,12 +146,23 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             bind,
         } => recv(sni, bind, count, idle, out),
         SmdsCommand::Net {
-            command: NetCommand::Up { topo, state, json },
-        } => net_up(topo, state, json),
+            command:
+                NetCommand::Up {
+                    topo,
+                    state,
+                    json,
+                    metrics,
+                },
+        } => net_up(topo, state, json, metrics),
     }
 }
 
-fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<ExitCode> {
+fn serve(
+    config: PathBuf,
+    status: Option<PathBuf>,
+    workers: usize,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<ExitCode> {
     init_logging();
     let file = ServerFile::load(&config)?;
     let mut b = tokio::runtime::Builder::new_multi_thread();
@@ -177,6 +197,11 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize) -> Result<Exi
                     atm.mid
                 ),
             }
+        }
+        let name = format!("s{}", server.id().0);
+        let _metrics = atmlab_lab::metrics::smds::serve(metrics, [(name.as_str(), server)]).await?;
+        if let Some(m) = &_metrics {
+            say!("  metrics {}", m.metrics_url());
         }
         let _ = std::io::stdout().flush();
         let writer = async {
@@ -325,7 +350,12 @@ fn recv(
     })
 }
 
-fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+fn net_up(
+    topo: PathBuf,
+    state: Option<PathBuf>,
+    json: bool,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<ExitCode> {
     init_logging();
     let t = TopologyFile::load(&topo)?;
     // An SMDS network holds its own state directory (the ATM network beside it holds
@@ -335,8 +365,13 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
     let rt = runtime()?;
     rt.block_on(async move {
         let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
+        let servers = net.servers.iter().map(|(n, s)| (n.as_str(), s));
+        let _metrics = atmlab_lab::metrics::smds::serve(metrics, servers).await?;
         let stop = shutdown_signal();
-        let info = net.to_json(&t);
+        let mut info = net.to_json(&t);
+        if let Some(m) = &_metrics {
+            info["metrics"] = m.metrics_url().into();
+        }
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let path = state.join("net.json");
         std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
@@ -365,6 +400,9 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
                         addrs.join(" ")
                     );
                 }
+            }
+            if let Some(m) = &_metrics {
+                say!("  metrics {}", m.metrics_url());
             }
             say!(
                 "send with: atmlab smds send --sni ADDR --from I:... --to I:... FILE; \

@@ -27,6 +27,10 @@ enum SwitchCommand {
         /// The switch configuration (TOML; see `docs/live.md`).
         #[arg(long)]
         config: PathBuf,
+        /// Serve Prometheus metrics (the switch's ports, its control ports) over HTTP
+        /// at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Describe a switch: ports, ranges, capacities.
     Describe(Target),
@@ -138,7 +142,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
     let rt = live::runtime()?;
     rt.block_on(async move {
         match args.command {
-            SwitchCommand::Serve { config } => {
+            SwitchCommand::Serve { config, metrics } => {
                 let file = ServerFile::load(&config)?;
                 let tls = args.security.identity(&file.name)?;
                 // Its errors name the switch, and the address or file at fault.
@@ -154,7 +158,20 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                 if running.restored > 0 {
                     say!("switch {}: restored {} connections from the journal", file.name, running.restored);
                 }
+                let metrics = match metrics {
+                    Some(addr) => {
+                        let m = atmlab_lab::metrics::Metrics::new();
+                        atmlab_lab::metrics::switch::SwitchSource::add(&m, &running);
+                        let server = atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?;
+                        say!("switch {}: metrics {}", file.name, server.metrics_url());
+                        Some(server)
+                    }
+                    None => None,
+                };
                 live::shutdown_signal().await;
+                if let Some(m) = metrics {
+                    m.stop().await;
+                }
                 running.stop().await;
                 Ok(ExitCode::SUCCESS)
             }

@@ -142,3 +142,19 @@ impl Source for SmdsSource {
         );
     }
 }
+
+/// Serves the metrics of `servers` (name, server) at `addr`'s `/metrics`, if given:
+/// what `atmlab smds serve` and `smds net up` run with `--metrics ADDR`.
+pub async fn serve<'a>(
+    addr: Option<std::net::SocketAddr>,
+    servers: impl IntoIterator<Item = (&'a str, &'a LiveServer)>,
+) -> Result<Option<super::http::HttpServer>, crate::LabError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let m = Metrics::new();
+    for (name, s) in servers {
+        SmdsSource::add(&m, name, s);
+    }
+    Ok(Some(super::http::HttpServer::metrics(addr, m).await?))
+}
