@@ -10,6 +10,7 @@ mod common;
 mod demo;
 mod install;
 mod kill;
+mod metrics;
 mod mismatch;
 mod net;
 mod output;
