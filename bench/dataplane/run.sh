@@ -47,7 +47,7 @@ for round in $(seq 1 "$rounds"); do
     extra=()
     [ "$mode" = on ] && extra=(--metrics 127.0.0.1:0)
     : > "$work/serve.out"
-    RUST_LOG=warn "$ATMLAB_BIN" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
+    RUST_LOG=error "$ATMLAB_BIN" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
     serve=$!
     ready="port 1 udp"
     [ "$mode" = on ] && ready="metrics http"
@@ -64,10 +64,14 @@ for round in $(seq 1 "$rounds"); do
     fi
     "$ATMLAB_BIN" switch commit --insecure --addr "$grpc" --in 0:0/100 --out 1:0/200 --pcr 300000 >/dev/null
     for rate in "${rates[@]}"; do
-      "$ATMLAB_BIN" host recv --switch "$p1" --vc 0/200 --frames "$frames" --idle "3 s" --out /dev/null 2> "$work/recv.err" &
+      # Each host binds its port through the control path (AttachHost): a host port
+      # takes no host from a first datagram (issue 24).
+      "$ATMLAB_BIN" host recv --insecure --switch "$p1" --control "$grpc" --port 1 --vc 0/200 \
+        --rate "$rate" --frames "$frames" --idle "3 s" --out /dev/null 2> "$work/recv.err" &
       recv=$!
       sleep 0.3
-      "$ATMLAB_BIN" host send --switch "$p0" --vc 0/100 --rate "$rate" "$work/data" 2>/dev/null
+      "$ATMLAB_BIN" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
+        --rate "$rate" "$work/data" 2>/dev/null
       wait "$recv" || true
       echo "metrics $mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')"
       cps="$(sed -n 's/^rate: \([0-9]*\) cells\/s.*/\1/p' "$work/recv.err")"

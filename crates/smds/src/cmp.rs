@@ -260,6 +260,29 @@ mod tests {
         )));
     }
 
+    /// The metrics' message counts: every frame queued for a neighbour is counted sent,
+    /// every message handled counted received.
+    #[test]
+    fn messages_are_counted_both_ways() {
+        let mut c = Cmp::new(
+            ServerId(1),
+            vec![IfaceId(1), IfaceId(2)],
+            3,
+            CmpConfig::default(),
+        );
+        let mut polled = 0;
+        c.handle_occupancy(t(1), 85, 100);
+        c.handle_timeout(t(101));
+        c.handle_occupancy(t(160), 20, 100);
+        while c.poll_frame().is_some() {
+            polled += 1;
+        }
+        assert!(polled >= 4, "a throttle and a resume to each of two: {polled}");
+        c.handle_message(t(200), IfaceId(1), CmpKind::Throttle(600));
+        c.handle_message(t(201), IfaceId(1), CmpKind::Resume);
+        assert_eq!(c.messages(), (polled, 2));
+    }
+
     #[test]
     fn a_neighbours_cut_lapses_without_refresh() {
         let mut c = Cmp::new(ServerId(1), vec![IfaceId(0)], 1, CmpConfig::default());

@@ -441,6 +441,33 @@ mod tests {
         matches!(r, Err(ControlError::NotRegistered { .. }))
     }
 
+    /// What the metrics read: registrations, renewals and expiries are counted when
+    /// they happen, and refusals count nothing.
+    #[test]
+    fn stats_count_registrations_renewals_and_expiries() {
+        let mut dir = Directory::default();
+        dir.register(at(0), switch("switch/s1"), Some(ms(500)))
+            .unwrap();
+        dir.register(at(0), switch("switch/s2"), Some(ms(1_000)))
+            .unwrap();
+        dir.renew(at(100), "switch/s1").unwrap();
+        assert!(is_not_registered(dir.renew(at(100), "switch/none")));
+        assert_eq!(
+            dir.stats(),
+            DirectoryStats {
+                registrations: 2,
+                renewals: 1,
+                expiries: 0
+            }
+        );
+        // s1 lapses at 600 ms, s2 at 1 s.
+        assert_eq!(dir.expire(at(700)).len(), 1);
+        assert_eq!(dir.stats().expiries, 1);
+        assert_eq!(dir.expire(at(2_000)).len(), 1);
+        assert_eq!(dir.stats().expiries, 2);
+        assert_eq!(dir.stats().registrations, 2);
+    }
+
     /// A claim (one manager per owner): refused while the name is live at another
     /// address, naming it; granted to its holder again, and to anyone once it lapsed. A
     /// plain registration is not refused (it is not a claim).
