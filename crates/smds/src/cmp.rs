@@ -277,7 +277,10 @@ mod tests {
         while c.poll_frame().is_some() {
             polled += 1;
         }
-        assert!(polled >= 4, "a throttle and a resume to each of two: {polled}");
+        assert!(
+            polled >= 4,
+            "a throttle and a resume to each of two: {polled}"
+        );
         c.handle_message(t(200), IfaceId(1), CmpKind::Throttle(600));
         c.handle_message(t(201), IfaceId(1), CmpKind::Resume);
         assert_eq!(c.messages(), (polled, 2));
