@@ -2,7 +2,8 @@
 # Installs what the tests need, then runs every test of the workspace, both tiers.
 #
 # The tests need: a Rust toolchain (stable; rust-toolchain.toml pins nothing newer than
-# the machine's); tshark, which the capture tests run on files atmlab writes; and Python 3
+# the machine's); tshark, which the capture tests run on files atmlab writes; Prometheus,
+# which scrapes a running network in the metrics test; and Python 3
 # with grpcio and grpcio-tools, for the client generated from the .proto IDL. tshark (and
 # python3-venv, when `python3 -m venv` does not work) are installed from Debian's packages
 # when missing (as root, or through sudo); the Python packages go into a venv,
@@ -44,6 +45,13 @@ if ! command -v ip >/dev/null 2>&1; then
   echo "== installing iproute2 (Debian package) for the network-namespace test"
   apt_install iproute2
 fi
+
+# Prometheus scrapes a running network in the metrics test (issue 25): Debian's server.
+if ! command -v prometheus >/dev/null 2>&1; then
+  echo "== installing prometheus (Debian package) for the metrics test"
+  apt_install prometheus
+fi
+prometheus --version 2>&1 | head -n 1
 
 # The Python client (clients/python): a venv with the pinned grpcio and grpcio-tools,
 # reinstalled only when requirements.txt changed since the last install, and its modules

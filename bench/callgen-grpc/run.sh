@@ -6,7 +6,9 @@
 # Usage: bench/callgen-grpc/run.sh [BIN...]
 #   BIN   atmlab binaries to compare (default: target/release/atmlab, built if missing)
 # Environment: RATES (default "10000,20000,30000"), SECONDS_PER_RATE (default 2),
-# ROUNDS (default 2).
+# ROUNDS (default 2), METRICS (default "off"; "on": `up --metrics` scraped once a second
+# while callgen runs; "both": each round runs with metrics off and on, side by side, in
+# alternating order, and the end prints each mode's knee, the most setups/s of a round).
 #
 # Prints, per binary and round, callgen's table (offered/s, setups/s, latency, blocked,
 # failed) and then the manager's counters, whose "active" must be 0: a call whose release
@@ -19,6 +21,12 @@ root="$(cd "$here/../.." && pwd)"
 rates="${RATES:-10000,20000,30000}"
 seconds="${SECONDS_PER_RATE:-2}"
 rounds="${ROUNDS:-2}"
+case "${METRICS:-off}" in
+  off) modes=(off) ;;
+  on) modes=(on) ;;
+  both) modes=(off on) ;;
+  *) echo "METRICS is off, on or both" >&2; exit 2 ;;
+esac
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then
   bin="${CARGO_TARGET_DIR:-$root/target}/release/atmlab"
@@ -28,30 +36,73 @@ fi
 
 work="$(mktemp -d)"
 up_pid=""
+scrape_pid=""
 cleanup() {
+  if [ -n "$scrape_pid" ]; then kill "$scrape_pid" 2>/dev/null || true; fi
   if [ -n "$up_pid" ]; then kill "$up_pid" 2>/dev/null || true; wait "$up_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 port=50900
+: > "$work/knees"
 for round in $(seq 1 "$rounds"); do
+  # Alternate which mode goes first, so neither always runs on a cooler machine.
+  order=("${modes[@]}")
+  if [ $((round % 2)) -eq 0 ] && [ ${#modes[@]} -eq 2 ]; then order=(on off); fi
   for bin in "${bins[@]}"; do
-    port=$((port + 1))
-    rm -rf "$work/data"
-    "$bin" up --threshold 10 --insecure --data "$work/data" --listen "127.0.0.1:$port" \
-      >"$work/up.log" 2>&1 &
-    up_pid=$!
-    for _ in $(seq 1 100); do
-      grep -q "network up" "$work/up.log" 2>/dev/null && break
-      sleep 0.1
+    for mode in "${order[@]}"; do
+      port=$((port + 1))
+      rm -rf "$work/data"
+      extra=()
+      [ "$mode" = on ] && extra=(--metrics 127.0.0.1:0)
+      "$bin" up --threshold 10 --insecure --data "$work/data" --listen "127.0.0.1:$port" \
+        "${extra[@]}" >"$work/up.log" 2>&1 &
+      up_pid=$!
+      for _ in $(seq 1 100); do
+        grep -q "network up" "$work/up.log" 2>/dev/null && break
+        sleep 0.1
+      done
+      if [ "$mode" = on ]; then
+        # Scraped as a Prometheus at a 1 s interval would (the heavy test's interval).
+        url="$(sed -n 's/^  metrics *//p' "$work/up.log")"
+        (while :; do curl -s -o /dev/null "$url" || true; sleep 1; done) &
+        scrape_pid=$!
+      fi
+      echo "== round $round: $bin (metrics $mode)"
+      # Past the knee some calls fail, and callgen then exits 1: the table is the result.
+      "$bin" callgen --cm "127.0.0.1:$port" --insecure --rate "$rates" --seconds "$seconds" \
+        --json 2>/dev/null >"$work/rows.json" || true
+      python3 - "$work/rows.json" "$mode" "$work/knees" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for r in rows:
+    print(f"  offered {r['offered_per_s']:>8.0f}/s  setups {r['setups_per_s']:>8.0f}/s  "
+          f"mean {r['mean_setup_ms']:>8.3f} ms  p99 {r['p99_setup_ms']:>8.3f} ms  "
+          f"blocked {r['blocked']}  failed {r['failed']}")
+if rows:
+    with open(sys.argv[3], "a") as f:
+        f.write(f"{sys.argv[2]} {max(r['setups_per_s'] for r in rows)}\n")
+PY
+      "$bin" cm status --cm "127.0.0.1:$port" --insecure 2>/dev/null | sed -n 1p
+      if [ -n "$scrape_pid" ]; then kill "$scrape_pid" 2>/dev/null || true; wait "$scrape_pid" 2>/dev/null || true; scrape_pid=""; fi
+      kill "$up_pid"
+      wait "$up_pid" 2>/dev/null || true
+      up_pid=""
     done
-    echo "== round $round: $bin"
-    # Past the knee some calls fail, and callgen then exits 1: the table is the result.
-    "$bin" callgen --cm "127.0.0.1:$port" --insecure --rate "$rates" --seconds "$seconds" 2>/dev/null || true
-    "$bin" cm status --cm "127.0.0.1:$port" --insecure 2>/dev/null | sed -n 1p
-    kill "$up_pid"
-    wait "$up_pid" 2>/dev/null || true
-    up_pid=""
   done
 done
+if [ ${#modes[@]} -eq 2 ]; then
+  python3 - "$work/knees" <<'PY'
+import sys, statistics
+k = {"off": [], "on": []}
+for line in open(sys.argv[1]):
+    m, v = line.split()
+    k[m].append(float(v))
+for m in ("off", "on"):
+    print(f"knee, metrics {m}: " + ", ".join(f"{v:.0f}" for v in k[m])
+          + f" setups/s (mean {statistics.mean(k[m]):.0f})")
+off, on = statistics.mean(k["off"]), statistics.mean(k["on"])
+print(f"metrics on / off: {on / off:.4f} ({100 * (on - off) / off:+.2f}%)")
+PY
+fi

@@ -47,6 +47,10 @@ pub struct DemoArgs {
     /// `callgen --json` prints one); progress goes to stderr.
     #[arg(long)]
     json: bool,
+    /// Serve Prometheus metrics (switches, name service, each manager in turn) over
+    /// HTTP at ADDR/metrics while the demo runs (port 0: one the OS picks; printed).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
 }
 
 /// Runs `atmlab demo`.
@@ -56,6 +60,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         reports_dir: args.reports,
         insecure: args.insecure,
         managers: args.managers,
+        metrics: args.metrics,
         ..DemoOptions::default()
     };
     if args.quick {
@@ -313,6 +318,11 @@ pub struct UpArgs {
     /// JSON object instead of the text.
     #[arg(long)]
     json: bool,
+    /// Serve Prometheus metrics (every switch, the name service, the manager) over HTTP
+    /// at ADDR/metrics, e.g. 127.0.0.1:9464 (port 0: one the OS picks; the address is
+    /// printed and written into net.json as "metrics").
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     #[command(flatten)]
     security: Security,
 }
@@ -350,7 +360,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     shell::runtime()?.block_on(async move {
         let lab = Lab::start(spec, &mut |_| {}).await?;
         let names = NameClient::connect(&lab.net.names_url(), lab.identity.as_ref()).await?;
-        let server = ManagerServer::start(
+        let mut server = ManagerServer::start(
             kind,
             lab.clients.clone(),
             lab.route.clone(),
@@ -360,9 +370,20 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             lab.identity.clone(),
         )
         .await?;
+        let metrics = match args.metrics {
+            Some(addr) => {
+                let m = atmlab_lab::metrics::network(&lab.net);
+                atmlab_lab::metrics::cm::CmSource::add(&m, "xbind", &mut server);
+                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+            }
+            None => None,
+        };
         let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
+        if let Some(m) = &metrics {
+            info["metrics"] = serde_json::Value::String(m.metrics_url());
+        }
         let net_json = data.join("net.json");
         std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
             .with_context(|| format!("writing {}", net_json.display()))?;
@@ -384,6 +405,9 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             net_json.display()
         );
         say!("  name service   {}", lab.net.names_url());
+        if let Some(m) = &metrics {
+            say!("  metrics        {}", m.metrics_url());
+        }
         say!("  data           {}", data.display());
         let sec = match &lab.certs {
             Some(d) => format!("--certs {}", d.display()),
@@ -436,6 +460,10 @@ enum CmCommand {
         /// JSON object instead of the text.
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics (the manager's counters, setup latency and accept
+        /// loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
         #[command(flatten)]
         security: Security,
     },
@@ -540,7 +568,7 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Re
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
-    let (names, switches, tuning, listen, who, json, security) = match args.command {
+    let (names, switches, tuning, listen, who, json, metrics, security) = match args.command {
         CmCommand::Dimension {
             rate,
             latency,
@@ -556,8 +584,11 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             listen,
             who,
             json,
+            metrics,
             security,
-        } => (names, switches, tuning, listen, who, json, security),
+        } => (
+            names, switches, tuning, listen, who, json, metrics, security,
+        ),
     };
     shell::init_logging();
     let kind = tuning.kind()?;
@@ -573,7 +604,15 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
-        let server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        let mut server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        let metrics = match metrics {
+            Some(addr) => {
+                let m = atmlab_lab::metrics::Metrics::new();
+                atmlab_lab::metrics::cm::CmSource::add(&m, &who, &mut server);
+                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+            }
+            None => None,
+        };
         if json {
             let scheme = server.url.split("://").next().unwrap_or("http").to_string();
             let performers: serde_json::Map<String, serde_json::Value> = server
@@ -590,6 +629,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
                         "mode": c.mode.name(), "depth": c.depth,
                     })),
                     "performers": performers,
+                    "metrics": metrics.as_ref().map(|m| m.metrics_url()),
                     "start_up_audit": server.recovery,
                 })
             );
@@ -612,6 +652,9 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         let scheme = server.url.split("://").next().unwrap_or("http").to_string();
         for (name, at) in &server.performers {
             say!("  performer {name}: {scheme}://{at}");
+        }
+        if let Some(m) = &metrics {
+            say!("  metrics: {}", m.metrics_url());
         }
         server.serve(shell::shutdown_signal()).await?;
         refresher.abort();

@@ -133,6 +133,10 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                 };
                 let link = BitRate::from_str(&attach.rate).map_err(|e| anyhow!("--rate: {e}"))?;
                 let (mut n, mut octets, mut other) = (0u64, 0usize, 0u64);
+                // Every cell of the frames received on the VC (AAL5: the frame, its
+                // 8-octet trailer, padded to 48-octet payloads), for comparing with
+                // a switch's counters.
+                let mut cells = 0u64;
                 // What arrived after the first frame: the first frame's arrival starts the
                 // clock, so counting its cells too would credit the interval with a frame
                 // that arrived before it (two frames gave twice the rate they showed).
@@ -152,6 +156,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                         octets_after += r.sdu.len();
                     }
                     sink.write_all(&r.sdu)?;
+                    cells += (r.sdu.len() as u64 + 8).div_ceil(48);
                     n += 1;
                     octets += r.sdu.len();
                 }
@@ -163,7 +168,7 @@ pub fn run(args: HostArgs) -> Result<ExitCode> {
                     let secs = first.map_or(0.0, |f| (last - f).as_secs_f64());
                     let measured = rate.as_deref().is_some_and(|r| !r.starts_with("rate: not measured"));
                     let v = serde_json::json!({
-                        "frames": n, "octets": octets, "vc": vc.to_string(),
+                        "frames": n, "octets": octets, "cells": cells, "vc": vc.to_string(),
                         "reassembly_errors": host.errors, "other_vc_frames": other,
                         "cells_per_s": measured.then(|| cells_after as f64 / secs),
                         "payload_mb_per_s": measured.then(|| octets_after as f64 * 8.0 / secs / 1e6),

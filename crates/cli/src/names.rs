@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow};
-use atmlab_control::names::{NameClient, ObjectKind, serve_names};
+use atmlab_control::names::{DirectoryConfig, NameClient, NameServiceImpl, ObjectKind};
 use clap::{Args, Subcommand};
 
 use crate::live::{self, Security};
@@ -31,6 +31,10 @@ enum NamesCommand {
         /// Print its address as one JSON object ({"names": URL}).
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics (entries, registrations, renewals, expiries, the
+        /// accept loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// List live registrations.
     List {
@@ -114,19 +118,47 @@ pub fn run(args: NamesArgs) -> Result<ExitCode> {
     live::init_logging();
     live::runtime()?.block_on(async move {
         match args.command {
-            NamesCommand::Serve { listen, who, json } => {
+            NamesCommand::Serve {
+                listen,
+                who,
+                json,
+                metrics,
+            } => {
                 let tls = args.security.identity(&who)?;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .with_context(|| format!("listening on {listen}"))?;
                 let scheme = if tls.is_some() { "https" } else { "http" };
                 let url = format!("{scheme}://{}", listener.local_addr()?);
+                let service = NameServiceImpl::new(DirectoryConfig::default());
+                let metrics = match metrics {
+                    Some(addr) => {
+                        let m = atmlab_lab::metrics::Metrics::new();
+                        atmlab_lab::metrics::names::NamesSource::add(&m, "names", &service);
+                        Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+                    }
+                    None => None,
+                };
                 if json {
-                    say!("{}", serde_json::json!({ "names": url }));
+                    say!(
+                        "{}",
+                        serde_json::json!({
+                            "names": url,
+                            "metrics": metrics.as_ref().map(|m| m.metrics_url()),
+                        })
+                    );
                 } else {
                     say!("name service: {url}");
+                    if let Some(m) = &metrics {
+                        say!("metrics: {}", m.metrics_url());
+                    }
                 }
-                serve_names(listener, tls, live::shutdown_signal()).await?;
+                service
+                    .serve(listener, tls, live::shutdown_signal())
+                    .await?;
+                if let Some(m) = metrics {
+                    m.stop().await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             NamesCommand::List {

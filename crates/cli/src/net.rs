@@ -40,6 +40,11 @@ enum NetCommand {
         /// Print the addresses as JSON only.
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics (every switch, the name service) over HTTP at
+        /// ADDR/metrics (port 0: one the OS picks; printed, and in net.json as
+        /// "metrics").
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
 }
 
@@ -71,7 +76,12 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        NetCommand::Up { topo, state, json } => {
+        NetCommand::Up {
+            topo,
+            state,
+            json,
+            metrics,
+        } => {
             live::init_logging();
             let t = Topology::load(&topo)?;
             let state = state.unwrap_or_else(live::data_dir);
@@ -102,8 +112,21 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                     Some(&journals),
                 )
                 .await?;
+                let metrics = match metrics {
+                    Some(addr) => Some(
+                        atmlab_lab::metrics::http::HttpServer::metrics(
+                            addr,
+                            atmlab_lab::metrics::network(&net),
+                        )
+                        .await?,
+                    ),
+                    None => None,
+                };
                 let stop = live::shutdown_signal();
-                let info = net.to_json();
+                let mut info = net.to_json();
+                if let Some(m) = &metrics {
+                    info["metrics"] = serde_json::Value::String(m.metrics_url());
+                }
                 let path = state.join("net.json");
                 std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -171,6 +194,9 @@ fn print_network(
         "  names:  atmlab names list --addr {} {sec}",
         s(&info["names"]).split("://").nth(1).unwrap_or("")
     );
+    if let Some(m) = info["metrics"].as_str() {
+        say!("  metrics: {m}");
+    }
     say!(
         "  addresses written to {}; Ctrl-C stops the network",
         path.display()

@@ -44,6 +44,10 @@ enum SmdsCommand {
         /// one server id and routing table). 0: one per core.
         #[arg(long, default_value_t = 0)]
         workers: usize,
+        /// Serve Prometheus metrics over HTTP at ADDR/metrics (port 0: one the OS
+        /// picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Send L3_PDUs from a subscriber: a file or stdin cut into PDUs, or generated ones.
     Send {
@@ -110,6 +114,10 @@ enum NetCommand {
         /// the data directory (--data).
         #[arg(long)]
         state: Option<PathBuf>,
+        /// Serve Prometheus metrics over HTTP at ADDR/metrics (port 0: one the OS
+        /// picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
 }
 
@@ -121,7 +129,8 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             config,
             status,
             workers,
-        } => serve(config, status, workers, json),
+            metrics,
+        } => serve(config, status, workers, json, metrics),
         SmdsCommand::Send {
             sni,
             from,
@@ -140,12 +149,23 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
             bind,
         } => recv(sni, bind, count, idle, out, json),
         SmdsCommand::Net {
-            command: NetCommand::Up { topo, state },
-        } => net_up(topo, state, json),
+            command:
+                NetCommand::Up {
+                    topo,
+                    state,
+                    metrics,
+                },
+        } => net_up(topo, state, json, metrics),
     }
 }
 
-fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize, json: bool) -> Result<ExitCode> {
+fn serve(
+    config: PathBuf,
+    status: Option<PathBuf>,
+    workers: usize,
+    json: bool,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<ExitCode> {
     init_logging();
     let file = ServerFile::load(&config)?;
     if let Some(p) = &status {
@@ -163,6 +183,8 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize, json: bool) -
         // Interfaces over ATM need the cell data plane, which the lab's bridge brings.
         let running = atmlab_lab::smds_atm::bind(&file).await?;
         let server = &running.server;
+        let name = format!("s{}", server.id().0);
+        let _metrics = atmlab_lab::metrics::smds::serve(metrics, [(name.as_str(), server)]).await?;
         let interfaces = server
             .addrs()
             .iter()
@@ -188,7 +210,11 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize, json: bool) -
                 .collect();
             say!(
                 "{}",
-                serde_json::json!({ "server": server.id().0, "interfaces": list })
+                serde_json::json!({
+                    "server": server.id().0,
+                    "interfaces": list,
+                    "metrics": _metrics.as_ref().map(|m| m.metrics_url()),
+                })
             );
         } else {
             say!("smds server s{} up", server.id().0);
@@ -205,6 +231,9 @@ fn serve(config: PathBuf, status: Option<PathBuf>, workers: usize, json: bool) -
                         atm.mid
                     ),
                 }
+            }
+            if let Some(m) = &_metrics {
+                say!("  metrics {}", m.metrics_url());
             }
         }
         let _ = std::io::stdout().flush();
@@ -381,7 +410,12 @@ fn recv(
     })
 }
 
-fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+fn net_up(
+    topo: PathBuf,
+    state: Option<PathBuf>,
+    json: bool,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<ExitCode> {
     init_logging();
     let t = TopologyFile::load(&topo)?;
     // An SMDS network holds its own state directory (the ATM network beside it holds
@@ -391,8 +425,13 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
     let rt = runtime()?;
     rt.block_on(async move {
         let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
+        let servers = net.servers.iter().map(|(n, s)| (n.as_str(), s));
+        let _metrics = atmlab_lab::metrics::smds::serve(metrics, servers).await?;
         let stop = shutdown_signal();
-        let info = net.to_json(&t);
+        let mut info = net.to_json(&t);
+        if let Some(m) = &_metrics {
+            info["metrics"] = m.metrics_url().into();
+        }
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let path = state.join("net.json");
         std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
@@ -421,6 +460,9 @@ fn net_up(topo: PathBuf, state: Option<PathBuf>, json: bool) -> Result<ExitCode>
                         addrs.join(" ")
                     );
                 }
+            }
+            if let Some(m) = &_metrics {
+                say!("  metrics {}", m.metrics_url());
             }
             say!(
                 "send with: atmlab smds send --sni ADDR --from I:... --to I:... FILE; \

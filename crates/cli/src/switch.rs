@@ -35,6 +35,10 @@ enum SwitchCommand {
         /// Print its addresses as one JSON object once it serves (and is registered).
         #[arg(long)]
         json: bool,
+        /// Serve Prometheus metrics (the switch's ports, its control ports) over HTTP
+        /// at ADDR/metrics (port 0: one the OS picks; printed).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Describe a switch: ports, ranges, capacities.
     Describe(Target),
@@ -149,7 +153,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
     let rt = live::runtime()?;
     rt.block_on(async move {
         match args.command {
-            SwitchCommand::Serve { config, names, json } => {
+            SwitchCommand::Serve { config, names, json, metrics } => {
                 let file = ServerFile::load(&config)?;
                 let tls = args.security.identity(&file.name)?;
                 // Its errors name the switch, and the address or file at fault.
@@ -163,6 +167,14 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                             .with_context(|| format!("registering switch {} in the name service at {url}", file.name))?
                     }
                     None => Vec::new(),
+                };
+                let metrics = match metrics {
+                    Some(addr) => {
+                        let m = atmlab_lab::metrics::Metrics::new();
+                        atmlab_lab::metrics::switch::SwitchSource::add(&m, &running);
+                        Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+                    }
+                    None => None,
                 };
                 if json {
                     let ports: Vec<_> = running
@@ -179,6 +191,7 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                             "ports": ports,
                             "restored": running.restored,
                             "registered": names.as_ref().map(|_| registered.len()),
+                            "metrics": metrics.as_ref().map(|m| m.metrics_url()),
                         })
                     );
                 } else {
@@ -195,8 +208,14 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
                     if let Some(url) = &names {
                         say!("switch {}: registered in {url} ({} entries)", file.name, registered.len());
                     }
+                    if let Some(m) = &metrics {
+                        say!("switch {}: metrics {}", file.name, m.metrics_url());
+                    }
                 }
                 live::shutdown_signal().await;
+                if let Some(m) = metrics {
+                    m.stop().await;
+                }
                 running.stop().await;
                 drop(registered);
                 Ok(ExitCode::SUCCESS)

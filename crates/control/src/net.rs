@@ -149,6 +149,8 @@ pub struct Network {
     pub switches: Vec<RunningSwitch>,
     /// Whether control traffic uses mutual TLS.
     pub tls: bool,
+    /// The name service (a clone sharing its directory: the metrics read it).
+    pub names: NameServiceImpl,
     names_task: tokio::task::JoinHandle<()>,
     names_stop: Option<tokio::sync::oneshot::Sender<()>>,
     renewals: Vec<RenewalHandle>,
@@ -211,8 +213,9 @@ impl Network {
             })?;
         let names_tls = load("names")?;
         let (names_stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let names = NameServiceImpl::new(DirectoryConfig::default());
+        let svc = names.clone();
         let names_task = tokio::spawn(async move {
-            let svc = NameServiceImpl::new(DirectoryConfig::default());
             if let Err(e) = svc
                 .serve(names_listener, names_tls, async {
                     let _ = rx.await;
@@ -286,6 +289,7 @@ impl Network {
             names_addr,
             switches,
             tls: security.certs.is_some(),
+            names,
             names_task,
             names_stop: Some(names_stop),
             renewals,

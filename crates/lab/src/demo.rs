@@ -42,6 +42,9 @@ pub struct DemoOptions {
     pub holding: StdDuration,
     /// Only the managers whose names contain one of these (all when empty).
     pub managers: Vec<String>,
+    /// Serve Prometheus metrics at this address's `/metrics` while the demo runs
+    /// (switches, name service, each manager in turn).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for DemoOptions {
@@ -54,6 +57,7 @@ impl Default for DemoOptions {
             seconds: 2.0,
             holding: StdDuration::from_millis(5),
             managers: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -70,13 +74,28 @@ pub struct DemoRow {
 /// Runs the demo; `say` hears progress lines.
 pub async fn run(opts: &DemoOptions, mut say: impl FnMut(&str)) -> Result<Vec<DemoRow>, LabError> {
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
-    lab.within(async |lab| run_on(opts, lab, &mut say).await)
-        .await
+    let metrics = crate::metrics::network(&lab.net);
+    let server = match opts.metrics {
+        Some(addr) => {
+            let server = crate::metrics::http::HttpServer::metrics(addr, metrics.clone()).await?;
+            say(&format!("metrics at {}", server.metrics_url()));
+            Some(server)
+        }
+        None => None,
+    };
+    let rows = lab
+        .within(async |lab| run_on(opts, lab, &metrics, &mut say).await)
+        .await;
+    if let Some(s) = server {
+        s.stop().await;
+    }
+    rows
 }
 
 async fn run_on(
     opts: &DemoOptions,
     lab: &Lab,
+    metrics: &crate::metrics::Metrics,
     say: &mut impl FnMut(&str),
 ) -> Result<Vec<DemoRow>, LabError> {
     let (net, clients) = (&lab.net, &lab.clients);
@@ -175,6 +194,8 @@ async fn run_on(
             continue;
         }
         let cm = lab.manager(config).await?;
+        // Each manager exported while it runs (a stopped one drops out of the scrape).
+        metrics.add(crate::metrics::cm::CmSource::new(name.clone(), cm.clone()));
         for &rate in &opts.loads {
             let load = Load {
                 holding: opts.holding,

@@ -19,6 +19,7 @@ pub mod callgen;
 pub mod demo;
 mod error;
 pub mod launch;
+pub mod metrics;
 pub mod report;
 pub mod reproduce;
 pub mod smds_atm;

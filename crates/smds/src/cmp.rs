@@ -74,6 +74,9 @@ pub struct Cmp {
     cuts_changed: bool,
     out: VecDeque<(IfaceId, IssiFrame)>,
     episodes: u64,
+    /// CMP messages sent and received (the metrics).
+    sent: u64,
+    received: u64,
 }
 
 impl Cmp {
@@ -91,7 +94,14 @@ impl Cmp {
             cuts_changed: false,
             out: VecDeque::new(),
             episodes: 0,
+            sent: 0,
+            received: 0,
         }
+    }
+
+    /// CMP messages (Throttle, Resume) sent to neighbours and received from them.
+    pub fn messages(&self) -> (u64, u64) {
+        (self.sent, self.received)
     }
 
     /// Whether this server is congested now.
@@ -110,6 +120,7 @@ impl Cmp {
     }
 
     fn tell_all(&mut self, kind: CmpKind) {
+        self.sent += self.ports.len() as u64;
         for &p in &self.ports {
             self.out.push_back((
                 p,
@@ -144,6 +155,7 @@ impl Cmp {
         let Some(slot) = self.cuts.get_mut(iface.index()) else {
             return;
         };
+        self.received += 1;
         let new = match kind {
             CmpKind::Throttle(c) => (c.min(1000), now + self.cfg.hold),
             CmpKind::Resume => (0, now),
@@ -246,6 +258,32 @@ mod tests {
                 ..
             }
         )));
+    }
+
+    /// The metrics' message counts: every frame queued for a neighbour is counted sent,
+    /// every message handled counted received.
+    #[test]
+    fn messages_are_counted_both_ways() {
+        let mut c = Cmp::new(
+            ServerId(1),
+            vec![IfaceId(1), IfaceId(2)],
+            3,
+            CmpConfig::default(),
+        );
+        let mut polled = 0;
+        c.handle_occupancy(t(1), 85, 100);
+        c.handle_timeout(t(101));
+        c.handle_occupancy(t(160), 20, 100);
+        while c.poll_frame().is_some() {
+            polled += 1;
+        }
+        assert!(
+            polled >= 4,
+            "a throttle and a resume to each of two: {polled}"
+        );
+        c.handle_message(t(200), IfaceId(1), CmpKind::Throttle(600));
+        c.handle_message(t(201), IfaceId(1), CmpKind::Resume);
+        assert_eq!(c.messages(), (polled, 2));
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub struct Status {
     pub congested: bool,
     /// Route recomputations.
     pub spf_runs: u64,
+    /// Congestion episodes the CMP has seen (paper 002 §3.4).
+    pub cmp_episodes: u64,
+    /// The cut the CMP asks its neighbours for now (0: none).
+    pub cmp_cut: u16,
+    /// CMP messages sent to neighbours and received from them.
+    pub cmp_messages: (u64, u64),
     /// Per interface: datagrams refused because they came from an address that is not
     /// the interface's peer (its neighbour, or its subscriber).
     pub refused_source: Vec<u64>,
@@ -104,6 +110,10 @@ impl Status {
             "reachable": self.reachable,
             "congested": self.congested,
             "spf_runs": self.spf_runs,
+            "cmp_episodes": self.cmp_episodes,
+            "cmp_cut": self.cmp_cut,
+            "cmp_sent": self.cmp_messages.0,
+            "cmp_received": self.cmp_messages.1,
             "refused_source": self.refused_source,
             "refused_from": self.refused_from,
         })
@@ -366,6 +376,27 @@ impl LiveServer {
 
     /// A snapshot of the counters and routing state.
     pub fn status(&self) -> Status {
+        self.status_reader().status()
+    }
+
+    /// A cheap handle that reads [`LiveServer::status`] from elsewhere (the metrics),
+    /// while the server runs.
+    pub fn status_reader(&self) -> StatusReader {
+        StatusReader {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Reads a running server's [`Status`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct StatusReader {
+    shared: Arc<Shared>,
+}
+
+impl StatusReader {
+    /// A snapshot of the counters and routing state.
+    pub fn status(&self) -> Status {
         let mut s = lock(&self.shared.control).clone();
         for c in &self.shared.per_iface {
             s.counters.add(&lock(c));
@@ -549,6 +580,9 @@ async fn control_task(
         st.reachable = control.fib().route_count();
         st.congested = control.cmp().congested();
         st.spf_runs = control.spf_runs();
+        st.cmp_episodes = control.cmp().episodes();
+        st.cmp_cut = control.cmp().cut_asked();
+        st.cmp_messages = control.cmp().messages();
         st.refused_from.clear();
         st.refused_from.extend_from_slice(control.refused_from());
     }

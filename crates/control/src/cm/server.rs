@@ -50,11 +50,16 @@ enum Running {
 /// [`ManagerServer::serve`]).
 pub struct ManagerServer {
     running: Running,
-    listener: TcpListener,
+    /// The accept loop, made as soon as the port is bound (a TLS configuration error
+    /// shows before the start-up audit), its counters readable before and while it
+    /// serves ([`ManagerServer::tls_stats`]).
+    incoming: atmlab_rpc::tls::Incoming,
     registration: RenewalHandle,
     /// The manager's claim on its owner name (`owner/OWNER`), held while it runs.
     claim: Option<RenewalHandle>,
-    tls: Option<TlsIdentity>,
+    /// Told each setup's time from request to answer, when set (the metrics'
+    /// histogram, `atmlab up --metrics`).
+    setup_observer: Option<super::service::SetupObserver>,
     /// Where the manager listens, `http://` or `https://`.
     pub url: String,
     /// What the start-up audit against the journal found and did (any kind, with a
@@ -185,6 +190,7 @@ impl ManagerServer {
             what: "the connection manager",
             reason: e.to_string(),
         })?;
+        let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls.as_ref())?;
         // --adopt follows connections over the links the route object knows.
         let network = route.lock().unwrap_or_else(|e| e.into_inner()).view();
         let router = Box::new(CachedRouter::new(route, ROUTE_CACHE_TTL));
@@ -244,14 +250,34 @@ impl ManagerServer {
             .await?;
         Ok(ManagerServer {
             running,
-            listener,
+            incoming,
             registration,
             claim,
-            tls,
+            setup_observer: None,
             url,
             recovery,
             performers,
         })
+    }
+
+    /// The handle of a sequential or xbind manager (`None` for TINA), to read its
+    /// status (the metrics).
+    pub fn handle(&self) -> Option<CmHandle> {
+        match &self.running {
+            Running::Core(h) => Some(h.clone()),
+            Running::Tina(_) => None,
+        }
+    }
+
+    /// The counters of the manager's accept loop (connections accepted and refused).
+    pub fn tls_stats(&self) -> atmlab_rpc::tls::IncomingStats {
+        self.incoming.stats()
+    }
+
+    /// Has each setup's time, from the request's arrival to its answer, handed to
+    /// `observer` (sequential and xbind managers; TINA's service does not time them).
+    pub fn observe_setups(&mut self, observer: super::service::SetupObserver) {
+        self.setup_observer = Some(observer);
     }
 
     /// What TINA's LNC is configured as (`None` for the other kinds).
@@ -272,20 +298,16 @@ impl ManagerServer {
         let mapper = Some(collocated_mapper(QosMapper::default()));
         let routes = match &self.running {
             Running::Core(handle) => Routes::new(
-                CmService::new(handle.clone(), mapper, Regions::default()).into_server(),
+                CmService::new(handle.clone(), mapper, Regions::default())
+                    .with_setup_observer(self.setup_observer.clone())
+                    .into_server(),
             ),
             Running::Tina(tina) => {
                 Routes::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
             }
         };
-        let served = atmlab_rpc::serve(
-            "connection manager",
-            self.listener,
-            self.tls.as_ref(),
-            routes,
-            shutdown,
-        )
-        .await;
+        let served =
+            atmlab_rpc::serve_incoming("connection manager", self.incoming, routes, shutdown).await;
         match self.running {
             Running::Core(handle) => handle.shutdown().await,
             Running::Tina(tina) => tina.shutdown().await,

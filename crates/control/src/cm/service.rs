@@ -33,11 +33,16 @@ pub fn collocated_mapper(mapper: crate::qos::QosMapper) -> QosFn {
     })
 }
 
+/// Told the time of each setup that succeeded, from the request's arrival to its answer
+/// (a metrics histogram: the shell measures, whoever exports decides how).
+pub type SetupObserver = std::sync::Arc<dyn Fn(std::time::Duration) + Send + Sync>;
+
 /// The service.
 pub struct CmService {
     handle: CmHandle,
     mapper: Option<QosFn>,
     regions: Regions,
+    setup_observer: Option<SetupObserver>,
 }
 
 impl CmService {
@@ -48,7 +53,14 @@ impl CmService {
             handle,
             mapper,
             regions,
+            setup_observer: None,
         }
+    }
+
+    /// Hands each successful setup's time to `observer`, when given.
+    pub fn with_setup_observer(mut self, observer: Option<SetupObserver>) -> Self {
+        self.setup_observer = observer;
+        self
     }
 
     /// The tonic service.
@@ -208,6 +220,7 @@ impl ConnectionManager for CmService {
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
         atmlab_rpc::tls::Caller::of(&r).require(&[], "set up calls")?;
+        let started = std::time::Instant::now();
         let r = r.into_inner();
         if r.destinations.is_empty() {
             return Err(Status::invalid_argument("no destination"));
@@ -232,6 +245,9 @@ impl ConnectionManager for CmService {
         )
         .await?
         .map_err(|e| call_status(&e))?;
+        if let Some(observe) = &self.setup_observer {
+            observe(started.elapsed());
+        }
         let mut out = pb_info(&info);
         out.cell_qos = Some(cell);
         Ok(Response::new(out))

@@ -126,6 +126,17 @@ const MAX_NAME_LEN: usize = 255;
 const MAX_ADDRESS_LEN: usize = 1_024;
 const MAX_ATTRIBUTES: usize = 64;
 
+/// What a directory has done since it was made (the metrics read it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectoryStats {
+    /// Registrations accepted (claims included; a re-registration counts again).
+    pub registrations: u64,
+    /// Leases renewed.
+    pub renewals: u64,
+    /// Registrations removed by [`Directory::expire`] because their lease lapsed.
+    pub expiries: u64,
+}
+
 /// The directory: registrations by name, with their expiry times in order.
 #[derive(Debug, Clone, Default)]
 pub struct Directory {
@@ -133,6 +144,7 @@ pub struct Directory {
     entries: HashMap<String, Registration>,
     /// (expiry, name) of every entry, so `expire` and `poll_timeout` need not scan.
     deadlines: BTreeSet<(Instant, String)>,
+    stats: DirectoryStats,
 }
 
 impl Directory {
@@ -142,7 +154,13 @@ impl Directory {
             config,
             entries: HashMap::new(),
             deadlines: BTreeSet::new(),
+            stats: DirectoryStats::default(),
         }
+    }
+
+    /// Registrations, renewals and expiries so far.
+    pub fn stats(&self) -> DirectoryStats {
+        self.stats
     }
 
     /// The configuration.
@@ -211,6 +229,7 @@ impl Directory {
             self.deadlines.remove(&(old.expires, name.clone()));
         }
         self.deadlines.insert((expires, name));
+        self.stats.registrations += 1;
         Ok(lease)
     }
 
@@ -229,6 +248,7 @@ impl Directory {
         let (lease, expires) = (entry.lease, entry.expires);
         self.deadlines.remove(&(old, name.to_owned()));
         self.deadlines.insert((expires, name.to_owned()));
+        self.stats.renewals += 1;
         Ok(lease)
     }
 
@@ -284,6 +304,7 @@ impl Directory {
                 lapsed.push(entry);
             }
         }
+        self.stats.expiries += lapsed.len() as u64;
         lapsed
     }
 
@@ -418,6 +439,33 @@ mod tests {
     }
     fn is_not_registered(r: Result<impl std::fmt::Debug, ControlError>) -> bool {
         matches!(r, Err(ControlError::NotRegistered { .. }))
+    }
+
+    /// What the metrics read: registrations, renewals and expiries are counted when
+    /// they happen, and refusals count nothing.
+    #[test]
+    fn stats_count_registrations_renewals_and_expiries() {
+        let mut dir = Directory::default();
+        dir.register(at(0), switch("switch/s1"), Some(ms(500)))
+            .unwrap();
+        dir.register(at(0), switch("switch/s2"), Some(ms(1_000)))
+            .unwrap();
+        dir.renew(at(100), "switch/s1").unwrap();
+        assert!(is_not_registered(dir.renew(at(100), "switch/none")));
+        assert_eq!(
+            dir.stats(),
+            DirectoryStats {
+                registrations: 2,
+                renewals: 1,
+                expiries: 0
+            }
+        );
+        // s1 lapses at 600 ms, s2 at 1 s.
+        assert_eq!(dir.expire(at(700)).len(), 1);
+        assert_eq!(dir.stats().expiries, 1);
+        assert_eq!(dir.expire(at(2_000)).len(), 1);
+        assert_eq!(dir.stats().expiries, 2);
+        assert_eq!(dir.stats().registrations, 2);
     }
 
     /// A claim (one manager per owner): refused while the name is live at another

@@ -28,6 +28,8 @@ mod service;
 
 #[cfg(feature = "live")]
 pub use client::{NameClient, RenewalHandle};
-pub use directory::{Directory, DirectoryConfig, ObjectInfo, ObjectKind, Registration};
+pub use directory::{
+    Directory, DirectoryConfig, DirectoryStats, ObjectInfo, ObjectKind, Registration,
+};
 #[cfg(feature = "live")]
 pub use service::{NameServiceImpl, serve_names};

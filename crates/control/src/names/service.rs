@@ -49,6 +49,8 @@ struct Shared {
     clock: LiveClock,
     /// Wakes the sweeper when a registration may have brought the next expiry forward.
     registered: Notify,
+    /// The accept loop's counters, once [`NameServiceImpl::serve`] has made it.
+    incoming: std::sync::OnceLock<atmlab_rpc::tls::IncomingStats>,
 }
 
 /// Serves a name service with the default [`DirectoryConfig`] on `listener` until
@@ -72,6 +74,7 @@ impl NameServiceImpl {
                 directory: Mutex::new(Directory::new(config)),
                 clock: LiveClock::start(),
                 registered: Notify::new(),
+                incoming: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -94,10 +97,27 @@ impl NameServiceImpl {
             async move { service.sweep().await }
         });
         let routes = tonic::service::Routes::new(self.server());
-        let result =
-            atmlab_rpc::serve("name service", listener, tls.as_ref(), routes, shutdown).await;
+        let result = match atmlab_rpc::tls::grpc_incoming(listener, tls.as_ref()) {
+            Ok(incoming) => {
+                let _ = self.shared.incoming.set(incoming.stats());
+                atmlab_rpc::serve_incoming("name service", incoming, routes, shutdown).await
+            }
+            Err(e) => Err(e),
+        };
         sweeper.abort();
         Ok(result?)
+    }
+
+    /// Entries held now (lapsed ones not yet swept included) and what the directory has
+    /// done so far (the metrics).
+    pub fn stats(&self) -> (usize, crate::names::DirectoryStats) {
+        let d = self.directory();
+        (d.len(), d.stats())
+    }
+
+    /// The counters of the accept loop, once serving.
+    pub fn tls_stats(&self) -> Option<atmlab_rpc::tls::IncomingStats> {
+        self.shared.incoming.get().cloned()
     }
 
     /// Removes registrations as their leases lapse, logging each; never returns. Optional

@@ -4,5 +4,6 @@
 mod common;
 mod erlang;
 mod load;
+mod metrics;
 mod smds_atm;
 mod twin;

@@ -33,6 +33,8 @@ struct Shell {
     change_waiters: HashMap<u64, ChangeWaiter>,
     hosts: HashMap<u64, (String, String)>,
     journal: Option<std::sync::mpsc::Sender<JournalJob>>,
+    /// Transactions the journal's writer committed (counted by its thread).
+    journal_writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
     recovery: Vec<String>,
 }
 
@@ -58,6 +60,7 @@ struct JournalJob {
 fn journal_writer(
     journal: CmJournal,
     failed: mpsc::UnboundedSender<Vec<u64>>,
+    writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> std::sync::mpsc::Sender<JournalJob> {
     crate::cm::journal::group_commit(
         journal,
@@ -65,6 +68,8 @@ fn journal_writer(
         move |jobs, up, result| {
             if result.is_err() {
                 let _ = failed.send(up.iter().map(|c| c.view.id).collect());
+            } else {
+                writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             for j in jobs {
                 for a in j.acks {
@@ -117,6 +122,9 @@ impl Shell {
             nv: self.core.nv_probes(),
             recovery: self.recovery.clone(),
             partition: c.partition,
+            journal_writes: self
+                .journal_writes
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -423,9 +431,10 @@ pub(super) async fn run_manager(
     // The last sweep's listings still to come (`None` until the manager stops).
     let mut final_left: Option<usize> = None;
     let (failed_tx, mut failed) = mpsc::unbounded_channel::<Vec<u64>>();
+    let journal_writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (journal, recovery, hosts) = match recovered {
         Some(r) => (
-            Some(journal_writer(r.journal, failed_tx)),
+            Some(journal_writer(r.journal, failed_tx, journal_writes.clone())),
             r.findings,
             r.hosts.into_iter().map(|(id, s, d)| (id, (s, d))).collect(),
         ),
@@ -441,6 +450,7 @@ pub(super) async fn run_manager(
         change_waiters: HashMap::new(),
         hosts,
         journal,
+        journal_writes,
         recovery,
     };
     let mut stopping: Option<oneshot::Sender<()>> = None;

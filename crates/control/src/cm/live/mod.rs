@@ -80,6 +80,8 @@ pub struct CmStatus {
     pub recovery: Vec<String>,
     /// The partition of the VCI space this manager reserves from.
     pub partition: Option<(u16, u16)>,
+    /// Transactions the journal's writer committed (0 without a journal).
+    pub journal_writes: u64,
 }
 
 fn gone() -> CallError {
