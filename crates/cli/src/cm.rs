@@ -51,6 +51,8 @@ pub struct DemoArgs {
     /// HTTP at ADDR/metrics while the demo runs (port 0: one the OS picks; printed).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    dashboard: crate::dashboard::DashboardFlag,
 }
 
 /// Runs `atmlab demo`.
@@ -61,6 +63,7 @@ pub fn demo(args: DemoArgs) -> Result<ExitCode> {
         insecure: args.insecure,
         managers: args.managers,
         metrics: args.metrics,
+        dashboard: args.dashboard.addr()?,
         ..DemoOptions::default()
     };
     if args.quick {
@@ -324,6 +327,8 @@ pub struct UpArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     #[command(flatten)]
+    dashboard: crate::dashboard::DashboardFlag,
+    #[command(flatten)]
     security: Security,
 }
 
@@ -348,6 +353,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     // The manager's certificate names its owner (the switches refuse it any other).
     let identity = atmlab_rpc::tls::Subject::new(atmlab_rpc::tls::Role::Cm, config.owner.clone());
     let kind = ManagerKind::Core(config, options);
+    let dashboard = args.dashboard.addr()?;
     // The options are valid: only now is anything written (the lock first).
     let _lock = shell::lock_data_dir(&data)?;
     let spec = LabSpec {
@@ -370,19 +376,30 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
             lab.identity.clone(),
         )
         .await?;
+        // One set of metrics, at --metrics and beside the dashboard.
+        let m = atmlab_lab::metrics::network(&lab.net);
+        atmlab_lab::metrics::cm::CmSource::add(&m, "xbind", &mut server);
         let metrics = match args.metrics {
             Some(addr) => {
-                let m = atmlab_lab::metrics::network(&lab.net);
-                atmlab_lab::metrics::cm::CmSource::add(&m, "xbind", &mut server);
-                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m).await?)
+                Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m.clone()).await?)
             }
             None => None,
         };
+        let source = atmlab_lab::dashboard::DashboardSource {
+            names_url: Some(lab.net.names_url()),
+            tls: args.security.identity("admin")?,
+            smds: None,
+            local: Default::default(),
+        };
+        let dashboard = crate::dashboard::start(dashboard, source, m).await?;
         let stop = shell::shutdown_signal();
         let mut info = lab.net.to_json();
         info["cm"] = serde_json::Value::String(server.url.clone());
         if let Some(m) = &metrics {
             info["metrics"] = serde_json::Value::String(m.metrics_url());
+        }
+        if let Some(d) = &dashboard {
+            info["dashboard"] = serde_json::Value::String(d.url());
         }
         let net_json = data.join("net.json");
         std::fs::write(&net_json, serde_json::to_string_pretty(&info)? + "\n")
@@ -407,6 +424,9 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         say!("  name service   {}", lab.net.names_url());
         if let Some(m) = &metrics {
             say!("  metrics        {}", m.metrics_url());
+        }
+        if let Some(d) = &dashboard {
+            say!("  dashboard      {}", d.url());
         }
         say!("  data           {}", data.display());
         let sec = match &lab.certs {

@@ -18,6 +18,7 @@ mod audit;
 mod certs;
 mod cm;
 mod cmclient;
+mod dashboard;
 mod host;
 mod install;
 mod live;
@@ -95,6 +96,9 @@ enum Command {
     Up(cm::UpArgs),
     /// Check a running network: managers' connections against the switches, port books.
     Audit(audit::AuditArgs),
+    /// Serve the live dashboard of a running network (topology, connections, calls,
+    /// counters) in the browser.
+    Dashboard(dashboard::DashboardArgs),
     /// A long run at a high sustained call rate, ending with the audit: no leaks.
     Soak(soak::SoakArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
@@ -212,6 +216,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => report("demo", cm::demo(args)),
         Command::Up(args) => report("up", cm::up(args)),
         Command::Audit(args) => report("audit", audit::run(args)),
+        Command::Dashboard(args) => report("dashboard", dashboard::run(args)),
         Command::Soak(args) => report("soak", soak::run(args)),
         Command::Completions(args) => report("completions", install::completions::<Cli>(args)),
         Command::Man(args) => report("man", install::man::<Cli>(args)),

@@ -45,6 +45,8 @@ enum NetCommand {
         /// "metrics").
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        dashboard: crate::dashboard::DashboardFlag,
     },
 }
 
@@ -81,9 +83,11 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
             state,
             json,
             metrics,
+            dashboard,
         } => {
             live::init_logging();
             let t = Topology::load(&topo)?;
+            let dashboard = dashboard.addr()?;
             let state = state.unwrap_or_else(live::data_dir);
             // The topology is valid: only now is anything written (the lock first).
             let _lock = live::lock_data_dir(&state)?;
@@ -112,20 +116,27 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                     Some(&journals),
                 )
                 .await?;
+                let m = atmlab_lab::metrics::network(&net);
                 let metrics = match metrics {
-                    Some(addr) => Some(
-                        atmlab_lab::metrics::http::HttpServer::metrics(
-                            addr,
-                            atmlab_lab::metrics::network(&net),
-                        )
-                        .await?,
-                    ),
+                    Some(addr) => {
+                        Some(atmlab_lab::metrics::http::HttpServer::metrics(addr, m.clone()).await?)
+                    }
                     None => None,
                 };
+                let source = atmlab_lab::dashboard::DashboardSource {
+                    names_url: Some(net.names_url()),
+                    tls: args.security.identity("admin")?,
+                    smds: None,
+                    local: Default::default(),
+                };
+                let dashboard = crate::dashboard::start(dashboard, source, m).await?;
                 let stop = live::shutdown_signal();
                 let mut info = net.to_json();
                 if let Some(m) = &metrics {
                     info["metrics"] = serde_json::Value::String(m.metrics_url());
+                }
+                if let Some(d) = &dashboard {
+                    info["dashboard"] = serde_json::Value::String(d.url());
                 }
                 let path = state.join("net.json");
                 std::fs::write(&path, serde_json::to_string_pretty(&info)? + "\n")
@@ -159,6 +170,9 @@ fn print_network(
         }
     );
     say!("  name service   {}", s(&info["names"]));
+    if let Some(d) = info["dashboard"].as_str() {
+        say!("  dashboard      {d}");
+    }
     for sw in info["switches"].as_array().into_iter().flatten() {
         say!(
             "  switch {:<7} gRPC {}  raw {}",

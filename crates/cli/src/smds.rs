@@ -118,6 +118,8 @@ enum NetCommand {
         /// picks; printed).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        dashboard: crate::dashboard::DashboardFlag,
     },
 }
 
@@ -154,8 +156,9 @@ pub fn run(args: SmdsArgs) -> Result<ExitCode> {
                     topo,
                     state,
                     metrics,
+                    dashboard,
                 },
-        } => net_up(topo, state, json, metrics),
+        } => net_up(topo, state, json, metrics, dashboard),
     }
 }
 
@@ -415,9 +418,11 @@ fn net_up(
     state: Option<PathBuf>,
     json: bool,
     metrics: Option<std::net::SocketAddr>,
+    dashboard: crate::dashboard::DashboardFlag,
 ) -> Result<ExitCode> {
     init_logging();
     let t = TopologyFile::load(&topo)?;
+    let dashboard = dashboard.addr()?;
     // An SMDS network holds its own state directory (the ATM network beside it holds
     // the data directory): two SMDS networks cannot share one.
     let state = state.unwrap_or_else(|| crate::live::data_dir().join("smds"));
@@ -427,10 +432,27 @@ fn net_up(
         let net = LiveNetwork::up(&t, DEFAULT_QUEUE).await?;
         let servers = net.servers.iter().map(|(n, s)| (n.as_str(), s));
         let _metrics = atmlab_lab::metrics::smds::serve(metrics, servers).await?;
+        // The dashboard shows the SMDS servers (there is no ATM network here).
+        let m = atmlab_lab::metrics::Metrics::new();
+        let mut readers = Vec::new();
+        for (name, s) in &net.servers {
+            atmlab_lab::metrics::smds::SmdsSource::add(&m, name, s);
+            readers.push((name.clone(), s.status_reader()));
+        }
+        let source = atmlab_lab::dashboard::DashboardSource {
+            names_url: None,
+            tls: None,
+            smds: Some(atmlab_lab::dashboard::smds_probe(readers)),
+            local: Default::default(),
+        };
+        let _dashboard = crate::dashboard::start(dashboard, source, m).await?;
         let stop = shutdown_signal();
         let mut info = net.to_json(&t);
         if let Some(m) = &_metrics {
             info["metrics"] = m.metrics_url().into();
+        }
+        if let Some(d) = &_dashboard {
+            info["dashboard"] = d.url().into();
         }
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
         let path = state.join("net.json");
@@ -463,6 +485,9 @@ fn net_up(
             }
             if let Some(m) = &_metrics {
                 say!("  metrics {}", m.metrics_url());
+            }
+            if let Some(d) = &_dashboard {
+                say!("  dashboard {}", d.url());
             }
             say!(
                 "send with: atmlab smds send --sni ADDR --from I:... --to I:... FILE; \

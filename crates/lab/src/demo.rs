@@ -45,6 +45,8 @@ pub struct DemoOptions {
     /// Serve Prometheus metrics at this address's `/metrics` while the demo runs
     /// (switches, name service, each manager in turn).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the live dashboard (and the metrics) at this address while the demo runs.
+    pub dashboard: Option<std::net::SocketAddr>,
 }
 
 impl Default for DemoOptions {
@@ -58,6 +60,7 @@ impl Default for DemoOptions {
             holding: StdDuration::from_millis(5),
             managers: Vec::new(),
             metrics: None,
+            dashboard: None,
         }
     }
 }
@@ -83,11 +86,38 @@ pub async fn run(opts: &DemoOptions, mut say: impl FnMut(&str)) -> Result<Vec<De
         }
         None => None,
     };
+    // The demo's managers serve no gRPC: the dashboard reads them in process.
+    let local = crate::dashboard::collect::LocalManagers::default();
+    let dashboard = match opts.dashboard {
+        Some(addr) => {
+            let tls = match &lab.certs {
+                Some(dir) => Some(
+                    atmlab_rpc::tls::TlsFiles::in_dir(dir, "admin")
+                        .load()
+                        .map_err(|e| LabError::run("the dashboard", e.to_string()))?,
+                ),
+                None => None,
+            };
+            let source = crate::dashboard::DashboardSource {
+                names_url: Some(lab.net.names_url()),
+                tls,
+                smds: None,
+                local: local.clone(),
+            };
+            let d = crate::dashboard::DashboardServer::start(addr, source, metrics.clone()).await?;
+            say(&format!("dashboard at {}", d.url()));
+            Some(d)
+        }
+        None => None,
+    };
     let rows = lab
-        .within(async |lab| run_on(opts, lab, &metrics, &mut say).await)
+        .within(async |lab| run_on(opts, lab, &metrics, &local, &mut say).await)
         .await;
     if let Some(s) = server {
         s.stop().await;
+    }
+    if let Some(d) = dashboard {
+        d.stop().await;
     }
     rows
 }
@@ -96,6 +126,7 @@ async fn run_on(
     opts: &DemoOptions,
     lab: &Lab,
     metrics: &crate::metrics::Metrics,
+    local: &crate::dashboard::collect::LocalManagers,
     say: &mut impl FnMut(&str),
 ) -> Result<Vec<DemoRow>, LabError> {
     let (net, clients) = (&lab.net, &lab.clients);
@@ -196,6 +227,10 @@ async fn run_on(
         let cm = lab.manager(config).await?;
         // Each manager exported while it runs (a stopped one drops out of the scrape).
         metrics.add(crate::metrics::cm::CmSource::new(name.clone(), cm.clone()));
+        // And shown on the dashboard while it runs, alone.
+        *local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = vec![(name.clone(), cm.clone())];
         for &rate in &opts.loads {
             let load = Load {
                 holding: opts.holding,

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod callgen;
+pub mod dashboard;
 pub mod demo;
 mod error;
 pub mod launch;

@@ -408,6 +408,14 @@ impl Fib {
     pub fn route_count(&self) -> usize {
         self.routes.len()
     }
+
+    /// The routes to the other servers: each reachable server and the interface its
+    /// PDUs leave by, sorted by server (what an operator reads as the routing table).
+    pub fn next_hops(&self) -> Vec<(ServerId, IfaceId)> {
+        let mut v: Vec<(ServerId, IfaceId)> = self.next_hop.iter().map(|(s, i)| (*s, *i)).collect();
+        v.sort_unstable_by_key(|(s, _)| s.0);
+        v
+    }
 }
 
 /// Why a PDU was dropped.

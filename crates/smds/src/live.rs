@@ -74,6 +74,8 @@ pub struct Status {
     pub lsas: usize,
     /// Individual addresses with a route (local and remote).
     pub reachable: usize,
+    /// The route to each other server reachable: (server, the interface to it).
+    pub next_hops: Vec<(ServerId, IfaceId)>,
     /// Whether the CMP says we are congested.
     pub congested: bool,
     /// Route recomputations.
@@ -108,6 +110,8 @@ impl Status {
                 "iface": i.0, "server": n.0, "full": f })).collect::<Vec<_>>(),
             "lsas": self.lsas,
             "reachable": self.reachable,
+            "routes": self.next_hops.iter().map(|(s, i)| serde_json::json!({
+                "server": s.0, "iface": i.0 })).collect::<Vec<_>>(),
             "congested": self.congested,
             "spf_runs": self.spf_runs,
             "cmp_episodes": self.cmp_episodes,
@@ -578,6 +582,7 @@ async fn control_task(
         st.neighbours = ls.neighbours();
         st.lsas = ls.database().len();
         st.reachable = control.fib().route_count();
+        st.next_hops = control.fib().next_hops();
         st.congested = control.cmp().congested();
         st.spf_runs = control.spf_runs();
         st.cmp_episodes = control.cmp().episodes();

@@ -43,6 +43,9 @@ pub struct CmService {
     mapper: Option<QosFn>,
     regions: Regions,
     setup_observer: Option<SetupObserver>,
+    /// Successful setups' times, summed in nanoseconds, and their count (GetStatus's
+    /// `setup_seconds_sum` and `setups_timed`): two atomics per setup.
+    timed: std::sync::Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
 }
 
 impl CmService {
@@ -54,6 +57,7 @@ impl CmService {
             mapper,
             regions,
             setup_observer: None,
+            timed: Default::default(),
         }
     }
 
@@ -145,7 +149,8 @@ pub fn pb_info(i: &CallInfo) -> pb::ConnectionInfo {
     }
 }
 
-fn pb_status(s: &CmStatus) -> pb::CmStatus {
+/// A manager's status as GetStatus answers it (without the service's setup timing).
+pub fn pb_status(s: &CmStatus) -> pb::CmStatus {
     pb::CmStatus {
         kind: s.kind.to_string(),
         established: s.stats.established,
@@ -171,6 +176,9 @@ fn pb_status(s: &CmStatus) -> pb::CmStatus {
             min: u32::from(lo),
             max: u32::from(hi),
         }),
+        // Filled by GetStatus from the service's own timing.
+        setup_seconds_sum: 0.0,
+        setups_timed: 0,
     }
 }
 
@@ -245,8 +253,15 @@ impl ConnectionManager for CmService {
         )
         .await?
         .map_err(|e| call_status(&e))?;
+        let took = started.elapsed();
+        let (sum, n) = &*self.timed;
+        sum.fetch_add(
+            u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(observe) = &self.setup_observer {
-            observe(started.elapsed());
+            observe(took);
         }
         let mut out = pb_info(&info);
         out.cell_qos = Some(cell);
@@ -295,7 +310,11 @@ impl ConnectionManager for CmService {
         atmlab_rpc::tls::Caller::of(&r)
             .require(&atmlab_rpc::tls::Role::ALL, "read a manager's status")?;
         let s = self.handle.status().await.map_err(|e| call_status(&e))?;
-        Ok(Response::new(pb_status(&s)))
+        let mut out = pb_status(&s);
+        let (sum, n) = &*self.timed;
+        out.setup_seconds_sum = sum.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9;
+        out.setups_timed = n.load(std::sync::atomic::Ordering::Relaxed);
+        Ok(Response::new(out))
     }
 
     async fn tune(&self, r: Request<pb::TuneRequest>) -> Result<Response<pb::CmStatus>, Status> {
