@@ -91,7 +91,7 @@ impl NameServiceImpl {
             let service = self.clone();
             async move { service.sweep().await }
         });
-        let routes = tonic::service::Routes::new(self.server());
+        let routes = atmlab_rpc::Services::new(self.server());
         let result =
             atmlab_rpc::serve("name service", listener, tls.as_ref(), routes, shutdown).await;
         sweeper.abort();
