@@ -8,6 +8,7 @@ mod cm_client;
 mod cm_restart;
 mod common;
 mod demo;
+mod grpcurl;
 mod install;
 mod kill;
 mod mismatch;
