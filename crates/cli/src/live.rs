@@ -153,19 +153,49 @@ fn level(default: &str, verbosity: i16) -> &'static str {
     LEVELS[(at + verbosity).clamp(0, LEVELS.len() as i16 - 1) as usize]
 }
 
-/// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise.
+/// How log lines are written (the global `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, coloured on a terminal only.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`, and the spans),
+    /// for log collectors and `jq`; never coloured.
+    Json,
+}
+
+/// The global `--log-format`, set once by main before any command runs.
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Records the global `--log-format` (main, before any command runs).
+pub fn set_log_format(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// The filter of a command logging at `default`, moved by `verbosity` (`-v`/`-q`); a set
+/// `RUST_LOG` wins over both (a person who wrote a filter meant it).
+fn filter(default: &str, verbosity: i16, rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    rust_log
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level(default, verbosity)))
+}
+
+/// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise, as
+/// text or JSON lines (`--log-format`).
 pub fn init_logging_at(default: &str) {
-    let default = level(
+    let rust_log = std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty());
+    let filter = filter(
         default,
         VERBOSITY.load(std::sync::atomic::Ordering::Relaxed),
+        rust_log.as_deref(),
     );
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour_on_stderr())
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match LOG_FORMAT.get().copied().unwrap_or_default() {
+        LogFormat::Text => builder.with_ansi(colour_on_stderr()).try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }
 
 /// Colour codes only for a person at a terminal: a log redirected to a file or a pipe

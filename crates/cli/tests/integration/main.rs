@@ -11,6 +11,7 @@ mod demo;
 mod grpcurl;
 mod install;
 mod kill;
+mod logs;
 mod mismatch;
 mod net;
 mod output;
