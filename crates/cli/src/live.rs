@@ -172,20 +172,47 @@ pub fn set_log_format(format: LogFormat) {
     let _ = LOG_FORMAT.set(format);
 }
 
-/// The filter of a command logging at `default`, moved by `verbosity` (`-v`/`-q`); a set
-/// `RUST_LOG` wins over both (a person who wrote a filter meant it).
-fn filter(default: &str, verbosity: i16, rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+/// The filter of a command logging at `default`, and `targets` each at its own level,
+/// all moved by `verbosity` (`-v`/`-q`); a set `RUST_LOG` wins over both (a person who
+/// wrote a filter meant it).
+fn filter(
+    default: &str,
+    targets: &[(&str, &str)],
+    verbosity: i16,
+    rust_log: Option<&str>,
+) -> tracing_subscriber::EnvFilter {
     rust_log
         .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level(default, verbosity)))
+        .unwrap_or_else(|| {
+            let mut directives = level(default, verbosity).to_string();
+            for (target, at) in targets {
+                directives.push_str(&format!(",{target}={}", level(at, verbosity)));
+            }
+            tracing_subscriber::EnvFilter::new(directives)
+        })
 }
 
 /// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise, as
 /// text or JSON lines (`--log-format`).
 pub fn init_logging_at(default: &str) {
+    init_logging_with(default, &[]);
+}
+
+/// A reproduction's logging: warnings, and which experiment it is on ("experiment 3/7:
+/// ...", at info), so a person watching a long run knows where it is.
+pub fn init_logging_for_reproduction() {
+    init_logging_with(
+        "warn",
+        &[(atmlab_lab::reproduce::EXPERIMENT_TARGET, "info")],
+    );
+}
+
+/// [`init_logging_at`] with `targets` at their own levels.
+fn init_logging_with(default: &str, targets: &[(&str, &str)]) {
     let rust_log = std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty());
     let filter = filter(
         default,
+        targets,
         VERBOSITY.load(std::sync::atomic::Ordering::Relaxed),
         rust_log.as_deref(),
     );

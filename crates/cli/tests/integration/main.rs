@@ -15,6 +15,7 @@ mod logs;
 mod mismatch;
 mod net;
 mod output;
+mod progress;
 mod python;
 mod readme;
 mod reproduce;
