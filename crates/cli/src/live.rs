@@ -336,3 +336,36 @@ pub fn tls_mismatch() -> Option<String> {
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::filter::LevelFilter;
+
+    use super::filter;
+
+    const EXPERIMENT: &str = atmlab_lab::reproduce::EXPERIMENT_TARGET;
+
+    #[test]
+    fn rust_log_decides_over_verbose_and_quiet() {
+        let most = |default, targets: &[(&str, &str)], v, rust_log| {
+            filter(default, targets, v, rust_log).max_level_hint()
+        };
+        assert_eq!(most("info", &[], 0, None), Some(LevelFilter::INFO));
+        assert_eq!(most("info", &[], -1, None), Some(LevelFilter::WARN));
+        assert_eq!(most("info", &[], 2, None), Some(LevelFilter::TRACE));
+        assert_eq!(
+            most("info", &[], -2, Some("debug")),
+            Some(LevelFilter::DEBUG)
+        );
+        assert_eq!(
+            most("info", &[], 2, Some("error")),
+            Some(LevelFilter::ERROR)
+        );
+        // A filter that does not parse is no filter: the command's own level holds.
+        assert_eq!(most("info", &[], 0, Some("=[")), Some(LevelFilter::INFO));
+        // A reproduction: warnings, and its experiment lines at info, both moved by -q.
+        let targets = [(EXPERIMENT, "info")];
+        assert_eq!(most("warn", &targets, 0, None), Some(LevelFilter::INFO));
+        assert_eq!(most("warn", &targets, -1, None), Some(LevelFilter::WARN));
+    }
+}
