@@ -92,7 +92,7 @@ impl Services {
     }
 
     /// These services and `service`.
-    pub fn add<S>(mut self, service: S) -> Services
+    pub fn add_service<S>(mut self, service: S) -> Services
     where
         S: tonic::codegen::Service<
                 http::Request<Body>,
