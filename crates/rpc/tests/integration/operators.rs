@@ -1,7 +1,7 @@
 //! Operators' tools against a server started through `atmlab_rpc::serve` (issue 25,
 //! item 4): server reflection lists the services it offers (and only those), describes
 //! them from the compiled IDL, and the standard health service says SERVING while it
-//! serves and NOT_SERVING (or nothing at all) once it begins to stop. The least of the
+//! serves and NOT_SERVING once it begins to stop. The least of the
 //! roles, an observer, may do all of it: these are reads.
 
 use std::net::SocketAddr;
@@ -162,8 +162,8 @@ async fn health_is_serving_then_not_once_the_server_stops() {
     let other = check(channel(&r).await, "atmlab.v1.SwitchServer").await;
     assert_eq!(other.unwrap_err().code(), tonic::Code::NotFound);
 
-    // A watcher on the open connection sees the stop begin: NOT_SERVING, or its stream
-    // ends with the server; never SERVING again.
+    // A watcher on the open connection sees the stop begin: NOT_SERVING is sent before
+    // the server stops taking connections (a graceful stop lets open streams finish).
     let mut watch = HealthClient::new(channel(&r).await)
         .watch(HealthCheckRequest {
             service: "atmlab.v1.NameService".into(),
@@ -177,8 +177,9 @@ async fn health_is_serving_then_not_once_the_server_stops() {
     let next = tokio::time::timeout(DEADLINE, watch.next())
         .await
         .expect("the watch hears of the stop within the deadline");
-    if let Some(Ok(answer)) = next {
-        assert_eq!(answer.status(), ServingStatus::NotServing);
+    match next {
+        Some(Ok(answer)) => assert_eq!(answer.status(), ServingStatus::NotServing),
+        other => panic!("expected NOT_SERVING on the watch, got {other:?}"),
     }
     drop(watch);
     tokio::time::timeout(DEADLINE, r.task)
