@@ -11,7 +11,14 @@ use std::time::{Duration, Instant};
 /// scripts/test.sh builds it), else one on `PATH`. None is a failure, not a skip.
 fn grpcurl() -> PathBuf {
     if let Some(p) = std::env::var_os("ATMLAB_GRPCURL") {
-        return PathBuf::from(p);
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "ATMLAB_GRPCURL={} is not a file: run scripts/test.sh, which builds grpcurl \
+             into .tools/bin, or point ATMLAB_GRPCURL at a grpcurl binary",
+            p.display()
+        );
+        return p;
     }
     let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/grpcurl");
     if tools.is_file() {
