@@ -61,6 +61,11 @@ else
       exit 1
     fi
     echo "== building grpcurl $GRPCURL_VERSION with $go_bin into .tools/bin"
+    # Go keeps its module and build caches under HOME; without one (a bare CI
+    # environment), under .tools.
+    if [ -z "${HOME:-}" ]; then
+      export GOPATH="$PWD/.tools/go" GOCACHE="$PWD/.tools/go-build"
+    fi
     GOBIN="$PWD/.tools/bin" "$go_bin" install \
       "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
   fi
