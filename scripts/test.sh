@@ -3,8 +3,9 @@
 #
 # The tests need: a Rust toolchain (stable; rust-toolchain.toml pins nothing newer than
 # the machine's); tshark, which the capture tests run on files atmlab writes; Prometheus,
-# which scrapes a running network in the metrics test; and Python 3
-# with grpcio and grpcio-tools, for the client generated from the .proto IDL. tshark (and
+# which scrapes a running network in the metrics test; Python 3 with grpcio and
+# grpcio-tools, for the client generated from the .proto IDL; and grpcurl, built with Go
+# (a Go toolchain is needed once, to build it into .tools/bin). tshark (and
 # python3-venv, when `python3 -m venv` does not work) are installed from Debian's packages
 # when missing (as root, or through sudo); the Python packages go into a venv,
 # clients/python/.venv, from clients/python/requirements.txt.
@@ -52,6 +53,40 @@ if ! command -v prometheus >/dev/null 2>&1; then
   apt_install prometheus
 fi
 prometheus --version 2>&1 | head -n 1
+
+# grpcurl, the operators' gRPC tool, for the test that lists, describes and health-checks
+# a running manager and switch through reflection (issue 25). Debian 12 has no package:
+# it is built with Go from the Go module proxy, at a pinned version, into .tools/bin
+# (gitignored), and rebuilt only when the pin changes. The test finds it there (or
+# through ATMLAB_GRPCURL).
+GRPCURL_VERSION=v1.9.3
+grpcurl="$PWD/.tools/bin/grpcurl"
+go_bin="$(command -v go || true)"
+if [ -z "$go_bin" ] && [ -x /usr/local/go/bin/go ]; then go_bin=/usr/local/go/bin/go; fi
+if [ -n "${ATMLAB_GRPCURL:-}" ]; then
+  echo "grpcurl: $ATMLAB_GRPCURL (ATMLAB_GRPCURL)"
+else
+  if [ ! -x "$grpcurl" ] || ! "${go_bin:-false}" version -m "$grpcurl" 2>/dev/null \
+      | grep -q "mod[[:space:]]*github.com/fullstorydev/grpcurl[[:space:]]*$GRPCURL_VERSION"; then
+    if [ -z "$go_bin" ]; then
+      echo "error: the grpcurl test needs grpcurl $GRPCURL_VERSION, built with Go, and this" >&2
+      echo "  machine has no Go toolchain (neither go on PATH nor /usr/local/go/bin/go)." >&2
+      echo "  Install Go 1.21 or later (Debian 12's golang-go is too old) and rerun, or" >&2
+      echo "  set ATMLAB_GRPCURL to a grpcurl binary." >&2
+      exit 1
+    fi
+    echo "== building grpcurl $GRPCURL_VERSION with $go_bin into .tools/bin"
+    # Go keeps its module and build caches under HOME; without one (a bare CI
+    # environment), under .tools.
+    if [ -z "${HOME:-}" ]; then
+      export GOPATH="$PWD/.tools/go" GOCACHE="$PWD/.tools/go-build"
+    fi
+    GOBIN="$PWD/.tools/bin" "$go_bin" install \
+      "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
+  fi
+  echo "grpcurl $GRPCURL_VERSION: $grpcurl"
+  export ATMLAB_GRPCURL="$grpcurl"
+fi
 
 # The Python client (clients/python): a venv with the pinned grpcio and grpcio-tools,
 # reinstalled only when requirements.txt changed since the last install, and its modules

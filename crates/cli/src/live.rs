@@ -153,19 +153,76 @@ fn level(default: &str, verbosity: i16) -> &'static str {
     LEVELS[(at + verbosity).clamp(0, LEVELS.len() as i16 - 1) as usize]
 }
 
-/// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise.
+/// How log lines are written (the global `--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, coloured on a terminal only.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`, and the spans),
+    /// for log collectors and `jq`; never coloured.
+    Json,
+}
+
+/// The global `--log-format`, set once by main before any command runs.
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Records the global `--log-format` (main, before any command runs).
+pub fn set_log_format(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// The filter of a command logging at `default`, and `targets` each at its own level,
+/// all moved by `verbosity` (`-v`/`-q`); a set `RUST_LOG` wins over both (a person who
+/// wrote a filter meant it).
+fn filter(
+    default: &str,
+    targets: &[(&str, &str)],
+    verbosity: i16,
+    rust_log: Option<&str>,
+) -> tracing_subscriber::EnvFilter {
+    rust_log
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| {
+            let mut directives = level(default, verbosity).to_string();
+            for (target, at) in targets {
+                directives.push_str(&format!(",{target}={}", level(at, verbosity)));
+            }
+            tracing_subscriber::EnvFilter::new(directives)
+        })
+}
+
+/// Logs to stderr at `default` (moved by `-v`/`-q`) unless `RUST_LOG` says otherwise, as
+/// text or JSON lines (`--log-format`).
 pub fn init_logging_at(default: &str) {
-    let default = level(
-        default,
-        VERBOSITY.load(std::sync::atomic::Ordering::Relaxed),
+    init_logging_with(default, &[]);
+}
+
+/// A reproduction's logging: warnings, and which experiment it is on ("experiment 3/7:
+/// ...", at info), so a person watching a long run knows where it is.
+pub fn init_logging_for_reproduction() {
+    init_logging_with(
+        "warn",
+        &[(atmlab_lab::reproduce::EXPERIMENT_TARGET, "info")],
     );
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+}
+
+/// [`init_logging_at`] with `targets` at their own levels.
+fn init_logging_with(default: &str, targets: &[(&str, &str)]) {
+    let rust_log = std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty());
+    let filter = filter(
+        default,
+        targets,
+        VERBOSITY.load(std::sync::atomic::Ordering::Relaxed),
+        rust_log.as_deref(),
+    );
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour_on_stderr())
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match LOG_FORMAT.get().copied().unwrap_or_default() {
+        LogFormat::Text => builder.with_ansi(colour_on_stderr()).try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }
 
 /// Colour codes only for a person at a terminal: a log redirected to a file or a pipe
@@ -303,4 +360,37 @@ pub fn tls_mismatch() -> Option<String> {
         )),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::filter::LevelFilter;
+
+    use super::filter;
+
+    const EXPERIMENT: &str = atmlab_lab::reproduce::EXPERIMENT_TARGET;
+
+    #[test]
+    fn rust_log_decides_over_verbose_and_quiet() {
+        let most = |default, targets: &[(&str, &str)], v, rust_log| {
+            filter(default, targets, v, rust_log).max_level_hint()
+        };
+        assert_eq!(most("info", &[], 0, None), Some(LevelFilter::INFO));
+        assert_eq!(most("info", &[], -1, None), Some(LevelFilter::WARN));
+        assert_eq!(most("info", &[], 2, None), Some(LevelFilter::TRACE));
+        assert_eq!(
+            most("info", &[], -2, Some("debug")),
+            Some(LevelFilter::DEBUG)
+        );
+        assert_eq!(
+            most("info", &[], 2, Some("error")),
+            Some(LevelFilter::ERROR)
+        );
+        // A filter that does not parse is no filter: the command's own level holds.
+        assert_eq!(most("info", &[], 0, Some("=[")), Some(LevelFilter::INFO));
+        // A reproduction: warnings, and its experiment lines at info, both moved by -q.
+        let targets = [(EXPERIMENT, "info")];
+        assert_eq!(most("warn", &targets, 0, None), Some(LevelFilter::INFO));
+        assert_eq!(most("warn", &targets, -1, None), Some(LevelFilter::WARN));
+    }
 }

@@ -52,6 +52,10 @@ struct Cli {
     /// Less logging: -q shows errors only, -qq nothing (RUST_LOG, if set, decides).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "verbose")]
     quiet: u8,
+    /// How log lines are written on stderr: text (coloured on a terminal only) or json (one
+    /// object per line, with level, target and fields).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: live::LogFormat,
     /// The data directory: the lab's certificates (DATA/certs), journals, net.json and SMDS
     /// state. A running network (up, net up, smds net up, demo, soak) holds it alone.
     #[arg(
@@ -187,6 +191,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     live::set_verbosity(i16::from(cli.verbose) - i16::from(cli.quiet));
     live::set_data_dir(cli.data);
+    live::set_log_format(cli.log_format);
     match cli.command {
         Command::Wire(args) => match wire::run(args) {
             Ok(code) => code,

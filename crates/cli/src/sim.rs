@@ -437,11 +437,17 @@ pub fn run(args: SimArgs) -> Result<ExitCode> {
             });
             crate::live::writable_dir("--out", &dir)?;
             let total = scn.points().len() as u64 * u64::from(scn.run.replications);
-            let bar = std::io::stdout().is_terminal().then(|| {
-                let b = indicatif::ProgressBar::new(total);
+            // Progress, with the time left, for a person watching stderr: the bar is drawn
+            // there, so stderr decides (stdout may be a file of results while the person
+            // watches), and a redirected stderr gets no bar and no escape codes.
+            let bar = std::io::stderr().is_terminal().then(|| {
+                let b = indicatif::ProgressBar::with_draw_target(
+                    Some(total),
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
                 b.set_style(
                     indicatif::ProgressStyle::with_template(
-                        "{bar:40} {pos}/{len} jobs, {elapsed} elapsed, eta {eta}",
+                        "{bar:40} {pos}/{len} jobs, {elapsed} elapsed, about {eta} left",
                     )
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
                 );

@@ -145,6 +145,10 @@ pub enum RpcError {
         /// tonic's error with its chain of causes.
         reason: String,
     },
+    /// The reflection service could not be built from the compiled IDL (a descriptor set
+    /// that does not decode: a build fault, not an operator's).
+    #[error("building gRPC reflection from the IDL: {0}")]
+    Reflection(String),
     /// tonic could not connect a channel.
     #[error("cannot connect to {addr}: {reason}")]
     Channel {

@@ -18,7 +18,8 @@
 //! - [`serve`]: every control interface's start-up (TLS accept loop, the server
 //!   settings), over [`server()`], a tonic server builder with the HTTP/2 limits every
 //!   control interface shares, so that an overloaded server holds requests back instead
-//!   of dropping the connection they came on.
+//!   of dropping the connection they came on; beside its [`Services`], every server offers
+//!   gRPC server reflection and the standard health service (`grpc.health.v1`).
 //!
 //! It is not a core: it does I/O and owns no protocol logic. The services themselves (the
 //! name service, switch servers, connection managers) live in their crates and convert
@@ -36,7 +37,7 @@ pub mod tls;
 
 pub use client::{channel_to, client_channel, endpoint};
 pub use error::{RpcError, chain as error_chain};
-pub use server::{serve, serve_incoming, server};
+pub use server::{Services, serve, serve_incoming, server};
 
 /// The `atmlab.v1` package, generated from `proto/atmlab/v1/*.proto`.
 ///

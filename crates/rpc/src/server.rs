@@ -17,15 +17,28 @@
 //! back-pressure the manager needs. A long-lived stream (a manager's command stream to a
 //! switch server) may hold at most [`STREAM_WINDOW`] bytes not yet read, and the connection
 //! window ([`CONNECTION_WINDOW`]) makes the budget large enough for both.
+//!
+//! Every server also offers what operators' tools expect of a gRPC server (issue 25):
+//! server reflection (`grpc.reflection.v1` and `v1alpha`, over the compiled IDL
+//! [`crate::FILE_DESCRIPTOR_SET`]), so that `grpcurl list` and `describe` work without
+//! the `.proto` files, and the standard health service (`grpc.health.v1`), SERVING for
+//! the server ("") and for each atmlab service it offers while it serves, NOT_SERVING
+//! from the moment it begins to stop. Both are reads: any authenticated role may use
+//! them (docs/security.md); a certificate without a role is refused, as everywhere.
 
+use std::convert::Infallible;
 use std::future::Future;
 
 use tokio::net::TcpListener;
+use tonic::body::Body;
+use tonic::codegen::http;
+use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic::transport::Server;
+use tonic_health::ServingStatus;
 
 use crate::error::{RpcError, chain};
-use crate::tls::{Incoming, TlsIdentity, grpc_incoming};
+use crate::tls::{Caller, Incoming, Role, TlsIdentity, grpc_incoming};
 
 /// Streams a client may have open on one connection at once: 1,024 unread unary requests
 /// cost at most 256 KiB of the data-frame budget.
@@ -49,6 +62,132 @@ pub const STREAM_WINDOW: u32 = 65_535;
 /// of 20-byte messages (3,277 x 236 bytes = 0.8 MB).
 pub const CONNECTION_WINDOW: u32 = 4 << 20;
 
+/// The gRPC services of one server, with their names: what [`serve`] routes, lists through
+/// reflection and reports SERVING through the health service.
+#[derive(Debug)]
+pub struct Services {
+    routes: Routes,
+    names: Vec<&'static str>,
+}
+
+impl Services {
+    /// One service (a generated tonic server: `SwitchServerServer::new(..)`).
+    pub fn new<S>(service: S) -> Services
+    where
+        S: tonic::codegen::Service<
+                http::Request<Body>,
+                Response = http::Response<Body>,
+                Error = Infallible,
+            > + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        Services {
+            routes: Routes::new(service),
+            names: vec![S::NAME],
+        }
+    }
+
+    /// These services and `service`.
+    pub fn add_service<S>(mut self, service: S) -> Services
+    where
+        S: tonic::codegen::Service<
+                http::Request<Body>,
+                Response = http::Response<Body>,
+                Error = Infallible,
+            > + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.routes = self.routes.add_service(service);
+        self.names.push(S::NAME);
+        self
+    }
+
+    /// The fully qualified names of the services (`atmlab.v1.SwitchServer`, ...).
+    pub fn names(&self) -> &[&'static str] {
+        &self.names
+    }
+}
+
+/// The health service's name, as grpcurl and probes call it.
+pub const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
+/// The reflection services' names (v1, and v1alpha for older tools).
+pub const REFLECTION_SERVICES: [&str; 2] = [
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
+/// Every role: reflection and health are reads, which any of them may do.
+const EVERY_ROLE: [Role; 6] = [
+    Role::Admin,
+    Role::Cm,
+    Role::Switch,
+    Role::Host,
+    Role::Names,
+    Role::Observer,
+];
+
+/// The role check of the operators' services: a read, so any caller with a role
+/// (or a plain-text one); a certificate without a role is refused, as by every service.
+#[allow(
+    clippy::result_large_err,
+    reason = "tonic's interceptor signature returns a Status"
+)]
+fn read_only(request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    Caller::of(&request).require(&EVERY_ROLE, "read reflection or health")?;
+    Ok(request)
+}
+
+/// A reflection builder over the compiled IDL and the operators' own descriptors, listing
+/// `offered` (the IDL holds every atmlab service; a server lists only its own) and the
+/// operators' services.
+fn reflection(offered: &[&'static str]) -> tonic_reflection::server::Builder<'static> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .include_reflection_service(false)
+        .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+    offered
+        .iter()
+        .copied()
+        .chain([HEALTH_SERVICE])
+        .chain(REFLECTION_SERVICES)
+        .fold(builder, |b, name| b.with_service_name(name))
+}
+
+/// `services`' routes with reflection and health beside them, and the health reporter
+/// that [`serve_incoming`] turns to NOT_SERVING when the server begins to stop.
+async fn with_operator_services(
+    services: Services,
+) -> Result<(Routes, tonic_health::server::HealthReporter), RpcError> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for name in services.names() {
+        reporter
+            .set_service_status(*name, ServingStatus::Serving)
+            .await;
+    }
+    let failed = |e: tonic_reflection::server::Error| RpcError::Reflection(e.to_string());
+    let v1 = reflection(services.names()).build_v1().map_err(failed)?;
+    let v1alpha = reflection(services.names())
+        .build_v1alpha()
+        .map_err(failed)?;
+    use tonic::service::interceptor::InterceptedService as Checked;
+    let routes = services
+        .routes
+        .add_service(Checked::new(health, read_only))
+        .add_service(Checked::new(v1, read_only))
+        .add_service(Checked::new(v1alpha, read_only));
+    Ok((routes, reporter))
+}
+
 /// A tonic server builder with the settings above and `TCP_NODELAY` (control messages are
 /// small and latency-bound).
 pub fn server() -> Server {
@@ -59,8 +198,9 @@ pub fn server() -> Server {
         .initial_connection_window_size(CONNECTION_WINDOW)
 }
 
-/// Serves `routes` (one or more tonic services: `Routes::new(service)`) on `listener`
-/// until `shutdown` resolves: every connection's TLS handshake through
+/// Serves `services` (one or more tonic services: `Services::new(service)`), with server
+/// reflection and the health service beside them, on `listener` until `shutdown`
+/// resolves: every connection's TLS handshake through
 /// [`grpc_incoming`] (mutual TLS with `tls`, plain HTTP/2 without; handshakes concurrent
 /// and bounded per source address, refusals counted and summarized), the settings of
 /// [`server`], and a log line (`name`, at `info`) when it starts listening and when it
@@ -71,10 +211,10 @@ pub async fn serve(
     name: &str,
     listener: TcpListener,
     tls: Option<&TlsIdentity>,
-    routes: Routes,
+    services: Services,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
-    serve_incoming(name, grpc_incoming(listener, tls)?, routes, shutdown).await
+    serve_incoming(name, grpc_incoming(listener, tls)?, services, shutdown).await
 }
 
 /// [`serve`] on an accept loop already made (so that a TLS configuration error shows
@@ -83,10 +223,22 @@ pub async fn serve(
 pub async fn serve_incoming(
     name: &str,
     incoming: Incoming,
-    routes: Routes,
+    services: Services,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
     let addr = incoming.local_addr();
+    let offered = services.names.clone();
+    let (routes, health) = with_operator_services(services).await?;
+    // NOT_SERVING as soon as the stop begins: a probe (or a watcher) sees the server
+    // going before its connections close.
+    let shutdown = async move {
+        shutdown.await;
+        for name in offered.iter().copied().chain([""]) {
+            health
+                .set_service_status(name, ServingStatus::NotServing)
+                .await;
+        }
+    };
     tracing::info!(server = name, %addr, "listening");
     let result = server()
         .add_routes(routes)

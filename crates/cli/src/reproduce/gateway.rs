@@ -12,6 +12,9 @@ use super::ReproduceArgs;
 
 /// Runs the gateway reproduction into `out`.
 pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
+    // Each experiment is logged as it starts ("experiment 2/10: ..."); on a terminal its
+    // jobs are counted on the line below.
+    crate::live::init_logging_for_reproduction();
     let terminal = std::io::stderr().is_terminal();
     let progress = |name: &str, done: u64, total: u64| {
         if terminal {

@@ -1,7 +1,6 @@
 //! `atmlab reproduce rdma`: paper 003's Tables 1 and 2 and Figures 8-11 (the logic is
 //! `atmlab_lab::reproduce::rdma`).
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -12,17 +11,14 @@ use super::ReproduceArgs;
 
 /// Runs the RDMA reproduction and says where the report went.
 pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
-    let progress = |line: &str| {
-        if std::io::stderr().is_terminal() {
-            eprintln!("{line}");
-        }
-    };
+    // Each experiment is logged as it starts ("experiment 2/5: ...").
+    crate::live::init_logging_for_reproduction();
     let report = reproduce(
         out,
         &RdmaOptions {
             quick: args.quick,
             threads: args.threads,
-            progress: Some(&progress),
+            progress: None,
         },
     )
     .with_context(|| format!("reproducing paper 003 into {}", out.display()))?;

@@ -2,7 +2,6 @@
 //! against network size, §3.3.2's two subnets and the CMP. The work is
 //! `atmlab_lab::reproduce::smds`; this only reports.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -23,19 +22,15 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
         bail!("reproduce smds: --threads does not apply (the measurements set their own)");
     }
     crate::live::writable_dir("--out", out)?;
-    let terminal = std::io::stderr().is_terminal();
-    let progress = |name: &str| {
-        if terminal {
-            eprintln!("smds: {name}");
-        }
-    };
+    // Each step is logged as it starts ("experiment 2/9: ...").
+    crate::live::init_logging_for_reproduction();
     let opts = Options {
         quick: args.quick,
         // Figs. 5 and 6 run their nodes as `atmlab smds serve` processes of this binary.
         server_exe: Some(
             std::env::current_exe().context("finding the atmlab binary for smds serve")?,
         ),
-        progress: Some(&progress),
+        progress: None,
     };
     let o = reproduce(out, &opts)
         .with_context(|| format!("reproducing paper 002 into {}", out.display()))?;

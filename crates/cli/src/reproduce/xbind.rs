@@ -22,7 +22,7 @@ pub fn run(args: &ReproduceArgs, out: &Path) -> Result<ExitCode> {
     };
     // The lab it measures is a network in the data directory, which it holds alone.
     let _lock = shell::lock_data_dir(&opts.data_dir)?;
-    shell::init_logging_at("warn");
+    shell::init_logging_for_reproduction();
     let r = shell::runtime()?.block_on(xbind::run(&opts, |line| {
         if args.json {
             eprintln!("{line}");

@@ -51,6 +51,8 @@ pub struct Reproduced {
     pub out: std::path::PathBuf,
     /// What the command printed.
     pub stdout: String,
+    /// What it logged.
+    pub stderr: String,
 }
 
 /// Runs `atmlab reproduce PAPER --quick` into a scratch directory (state in its `data`,
@@ -74,16 +76,28 @@ pub fn reproduce_quick(paper: &str) -> Reproduced {
         b"",
     );
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "reproduce {paper}: {stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "reproduce {paper}: {stdout}\n{stderr}");
     Reproduced {
         _dir: dir,
         out,
         stdout,
+        stderr,
     }
+}
+
+/// A reproduction's stderr (not a terminal) names each of its `total` experiments as it
+/// starts, "experiment N/TOTAL: ...", in order, and carries no escape codes (issue 25,
+/// item 5).
+pub fn assert_names_its_experiments(stderr: &str, total: usize) {
+    assert!(!stderr.contains('\x1b'), "escape codes: {stderr:?}");
+    let numbers: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.split("experiment ").nth(1))
+        .filter_map(|rest| rest.split_once(':').map(|(n, _)| n.to_string()))
+        .collect();
+    let expected: Vec<String> = (1..=total).map(|i| format!("{i}/{total}")).collect();
+    assert_eq!(numbers, expected, "{stderr}");
 }
 
 /// Every file of `files` is in `dir` and not empty.

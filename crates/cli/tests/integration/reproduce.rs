@@ -8,6 +8,7 @@ use crate::common::atmlab;
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
     let _cpu = crate::common::measuring_alone();
     let r = crate::common::reproduce_quick("xbind");
+    crate::common::assert_names_its_experiments(&r.stderr, 7);
     let out = &r.out;
     for f in [
         "README.md",

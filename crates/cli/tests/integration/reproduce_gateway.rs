@@ -21,6 +21,7 @@ fn csv(path: &std::path::Path) -> Vec<(String, f64, f64)> {
 fn quick_reproduction_writes_every_figure_with_sane_numbers() {
     let _cpu = crate::common::heavy_simulation();
     let r = crate::common::reproduce_quick("gateway");
+    crate::common::assert_names_its_experiments(&r.stderr, 5);
     let (out, stdout) = (&r.out, &r.stdout);
     assert!(
         stdout.contains("events") && stdout.contains("README.md"),

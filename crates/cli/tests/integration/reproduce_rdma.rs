@@ -37,6 +37,7 @@ fn csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
 fn reproduce_rdma_quick_verdicts_and_properties() {
     let _cpu = crate::common::heavy_simulation();
     let r = crate::common::reproduce_quick("rdma");
+    crate::common::assert_names_its_experiments(&r.stderr, 5);
     let out = &r.out;
     assert!(r.stdout.contains("README.md"));
     let md = std::fs::read_to_string(out.join("README.md")).unwrap();

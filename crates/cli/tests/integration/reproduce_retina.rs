@@ -9,6 +9,7 @@
 fn reproduce_retina_quick_shows_sequential_setup_growing_and_parallel_not() {
     let _cpu = crate::common::measuring_alone();
     let r = crate::common::reproduce_quick("retina");
+    crate::common::assert_names_its_experiments(&r.stderr, 5);
     let (out, text) = (&r.out, &r.stdout);
     for f in [
         "README.md",

@@ -26,6 +26,7 @@ fn quick_reproduction_writes_every_table_and_figure() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(stdout.contains("README.md"));
+    crate::common::assert_names_its_experiments(&String::from_utf8_lossy(&o.stderr), 9);
     crate::common::assert_written(
         out,
         &[

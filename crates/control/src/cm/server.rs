@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use atmlab_fabric::live::grpc::GrpcSwitch;
+use atmlab_rpc::Services;
 use atmlab_rpc::tls::TlsIdentity;
 use tokio::net::TcpListener;
-use tonic::service::Routes;
 
 use super::adaptive::Regions;
 use super::core::CmConfig;
@@ -297,13 +297,13 @@ impl ManagerServer {
     ) -> Result<(), ControlError> {
         let mapper = Some(collocated_mapper(QosMapper::default()));
         let routes = match &self.running {
-            Running::Core(handle) => Routes::new(
+            Running::Core(handle) => Services::new(
                 CmService::new(handle.clone(), mapper, Regions::default())
                     .with_setup_observer(self.setup_observer.clone())
                     .into_server(),
             ),
             Running::Tina(tina) => {
-                Routes::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
+                Services::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
             }
         };
         let served =

@@ -96,7 +96,7 @@ impl NameServiceImpl {
             let service = self.clone();
             async move { service.sweep().await }
         });
-        let routes = tonic::service::Routes::new(self.server());
+        let routes = atmlab_rpc::Services::new(self.server());
         let result = match atmlab_rpc::tls::grpc_incoming(listener, tls.as_ref()) {
             Ok(incoming) => {
                 let _ = self.shared.incoming.set(incoming.stats());

@@ -37,7 +37,7 @@ impl QosMapperService {
         tls: Option<TlsIdentity>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControlError> {
-        let routes = tonic::service::Routes::new(self.server());
+        let routes = atmlab_rpc::Services::new(self.server());
         Ok(atmlab_rpc::serve("QoS mapper", listener, tls.as_ref(), routes, shutdown).await?)
     }
 }

@@ -532,7 +532,7 @@ async fn serve<S: ConnectionPerformer>(
     let addr = listener.local_addr().map_err(serve_err)?;
     let incoming = atmlab_rpc::tls::grpc_incoming(listener, tls)?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let routes = tonic::service::Routes::new(ConnectionPerformerServer::new(svc));
+    let routes = atmlab_rpc::Services::new(ConnectionPerformerServer::new(svc));
     let task = tokio::spawn(async move {
         let stopped = async {
             let _ = rx.await;

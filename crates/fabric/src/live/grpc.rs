@@ -727,7 +727,7 @@ pub async fn serve<B: SwitchBackend>(
     service: SwitchService<B>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FabricError> {
-    let routes = tonic::service::Routes::new(service.into_server());
+    let routes = atmlab_rpc::Services::new(service.into_server());
     atmlab_rpc::serve("switch server", listener, tls, routes, shutdown)
         .await
         .map_err(|e| match e {
@@ -743,7 +743,7 @@ pub async fn serve_incoming<B: SwitchBackend>(
     service: SwitchService<B>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FabricError> {
-    let routes = tonic::service::Routes::new(service.into_server());
+    let routes = atmlab_rpc::Services::new(service.into_server());
     atmlab_rpc::serve_incoming("switch server", incoming, routes, shutdown)
         .await
         .map_err(|e| FabricError::Unavailable(e.to_string()))

@@ -119,7 +119,7 @@ async fn silent_connections_against_a_name_service() {
     // The path every gRPC server of the project takes, with its default limits.
     let incoming = tls::grpc_incoming(listener, Some(&labs.server)).unwrap();
     let (addr, stats) = (incoming.local_addr(), incoming.stats());
-    let routes = tonic::service::Routes::new(NameServiceServer::new(Echo::default()));
+    let routes = atmlab_rpc::Services::new(NameServiceServer::new(Echo::default()));
     tokio::spawn(atmlab_rpc::serve_incoming(
         "name service",
         incoming,
@@ -170,7 +170,7 @@ fn many_addresses_filling_the_total_cap_do_not_shut_out_another() {
             };
             let incoming = tls::grpc_incoming_with(listener, Some(&labs.server), &limits).unwrap();
             let (addr, stats) = (incoming.local_addr(), incoming.stats());
-            let routes = tonic::service::Routes::new(NameServiceServer::new(Echo::default()));
+            let routes = atmlab_rpc::Services::new(NameServiceServer::new(Echo::default()));
             tokio::spawn(atmlab_rpc::serve_incoming(
                 "name service",
                 incoming,

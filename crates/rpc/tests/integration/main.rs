@@ -29,6 +29,9 @@ mod emfile;
 /// Silent connections against the accept loop (issue 24, "Ports that hold").
 mod idle;
 
+/// Reflection and health, for operators' tools (issue 25).
+mod operators;
+
 /// Held by the tests that load the machine or depend on its timing (the stall of
 /// `overload.rs` must see thousands of calls pile up within 400 ms; `idle.rs` opens
 /// 2,000 connections), so that they do not run beside each other.

@@ -25,6 +25,7 @@ use toml::Value;
 use atmlab_models::gateway::GatewayKind;
 use minijinja::context;
 
+use super::Experiments;
 use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
 use crate::{LabError, cells};
 
@@ -368,7 +369,14 @@ pub fn run(out: &Path, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let mut files = Vec::new();
     let mut reports = Vec::new();
     let (mut events, mut wall, mut threads) = (0u64, 0f64, 0usize);
+    let mut experiments = Experiments::new("gateway", EXPERIMENTS.len());
     for exp in EXPERIMENTS {
+        let what = exp.name.strip_prefix(exp.section).unwrap_or(exp.name);
+        experiments.start(&format!(
+            "§{} {}",
+            exp.section,
+            what.trim_start_matches('-').replace('-', " ")
+        ));
         let scn = scenario(exp, opts.quick)?;
         let progress = |done: u64, total: u64| {
             if let Some(p) = opts.progress {

@@ -35,6 +35,7 @@ use atmlab_sim::scenario::{RunLength, Scenario, Warmup};
 use atmlab_sim::stats::Estimate;
 use minijinja::context;
 
+use super::Experiments;
 use crate::report::verdict::{
     Direction, Relation, at_least, at_most, order, show, sig, trend, value,
 };
@@ -396,6 +397,9 @@ fn scenario(name: &str, text: &str, quick: bool) -> Result<Scenario, LabError> {
     Ok(scn)
 }
 
+/// The experiments [`run`] runs through [`run_one`].
+const EXPERIMENTS: usize = 5;
+
 fn run_one(
     name: &'static str,
     text: &str,
@@ -403,10 +407,13 @@ fn run_one(
     out: &Path,
     files: &mut Vec<PathBuf>,
     runs: &mut Vec<ExperimentRun>,
+    experiments: &mut Experiments,
 ) -> Result<RunReport, LabError> {
     let scn = scenario(name, text, opts.quick)?;
+    let line = format!("{name} ({} points)", scn.points().len());
+    experiments.start(&line);
     if let Some(p) = opts.progress {
-        p(&format!("running {name} ({} points)", scn.points().len()));
+        p(&format!("running {line}"));
     }
     let kind =
         atmlab_models::model_kind(&scn.model).ok_or_else(|| err(name, "unknown model kind"))?;
@@ -731,8 +738,25 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
     report::create_dir(out)?;
     let mut files = Vec::new();
     let mut runs = Vec::new();
-    let t1 = run_one("table1-voice", TABLE1, opts, out, &mut files, &mut runs)?;
-    let t2 = run_one("table2-video", TABLE2, opts, out, &mut files, &mut runs)?;
+    let mut experiments = Experiments::new("rdma", EXPERIMENTS);
+    let t1 = run_one(
+        "table1-voice",
+        TABLE1,
+        opts,
+        out,
+        &mut files,
+        &mut runs,
+        &mut experiments,
+    )?;
+    let t2 = run_one(
+        "table2-video",
+        TABLE2,
+        opts,
+        out,
+        &mut files,
+        &mut runs,
+        &mut experiments,
+    )?;
     let t2f = run_one(
         "table2-video-frames",
         TABLE2_FRAMES,
@@ -740,6 +764,7 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
         out,
         &mut files,
         &mut runs,
+        &mut experiments,
     )?;
     let bb = run_one(
         "fig08-11-backbone",
@@ -748,8 +773,17 @@ pub fn run(out: &Path, opts: &RdmaOptions<'_>) -> Result<RdmaReport, LabError> {
         out,
         &mut files,
         &mut runs,
+        &mut experiments,
     )?;
-    let rd = run_one("fig11-readings", READINGS, opts, out, &mut files, &mut runs)?;
+    let rd = run_one(
+        "fig11-readings",
+        READINGS,
+        opts,
+        out,
+        &mut files,
+        &mut runs,
+        &mut experiments,
+    )?;
     let results = results(&t1, &t2, &t2f, &bb, &rd);
     let verdicts = verdicts(&results);
     let verdict_md = verdicts.write(out)?;

@@ -46,6 +46,7 @@ use hdrhistogram::Histogram;
 use minijinja::context;
 use serde_json::json;
 
+use super::Experiments;
 use crate::launch::{Lab, ROUTE_CACHE_TTL, route_ports};
 use crate::report::{self, Column, Format, SeriesSet, Table, Value, plot, write};
 use crate::{LabError, cells};
@@ -309,12 +310,18 @@ fn delta(after: &Counts, before: &Counts) -> Counts {
         .collect()
 }
 
+/// The experiments of [`run`]: two sweeps of setup latency (as the machine is, then with
+/// the paper's ORB round trip), invocations by depth, the switch's interfaces, and the
+/// simulated rows.
+const EXPERIMENTS: usize = 5;
+
 /// Runs the reproduction on a fresh chain; `say` hears progress lines.
 pub async fn run(
     opts: &RetinaOptions,
     mut say: impl FnMut(&str),
 ) -> Result<RetinaResults, LabError> {
     let started = StdInstant::now();
+    let mut experiments = Experiments::new("retina", EXPERIMENTS);
     let lab = Lab::up_with(
         chain_topology(MAX_PATH)?,
         &opts.data_dir,
@@ -323,9 +330,10 @@ pub async fn run(
     )
     .await?;
     let mut results = lab
-        .within(async |lab| run_on(opts, lab, &mut say).await)
+        .within(async |lab| run_on(opts, lab, &mut say, &mut experiments).await)
         .await?;
     // The simulated rows, once the live lab is down (a second or so of CPU).
+    experiments.start("the simulated rows (the paper's costs)");
     results.sim = sim::run()?;
     for p in &results.sim {
         say(&format!(
@@ -364,6 +372,7 @@ async fn run_on(
     opts: &RetinaOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
+    experiments: &mut Experiments,
 ) -> Result<RetinaResults, LabError> {
     // The TINA deployment is a manager: the role cm, named for its owner.
     let tina_id = identity(opts, atmlab_rpc::tls::Role::Cm, "tina")?;
@@ -384,6 +393,14 @@ async fn run_on(
         ]
     };
     for (delay, lengths, calls, warm) in sweeps {
+        experiments.start(&if delay.is_zero() {
+            "§4.3 setup latency against path length, as the machine is".to_string()
+        } else {
+            format!(
+                "§4.3 setup latency against path length, {} ms added per invocation",
+                delay.as_secs_f64() * 1e3
+            )
+        });
         sweep(
             lab,
             tina_id.as_ref(),
@@ -398,6 +415,7 @@ async fn run_on(
     }
 
     // Invocations per setup at the longest path, by depth of the hierarchy.
+    experiments.start("invocations per setup by depth of the hierarchy");
     let mut depths = Vec::new();
     for mode in [SetupMode::Sequential, SetupMode::Parallel] {
         for depth in 1..=3 {
@@ -424,6 +442,7 @@ async fn run_on(
     }
 
     // §3: one switch operation through each interface.
+    experiments.start("§3: one switch operation through each interface");
     let interfaces = switch_interfaces(opts, lab, if opts.quick { 100 } else { 2000 }, say).await?;
     Ok(RetinaResults {
         setup,

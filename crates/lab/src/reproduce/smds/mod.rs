@@ -43,6 +43,7 @@ use atmlab_sim::plot::PlotSpec;
 use minijinja::context;
 use rand::{Rng, SeedableRng};
 
+use super::Experiments;
 use crate::report::{self, Column, Format, SeriesSet, Table, plot, write};
 use crate::smds_atm::{self, AtmSubscriber};
 use crate::{LabError, cells};
@@ -158,7 +159,12 @@ pub struct CmpPoint {
     pub cut: u64,
 }
 
-fn step(opts: &Options<'_>, name: &str) {
+/// The steps of [`run`], each an experiment of the report.
+const STEPS: usize = 9;
+
+/// Logs (and tells `opts.progress`) that step `name` starts.
+fn step(opts: &Options<'_>, experiments: &mut Experiments, name: &str) {
+    experiments.start(name);
     if let Some(p) = opts.progress {
         p(name);
     }
@@ -393,14 +399,19 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let q = opts.quick;
     report::create_dir(dir)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut experiments = Experiments::new("smds", STEPS);
 
-    step(opts, "Table 1: header processing");
+    step(opts, &mut experiments, "Table 1: header processing");
     let table1 = header_rates(
         StdDuration::from_millis(if q { 100 } else { 1000 }),
         if q { 1 } else { 3 },
     );
 
-    step(opts, "Fig. 3: flow rate through two servers over loopback");
+    step(
+        opts,
+        &mut experiments,
+        "Fig. 3: flow rate through two servers over loopback",
+    );
     let sizes: Vec<usize> = if q {
         vec![256, 4096, 9188]
     } else {
@@ -411,6 +422,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
 
     step(
         opts,
+        &mut experiments,
         "Fig. 3 over ATM: AAL3/4 cells through two switches at 155.52 Mb/s",
     );
     let scratch = std::env::temp_dir().join(format!("atmlab-smds-{}", std::process::id()));
@@ -418,7 +430,11 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
     let _ = std::fs::remove_dir_all(&scratch);
     let (fig3_atm, atm_counts) = atm?;
 
-    step(opts, "Figs. 6 and 5: N independent server processes");
+    step(
+        opts,
+        &mut experiments,
+        "Figs. 6 and 5: N independent server processes",
+    );
     // Up to one node per core (at least two, so that a speed-up exists to measure).
     let most = if q { 2 } else { cores.max(2) };
     let reps = if q { 3 } else { 5 };
@@ -469,6 +485,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
 
     step(
         opts,
+        &mut experiments,
         "atmlab's parallel server (one id, shared table), in memory",
     );
     let workers: Vec<usize> = if q { vec![1, 2] } else { vec![1, 2, 3, 4] };
@@ -480,6 +497,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
 
     step(
         opts,
+        &mut experiments,
         "Fig. 5 past the cores: the queueing model (simulated)",
     );
     // One node's service time: a live node's PDUs per server CPU-second (a node with a
@@ -505,7 +523,11 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
         }
     }
 
-    step(opts, "Route recomputation against network size");
+    step(
+        opts,
+        &mut experiments,
+        "Route recomputation against network size",
+    );
     let spf_sizes: Vec<usize> = if q {
         vec![10, 100, 1000]
     } else {
@@ -517,7 +539,11 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
         if q { 100 } else { 1000 },
     );
 
-    step(opts, "§3.3.2: two subnets joined by one link");
+    step(
+        opts,
+        &mut experiments,
+        "§3.3.2: two subnets joined by one link",
+    );
     let k = if q { 3 } else { 5 };
     let adjacency = [
         AdjacencyPoint {
@@ -530,7 +556,7 @@ pub fn run(dir: &FsPath, opts: &Options<'_>) -> Result<Outcome, LabError> {
         },
     ];
 
-    step(opts, "CMP");
+    step(opts, &mut experiments, "CMP");
     let cmp_run = Duration::from_millis(if q { 300 } else { 2000 });
     let cmp = [cmp_point(false, cmp_run)?, cmp_point(true, cmp_run)?];
 

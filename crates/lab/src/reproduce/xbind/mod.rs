@@ -45,6 +45,7 @@ use atmlab_core::time::Duration;
 use atmlab_core::traffic::TrafficDescriptor;
 use hdrhistogram::Histogram;
 
+use super::Experiments;
 use crate::LabError;
 use crate::callgen::{self, CallTarget, Load, Report};
 use crate::launch::Lab;
@@ -571,15 +572,21 @@ impl CallTarget for Gauged {
     }
 }
 
+/// The experiments of [`run`]: five on the live lab, two simulated.
+const EXPERIMENTS: usize = 7;
+
 /// Runs the reproduction on a fresh lab; `say` hears progress lines.
 pub async fn run(opts: &XbindOptions, mut say: impl FnMut(&str)) -> Result<XbindResults, LabError> {
     let started = std::time::Instant::now();
+    let mut experiments = Experiments::new("xbind", EXPERIMENTS);
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
     let mut results = lab
-        .within(async |lab| run_on(opts, lab, &mut say).await)
+        .within(async |lab| run_on(opts, lab, &mut say, &mut experiments).await)
         .await?;
     // Figs. 6 and 7 where the paper's costs hold, once the live network is down.
+    experiments.start("Figs. 6 and 7 simulated at the paper's costs");
     results.simulated = simulated::run(opts.quick, 0, &mut say)?;
+    experiments.start("Fig. 9 and Table I simulated (cache dimensioning)");
     results.simulated_dimension = sim_dimension::run(opts.quick, 0, &mut say)?;
     results.seconds = started.elapsed().as_secs_f64();
     write_report(&opts.out, &results)?;
@@ -622,12 +629,14 @@ async fn run_on(
     opts: &XbindOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
+    experiments: &mut Experiments,
 ) -> Result<XbindResults, LabError> {
     let plan = Plan::new(opts.quick);
     let holding = StdDuration::from_secs_f64(5.0 / SCALE);
     let flush = Duration::from_secs_f64(PAPER_FLUSH_S / SCALE);
 
     // §III-B: one call at a time.
+    experiments.start("§III-B: one call at a time (baseline)");
     let mut baseline = Vec::new();
     for (name, config) in [
         ("sequential".to_string(), CmConfig::new(CmKind::Sequential)),
@@ -646,6 +655,7 @@ async fn run_on(
     }
 
     // Figs. 6, 7, 11: throughput-delay; the paper's holding time 0.5 s, scaled.
+    experiments.start("Figs. 6, 7 and 11: throughput and delay");
     let mut curves = Vec::new();
     for (name, config) in curve_managers(flush) {
         let cm = lab.manager(config).await?;
@@ -686,6 +696,7 @@ async fn run_on(
     }
 
     // The light-load latency of a large T against the flush time-out.
+    experiments.start("light-load latency against the flush time-out");
     let mut flush_sweep = Vec::new();
     for &t in &plan.flush_thresholds {
         for &ms in &FLUSH_SWEEP_MS {
@@ -718,6 +729,7 @@ async fn run_on(
     }
 
     // Fig. 9 and Table I: N_v at the paper's loads, scaled.
+    experiments.start("Fig. 9 and Table I: N_v at the paper's loads");
     let mut nv = Vec::new();
     for case in &plan.nv_cases {
         let rate = case.paper_rate * SCALE;
@@ -821,6 +833,7 @@ async fn run_on(
     }
 
     // Fig. 10: invocations per call against T, counted.
+    experiments.start("Fig. 10: invocations per call");
     let mut invocations = Vec::new();
     for &t in &plan.invocation_thresholds {
         let name = format!("xbind T={t}");
