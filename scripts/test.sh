@@ -3,7 +3,8 @@
 #
 # The tests need: a Rust toolchain (stable; rust-toolchain.toml pins nothing newer than
 # the machine's); tshark, which the capture tests run on files atmlab writes; Prometheus,
-# which scrapes a running network in the metrics test; Python 3 with grpcio and
+# which scrapes a running network in the metrics test; Chromium and its WebDriver, which
+# load the dashboard; Python 3 with grpcio and
 # grpcio-tools, for the client generated from the .proto IDL; and grpcurl, built with Go
 # (a Go toolchain is needed once, to build it into .tools/bin). tshark (and
 # python3-venv, when `python3 -m venv` does not work) are installed from Debian's packages
@@ -46,6 +47,14 @@ if ! command -v ip >/dev/null 2>&1; then
   echo "== installing iproute2 (Debian package) for the network-namespace test"
   apt_install iproute2
 fi
+
+# Headless Chromium, driven through its WebDriver, loads the live dashboard in the
+# dashboard test (issue 25): Debian's chromium and chromium-driver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "== installing chromium and chromium-driver (Debian packages) for the dashboard test"
+  apt_install chromium chromium-driver
+fi
+chromedriver --version | head -n 1
 
 # Prometheus scrapes a running network in the metrics test (issue 25): Debian's server.
 if ! command -v prometheus >/dev/null 2>&1; then

@@ -141,3 +141,69 @@ pub fn serve_switch(config: &Path, certs: &Path) -> (Child, String) {
     std::thread::spawn(move || for _ in lines {});
     (child, addr)
 }
+
+/// One HTTP/1.1 exchange with `addr`: `method` on `path` with a JSON `body` when
+/// given; the status code and the body (by its Content-Length, de-chunked, or to the
+/// end), or `None` when nobody answers. Enough for the JSON APIs the tests talk to
+/// (Prometheus, WebDriver, the dashboard), which is why a test needs no HTTP client
+/// crate. The body is read by its length because a server may keep the connection open
+/// whatever the request says (chromedriver does).
+pub fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Option<(u16, String)> {
+    use std::io::Read as _;
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .ok()?;
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status).ok()?;
+    let code: u16 = status.split_whitespace().nth(1)?.parse().ok()?;
+    let (mut length, mut chunked) = (None, false);
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok()?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (k, v) = line.split_once(':')?;
+        match k.trim().to_ascii_lowercase().as_str() {
+            "content-length" => length = v.trim().parse::<usize>().ok(),
+            "transfer-encoding" => chunked = v.trim().eq_ignore_ascii_case("chunked"),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            out.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = length {
+        out.resize(n, 0);
+        r.read_exact(&mut out).ok()?;
+    } else {
+        r.read_to_end(&mut out).ok()?;
+    }
+    Some((code, String::from_utf8_lossy(&out).into_owned()))
+}

@@ -7,6 +7,7 @@ mod cli;
 mod cm_client;
 mod cm_restart;
 mod common;
+mod dashboard;
 mod demo;
 mod grpcurl;
 mod install;

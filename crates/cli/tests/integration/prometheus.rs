@@ -4,8 +4,7 @@
 //! scraping every second; its query API must show the setups callgen reports and the
 //! cells host recv counted.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,38 +35,11 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// GET `path` from `addr` over HTTP/1.1: the body (de-chunked), or `None` when the
-/// server is not answering yet.
+/// GET `path` from `addr`: the body, or `None` when the server is not answering yet.
 fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let raw = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    if !head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        return Some(body.to_string());
-    }
-    let (mut out, mut rest) = (String::new(), body);
-    loop {
-        let (size, after) = rest.split_once("\r\n")?;
-        let n = usize::from_str_radix(size.trim(), 16).ok()?;
-        if n == 0 {
-            return Some(out);
-        }
-        out.push_str(after.get(..n)?);
-        rest = after.get(n + 2..)?;
+    match crate::common::http(addr, "GET", path, None)? {
+        (200, body) => Some(body),
+        _ => None,
     }
 }
 
