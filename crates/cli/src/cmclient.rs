@@ -126,22 +126,7 @@ fn describe_json(i: &pb::ConnectionInfo) -> serde_json::Value {
     let hops: Vec<serde_json::Value> = i
         .hops
         .iter()
-        .map(|h| {
-            let outs: Vec<String> = if h.branches.is_empty() {
-                vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
-            } else {
-                h.branches
-                    .iter()
-                    .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
-                    .collect()
-            };
-            serde_json::json!({
-                "switch": h.switch,
-                "connection": h.connection,
-                "in": format!("{}:{}", h.in_port, vc(h.in_id.as_ref())),
-                "out": outs,
-            })
-        })
+        .map(atmlab_lab::dashboard::collect::hop_json)
         .collect();
     let leaves: Vec<serde_json::Value> = i
         .destinations

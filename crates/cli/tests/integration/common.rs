@@ -207,3 +207,14 @@ pub fn http(
     }
     Some((code, String::from_utf8_lossy(&out).into_owned()))
 }
+
+/// A process the test started, killed (and reaped) when the test lets go of it, also
+/// when an assertion fails first.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -4,17 +4,10 @@
 //! once.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::Proc as Running;
 
 /// `atmlab up` (with `extra`) on the data directory `data`; its net.json once written.
 fn up(data: &Path, extra: &[&str]) -> (Running, serde_json::Value) {

@@ -10,7 +10,7 @@
 //! with tshark, a missing interpreter is a failure, not a skip.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 
 use atmlab_core::ids::{PortId, VcId, Vci, Vpi};
 use atmlab_core::traffic::ServiceClass;
@@ -21,15 +21,7 @@ use serde_json::Value;
 
 use crate::common::serve_switch;
 
-/// A switch server process, killed when the test ends, even by a panic.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::Proc as Server;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

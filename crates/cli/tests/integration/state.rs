@@ -4,7 +4,7 @@
 //! writes nothing.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// `atmlab ARGS` in `cwd`, without the caller's `ATMLAB_DATA`.
@@ -18,14 +18,7 @@ fn run(mut c: Command) -> Output {
     c.stdin(Stdio::null()).output().expect("run atmlab")
 }
 
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::Proc as Running;
 
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);

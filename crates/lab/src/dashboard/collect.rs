@@ -373,27 +373,29 @@ fn vc(v: Option<&pb::VcId>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{}/{}", v.vpi, v.vci))
 }
 
+/// One hop of a connection as JSON: the switch, its connection there, the input
+/// `port:VPI/VCI` and every output (one per branch). What the page and
+/// `atmlab cm ... --json` show.
+pub fn hop_json(h: &pb::HopInfo) -> Value {
+    let outs: Vec<String> = if h.branches.is_empty() {
+        vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
+    } else {
+        h.branches
+            .iter()
+            .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
+            .collect()
+    };
+    json!({
+        "switch": h.switch,
+        "connection": h.connection,
+        "in": format!("{}:{}", h.in_port, vc(h.in_id.as_ref())),
+        "out": outs,
+    })
+}
+
 /// A manager's connection as the page shows it: ends, rate, and hop by hop.
 fn connection(i: &pb::ConnectionInfo) -> Value {
-    let hops: Vec<Value> = i
-        .hops
-        .iter()
-        .map(|h| {
-            let outs: Vec<String> = if h.branches.is_empty() {
-                vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
-            } else {
-                h.branches
-                    .iter()
-                    .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
-                    .collect()
-            };
-            json!({
-                "switch": h.switch,
-                "in": format!("{}:{}", h.in_port, vc(h.in_id.as_ref())),
-                "out": outs,
-            })
-        })
-        .collect();
+    let hops: Vec<Value> = i.hops.iter().map(hop_json).collect();
     let pcr = i
         .cell_qos
         .as_ref()
