@@ -38,21 +38,80 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 /// with `name`, `forwarded`, `discarded`, `reachable`, `neighbours` and `congested`.
 pub type SmdsProbe = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
+/// How long after the last request for a snapshot (with no page streaming) the
+/// collector keeps reading the network.
+const IDLE_AFTER: Duration = Duration::from_secs(10);
+
+/// Who is looking: the event streams open, and when a snapshot was last asked for. With
+/// nobody looking the collector reads nothing, so a network whose dashboard is not open
+/// (a benchmark against `atmlab up`, say) carries none of its load.
+#[derive(Default)]
+struct Demand {
+    streams: std::sync::atomic::AtomicUsize,
+    asked: std::sync::Mutex<Option<tokio::time::Instant>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Demand {
+    fn wanted(&self) -> bool {
+        self.streams.load(std::sync::atomic::Ordering::Relaxed) > 0
+            || self
+                .asked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some_and(|t| t.elapsed() < IDLE_AFTER)
+    }
+
+    /// Someone looks: the collector wakes at once if it slept.
+    fn ask(&self) {
+        *self
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tokio::time::Instant::now());
+        self.wake.notify_one();
+    }
+}
+
+/// An open event stream, counted in [`Demand::streams`] until it drops.
+struct Watching(Arc<Demand>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0
+            .streams
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The routes' state.
+#[derive(Clone)]
+struct Shared {
+    latest: watch::Receiver<Arc<str>>,
+    demand: Arc<Demand>,
+}
+
 /// A running dashboard: its collector task and the latest snapshot.
 pub struct Dashboard {
-    latest: watch::Receiver<Arc<str>>,
+    shared: Shared,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Dashboard {
-    /// Starts the collector: a snapshot at once, then one every `period`.
+    /// Starts the collector: a snapshot every `period` while someone looks (a page
+    /// streams, or a snapshot was asked for in the last ten seconds), none otherwise.
     pub fn start(source: DashboardSource, period: Duration) -> Dashboard {
         let (tx, latest) = watch::channel::<Arc<str>>(Arc::from("{}"));
+        let demand = Arc::new(Demand::default());
+        let looking = demand.clone();
         let task = tokio::spawn(async move {
             let mut collector = Collector::new(source);
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                if !looking.wanted() {
+                    looking.wake.notified().await;
+                    tick.reset_immediately();
+                }
                 tick.tick().await;
                 let snap = collector.snapshot().await;
                 if tx.send(Arc::from(snap.to_string())).is_err() {
@@ -60,7 +119,10 @@ impl Dashboard {
                 }
             }
         });
-        Dashboard { latest, task }
+        Dashboard {
+            shared: Shared { latest, demand },
+            task,
+        }
     }
 
     /// The page's routes, to merge with the metrics' on one server.
@@ -69,12 +131,12 @@ impl Dashboard {
             .route("/", get(|| async { Html(INDEX_HTML) }))
             .route("/api/snapshot", get(snapshot))
             .route("/api/events", get(events))
-            .with_state(self.latest.clone())
+            .with_state(self.shared.clone())
     }
 
     /// The latest snapshot, as JSON text.
     pub fn latest(&self) -> Arc<str> {
-        self.latest.borrow().clone()
+        self.shared.latest.borrow().clone()
     }
 }
 
@@ -153,13 +215,29 @@ impl Drop for Dashboard {
     }
 }
 
-async fn snapshot(State(latest): State<watch::Receiver<Arc<str>>>) -> impl IntoResponse {
+/// The latest snapshot; when nobody was looking, the one the woken collector takes
+/// next (within a few seconds), not a stale one.
+async fn snapshot(State(shared): State<Shared>) -> impl IntoResponse {
+    let mut latest = shared.latest.clone();
+    let idle = !shared.demand.wanted();
+    shared.demand.ask();
+    if idle {
+        latest.mark_unchanged();
+        let _ = tokio::time::timeout(Duration::from_secs(5), latest.changed()).await;
+    }
     let body = latest.borrow().to_string();
     ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
-async fn events(State(latest): State<watch::Receiver<Arc<str>>>) -> impl IntoResponse {
-    let stream = WatchStream::new(latest).map(|snap| {
+async fn events(State(shared): State<Shared>) -> impl IntoResponse {
+    shared
+        .demand
+        .streams
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    shared.demand.wake.notify_one();
+    let watching = Watching(shared.demand.clone());
+    let stream = WatchStream::new(shared.latest).map(move |snap| {
+        let _counted = &watching;
         Ok::<_, std::convert::Infallible>(Event::default().event("snapshot").data(&*snap))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())

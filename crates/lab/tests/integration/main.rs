@@ -2,6 +2,7 @@
 //! managers and switch servers on loopback (one binary, DESIGN.md §7).
 
 mod common;
+mod dashboard;
 mod erlang;
 mod load;
 mod metrics;
