@@ -387,7 +387,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         };
         let source = atmlab_lab::dashboard::DashboardSource {
             names_url: Some(lab.net.names_url()),
-            tls: args.security.identity("admin")?,
+            tls: args.security.own_identity("admin")?,
             smds: None,
             local: Default::default(),
         };

@@ -32,6 +32,15 @@ impl Security {
         load_identity(&self.certs_dir(), name).map(Some)
     }
 
+    /// [`Security::identity`] for a reader this command runs beside its own network (the
+    /// dashboard's): no warning, since the network's start already says it is plain text.
+    pub fn own_identity(&self, name: &str) -> Result<Option<TlsIdentity>> {
+        if self.insecure {
+            return Ok(None);
+        }
+        load_identity(&self.certs_dir(), name).map(Some)
+    }
+
     /// Records that this command talks to the server at `addr` (a failure against it is
     /// then checked for a plain-text/TLS mismatch, see [`tls_mismatch`]).
     pub fn peer(&self, addr: &str) {

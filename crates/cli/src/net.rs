@@ -125,7 +125,7 @@ pub fn run(args: NetArgs) -> Result<ExitCode> {
                 };
                 let source = atmlab_lab::dashboard::DashboardSource {
                     names_url: Some(net.names_url()),
-                    tls: args.security.identity("admin")?,
+                    tls: args.security.own_identity("admin")?,
                     smds: None,
                     local: Default::default(),
                 };
