@@ -108,8 +108,9 @@ impl Drop for Internetwork {
 /// contains `ready`; returns the process and that line.
 fn start(mut c: Command, ready: &str) -> (Proc, String) {
     c.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let mut child = c.spawn().unwrap();
-    let out = child.stdout.take().unwrap();
+    // Held at once: a server that never gets ready is still stopped.
+    let mut server = Proc(c.spawn().unwrap());
+    let out = server.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let ready = ready.to_string();
     std::thread::spawn(move || {
@@ -124,7 +125,7 @@ fn start(mut c: Command, ready: &str) -> (Proc, String) {
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the server never said it was ready");
-    (Proc(child), line)
+    (server, line)
 }
 
 fn ok(o: &Output, what: &str) -> String {

@@ -288,14 +288,17 @@ source_screen = { deny = ["I:15550001"] }
 fn smds_serve_send_and_recv_print_json() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/smds-server.toml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_atmlab"))
-        .args(["smds", "serve", "--json", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Held at once, so that a failed assertion below still stops the server.
+    let mut serve = Proc(
+        Command::new(env!("CARGO_BIN_EXE_atmlab"))
+            .args(["smds", "serve", "--json", "--config"])
+            .arg(&cfg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(serve.0.stdout.take().unwrap()).lines();
     let start: serde_json::Value =
         serde_json::from_str(&lines.next().unwrap().unwrap()).expect("one JSON object");
     assert_eq!(start["server"], 1, "{start}");
@@ -309,7 +312,6 @@ fn smds_serve_send_and_recv_print_json() {
         })
         .collect();
     assert_eq!(sni.len(), 2, "{start}");
-    let serve = Proc(child);
 
     let got = dir.path().join("got");
     let mut receiver = Command::new(env!("CARGO_BIN_EXE_atmlab"))
@@ -365,7 +367,6 @@ fn smds_serve_send_and_recv_print_json() {
     assert_eq!(std::fs::read(&got).unwrap().len(), 100);
 
     // Stopped as Ctrl-C would: the counters, as one JSON object on one line.
-    let mut serve = serve;
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(serve.0.id().to_string())
