@@ -173,14 +173,7 @@ pub fn describe(i: &pb::ConnectionInfo) -> String {
     );
     s += &format!("  source VC {}\n", vc(i.source_vc.as_ref()));
     for h in &i.hops {
-        let outs: Vec<String> = if h.branches.is_empty() {
-            vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
-        } else {
-            h.branches
-                .iter()
-                .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
-                .collect()
-        };
+        let outs = atmlab_lab::dashboard::collect::hop_outs(h);
         s += &format!(
             "  {} connection {}: in {}:{} -> out {}\n",
             h.switch,

@@ -373,18 +373,23 @@ fn vc(v: Option<&pb::VcId>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{}/{}", v.vpi, v.vci))
 }
 
-/// One hop of a connection as JSON: the switch, its connection there, the input
-/// `port:VPI/VCI` and every output (one per branch). What the page and
-/// `atmlab cm ... --json` show.
-pub fn hop_json(h: &pb::HopInfo) -> Value {
-    let outs: Vec<String> = if h.branches.is_empty() {
+/// A hop's outputs, `port:VPI/VCI` each: its one output, or one per branch.
+pub fn hop_outs(h: &pb::HopInfo) -> Vec<String> {
+    if h.branches.is_empty() {
         vec![format!("{}:{}", h.out_port, vc(h.out_id.as_ref()))]
     } else {
         h.branches
             .iter()
             .map(|b| format!("{}:{}", b.port, vc(b.id.as_ref())))
             .collect()
-    };
+    }
+}
+
+/// One hop of a connection as JSON: the switch, its connection there, the input
+/// `port:VPI/VCI` and every output (one per branch). What the page and
+/// `atmlab cm ... --json` show.
+pub fn hop_json(h: &pb::HopInfo) -> Value {
+    let outs = hop_outs(h);
     json!({
         "switch": h.switch,
         "connection": h.connection,
