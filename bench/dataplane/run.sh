@@ -7,10 +7,17 @@
 # Environment: ATMLAB_BIN=path skips the build. METRICS (default "off"; "on": the
 # switch serves --metrics, scraped once a second while the cells flow; "both": a fresh
 # switch with metrics off and one with them on, side by side, ROUNDS times (default 1)
-# in alternating order, and the end prints each mode's mean cells/s per rate).
+# in alternating order, and the end prints each mode's mean cells/s per rate). PIN=1
+# puts the switch on CPU 1 and both hosts on CPU 0 (taskset), so that the switch has a
+# processor of its own and, unpaced, is the bottleneck.
 #
 # Prints, per rate, what host B received and its rate from the first frame to the last;
-# frames lost (UDP drops when the receiver falls behind) are reported, not hidden.
+# frames lost (UDP drops when the receiver falls behind) are reported, not hidden. Beside
+# it, the switch's own work: the cells it forwarded (its port 1 cells-out counter, read
+# with `atmlab switch stats`) and the CPU time all its threads spent meanwhile
+# (/proc/PID/task/*/schedstat, nanoseconds), as cells forwarded per CPU-second: what the
+# switch forwards on one core when it is the bottleneck. That figure does not depend on
+# what a lossy receiver keeps.
 set -euo pipefail
 mb="${1:-40}"; shift || true
 rates=("$@"); [ ${#rates[@]} -eq 0 ] && rates=("155.52 Mb/s" "622.08 Mb/s" "10 Gb/s")
@@ -28,6 +35,8 @@ case "${METRICS:-off}" in
   *) echo "METRICS is off, on or both" >&2; exit 2 ;;
 esac
 rounds="${ROUNDS:-1}"
+pin_switch=(); pin_hosts=()
+if [ "${PIN:-0}" = 1 ]; then pin_switch=(taskset -c 1); pin_hosts=(taskset -c 0); fi
 cat > "$work/s1.toml" <<TOML
 name = "s1"
 cells_per_datagram = 24
@@ -36,6 +45,12 @@ id = 0
 [[ports]]
 id = 1
 TOML
+# The switch's cells out of port 1 (cumulative), and its threads' CPU time in ns.
+cells_out() {
+  RUST_LOG=error "$ATMLAB_BIN" switch stats --insecure --addr "$1" --json |
+    python3 -c 'import json,sys; print(sum(p["cells_out"] for p in json.load(sys.stdin)["ports"] if p["port"] == 1))'
+}
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 head -c "$((mb * 1000000))" /dev/urandom > "$work/data"
 frames=$(( (mb * 1000000 + 9179) / 9180 ))
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $mb MB in $frames frames of 9180 octets"
@@ -47,7 +62,7 @@ for round in $(seq 1 "$rounds"); do
     extra=()
     [ "$mode" = on ] && extra=(--metrics 127.0.0.1:0)
     : > "$work/serve.out"
-    RUST_LOG=error "$ATMLAB_BIN" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
+    RUST_LOG=error "${pin_switch[@]}" "$ATMLAB_BIN" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
     serve=$!
     ready="port 1 udp"
     [ "$mode" = on ] && ready="metrics http"
@@ -59,23 +74,27 @@ for round in $(seq 1 "$rounds"); do
     if [ "$mode" = on ]; then
       # Scraped as a Prometheus at a 1 s interval would.
       url="$(sed -n 's/.*metrics \(http:.*\)/\1/p' "$work/serve.out")"
-      (while :; do curl -s -o /dev/null "$url" || true; sleep 1; done) &
+      "${pin_hosts[@]}" bash -c 'while :; do curl -s -o /dev/null "$1" || true; sleep 1; done' _ "$url" &
       scrape=$!
     fi
     "$ATMLAB_BIN" switch commit --insecure --addr "$grpc" --in 0:0/100 --out 1:0/200 --pcr 300000 >/dev/null
     for rate in "${rates[@]}"; do
       # Each host binds its port through the control path (AttachHost): a host port
       # takes no host from a first datagram (issue 24).
-      "$ATMLAB_BIN" host recv --insecure --switch "$p1" --control "$grpc" --port 1 --vc 0/200 \
+      "${pin_hosts[@]}" "$ATMLAB_BIN" host recv --insecure --switch "$p1" --control "$grpc" --port 1 --vc 0/200 \
         --rate "$rate" --frames "$frames" --idle "3 s" --out /dev/null 2> "$work/recv.err" &
       recv=$!
       sleep 0.3
-      "$ATMLAB_BIN" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
+      out0="$(cells_out "$grpc")"; cpu0="$(cpu_ns "$serve")"
+      "${pin_hosts[@]}" "$ATMLAB_BIN" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
         --rate "$rate" "$work/data" 2>/dev/null
       wait "$recv" || true
-      echo "metrics $mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')"
+      out1="$(cells_out "$grpc")"; cpu1="$(cpu_ns "$serve")"
+      fwd=$((out1 - out0)); ns=$((cpu1 - cpu0))
+      per="n/a"; [ "$ns" -gt 0 ] && per="$(python3 -c "print(f'{$fwd * 1e9 / $ns:.0f}')")"
+      echo "metrics $mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')| switch forwarded $fwd cells, $per per CPU-second"
       cps="$(sed -n 's/^rate: \([0-9]*\) cells\/s.*/\1/p' "$work/recv.err")"
-      [ -n "$cps" ] && echo "$mode|$rate|$cps" >> "$work/rates"
+      [ -n "$cps" ] && [ "$fwd" -gt 0 ] && echo "$mode|$rate|$cps|$per|$round" >> "$work/rates"
     done
     [ -n "$scrape" ] && { kill "$scrape" 2>/dev/null || true; wait "$scrape" 2>/dev/null || true; }
     kill "$serve" 2>/dev/null || true
@@ -84,16 +103,32 @@ for round in $(seq 1 "$rounds"); do
 done
 if [ ${#modes[@]} -eq 2 ]; then
   python3 - "$work/rates" <<'PY'
-import sys, statistics
+import sys, statistics, math
 by = {}
 for line in open(sys.argv[1]):
-    mode, rate, cps = line.strip().split("|")
-    by.setdefault(rate, {}).setdefault(mode, []).append(float(cps))
+    mode, rate, cps, per, rnd = line.strip().split("|")
+    by.setdefault(rate, {}).setdefault(mode, {})[rnd] = (float(cps), float(per))
+# Student t, two-sided 95%, by degrees of freedom (rounds - 1).
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+       10: 2.23, 11: 2.20, 12: 2.18, 13: 2.16, 14: 2.14, 15: 2.13, 19: 2.09, 29: 2.05}
+def interval(logs):
+    if len(logs) < 2:
+        return ""
+    m, s = statistics.mean(logs), statistics.stdev(logs)
+    t = T95.get(len(logs) - 1, T95[max(k for k in T95 if k <= len(logs) - 1)])
+    h = t * s / math.sqrt(len(logs))
+    return f", 95% interval {math.exp(m - h):.3f}-{math.exp(m + h):.3f}"
 for rate, m in by.items():
-    if "off" in m and "on" in m:
-        off, on = statistics.mean(m["off"]), statistics.mean(m["on"])
-        print(f"at {rate}: cells/s off {', '.join(f'{v:.0f}' for v in m['off'])} "
-              f"(mean {off:.0f}), on {', '.join(f'{v:.0f}' for v in m['on'])} "
-              f"(mean {on:.0f}): on / off {on / off:.4f} ({100 * (on - off) / off:+.2f}%)")
+    if "off" not in m or "on" not in m:
+        continue
+    rounds = sorted(set(m["off"]) & set(m["on"]))
+    for i, what in ((0, "receiver cells/s"), (1, "switch cells per CPU-second")):
+        off = [m["off"][r][i] for r in rounds]
+        on = [m["on"][r][i] for r in rounds]
+        logs = [math.log(b / a) for a, b in zip(off, on)]
+        print(f"at {rate}, {what}: off {', '.join(f'{v:.0f}' for v in off)} (mean "
+              f"{statistics.mean(off):.1f}), on {', '.join(f'{v:.0f}' for v in on)} (mean "
+              f"{statistics.mean(on):.1f}); paired on / off {math.exp(statistics.mean(logs)):.4f}"
+              f"{interval(logs)}")
 PY
 fi

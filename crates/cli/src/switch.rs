@@ -46,6 +46,9 @@ enum SwitchCommand {
     Connections(Target),
     /// List a switch's outstanding reservations.
     Reservations(Target),
+    /// Each port's counters: cells in and out, unknown VC, HEC errors, discards,
+    /// policing, refused datagrams, queue length (the Statistics RPC).
+    Stats(Target),
     /// Install a CBR VC cross-connect by hand (phase 2 on free identifiers): cells
     /// arriving on IN_PORT:VPI/VCI leave on OUT_PORT:VPI/VCI (several --out for
     /// point-to-multipoint). Prints the connection id.
@@ -271,7 +274,27 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
             }
             SwitchCommand::Connections(t) => {
                 let c = client(&t, &args.security).await?;
-                for x in c.connections().await.map_err(|e| anyhow!("{e}"))? {
+                let list = c.connections().await.map_err(|e| anyhow!("{e}"))?;
+                if t.json {
+                    let rows: Vec<_> = list
+                        .iter()
+                        .map(|x| {
+                            serde_json::json!({
+                                "id": x.id,
+                                "kind": format!("{:?}", x.kind),
+                                "in": format!("{}:{}", x.in_port, x.in_id),
+                                "out": x.branches.iter().map(|b| format!("{}:{}", b.port, b.id)).collect::<Vec<_>>(),
+                                "class": format!("{:?}", x.traffic.class),
+                                "pcr": x.traffic.pcr.per_sec(),
+                                "owner": x.owner,
+                                "tag": x.tag,
+                            })
+                        })
+                        .collect();
+                    say!("{}", serde_json::Value::Array(rows));
+                    return Ok(ExitCode::SUCCESS);
+                }
+                for x in list {
                     let branches: Vec<String> = x.branches.iter().map(|b| format!("{}:{}", b.port, b.id)).collect();
                     say!(
                         "{:>6} {:?} {}:{} -> {}  {:?} pcr {:.0}  owner {:?} tag {:?}",
@@ -410,8 +433,69 @@ pub fn run(args: SwitchArgs) -> Result<ExitCode> {
             }
             SwitchCommand::Reservations(t) => {
                 let c = client(&t, &args.security).await?;
-                for r in c.reservations().await.map_err(|e| anyhow!("{e}"))? {
+                let list = c.reservations().await.map_err(|e| anyhow!("{e}"))?;
+                if t.json {
+                    let rows: Vec<_> = list
+                        .iter()
+                        .map(|r| serde_json::json!({"port": r.port.0, "id": r.id.to_string(), "owner": r.owner}))
+                        .collect();
+                    say!("{}", serde_json::Value::Array(rows));
+                    return Ok(ExitCode::SUCCESS);
+                }
+                for r in list {
                     say!("port {} {} owner {:?}", r.port, r.id, r.owner);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            SwitchCommand::Stats(t) => {
+                let c = client(&t, &args.security).await?;
+                let r = c
+                    .raw()
+                    .statistics(atmlab_rpc::v1::StatisticsRequest::default())
+                    .await
+                    .map_err(|s| anyhow!("the switch server at {} refused Statistics: {}", t.addr, s.message()))?
+                    .into_inner();
+                if t.json {
+                    let ports: Vec<_> = r
+                        .ports
+                        .iter()
+                        .map(|p| {
+                            serde_json::json!({
+                                "port": p.port,
+                                "cells_in": p.cells_in,
+                                "cells_out": p.cells_out,
+                                "cells_unknown": p.cells_unknown,
+                                "cells_hec_errors": p.cells_hec_errors,
+                                "cells_discarded_clp1": p.cells_discarded_clp1,
+                                "cells_discarded_full": p.cells_discarded_full,
+                                "cells_policed": p.cells_policed,
+                                "datagrams_refused": p.datagrams_refused,
+                                "cells_refused": p.cells_refused,
+                                "queue_cells": p.queue_cells,
+                            })
+                        })
+                        .collect();
+                    say!("{}", serde_json::json!({ "ports": ports }));
+                    return Ok(ExitCode::SUCCESS);
+                }
+                say!(
+                    "{:>4} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+                    "port", "cells in", "cells out", "unknown", "hec err", "clp1 disc", "full disc", "policed", "refused", "queue"
+                );
+                for p in &r.ports {
+                    say!(
+                        "{:>4} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+                        p.port,
+                        p.cells_in,
+                        p.cells_out,
+                        p.cells_unknown,
+                        p.cells_hec_errors,
+                        p.cells_discarded_clp1,
+                        p.cells_discarded_full,
+                        p.cells_policed,
+                        p.cells_refused,
+                        p.queue_cells
+                    );
                 }
                 Ok(ExitCode::SUCCESS)
             }

@@ -198,6 +198,57 @@ fn net_up_then_a_file_crosses_three_switches_from_the_command_line() {
         let mbps: f64 = mbps.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(mbps <= 155.52, "{rate}");
     }
+    // Each switch counted the same cells in and out (the file arrived whole, so none
+    // was lost or discarded on the way), and lists the hop by its id.
+    let mut carried = Vec::new();
+    for (i, c) in conns.iter().enumerate() {
+        let stats: serde_json::Value = serde_json::from_str(&ok(atmlab(
+            &[
+                "switch",
+                "stats",
+                "--json",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(i),
+            ],
+            b"",
+        )))
+        .unwrap();
+        let sum = |k: &str| -> u64 {
+            stats["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p[k].as_u64().unwrap())
+                .sum()
+        };
+        assert_eq!(sum("cells_in"), sum("cells_out"), "switch {i}: {stats}");
+        carried.push(sum("cells_out"));
+        let listed: serde_json::Value = serde_json::from_str(&ok(atmlab(
+            &[
+                "switch",
+                "connections",
+                "--json",
+                "--certs",
+                certs_s,
+                "--addr",
+                &grpc(i),
+            ],
+            b"",
+        )))
+        .unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "switch {i}: {listed}");
+        assert_eq!(
+            listed[0]["id"].to_string(),
+            c.trim(),
+            "switch {i}: {listed}"
+        );
+    }
+    assert!(
+        carried[0] > 0 && carried.iter().all(|&n| n == carried[0]),
+        "{carried:?}"
+    );
     for (i, c) in conns.iter().enumerate() {
         ok(atmlab(
             &[
