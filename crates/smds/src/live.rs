@@ -80,6 +80,11 @@ pub struct Status {
     pub congested: bool,
     /// Route recomputations.
     pub spf_runs: u64,
+    /// The time of the control steps that recomputed routes (shortest paths and the
+    /// forwarding table rebuilt from them), in seconds: their sum, and how many fell in
+    /// each bucket of [`SPF_BOUNDS`] (the last: above its last bound).
+    pub spf_seconds: f64,
+    pub spf_buckets: [u64; SPF_BOUNDS.len() + 1],
     /// Congestion episodes the CMP has seen (paper 002 §3.4).
     pub cmp_episodes: u64,
     /// The cut the CMP asks its neighbours for now (0: none).
@@ -114,6 +119,7 @@ impl Status {
                 "server": s.0, "iface": i.0 })).collect::<Vec<_>>(),
             "congested": self.congested,
             "spf_runs": self.spf_runs,
+            "spf_seconds": self.spf_seconds,
             "cmp_episodes": self.cmp_episodes,
             "cmp_cut": self.cmp_cut,
             "cmp_sent": self.cmp_messages.0,
@@ -123,6 +129,9 @@ impl Status {
         })
     }
 }
+
+/// Upper bounds, in seconds, of the buckets of [`Status::spf_buckets`]: 10 us to 100 ms.
+pub const SPF_BOUNDS: [f64; 9] = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1];
 
 #[derive(Debug, Default)]
 struct Shared {
@@ -535,9 +544,13 @@ async fn control_task(
     let mut next_report = tokio::time::Instant::now() + REFUSAL_LOG_INTERVAL;
     let n = shared.refused.len();
     let (mut last_source, mut last_from) = (vec![0u64; n], vec![0u64; n]);
+    let (mut spf_seconds, mut spf_buckets) = (0.0, [0u64; SPF_BOUNDS.len() + 1]);
     loop {
         let wake =
             tokio::time::Instant::from_std(clock.to_std(control.poll_timeout())).min(next_sample);
+        // A step that recomputed routes is timed whole (the core has no clock of its
+        // own): the frame or timer that changed the database, shortest paths, the FIB.
+        let (runs, began) = (control.spf_runs(), std::time::Instant::now());
         tokio::select! {
             m = rx.recv() => match m {
                 Some((iface, data)) => control.handle_control(clock.now(), iface, &data),
@@ -566,6 +579,11 @@ async fn control_task(
                 }
             }
         }
+        if control.spf_runs() != runs {
+            let took = began.elapsed().as_secs_f64();
+            spf_seconds += took;
+            spf_buckets[SPF_BOUNDS.partition_point(|b| *b < took)] += 1;
+        }
         while let Some(t) = control.poll_transmit() {
             if let Payload::Owned(bytes) = &t.payload {
                 let i = t.iface.index();
@@ -585,6 +603,8 @@ async fn control_task(
         st.next_hops = control.fib().next_hops();
         st.congested = control.cmp().congested();
         st.spf_runs = control.spf_runs();
+        st.spf_seconds = spf_seconds;
+        st.spf_buckets = spf_buckets;
         st.cmp_episodes = control.cmp().episodes();
         st.cmp_cut = control.cmp().cut_asked();
         st.cmp_messages = control.cmp().messages();

@@ -82,6 +82,7 @@ fn smds_net_up_serves_metrics_whose_routes_converge() {
         "# TYPE atmlab_smds_cmp_congested gauge",
         "# TYPE atmlab_smds_cmp_messages counter",
         "# TYPE atmlab_smds_route_recomputations counter",
+        "# TYPE atmlab_smds_route_recomputation_seconds histogram",
     ] {
         assert!(body.contains(f), "{f} missing:\n{body}");
     }
@@ -116,6 +117,18 @@ fn smds_net_up_serves_metrics_whose_routes_converge() {
             .collect();
         if runs.iter().all(|r| *r > 0.0) {
             assert_eq!(runs.len() as f64, servers);
+            // Each recomputation was timed (its step took some time), in the same
+            // scrape: as many timed as counted, unless one ran before the loop began.
+            for (s, r) in net["servers"].as_array().unwrap().iter().zip(&runs) {
+                let name = s["name"].as_str().unwrap();
+                let l = format!("server=\"{name}\"");
+                let timed = sum(&body, "atmlab_smds_route_recomputation_seconds_count", &l);
+                let took = sum(&body, "atmlab_smds_route_recomputation_seconds_sum", &l);
+                assert!(
+                    timed >= 1.0 && timed <= *r && took > 0.0,
+                    "{name}: {timed} {r} {took}"
+                );
+            }
             break;
         }
         assert!(

@@ -122,6 +122,21 @@ impl Source for SmdsSource {
             l(),
             s.spf_runs,
         );
+        let mut buckets: Vec<(f64, u64)> = atmlab_smds::live::SPF_BOUNDS
+            .iter()
+            .copied()
+            .chain([f64::MAX])
+            .zip(s.spf_buckets)
+            .collect();
+        out.histogram(
+            "atmlab_smds_route_recomputation_seconds",
+            "Time of the control steps that recomputed routes (shortest paths and the \
+             forwarding table).",
+            l(),
+            s.spf_seconds,
+            s.spf_buckets.iter().sum(),
+            buckets,
+        );
         out.gauge(
             "atmlab_smds_reachable_addresses",
             "Individual addresses with a route.",
