@@ -81,9 +81,10 @@ pub struct Status {
     /// Route recomputations.
     pub spf_runs: u64,
     /// The time of the control steps that recomputed routes (shortest paths and the
-    /// forwarding table rebuilt from them), in seconds: their sum, and how many fell in
-    /// each bucket of [`SPF_BOUNDS`] (the last: above its last bound).
+    /// forwarding table rebuilt from them), in seconds, summed.
     pub spf_seconds: f64,
+    /// How many of those steps fell in each bucket of [`SPF_BOUNDS`] (the last: above
+    /// its last bound).
     pub spf_buckets: [u64; SPF_BOUNDS.len() + 1],
     /// Congestion episodes the CMP has seen (paper 002 §3.4).
     pub cmp_episodes: u64,

@@ -156,6 +156,8 @@ fn the_cm_client_grows_prunes_changes_and_releases_a_tree_on_xbind_and_tina() {
                 "--insecure",
                 "--as",
                 "tina",
+                "--metrics",
+                "127.0.0.1:0",
                 "--names",
             ])
             .arg(&names)
@@ -167,8 +169,15 @@ fn the_cm_client_grows_prunes_changes_and_releases_a_tree_on_xbind_and_tina() {
     let mut out = BufReader::new(tina.0.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
-    // Keep reading: the manager prints more (its performers), and a closed pipe would
-    // make its printing fail.
+    // Its metrics' address, among the lines it prints after its own; then keep
+    // reading: a closed pipe would make its printing fail.
+    let metrics = loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no metrics line");
+        if let Some(url) = line.trim().strip_prefix("metrics: ") {
+            break url.to_string();
+        }
+    };
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let at = first
         .rsplit("://")
@@ -177,6 +186,37 @@ fn the_cm_client_grows_prunes_changes_and_releases_a_tree_on_xbind_and_tina() {
         .trim()
         .to_string();
     exercise(&at, "tina");
+    // TINA's manager exports what the others do: its calls, its setups' times, and its
+    // remote invocations by interface (Table 3.3's).
+    let addr = metrics
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap();
+    let (code, body) =
+        crate::common::http(addr.parse().unwrap(), "GET", "/metrics", None).expect("a scrape");
+    assert_eq!(code, 200, "{body}");
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find(|l| l.starts_with(&format!("{name}{{manager=\"tina\"")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{body}"))
+            .rsplit_once(' ')
+            .unwrap()
+            .1
+            .parse()
+            .unwrap()
+    };
+    assert!(value("atmlab_cm_setups_total") >= 1.0, "{body}");
+    assert_eq!(
+        value("atmlab_cm_setup_duration_seconds_count"),
+        value("atmlab_cm_setups_total"),
+        "every setup timed:\n{body}"
+    );
+    assert!(value("atmlab_cm_releases_total") >= 1.0, "{body}");
+    assert!(
+        body.contains("atmlab_cm_invocations_total{manager=\"tina\",interface=\"eml->switch\"}"),
+        "{body}"
+    );
 
     let audit = atmlab(&["audit", "--insecure", "--names", &names, "--json"], b"");
     drop(tina);

@@ -275,9 +275,17 @@ impl ManagerServer {
     }
 
     /// Has each setup's time, from the request's arrival to its answer, handed to
-    /// `observer` (sequential and xbind managers; TINA's service does not time them).
+    /// `observer` (every kind).
     pub fn observe_setups(&mut self, observer: super::service::SetupObserver) {
         self.setup_observer = Some(observer);
+    }
+
+    /// TINA's LNC (`None` for the other kinds), to read its status (the metrics).
+    pub fn lnc(&self) -> Option<Arc<crate::tina::lnc::Lnc>> {
+        match &self.running {
+            Running::Tina(t) => Some(t.lnc.clone()),
+            Running::Core(_) => None,
+        }
     }
 
     /// What TINA's LNC is configured as (`None` for the other kinds).
@@ -302,9 +310,11 @@ impl ManagerServer {
                     .with_setup_observer(self.setup_observer.clone())
                     .into_server(),
             ),
-            Running::Tina(tina) => {
-                Services::new(TinaService::new(tina.lnc.clone(), mapper).into_server())
-            }
+            Running::Tina(tina) => Services::new(
+                TinaService::new(tina.lnc.clone(), mapper)
+                    .with_setup_observer(self.setup_observer.clone())
+                    .into_server(),
+            ),
         };
         let served =
             atmlab_rpc::serve_incoming("connection manager", self.incoming, routes, shutdown).await;

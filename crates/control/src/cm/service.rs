@@ -37,15 +37,51 @@ pub fn collocated_mapper(mapper: crate::qos::QosMapper) -> QosFn {
 /// (a metrics histogram: the shell measures, whoever exports decides how).
 pub type SetupObserver = std::sync::Arc<dyn Fn(std::time::Duration) + Send + Sync>;
 
+/// Times a manager service's successful setups, from a request's arrival to its
+/// answer: GetStatus's `setup_seconds_sum` and `setups_timed` (two relaxed atomics per
+/// setup), and the observer's histogram when one is set. Shared by every kind's service.
+#[derive(Default)]
+pub struct SetupTimer {
+    observer: Option<SetupObserver>,
+    /// Times summed in nanoseconds, and their count.
+    timed: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64),
+}
+
+impl SetupTimer {
+    /// A timer handing each setup's time to `observer` too, when given.
+    pub fn new(observer: Option<SetupObserver>) -> Self {
+        SetupTimer {
+            observer,
+            timed: Default::default(),
+        }
+    }
+
+    /// A setup that took `took` succeeded.
+    pub fn record(&self, took: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (sum, n) = &self.timed;
+        sum.fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+        n.fetch_add(1, Relaxed);
+        if let Some(observe) = &self.observer {
+            observe(took);
+        }
+    }
+
+    /// Writes the sum and count into a status.
+    pub fn fill(&self, out: &mut pb::CmStatus) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (sum, n) = &self.timed;
+        out.setup_seconds_sum = sum.load(Relaxed) as f64 * 1e-9;
+        out.setups_timed = n.load(Relaxed);
+    }
+}
+
 /// The service.
 pub struct CmService {
     handle: CmHandle,
     mapper: Option<QosFn>,
     regions: Regions,
-    setup_observer: Option<SetupObserver>,
-    /// Successful setups' times, summed in nanoseconds, and their count (GetStatus's
-    /// `setup_seconds_sum` and `setups_timed`): two atomics per setup.
-    timed: std::sync::Arc<(std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64)>,
+    timer: SetupTimer,
 }
 
 impl CmService {
@@ -56,14 +92,13 @@ impl CmService {
             handle,
             mapper,
             regions,
-            setup_observer: None,
-            timed: Default::default(),
+            timer: SetupTimer::default(),
         }
     }
 
     /// Hands each successful setup's time to `observer`, when given.
     pub fn with_setup_observer(mut self, observer: Option<SetupObserver>) -> Self {
-        self.setup_observer = observer;
+        self.timer = SetupTimer::new(observer);
         self
     }
 
@@ -253,16 +288,7 @@ impl ConnectionManager for CmService {
         )
         .await?
         .map_err(|e| call_status(&e))?;
-        let took = started.elapsed();
-        let (sum, n) = &*self.timed;
-        sum.fetch_add(
-            u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(observe) = &self.setup_observer {
-            observe(took);
-        }
+        self.timer.record(started.elapsed());
         let mut out = pb_info(&info);
         out.cell_qos = Some(cell);
         Ok(Response::new(out))
@@ -311,9 +337,7 @@ impl ConnectionManager for CmService {
             .require(&atmlab_rpc::tls::Role::ALL, "read a manager's status")?;
         let s = self.handle.status().await.map_err(|e| call_status(&e))?;
         let mut out = pb_status(&s);
-        let (sum, n) = &*self.timed;
-        out.setup_seconds_sum = sum.load(std::sync::atomic::Ordering::Relaxed) as f64 * 1e-9;
-        out.setups_timed = n.load(std::sync::atomic::Ordering::Relaxed);
+        self.timer.fill(&mut out);
         Ok(Response::new(out))
     }
 

@@ -10,19 +10,30 @@ use atmlab_rpc::v1::connection_manager_server::{ConnectionManager, ConnectionMan
 use tonic::{Request, Response, Status};
 
 use super::lnc::Lnc;
-use crate::cm::service::{QosFn, resolve_qos};
+use crate::cm::service::{QosFn, SetupObserver, SetupTimer, resolve_qos};
 
 /// The service.
 pub struct TinaService {
     lnc: Arc<Lnc>,
     mapper: Option<QosFn>,
+    timer: SetupTimer,
 }
 
 impl TinaService {
     /// A service over `lnc`; `mapper` turns `qos` into a contract when a caller gives no
     /// `cell_qos`.
     pub fn new(lnc: Arc<Lnc>, mapper: Option<QosFn>) -> Self {
-        TinaService { lnc, mapper }
+        TinaService {
+            lnc,
+            mapper,
+            timer: SetupTimer::default(),
+        }
+    }
+
+    /// Hands each successful setup's time to `observer`, when given.
+    pub fn with_setup_observer(mut self, observer: Option<SetupObserver>) -> Self {
+        self.timer = SetupTimer::new(observer);
+        self
     }
 
     /// The tonic service.
@@ -38,6 +49,7 @@ impl ConnectionManager for TinaService {
         r: Request<pb::AddConnectionRequest>,
     ) -> Result<Response<pb::ConnectionInfo>, Status> {
         atmlab_rpc::tls::Caller::of(&r).require(&[], "set up calls")?;
+        let started = std::time::Instant::now();
         let r = r.into_inner();
         let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
         let (lnc, undo) = (self.lnc.clone(), self.lnc.clone());
@@ -54,6 +66,7 @@ impl ConnectionManager for TinaService {
             },
         )
         .await??;
+        self.timer.record(started.elapsed());
         Ok(Response::new(info))
     }
 
@@ -94,7 +107,9 @@ impl ConnectionManager for TinaService {
     ) -> Result<Response<pb::CmStatus>, Status> {
         atmlab_rpc::tls::Caller::of(&r)
             .require(&atmlab_rpc::tls::Role::ALL, "read a manager's status")?;
-        Ok(Response::new(self.lnc.status()))
+        let mut out = self.lnc.status();
+        self.timer.fill(&mut out);
+        Ok(Response::new(out))
     }
 
     /// TINA has no aggregation threshold to tune: the status, unchanged.

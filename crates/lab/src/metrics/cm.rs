@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use atmlab_control::cm::live::{CmHandle, CmStatus};
 use atmlab_control::cm::server::ManagerServer;
+use atmlab_control::tina::lnc::Lnc;
 
 use super::{Families, LatencyHistogram, Metrics, Refresh, Source, labels};
 
@@ -37,24 +38,157 @@ impl CmSource {
     }
 
     /// The manager server `server` (labelled `manager = name`), its setup latency and
-    /// its accept loop (`cm/NAME`) added to `metrics`; TINA's managers export their
-    /// accept loop only.
+    /// its accept loop (`cm/NAME`) added to `metrics`; a TINA manager as a
+    /// [`TinaSource`].
     pub fn add(metrics: &Metrics, name: &str, server: &mut ManagerServer) {
         metrics.add(super::tls::TlsSource::new(
             format!("cm/{name}"),
             server.tls_stats(),
         ));
-        let Some(handle) = server.handle() else {
-            return;
-        };
         let latency = Arc::new(LatencyHistogram::default());
         let observed = latency.clone();
         server.observe_setups(Arc::new(move |d| observed.observe(d)));
-        metrics.add(CmSource {
-            latency: Some(latency),
-            ..CmSource::new(name, handle)
-        });
+        if let Some(lnc) = server.lnc() {
+            metrics.add(TinaSource {
+                name: name.to_string(),
+                lnc,
+                latency,
+            });
+        } else if let Some(handle) = server.handle() {
+            metrics.add(CmSource {
+                latency: Some(latency),
+                ..CmSource::new(name, handle)
+            });
+        }
     }
+}
+
+/// TINA's LNC (paper 001 §3): the counters its GetStatus answers (calls, rollbacks,
+/// remote invocations by interface, Table 3.3's), read from the LNC at scrape time,
+/// and the setup latency its service times.
+pub struct TinaSource {
+    name: String,
+    lnc: Arc<Lnc>,
+    latency: Arc<LatencyHistogram>,
+}
+
+impl Source for TinaSource {
+    fn collect(&self, out: &mut Families) {
+        let m = self.name.as_str();
+        let l = || labels([("manager", m)]);
+        let (sum, count, buckets) = self.latency.snapshot();
+        out.histogram(SETUP_DURATION.0, SETUP_DURATION.1, l(), sum, count, buckets);
+        let s = self.lnc.status();
+        calls(
+            out,
+            m,
+            &Calls {
+                established: s.established,
+                released: s.released,
+                blocked: s.blocked,
+                failed: s.failed,
+                rollbacks: s.rollbacks,
+                messages: s.messages,
+                commands: s.commands,
+                active: s.active,
+            },
+        );
+        for (interface, n) in &s.invocations {
+            out.counter(
+                "atmlab_cm_invocations",
+                "Remote invocations by interface (TINA's LNC, NML-CP and EML-CP, paper 001 Table 3.3).",
+                labels([("manager", m), ("interface", interface.as_str())]),
+                *n,
+            );
+        }
+    }
+}
+
+/// The setup-latency family, shared by every kind of manager.
+const SETUP_DURATION: (&str, &str) = (
+    "atmlab_cm_setup_duration_seconds",
+    "Time from a setup request's arrival at the manager to its answer, setups that succeeded.",
+);
+
+/// What every kind of manager counts.
+struct Calls {
+    established: u64,
+    released: u64,
+    blocked: u64,
+    failed: u64,
+    rollbacks: u64,
+    messages: u64,
+    commands: u64,
+    active: u64,
+}
+
+/// The families every kind of manager exports, labelled `manager = m`.
+fn calls(out: &mut Families, m: &str, st: &Calls) {
+    let l = || labels([("manager", m)]);
+    out.counter(
+        "atmlab_cm_setups",
+        "Calls set up (established).",
+        l(),
+        st.established,
+    );
+    out.counter("atmlab_cm_releases", "Calls released.", l(), st.released);
+    out.counter(
+        "atmlab_cm_blocked",
+        "Calls refused for lack of resources.",
+        l(),
+        st.blocked,
+    );
+    out.counter(
+        "atmlab_cm_failed",
+        "Calls failed for another reason.",
+        l(),
+        st.failed,
+    );
+    out.counter(
+        "atmlab_cm_rollbacks",
+        "Calls rolled back.",
+        l(),
+        st.rollbacks,
+    );
+    out.counter(
+        "atmlab_cm_messages",
+        "Remote invocations (batches of commands) sent to switch servers.",
+        l(),
+        st.messages,
+    );
+    out.counter(
+        "atmlab_cm_commands",
+        "Commands sent to switch servers, re-sends included.",
+        l(),
+        st.commands,
+    );
+    // Paper 000's Fig. 10 counts invocations per call; the ratio of the two
+    // counters since start (0 before the first call).
+    let per_call = |x: u64| {
+        if st.established == 0 {
+            0.0
+        } else {
+            x as f64 / st.established as f64
+        }
+    };
+    out.gauge(
+        "atmlab_cm_messages_per_call",
+        "Messages to switch servers per call set up, since start.",
+        l(),
+        per_call(st.messages),
+    );
+    out.gauge(
+        "atmlab_cm_commands_per_call",
+        "Commands to switch servers per call set up, since start.",
+        l(),
+        per_call(st.commands),
+    );
+    out.gauge(
+        "atmlab_cm_active_calls",
+        "Calls held.",
+        l(),
+        st.active as f64,
+    );
 }
 
 impl Source for CmSource {
@@ -75,83 +209,32 @@ impl Source for CmSource {
         let l = || labels([("manager", m)]);
         if let Some(h) = &self.latency {
             let (sum, count, buckets) = h.snapshot();
-            out.histogram(
-                "atmlab_cm_setup_duration_seconds",
-                "Time from a setup request's arrival at the manager to its answer, setups that succeeded.",
-                l(),
-                sum,
-                count,
-                buckets,
-            );
+            out.histogram(SETUP_DURATION.0, SETUP_DURATION.1, l(), sum, count, buckets);
         }
         let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         let Some(s) = status.as_ref() else {
             return;
         };
         let st = &s.stats;
-        out.counter(
-            "atmlab_cm_setups",
-            "Calls set up (established).",
-            l(),
-            st.established,
-        );
-        out.counter("atmlab_cm_releases", "Calls released.", l(), st.released);
-        out.counter(
-            "atmlab_cm_blocked",
-            "Calls refused for lack of resources.",
-            l(),
-            st.blocked,
-        );
-        out.counter(
-            "atmlab_cm_failed",
-            "Calls failed for another reason.",
-            l(),
-            st.failed,
-        );
-        out.counter(
-            "atmlab_cm_rollbacks",
-            "Calls rolled back.",
-            l(),
-            st.rollbacks,
-        );
-        out.counter(
-            "atmlab_cm_messages",
-            "Remote invocations (batches of commands) sent to switch servers.",
-            l(),
-            st.messages,
-        );
-        out.counter(
-            "atmlab_cm_commands",
-            "Commands sent to switch servers, re-sends included.",
-            l(),
-            st.commands,
+        calls(
+            out,
+            m,
+            &Calls {
+                established: st.established,
+                released: st.released,
+                blocked: st.blocked,
+                failed: st.failed,
+                rollbacks: st.rollbacks,
+                messages: st.messages,
+                commands: st.commands,
+                active: s.active as u64,
+            },
         );
         out.counter(
             "atmlab_cm_retries",
             "Commands re-sent after a time-out.",
             l(),
             st.retries,
-        );
-        // Paper 000's Fig. 10 counts invocations per call; the ratio of the two
-        // counters since start (0 before the first call).
-        let per_call = |x: u64| {
-            if st.established == 0 {
-                0.0
-            } else {
-                x as f64 / st.established as f64
-            }
-        };
-        out.gauge(
-            "atmlab_cm_messages_per_call",
-            "Messages to switch servers per call set up, since start.",
-            l(),
-            per_call(st.messages),
-        );
-        out.gauge(
-            "atmlab_cm_commands_per_call",
-            "Commands to switch servers per call set up, since start.",
-            l(),
-            per_call(st.commands),
         );
         out.counter("atmlab_cm_cache_hits", "VCI cache hits.", l(), s.cache.0);
         out.counter(
@@ -177,12 +260,6 @@ impl Source for CmSource {
             "The load region the arrival rate falls in (adaptive T).",
             l(),
             s.load.1 as f64,
-        );
-        out.gauge(
-            "atmlab_cm_active_calls",
-            "Calls held.",
-            l(),
-            s.active as f64,
         );
         out.counter(
             "atmlab_cm_recovery_actions",

@@ -122,7 +122,7 @@ impl Source for SmdsSource {
             l(),
             s.spf_runs,
         );
-        let mut buckets: Vec<(f64, u64)> = atmlab_smds::live::SPF_BOUNDS
+        let buckets: Vec<(f64, u64)> = atmlab_smds::live::SPF_BOUNDS
             .iter()
             .copied()
             .chain([f64::MAX])
