@@ -37,13 +37,16 @@ esac
 rounds="${ROUNDS:-1}"
 pin_switch=(); pin_hosts=()
 if [ "${PIN:-0}" = 1 ]; then pin_switch=(taskset -c 1); pin_hosts=(taskset -c 0); fi
+# 10 Gb/s ports, so that admission control takes a connection at any rate asked.
 cat > "$work/s1.toml" <<TOML
 name = "s1"
 cells_per_datagram = 24
 [[ports]]
 id = 0
+link_rate = "10 Gb/s"
 [[ports]]
 id = 1
+link_rate = "10 Gb/s"
 TOML
 # The switch's cells out of port 1 (cumulative), and its threads' CPU time in ns.
 cells_out() {
@@ -77,7 +80,7 @@ for round in $(seq 1 "$rounds"); do
       "${pin_hosts[@]}" bash -c 'while :; do curl -s -o /dev/null "$1" || true; sleep 1; done' _ "$url" &
       scrape=$!
     fi
-    "$ATMLAB_BIN" switch commit --insecure --addr "$grpc" --in 0:0/100 --out 1:0/200 --pcr 300000 >/dev/null
+    "$ATMLAB_BIN" switch commit --insecure --addr "$grpc" --in 0:0/100 --out 1:0/200 --pcr 23584905 >/dev/null
     for rate in "${rates[@]}"; do
       # Each host binds its port through the control path (AttachHost): a host port
       # takes no host from a first datagram (issue 24).

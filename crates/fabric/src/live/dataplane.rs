@@ -29,9 +29,11 @@
 //! the Statistics RPC) and summed up in one log line per [`REFUSAL_LOG_INTERVAL`], never
 //! one line per datagram (a flood must not become a flood of log lines).
 //!
-//! One task per port receives a datagram, switches its cells under the switch lock,
-//! drains every output queue the cells reached, and sends the drained cells to each
-//! port's peer. The live data plane does not pace output to the link rate (the host does,
+//! One task per port receives a batch of datagrams (as many as one system call gives,
+//! [`crate::live::batch`]), switches their cells under one taking of the switch lock,
+//! draining every output queue the cells reached after each datagram, and sends the
+//! drained cells to each port's peer, as many datagrams per system call as the kernel
+//! segments. The live data plane does not pace output to the link rate (the host does,
 //! see [`crate::live::host`]); a port's queue holds only the cells of the datagrams being
 //! switched, so queue-overflow discard happens only when many inputs converge at once.
 
@@ -43,6 +45,7 @@ use atmlab_wire::cell::CELL_LEN;
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
 
+use crate::live::batch::{BatchSocket, RecvBatch};
 use crate::live::local::LocalSwitch;
 
 /// Cells per datagram when the configuration does not say: 24 x 53 = 1,272 octets.
@@ -98,6 +101,8 @@ pub struct PortSocket {
     pub port: PortId,
     /// Its bound UDP socket.
     pub socket: Arc<UdpSocket>,
+    /// The same socket's batched receive and segmented send.
+    io: BatchSocket,
     /// Its peer (see the module doc).
     pub binding: Mutex<Binding>,
     /// The last address a datagram was refused from (for the summary log line).
@@ -146,9 +151,14 @@ impl DataPlane {
             let socket = bind_udp(bind).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("port {} on {bind}: {e}", port.0))
             })?;
+            let socket = Arc::new(socket);
+            let io = BatchSocket::new(socket.clone()).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("port {} on {bind}: {e}", port.0))
+            })?;
             ports.push(PortSocket {
                 port,
-                socket: Arc::new(socket),
+                io,
+                socket,
                 binding: Mutex::new(peer.map_or(Binding::Unbound, Binding::Trunk)),
                 last_refused: Mutex::new(None),
                 first_attach: std::sync::atomic::AtomicBool::new(true),
@@ -350,49 +360,63 @@ impl DataPlane {
                     )
                 })
         });
-        let mut buf = vec![0u8; MAX_DATAGRAM];
-        // Drained cells per output port, reused across datagrams.
+        let mut batch = RecvBatch::default();
+        // Drained cells per output port, reused across batches.
         let mut outs: Vec<Vec<u8>> = vec![Vec::new(); self.ports.len()];
+        // The datagrams of a batch this port takes: (offset, length) into the batch.
+        let mut taken: Vec<(SocketAddr, usize)> = Vec::new();
         loop {
-            let (n, from) = match me.socket.recv_from(&mut buf).await {
-                Ok(x) => x,
-                Err(e) => {
-                    // ICMP port-unreachable from a peer that went away surfaces here on
-                    // some systems; it is not fatal to the port.
-                    tracing::debug!(port = %me.port, error = %e, "recv failed");
+            if let Err(e) = me.io.recv(&mut batch).await {
+                // ICMP port-unreachable from a peer that went away surfaces here on
+                // some systems; it is not fatal to the port.
+                tracing::debug!(port = %me.port, error = %e, "recv failed");
+                continue;
+            }
+            taken.clear();
+            for (k, (from, d)) in batch.datagrams().enumerate() {
+                if !self.admit(index, d.len(), from, &switch) {
                     continue;
                 }
-            };
-            if !self.admit(index, n, from, &switch) {
+                if !d.len().is_multiple_of(CELL_LEN) {
+                    self.counters.ragged_datagrams.fetch_add(1, Relaxed);
+                }
+                if d.len() >= CELL_LEN {
+                    taken.push((from, k));
+                }
+            }
+            if taken.is_empty() {
                 continue;
             }
-            if !n.is_multiple_of(CELL_LEN) {
-                self.counters.ragged_datagrams.fetch_add(1, Relaxed);
-            }
-            if n < CELL_LEN {
-                continue;
-            }
-            // Arrival times for the usage parameter control: the datagram's, and for
-            // the cells after its first one cell time apart at the port's link rate
-            // (the spacing they would have had on the line: a datagram is a batch of
-            // cells, not cells that arrived together).
+            // Arrival times for the usage parameter control: the batch's, and for the
+            // cells after its first one cell time apart at the port's link rate (the
+            // spacing they would have had on the line: a datagram, and a batch of them
+            // read at once, is a train of cells, not cells that arrived together).
             let arrived = atmlab_core::time::Instant::from_picos(
                 u64::try_from(self.epoch.elapsed().as_nanos())
                     .unwrap_or(u64::MAX)
                     .saturating_mul(1000),
             );
             switch.with_switch(|s| {
-                for (k, chunk) in buf[..n - n % CELL_LEN]
-                    .chunks_exact_mut(CELL_LEN)
-                    .enumerate()
-                {
-                    let cell: &mut [u8; CELL_LEN] = chunk.try_into().expect("exact chunk");
-                    let at = arrived.saturating_add(cell_time.saturating_mul(k as u64));
-                    s.handle_cell_at(me.port, cell, at);
-                }
-                for (j, p) in self.ports.iter().enumerate() {
-                    if s.queue_len(p.port) > 0 {
-                        s.drain(p.port, &mut outs[j], usize::MAX);
+                let mut k = 0u64;
+                let mut next = taken.iter().map(|t| t.1).peekable();
+                for (i, (_, d)) in batch.datagrams().enumerate() {
+                    if next.peek() != Some(&i) {
+                        continue;
+                    }
+                    next.next();
+                    for chunk in d[..d.len() - d.len() % CELL_LEN].chunks_exact(CELL_LEN) {
+                        let mut cell: [u8; CELL_LEN] = chunk.try_into().expect("exact chunk");
+                        let at = arrived.saturating_add(cell_time.saturating_mul(k));
+                        s.handle_cell_at(me.port, &mut cell, at);
+                        k += 1;
+                    }
+                    // Each datagram's cells leave the output queues before the next
+                    // datagram's arrive, as when datagrams were read one at a time: a
+                    // batch is a read, not a burst the queues must hold.
+                    for (j, p) in self.ports.iter().enumerate() {
+                        if s.queue_len(p.port) > 0 {
+                            s.drain(p.port, &mut outs[j], usize::MAX);
+                        }
                     }
                 }
             });
@@ -408,10 +432,13 @@ impl DataPlane {
                             .fetch_add((out.len() / CELL_LEN) as u64, Relaxed);
                     }
                     Some(to) => {
-                        for dgram in out.chunks(self.cells_per_datagram * CELL_LEN) {
-                            if p.socket.send_to(dgram, to).await.is_err() {
-                                self.counters.send_errors.fetch_add(1, Relaxed);
-                            }
+                        // Every datagram of `cells_per_datagram` cells, as many per
+                        // system call as the kernel segments.
+                        let segment = self.cells_per_datagram * CELL_LEN;
+                        if p.io.send(to, out, segment).await.is_err() {
+                            self.counters
+                                .send_errors
+                                .fetch_add(out.len().div_ceil(segment) as u64, Relaxed);
                         }
                     }
                 }

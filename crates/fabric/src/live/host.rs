@@ -29,6 +29,7 @@ use atmlab_wire::cell::{CELL_LEN, Cell, CellHeader, HeaderFormat, Pti};
 use tokio::net::UdpSocket;
 
 use crate::error::FabricError;
+use crate::live::batch::{BatchSocket, RecvBatch};
 use crate::live::dataplane::DEFAULT_CELLS_PER_DATAGRAM;
 
 /// How far ahead of its schedule the sender may run before it sleeps.
@@ -39,7 +40,9 @@ const PACING_CATCH_UP: Duration = Duration::from_millis(5);
 /// A host's attachment to a switch port.
 #[derive(Debug)]
 pub struct HostPort {
-    socket: UdpSocket,
+    socket: std::sync::Arc<UdpSocket>,
+    /// The same socket's batched receive and segmented send.
+    io: BatchSocket,
     switch: SocketAddr,
     cells_per_datagram: usize,
     cell_time: Duration,
@@ -47,7 +50,8 @@ pub struct HostPort {
     next_send: Instant,
     reassembler: VcReassembler,
     epoch: Instant,
-    buf: Vec<u8>,
+    /// The receive buffers (taken while a receive is in flight).
+    batch: Option<RecvBatch>,
     pending: std::collections::VecDeque<Received>,
     /// The VCs that carry AAL3/4, each with its SAR state.
     aal34: std::collections::HashMap<VcId, Aal34Vc>,
@@ -202,18 +206,20 @@ impl HostPort {
         switch: SocketAddr,
         link_rate: BitRate,
     ) -> Result<Self, FabricError> {
-        let socket = crate::live::dataplane::bind_udp(bind).map_err(io)?;
+        let socket = std::sync::Arc::new(crate::live::dataplane::bind_udp(bind).map_err(io)?);
         socket.send_to(&[], switch).await.map_err(io)?;
+        let batched = BatchSocket::new(socket.clone()).map_err(io)?;
         let cell_rate = link_rate.to_cell_rate().per_sec().max(1.0);
         Ok(HostPort {
             socket,
+            io: batched,
             switch,
             cells_per_datagram: DEFAULT_CELLS_PER_DATAGRAM,
             cell_time: Duration::from_secs_f64(1.0 / cell_rate),
             next_send: Instant::now(),
             reassembler: VcReassembler::new(HeaderFormat::Uni, ReassemblerConfig::default()),
             epoch: Instant::now(),
-            buf: vec![0; 65_536],
+            batch: Some(RecvBatch::default()),
             pending: std::collections::VecDeque::new(),
             aal34: std::collections::HashMap::new(),
             errors: 0,
@@ -282,9 +288,16 @@ impl HostPort {
     }
 
     /// Sends whole cells in datagrams, paced at the link rate; the number of cells.
+    /// Datagrams leave in trains of as many as one system call carries (GSO), each train
+    /// no longer than the pacing lets run ahead of the link.
     async fn send_cells(&mut self, cells: &[u8]) -> Result<usize, FabricError> {
         let n = cells.len() / CELL_LEN;
-        for dgram in cells.chunks(self.cells_per_datagram * CELL_LEN) {
+        let segment = self.cells_per_datagram * CELL_LEN;
+        let per_train = (PACING_AHEAD.as_secs_f64()
+            / (self.cell_time.as_secs_f64() * self.cells_per_datagram as f64))
+            .floor()
+            .clamp(1.0, self.io.max_segments().max(1) as f64) as usize;
+        for train in cells.chunks(segment * per_train) {
             let now = Instant::now();
             if self.next_send > now + PACING_AHEAD {
                 tokio::time::sleep(self.next_send - now).await;
@@ -294,8 +307,11 @@ impl HostPort {
             let now = Instant::now();
             let floor = now.checked_sub(PACING_CATCH_UP).unwrap_or(now);
             self.next_send =
-                self.next_send.max(floor) + self.cell_time * (dgram.len() / CELL_LEN) as u32;
-            self.socket.send_to(dgram, self.switch).await.map_err(io)?;
+                self.next_send.max(floor) + self.cell_time * (train.len() / CELL_LEN) as u32;
+            self.io
+                .send(self.switch, train, segment)
+                .await
+                .map_err(io)?;
         }
         Ok(n)
     }
@@ -306,18 +322,35 @@ impl HostPort {
             if let Some(r) = self.pending.pop_front() {
                 return Ok(Some(r));
             }
-            let n = match tokio::time::timeout(idle, self.socket.recv_from(&mut self.buf)).await {
+            let mut batch = self.batch.take().unwrap_or_default();
+            let got = tokio::time::timeout(idle, self.io.recv(&mut batch)).await;
+            match got {
                 Err(_) => {
+                    self.batch = Some(batch);
                     let now = self.now();
                     for v in self.aal34.values_mut() {
                         v.expire(now);
                     }
                     return Ok(None);
                 }
-                Ok(r) => r.map_err(io)?.0,
-            };
+                Ok(Err(e)) => {
+                    self.batch = Some(batch);
+                    return Err(io(e));
+                }
+                Ok(Ok(_)) => {}
+            }
+            for (_, d) in batch.datagrams() {
+                self.take_cells(d);
+            }
+            self.batch = Some(batch);
+        }
+    }
+
+    /// The whole cells of one datagram, to the reassemblers.
+    fn take_cells(&mut self, d: &[u8]) {
+        {
             let now = self.now();
-            for cell in self.buf[..n - n % CELL_LEN].chunks_exact(CELL_LEN) {
+            for cell in d[..d.len() - d.len() % CELL_LEN].chunks_exact(CELL_LEN) {
                 if !self.aal34.is_empty() {
                     // The VC decides the adaptation layer; a cell whose header fails
                     // the HEC goes to the AAL5 side, which counts it.

@@ -17,6 +17,7 @@
 
 pub mod authz;
 pub mod backend;
+pub mod batch;
 pub mod convert;
 pub mod dataplane;
 pub mod grpc;
