@@ -17,7 +17,8 @@
 //!   (one `LeaseTimeToLive` per entry, asked concurrently; etcd counts it in whole
 //!   seconds, rounded down);
 //! - a claim ([`NameClient::claim`]) is a transaction: the key is created only if
-//!   absent; if it is there at another address the claim is refused with `Held`.
+//!   absent; if it is there at another address the claim is refused as the name
+//!   service refuses it (ALREADY_EXISTS, naming the holder).
 //!
 //! What the name service checks that etcd does not: names and objects are validated
 //! here, before writing, as the directory validates them; but the role rules of
@@ -115,14 +116,8 @@ impl EtcdNames {
                         .put(&key, value, Some(lease.id()))
                         .await
                         .map(|_| ()),
-                    Some(held) => Err(ControlError::Held {
-                        name: object.name.clone(),
-                        holder: held.address,
-                    }),
-                    None => Err(ControlError::Held {
-                        name: object.name.clone(),
-                        holder: "an entry atmlab cannot read".into(),
-                    }),
+                    Some(held) => Err(held_by(&object.name, held.address)),
+                    None => Err(held_by(&object.name, "an entry atmlab cannot read".into())),
                 },
             }
         } else {
@@ -224,6 +219,20 @@ impl EtcdNames {
             return Ok(Some(MAX_LEASE));
         }
         self.client.time_to_live(lease).await
+    }
+}
+
+/// A refused claim, as the name service's client reports it (ALREADY_EXISTS, the
+/// message naming the holder), so that callers need not know which registry refused.
+fn held_by(name: &str, holder: String) -> ControlError {
+    let held = ControlError::Held {
+        name: name.to_owned(),
+        holder,
+    };
+    ControlError::Call {
+        call: "NameService.Register (a claim)",
+        kind: held.kind(),
+        message: held.to_string(),
     }
 }
 
