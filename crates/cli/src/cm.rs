@@ -742,22 +742,27 @@ pub struct CallgenArgs {
     security: Security,
 }
 
-/// The addresses of the managers `names` (`cm/NAME` or `NAME`) in the registry at
-/// `url`, or of every manager registered there when `names` is empty.
+/// The managers `names` (`cm/NAME` or `NAME`) in the registry at `url`, or every
+/// manager registered there when `names` is empty: each one's address, and the
+/// certificate it must show (a manager's certificate is named as it registers, so an
+/// entry pointed elsewhere is refused at the handshake).
 async fn managers_in(
     url: &str,
     names: &[String],
     id: Option<&atmlab_rpc::tls::TlsIdentity>,
-) -> Result<Vec<String>> {
+) -> Result<Vec<(String, atmlab_rpc::tls::Expect)>> {
+    let expect = |name: &str| {
+        atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Cm, name.trim_start_matches("cm/"))
+    };
     let nc = NameClient::connect(url, id)
         .await
         .with_context(|| format!("connecting to the registry at {url}"))?;
     if names.is_empty() {
-        let all: Vec<String> = nc
+        let all: Vec<_> = nc
             .list(Some(atmlab_control::names::ObjectKind::ConnectionManager))
             .await?
             .into_iter()
-            .map(|(o, _)| o.address)
+            .map(|(o, _)| (o.address, expect(&o.name)))
             .collect();
         if all.is_empty() {
             bail!("the registry at {url} lists no connection manager");
@@ -775,7 +780,7 @@ async fn managers_in(
             .resolve(&name)
             .await
             .with_context(|| format!("looking {name} up in the registry at {url}"))?;
-        out.push(o.address);
+        out.push((o.address, expect(&name)));
     }
     Ok(out)
 }
@@ -806,20 +811,20 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
+        let a_manager = || atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
         let managers = match &args.names {
             Some(url) => {
                 args.security.peer(url);
                 managers_in(url, &args.cm, id.as_ref()).await?
             }
-            None => args.cm.clone(),
+            None => args.cm.iter().map(|cm| (cm.clone(), a_manager())).collect(),
         };
-        for cm in &managers {
+        for (cm, _) in &managers {
             args.security.peer(cm);
         }
         let mut targets = Vec::new();
-        for cm in &managers {
-            let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
-            let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
+        for (cm, expect) in managers {
+            let ch = atmlab_rpc::channel_to(&cm, id.as_ref(), expect)
                 .await
                 .with_context(|| format!("connecting to the connection manager at {cm}"))?;
             targets.push(RemoteCm::new(ch));

@@ -79,6 +79,15 @@ impl NameClient {
         matches!(self.backend, Backend::Etcd(_))
     }
 
+    /// Every change to the directory from now on, where the registry can tell: etcd's
+    /// watch; `None` for the name service, whose readers poll.
+    pub async fn watch(&self) -> Result<Option<crate::etcd::Watcher>, ControlError> {
+        match &self.backend {
+            Backend::Grpc(_) => Ok(None),
+            Backend::Etcd(e) => e.watch().await.map(Some),
+        }
+    }
+
     /// The gRPC client, or the etcd directory.
     fn grpc(&self) -> Result<NameServiceClient<Channel>, &EtcdNames> {
         match &self.backend {

@@ -42,7 +42,7 @@ use super::ObjectInfo;
 use super::ObjectKind;
 use super::directory::{validate_name, validate_object};
 use crate::ControlError;
-use crate::etcd::{EtcdClient, KeyValue, Lease};
+use crate::etcd::{EtcdClient, KeyValue, Lease, Watcher};
 
 /// The lease of a registration that asks for none (the name service's default).
 const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -134,6 +134,11 @@ impl EtcdNames {
                 Err(e)
             }
         }
+    }
+
+    /// Every change to the directory from now on (a registration, or an entry gone).
+    pub(super) async fn watch(&self) -> Result<Watcher, ControlError> {
+        self.client.watch_prefix(&self.prefix, 0).await
     }
 
     /// The entry `name` and its lease, or `NotRegistered`.

@@ -392,3 +392,52 @@ async fn the_registry_in_etcd_keeps_a_name_while_its_holder_lives() {
         .unwrap();
     drop(etcd);
 }
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_route_view_follows_the_registry_in_etcd_as_it_changes() {
+    use atmlab_control::route::{RouteObject, discover, spawn_refresher};
+    use std::sync::{Arc, Mutex};
+    let etcd = EtcdCluster::start(1);
+    // The line of three, registered in its own name service; copied into etcd below.
+    let (net, _) = crate::common::line3().await;
+    let local = NameClient::connect(&net.names_url(), None).await.unwrap();
+    let registry = NameClient::connect(&etcd.endpoints(), None).await.unwrap();
+    let empty = discover(&registry, None).await.unwrap();
+    let route = Arc::new(Mutex::new(RouteObject::new(empty).unwrap()));
+    // Polled once an hour: only the registry's watch can bring changes in time.
+    let refresher = spawn_refresher(
+        route.clone(),
+        registry.clone(),
+        None,
+        Duration::from_secs(3_600),
+    );
+    let mut held = Vec::new();
+    for (o, _) in local.list(None).await.unwrap() {
+        held.push((
+            o.name.clone(),
+            registry.register_and_renew(o, SHORT * 10).await.unwrap(),
+        ));
+    }
+    let sees = |host: &'static str| {
+        let route = route.clone();
+        move || {
+            let route = route.clone();
+            async move { route.lock().unwrap().host(host).is_some() }
+        }
+    };
+    eventually("the view has host b", sees("b")).await;
+    assert_eq!(route.lock().unwrap().view().links().len(), 2);
+    // s3 and its host leave the registry: the view follows.
+    for (name, h) in held {
+        if name == "switch/s3" || name == "host/b" {
+            h.stop().await;
+        }
+    }
+    eventually("host b left the view", || {
+        let route = route.clone();
+        async move { route.lock().unwrap().host("b").is_none() }
+    })
+    .await;
+    refresher.abort();
+}
