@@ -17,10 +17,13 @@ use std::time::Duration;
 
 use atmlab_rpc::etcd::v3electionpb as pb;
 use atmlab_rpc::etcd::v3electionpb::election_client::ElectionClient;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{EtcdClient, KeyValue, Lease, LeaseWatch, REQUEST_TIMEOUT, retryable, status_error};
+use super::{
+    EtcdClient, KeyValue, Lease, LeaseWatch, REQUEST_TIMEOUT, ROUND_PAUSE, ROUNDS, WatchKind,
+    Watcher, retryable, status_error,
+};
 use crate::{ControlError, ErrorKind};
 
 /// The pause before a broken observation is opened again.
@@ -37,7 +40,10 @@ pub struct Election {
 pub struct Leader {
     client: EtcdClient,
     key: pb::LeaderKey,
-    lease: LeaseWatch,
+    /// Set (once) when the lease is lost or the leader's key is gone.
+    lost: watch::Receiver<bool>,
+    /// Watches the lease and the key; ends with the leadership.
+    guard: JoinHandle<()>,
 }
 
 impl Election {
@@ -49,40 +55,77 @@ impl Election {
     /// when this campaigner is the leader.
     ///
     /// Waits as long as another leader holds the election. Fails with NOT_FOUND if
-    /// the lease is lost meanwhile. Dropping the future stops waiting here, but the
-    /// campaign's key stays in etcd with the lease: revoke or drop the lease too, or the
-    /// key may be elected with nobody behind it (until the lease lapses).
+    /// the lease is lost meanwhile. Dropping the future cancels the campaign: etcd
+    /// withdraws its key when the member hears of it (a member that cannot be reached
+    /// keeps it until the lease lapses, so drop or revoke the lease too).
+    ///
+    /// When the member campaigned through fails, the campaign moves to the next one
+    /// with the same lease, after deleting the key this attempt may have left: etcd
+    /// withdraws a cancelled campaign's key when it notices the cancellation, possibly
+    /// much later (a member that hung and came back), and the key of the next attempt
+    /// must not be the one it withdraws. Once elected, the key is read back and must be
+    /// this campaign's.
     pub async fn campaign(
         &self,
         name: &str,
         value: impl Into<Vec<u8>>,
         lease: &Lease,
     ) -> Result<Leader, ControlError> {
+        // The key etcd's election service gives a campaign: NAME/LEASE in hex.
+        let key = format!("{name}/{:x}", lease.id());
         let request = pb::CampaignRequest {
             name: name.as_bytes().to_vec(),
             lease: lease.id(),
             value: value.into(),
         };
-        // Retrying on another member is safe: a campaign with a lease that already has
-        // its key in the election carries on with that key.
-        let campaign = self.client.call("etcd Election.Campaign", None, |c| {
-            let request = request.clone();
-            async move { ElectionClient::new(c).campaign(request).await }
-        });
-        let reply = tokio::select! {
-            reply = campaign => reply?,
-            () = lease.lost() => return Err(lease_lost(lease.id())),
-        };
-        let key = reply.leader.ok_or(ControlError::Call {
-            call: "etcd Election.Campaign",
-            kind: ErrorKind::Other(13),
-            message: "elected without a leader key".into(),
-        })?;
-        Ok(Leader {
-            client: self.client.clone(),
-            key,
-            lease: lease.watch(),
-        })
+        let attempts = ROUNDS * self.client.members().len();
+        let mut failures = 0;
+        loop {
+            let (member, channel) = self.client.current_channel();
+            let mut election = ElectionClient::new(channel);
+            let campaign = election.campaign(request.clone());
+            let reply = tokio::select! {
+                reply = campaign => reply,
+                () = lease.lost() => return Err(lease_lost(lease.id())),
+            };
+            let leader = match reply {
+                Ok(r) => r.into_inner().leader,
+                Err(s) if retryable(&s) && failures + 1 < attempts => {
+                    failures += 1;
+                    tracing::debug!(%key, status = %s.message(), "campaign failed on a member; moving on");
+                    self.client.member_failed(member);
+                    self.client.delete(&key).await?;
+                    tokio::time::sleep(ROUND_PAUSE).await;
+                    continue;
+                }
+                Err(s) => return Err(status_error("etcd Election.Campaign", &s)),
+            };
+            let leader = leader.ok_or(ControlError::Call {
+                call: "etcd Election.Campaign",
+                kind: ErrorKind::Other(13),
+                message: "elected without a leader key".into(),
+            })?;
+            // Watch the key from its creation on, then check it is still ours: a delete
+            // between the election and now is in the watch.
+            let watcher = self
+                .client
+                .watch_key(&key, leader.rev.saturating_add(1))
+                .await?;
+            match self.client.get(&key).await? {
+                Some(kv) if kv.create_revision == leader.rev && kv.lease == lease.id() => {
+                    return Ok(Leader::new(
+                        self.client.clone(),
+                        leader,
+                        lease.watch(),
+                        watcher,
+                    ));
+                }
+                _ => {
+                    tracing::warn!(%key, "elected, but the key is gone (a cancelled attempt withdrew it); campaigning again");
+                    self.client.delete(&key).await?;
+                }
+            }
+        }
     }
 
     /// The current leader's key and proclaimed value, if the election has one.
@@ -145,15 +188,41 @@ impl Leader {
         self.key.lease
     }
 
-    /// Whether leadership is lost (its lease is).
+    /// Whether leadership is lost.
     pub fn is_lost(&self) -> bool {
-        self.lease.is_lost()
+        *self.lost.borrow()
     }
 
     /// Resolves when leadership is lost: the lease lapsed, was revoked, or no keep-alive
-    /// confirmed it within its TTL. From then on another campaigner may be leader.
+    /// confirmed it within its TTL; or the leader's key was deleted or replaced (by
+    /// hand, or by a stale clean-up). From then on another campaigner may be leader.
+    ///
+    /// A lost lease is reported no later than etcd lets it go; a deleted key is
+    /// reported when the watch delivers the deletion, which is after etcd made it, so
+    /// a successor may already be elected then: fence what a leader writes elsewhere
+    /// with [`Leader::revision`] (it grows with each new leader).
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.lease.lost()
+        let mut rx = self.lost.clone();
+        async move {
+            let _ = rx.wait_for(|lost| *lost).await;
+        }
+    }
+
+    fn new(client: EtcdClient, key: pb::LeaderKey, lease: LeaseWatch, watcher: Watcher) -> Leader {
+        let (tx, rx) = watch::channel(false);
+        let guard = tokio::spawn(guard(
+            String::from_utf8_lossy(&key.key).into_owned(),
+            key.rev,
+            lease,
+            watcher,
+            tx,
+        ));
+        Leader {
+            client,
+            key,
+            lost: rx,
+            guard,
+        }
     }
 
     /// Proclaims a new value (observers see it).
@@ -174,6 +243,7 @@ impl Leader {
     /// Gives leadership up: the next campaigner is elected at once. The lease is kept
     /// (its owner revokes it or campaigns again with it).
     pub async fn resign(self) -> Result<(), ControlError> {
+        self.guard.abort();
         let request = pb::ResignRequest {
             leader: Some(self.key.clone()),
         };
@@ -185,6 +255,39 @@ impl Leader {
             .await?;
         Ok(())
     }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        self.guard.abort();
+    }
+}
+
+/// Reports (once) that leadership is lost: the lease is, or the key `key` created at
+/// `rev` was deleted or replaced, or the watch on it failed (then, not knowing, it says
+/// lost: a leader must not act on a leadership it cannot see).
+async fn guard(
+    key: String,
+    rev: i64,
+    lease: LeaseWatch,
+    mut watcher: Watcher,
+    lost: watch::Sender<bool>,
+) {
+    let lease_lost = lease.lost();
+    tokio::pin!(lease_lost);
+    let why = loop {
+        tokio::select! {
+            () = &mut lease_lost => break "its lease was lost",
+            event = watcher.next() => match event {
+                Some(Ok(e)) if e.kind == WatchKind::Delete => break "its key was deleted",
+                Some(Ok(e)) if e.kv.create_revision != rev => break "its key was replaced",
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break "the watch on its key failed",
+            },
+        }
+    };
+    tracing::warn!(%key, why, "etcd leadership lost");
+    lost.send_replace(true);
 }
 
 /// The leaders of an election, as [`Election::observe`] reports them. Dropping it ends

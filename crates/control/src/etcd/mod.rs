@@ -63,6 +63,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 const ROUND_PAUSE: Duration = Duration::from_millis(100);
 /// How many times every member is tried before a request fails.
 const ROUNDS: usize = 3;
+/// HTTP/2 pings on a connection with streams open: a member that hangs without closing
+/// its connections (its host died, a partition) fails the streams that have no time-out
+/// of their own (a campaign waiting, a watch, an observation), which then move to the
+/// next member. Not more often: etcd closes a connection pinged more often than its
+/// `--grpc-keepalive-min-time` (5 s by default).
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a ping may go unanswered before the connection counts as dead.
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The scheme of a registry or cluster address.
 pub const SCHEME: &str = "etcd://";
@@ -168,7 +176,13 @@ impl EtcdClient {
         let addrs = parse_endpoints(endpoints)?;
         let channels = addrs
             .iter()
-            .map(|a| Ok(atmlab_rpc::endpoint(a, None)?.connect_lazy()))
+            .map(|a| {
+                Ok(atmlab_rpc::endpoint(a, None)?
+                    .http2_keep_alive_interval(PING_INTERVAL)
+                    .keep_alive_timeout(PING_TIMEOUT)
+                    .keep_alive_while_idle(false)
+                    .connect_lazy())
+            })
             .collect::<Result<Vec<_>, RpcError>>()?;
         Ok(EtcdClient {
             inner: Arc::new(Inner {
@@ -187,6 +201,24 @@ impl EtcdClient {
     /// The member requests go to now (the last one that answered).
     pub fn current_member(&self) -> &str {
         &self.inner.addrs[self.inner.current.load(Ordering::Relaxed) % self.inner.addrs.len()]
+    }
+
+    /// The member requests go to now, and its channel.
+    pub(crate) fn current_channel(&self) -> (usize, Channel) {
+        let i = self.inner.current.load(Ordering::Relaxed) % self.inner.channels.len();
+        (i, self.inner.channels[i].clone())
+    }
+
+    /// Member `i` failed: later requests go to the next one (unless another request
+    /// has moved on already).
+    pub(crate) fn member_failed(&self, i: usize) {
+        let n = self.inner.channels.len();
+        let _ = self.inner.current.compare_exchange(
+            i,
+            (i + 1) % n,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// Sends later requests to the next member (a stream on the current one broke).
@@ -432,6 +464,11 @@ impl EtcdClient {
             from,
         )
         .await
+    }
+
+    /// The changes to the key `key` from revision `from` (0: from now on).
+    pub async fn watch_key(&self, key: &str, from: i64) -> Result<Watcher, ControlError> {
+        Watcher::start(self, key.as_bytes().to_vec(), Vec::new(), from).await
     }
 
     /// The election service of this cluster.

@@ -234,6 +234,12 @@ async fn the_next_campaigner_leads_when_the_leader_s_lease_lapses() {
         election.leader("cm/alpha").await.unwrap().unwrap().key,
         third.key()
     );
+
+    // A leader whose key is deleted (by hand here) is told, though its lease lives.
+    assert!(!third.is_lost());
+    assert!(one.delete(&third.key()).await.unwrap());
+    timeout(DEADLINE, third.lost()).await.unwrap();
+    assert!(!lease_three.is_lost());
 }
 
 #[tokio::test]
@@ -440,4 +446,93 @@ async fn a_route_view_follows_the_registry_in_etcd_as_it_changes() {
     })
     .await;
     refresher.abort();
+}
+
+/// A follower's index in `etcd` (a member that is not the Raft leader), so that
+/// freezing it does not also make the cluster elect a new leader.
+async fn a_follower(etcd: &EtcdCluster) -> usize {
+    for i in 0..3 {
+        let one = EtcdClient::connect(&format!("etcd://{}", etcd.member(i)))
+            .await
+            .unwrap();
+        let s = one.status().await.unwrap();
+        if s.header.map(|h| h.member_id) != Some(s.leader) {
+            return i;
+        }
+    }
+    panic!("no follower in a three-member cluster");
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_lease_and_a_campaign_outlive_a_member_that_hangs() {
+    let etcd = EtcdCluster::start(3);
+    let hung = a_follower(&etcd).await;
+    let others: Vec<usize> = (0..3).filter(|&i| i != hung).collect();
+    // The waiting campaigner talks to the member that will hang; the leader to others.
+    let list = |first: usize| {
+        let order = [first, (first + 1) % 3, (first + 2) % 3];
+        let members: Vec<String> = order.iter().map(|&i| etcd.member(i)).collect();
+        format!("etcd://{}", members.join(","))
+    };
+    let leader_side = EtcdClient::connect(&list(others[0])).await.unwrap();
+    let waiter_side = EtcdClient::connect(&list(hung)).await.unwrap();
+    assert_eq!(waiter_side.current_member(), etcd.member(hung));
+    let lease_one = leader_side.grant(SHORT).await.unwrap();
+    let first = leader_side
+        .election()
+        .campaign("cm/beta", "first", &lease_one)
+        .await
+        .unwrap();
+    let lease_two = waiter_side.grant(SHORT).await.unwrap();
+    let election = waiter_side.election();
+    let mut second = Box::pin(election.campaign("cm/beta", "second", &lease_two));
+    assert!(
+        timeout(Duration::from_millis(300), &mut second)
+            .await
+            .is_err()
+    );
+
+    // The member hangs: connections open, nothing answered.
+    etcd.pause(hung);
+    // Keep-alives move on to another member within a third of the TTL each, so a 1 s
+    // lease lives on although its member said nothing for several TTLs.
+    let frozen = Instant::now();
+    tokio::time::sleep(SHORT * 3).await; // the thing under test is that time passes
+    assert!(
+        !lease_two.is_lost(),
+        "the lease was lost {:?} after its member hung",
+        frozen.elapsed()
+    );
+    assert_ne!(waiter_side.current_member(), etcd.member(hung));
+
+    // The leader resigns: the campaign waiting on the hung member notices the dead
+    // connection (HTTP/2 pings), campaigns again through another with the same lease,
+    // and is elected.
+    first.resign().await.unwrap();
+    let second = timeout(DEADLINE, second).await.unwrap().unwrap();
+    eprintln!(
+        "elected {:?} after the member hung (its connection found dead by pings)",
+        frozen.elapsed()
+    );
+    assert!(!second.is_lost());
+    let current = leader_side.election().leader("cm/beta").await.unwrap();
+    assert_eq!(current.unwrap().key, second.key());
+
+    // The hung member comes back and withdraws the key of the campaign it was holding
+    // when it hung: that was a key of the same lease, but not this one (the retry
+    // deleted it and made its own), so the leadership stands.
+    etcd.resume(hung);
+    etcd.wait_healthy();
+    let back = Instant::now();
+    while back.elapsed() < SHORT * 2 {
+        // The thing under test is that the member has time to act.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !second.is_lost(),
+            "leadership lost after the member came back"
+        );
+    }
+    let current = leader_side.election().leader("cm/beta").await.unwrap();
+    assert_eq!(current.unwrap().key, second.key());
 }

@@ -103,6 +103,26 @@ impl EtcdCluster {
         }
     }
 
+    /// Freezes member `i` (SIGSTOP): a host that hangs, its connections open and silent.
+    /// [`EtcdCluster::resume`] thaws it; dropping the cluster kills it either way.
+    pub fn pause(&self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Thaws member `i` (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        let p = self.members[i].process.as_ref().expect("a live member");
+        let ok = Command::new("kill")
+            .args([signal, &p.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {signal} {} failed", p.id());
+    }
+
     /// Polls every live member's `/health` until each says the cluster is healthy.
     pub fn wait_healthy(&self) {
         let deadline = Instant::now() + START_DEADLINE;
