@@ -9,8 +9,10 @@
 //! and my lease lives": a leader whose process dies loses it when its lease lapses.
 //!
 //! [`Leader::lost`] fires when the leader's [`Lease`] is lost, which the lease task
-//! reports no later than etcd lets the lease go (see `lease.rs`); a leader that stops
-//! acting then does not overlap its successor.
+//! reports no later than etcd lets the lease go (see `lease.rs`), so a leader that
+//! stops acting then does not overlap a successor elected by the lapse. It also fires
+//! when the leader's key is deleted or replaced, which is learnt by a watch, after the
+//! fact: fence writes elsewhere with [`Leader::revision`].
 
 use std::future::Future;
 use std::time::Duration;

@@ -23,7 +23,12 @@
 //!   from the last revision seen when one fails.
 //! - [`Election`] (`election.rs`): leader election through etcd's own election service
 //!   (`v3electionpb.Election`): [`Election::campaign`] resolves when elected, to a
-//!   [`Leader`] whose [`Leader::lost`] fires when its lease does.
+//!   [`Leader`] whose [`Leader::lost`] fires when its lease is lost or its key is gone.
+//!
+//! A member that hangs (connections open, nothing answered) costs a unary request
+//! `REQUEST_TIMEOUT` and a keep-alive a third of its TTL before the next member is
+//! asked; streams without a time-out (a waiting campaign, a watch, an observation) find
+//! the dead connection by HTTP/2 pings, within `PING_INTERVAL` + `PING_TIMEOUT`.
 //!
 //! Plain HTTP/2 only for now: etcd's client TLS would need certificates etcd accepts
 //! (etcd's own CA or ours), which the lab's roles do not describe yet.
