@@ -463,7 +463,7 @@ enum CmCommand {
     Serve {
         /// The registry: the name service's URL (e.g. https://10.0.0.1:50050), or an etcd
         /// cluster, etcd://HOST:PORT,HOST:PORT,... (names and leases kept in etcd, found
-        /// through any member; plain HTTP/2, see docs/security.md).
+        /// through any member; etcds://... over mutual TLS; see docs/security.md).
         #[arg(long, visible_alias = "registry", value_name = "URL")]
         names: String,
         /// The switches to manage, by name (default: every switch registered).
@@ -693,7 +693,7 @@ pub struct CallgenArgs {
     #[arg(long, value_delimiter = ',', required_unless_present = "names")]
     cm: Vec<String>,
     /// Find the managers in this registry (the name service's URL, or an etcd cluster,
-    /// etcd://HOST:PORT,HOST:PORT,...): those --cm names, or without --cm every
+    /// etcd://HOST:PORT,... or etcds://...): those --cm names, or without --cm every
     /// connection manager registered.
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: Option<String>,

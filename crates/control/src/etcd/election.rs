@@ -1,11 +1,12 @@
-//! Leader election through etcd's own election service (`v3electionpb.Election`).
+//! Leader election on etcd's election keys: etcd's election service
+//! (`v3electionpb.Election`) for `leader`, `observe`, `proclaim` and `resign`; the
+//! campaign in the client, as etcd's own client library runs it.
 //!
 //! An active and a standby connection manager for one owner (issue 26, beyond the
 //! papers: xbind's manager of paper 000 §II-C is one process) must agree on which of
-//! them acts. etcd's election service does it server-side: each campaigner puts a key
-//! `NAME/LEASE` attached to its lease; the one with the oldest key is the leader, and
-//! the others' `Campaign` calls block until every older key is gone, deleted by a
-//! resignation or with a lapsed lease. So leadership is exactly "my key is the oldest
+//! them acts. etcd's election: each campaigner puts a key `NAME/LEASE` attached to its
+//! lease; the one with the oldest key is the leader, and the others wait until every
+//! older key is gone, deleted by a resignation or with a lapsed lease. So leadership is exactly "my key is the oldest
 //! and my lease lives": a leader whose process dies loses it when its lease lapses.
 //!
 //! [`Leader::lost`] fires when the leader's [`Lease`] is lost, which the lease task
@@ -23,8 +24,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    EtcdClient, KeyValue, Lease, LeaseWatch, REQUEST_TIMEOUT, ROUND_PAUSE, ROUNDS, WatchKind,
-    Watcher, retryable, status_error,
+    EtcdClient, KeyValue, Lease, LeaseWatch, REQUEST_TIMEOUT, WatchKind, Watcher, retryable,
+    status_error,
 };
 use crate::{ControlError, ErrorKind};
 
@@ -56,75 +57,115 @@ impl Election {
     /// Campaigns for `name` with `lease`, proclaiming `value` once elected; resolves
     /// when this campaigner is the leader.
     ///
-    /// Waits as long as another leader holds the election. Fails with NOT_FOUND if
-    /// the lease is lost meanwhile. Dropping the future cancels the campaign: etcd
-    /// withdraws its key when the member hears of it (a member that cannot be reached
-    /// keeps it until the lease lapses, so drop or revoke the lease too).
+    /// Waits as long as an older campaigner holds its key. Fails with NOT_FOUND if the
+    /// lease is lost meanwhile. Dropping the future stops waiting, but the campaign's
+    /// key stays in the queue with the lease: revoke the lease (or let it lapse), or a
+    /// campaigner nobody listens to may be elected.
     ///
-    /// When the member campaigned through fails, the campaign moves to the next one
-    /// with the same lease, after deleting the key this attempt may have left: etcd
-    /// withdraws a cancelled campaign's key when it notices the cancellation, possibly
-    /// much later (a member that hung and came back), and the key of the next attempt
-    /// must not be the one it withdraws. Once elected, the key is read back and must be
-    /// this campaign's.
+    /// The campaign runs here, in the client, as etcd's own client library runs it
+    /// (`concurrency.Election`), on the keys etcd's election service uses (so `leader`,
+    /// `observe`, `proclaim` and `resign` go through the service): put `NAME/LEASE` if
+    /// absent, then wait until no key under `NAME/` is older. Not through the service's
+    /// `Campaign`: a cancelled `Campaign` (its member hung, and the campaign moved to
+    /// another) withdraws the key when the member gets round to it, possibly after the
+    /// same lease's next attempt was elected with that very key. A failed step here is
+    /// retried on the next member, and nothing withdraws a key behind the caller's back.
     pub async fn campaign(
         &self,
         name: &str,
         value: impl Into<Vec<u8>>,
         lease: &Lease,
     ) -> Result<Leader, ControlError> {
-        // The key etcd's election service gives a campaign: NAME/LEASE in hex.
-        let key = format!("{name}/{:x}", lease.id());
-        let request = pb::CampaignRequest {
-            name: name.as_bytes().to_vec(),
-            lease: lease.id(),
-            value: value.into(),
-        };
-        let attempts = ROUNDS * self.client.members().len();
-        let mut failures = 0;
-        loop {
-            let (member, channel) = self.client.current_channel();
-            let mut election = ElectionClient::new(channel);
-            let campaign = election.campaign(request.clone());
-            let reply = tokio::select! {
-                reply = campaign => reply,
-                () = lease.lost() => return Err(lease_lost(lease.id())),
-            };
-            let leader = match reply {
-                Ok(r) => r.into_inner().leader,
-                Err(s) if retryable(&s) && failures + 1 < attempts => {
-                    failures += 1;
-                    tracing::debug!(%key, status = %s.message(), "campaign failed on a member; moving on");
-                    self.client.member_failed(member);
-                    self.client.delete(&key).await?;
-                    tokio::time::sleep(ROUND_PAUSE).await;
-                    continue;
+        let value = value.into();
+        let run = async {
+            let prefix = format!("{name}/");
+            // The key etcd's election service gives a campaign: NAME/LEASE in hex.
+            let key = format!("{prefix}{:x}", lease.id());
+            let rev = match self
+                .client
+                .create(&key, value.clone(), Some(lease.id()))
+                .await?
+            {
+                None => self.client.get(&key).await?.map(|kv| kv.create_revision),
+                Some(existing) => {
+                    // Ours from an earlier attempt: proclaim this value on it.
+                    if existing.value != value {
+                        self.client
+                            .put(&key, value.clone(), Some(lease.id()))
+                            .await?;
+                    }
+                    Some(existing.create_revision)
                 }
-                Err(s) => return Err(status_error("etcd Election.Campaign", &s)),
             };
-            let leader = leader.ok_or(ControlError::Call {
-                call: "etcd Election.Campaign",
-                kind: ErrorKind::Other(13),
-                message: "elected without a leader key".into(),
-            })?;
+            let rev = rev.ok_or_else(|| lease_lost(lease.id()))?;
+            self.wait_older_gone(&prefix, rev).await?;
             // Watch the key from its creation on, then check it is still ours: a delete
             // between the election and now is in the watch.
-            let watcher = self
-                .client
-                .watch_key(&key, leader.rev.saturating_add(1))
-                .await?;
+            let watcher = self.client.watch_key(&key, rev.saturating_add(1)).await?;
             match self.client.get(&key).await? {
-                Some(kv) if kv.create_revision == leader.rev && kv.lease == lease.id() => {
-                    return Ok(Leader::new(
+                Some(kv) if kv.create_revision == rev && kv.lease == lease.id() => {
+                    let leader = pb::LeaderKey {
+                        name: name.as_bytes().to_vec(),
+                        key: key.into_bytes(),
+                        rev,
+                        lease: lease.id(),
+                    };
+                    Ok(Leader::new(
                         self.client.clone(),
                         leader,
                         lease.watch(),
                         watcher,
-                    ));
+                    ))
                 }
-                _ => {
-                    tracing::warn!(%key, "elected, but the key is gone (a cancelled attempt withdrew it); campaigning again");
-                    self.client.delete(&key).await?;
+                _ => Err(lease_lost(lease.id())),
+            }
+        };
+        tokio::select! {
+            leader = run => leader,
+            () = lease.lost() => Err(lease_lost(lease.id())),
+        }
+    }
+
+    /// Waits until no key under `prefix` was created before `rev` (etcd's
+    /// `waitDeletes`): each time, the youngest older one is watched until deleted.
+    async fn wait_older_gone(&self, prefix: &str, rev: i64) -> Result<(), ControlError> {
+        use atmlab_rpc::etcd::etcdserverpb as kvpb;
+        use kvpb::kv_client::KvClient;
+        loop {
+            let request = kvpb::RangeRequest {
+                key: prefix.as_bytes().to_vec(),
+                range_end: super::prefix_end(prefix.as_bytes()),
+                limit: 1,
+                sort_order: kvpb::range_request::SortOrder::Descend as i32,
+                sort_target: kvpb::range_request::SortTarget::Create as i32,
+                max_create_revision: rev - 1,
+                ..Default::default()
+            };
+            let reply = self
+                .client
+                .call("etcd KV.Range", Some(REQUEST_TIMEOUT), |c| {
+                    let request = request.clone();
+                    async move { KvClient::new(c).range(request).await }
+                })
+                .await?;
+            let Some(older) = reply.kvs.into_iter().next() else {
+                return Ok(());
+            };
+            let at = reply.header.map_or(0, |h| h.revision);
+            let older = String::from_utf8_lossy(&older.key).into_owned();
+            let mut watch = self.client.watch_key(&older, at).await?;
+            loop {
+                match watch.next().await {
+                    Some(Ok(e)) if e.kind == WatchKind::Delete => break,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    None => {
+                        return Err(ControlError::Call {
+                            call: "etcd Watch.Watch",
+                            kind: ErrorKind::Unavailable,
+                            message: "the watch on an older campaigner ended".into(),
+                        });
+                    }
                 }
             }
         }

@@ -21,8 +21,10 @@
 //!   keep-alive confirmed before its TTL ran out).
 //! - [`Watcher`] (`watch.rs`): the changes under a prefix, resumed on another member
 //!   from the last revision seen when one fails.
-//! - [`Election`] (`election.rs`): leader election through etcd's own election service
-//!   (`v3electionpb.Election`): [`Election::campaign`] resolves when elected, to a
+//! - [`Election`] (`election.rs`): leader election on etcd's election keys, through its
+//!   election service (`v3electionpb.Election`) except for the campaign itself, which
+//!   runs in the client as etcd's own client library runs it (see `election.rs` for
+//!   why): [`Election::campaign`] resolves when elected, to a
 //!   [`Leader`] whose [`Leader::lost`] fires when its lease is lost or its key is gone.
 //!
 //! A member that hangs (connections open, nothing answered) costs a unary request
@@ -30,8 +32,10 @@
 //! asked; streams without a time-out (a waiting campaign, a watch, an observation) find
 //! the dead connection by HTTP/2 pings, within `PING_INTERVAL` + `PING_TIMEOUT`.
 //!
-//! Plain HTTP/2 only for now: etcd's client TLS would need certificates etcd accepts
-//! (etcd's own CA or ours), which the lab's roles do not describe yet.
+//! `etcd://` is plain HTTP/2; `etcds://` is mutual TLS with the lab's certificates (each
+//! member holding a `names` certificate of the lab CA and requiring a client
+//! certificate from it): strangers are refused, but etcd does not know atmlab's roles,
+//! so any lab certificate may read and write any key.
 //!
 //! Errors are [`ControlError`]s: an address that is not one is `Rpc(InvalidAddress)`, a
 //! refusal or a failure on every member is `Call` naming the RPC (`"etcd KV.Range"`), a
@@ -77,8 +81,18 @@ const PING_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a ping may go unanswered before the connection counts as dead.
 const PING_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The scheme of a registry or cluster address.
+/// The scheme of a cluster reached in plain HTTP/2.
 pub const SCHEME: &str = "etcd://";
+/// The scheme of a cluster reached over mutual TLS with the lab's certificates: each
+/// member holds a certificate of role `names` from the lab CA (`atmlab certs issue
+/// --role names NAME`) and requires a client certificate from it
+/// (`--client-cert-auth --trusted-ca-file ca.pem`).
+pub const SCHEME_TLS: &str = "etcds://";
+
+/// Whether `spec` names an etcd cluster (either scheme).
+pub fn is_cluster(spec: &str) -> bool {
+    spec.starts_with(SCHEME) || spec.starts_with(SCHEME_TLS)
+}
 
 /// A client of an etcd cluster. Cheap to clone (clones share the connections).
 #[derive(Debug, Clone)]
@@ -123,7 +137,8 @@ impl KeyValue {
     }
 }
 
-/// The members of `spec`: `etcd://HOST:PORT,HOST:PORT,...` (the scheme may be left out).
+/// The members of `spec`: `etcd://HOST:PORT,HOST:PORT,...` or `etcds://...` (the
+/// scheme may be left out).
 ///
 /// # Errors
 /// `Rpc(InvalidAddress)` for an empty list, an empty member, or another scheme.
@@ -134,10 +149,14 @@ pub fn parse_endpoints(spec: &str) -> Result<Vec<String>, ControlError> {
             reason: reason.to_owned(),
         })
     };
-    let list = spec.strip_prefix(SCHEME).unwrap_or(spec);
+    let list = spec
+        .strip_prefix(SCHEME)
+        .or_else(|| spec.strip_prefix(SCHEME_TLS))
+        .unwrap_or(spec);
     if list.contains("://") {
         return Err(invalid(
-            "an etcd cluster is etcd://HOST:PORT,HOST:PORT,... (plain HTTP/2; no other scheme)",
+            "an etcd cluster is etcd://HOST:PORT,HOST:PORT,... (plain HTTP/2) or \
+             etcds://HOST:PORT,... (mutual TLS); no other scheme",
         ));
     }
     let members: Vec<String> = list.split(',').map(|m| m.trim().to_owned()).collect();
@@ -168,7 +187,20 @@ impl EtcdClient {
     /// # Errors
     /// An invalid list, or no member answering (`Call` with UNAVAILABLE).
     pub async fn connect(endpoints: &str) -> Result<Self, ControlError> {
-        let client = EtcdClient::lazy(endpoints)?;
+        EtcdClient::connect_with(endpoints, None).await
+    }
+
+    /// [`EtcdClient::connect`], over mutual TLS with `tls` for an `etcds://` cluster
+    /// (the members must show a `names` certificate of the lab CA); `etcd://` is plain
+    /// HTTP/2 and does not use `tls`.
+    ///
+    /// # Errors
+    /// As [`EtcdClient::connect`]; an `etcds://` cluster without `tls`.
+    pub async fn connect_with(
+        endpoints: &str,
+        tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    ) -> Result<Self, ControlError> {
+        let client = EtcdClient::lazy_with(endpoints, tls)?;
         client.status().await?;
         Ok(client)
     }
@@ -178,11 +210,36 @@ impl EtcdClient {
     /// # Errors
     /// An invalid list.
     pub fn lazy(endpoints: &str) -> Result<Self, ControlError> {
+        EtcdClient::lazy_with(endpoints, None)
+    }
+
+    /// [`EtcdClient::lazy`], with TLS as [`EtcdClient::connect_with`] says.
+    ///
+    /// # Errors
+    /// An invalid list; an `etcds://` cluster without `tls`.
+    pub fn lazy_with(
+        endpoints: &str,
+        tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    ) -> Result<Self, ControlError> {
+        use atmlab_rpc::tls::{Expect, Role};
         let addrs = parse_endpoints(endpoints)?;
+        let tls = if endpoints.starts_with(SCHEME_TLS) {
+            let Some(identity) = tls else {
+                return Err(ControlError::Rpc(RpcError::InvalidAddress {
+                    addr: endpoints.to_owned(),
+                    reason: "an etcds:// cluster needs a TLS identity (certificate, key and \
+                             CA); etcd:// is plain HTTP/2"
+                        .to_owned(),
+                }));
+            };
+            Some(identity.expecting(Expect::Role(Role::Names)))
+        } else {
+            None
+        };
         let channels = addrs
             .iter()
             .map(|a| {
-                Ok(atmlab_rpc::endpoint(a, None)?
+                Ok(atmlab_rpc::endpoint(a, tls.as_ref())?
                     .http2_keep_alive_interval(PING_INTERVAL)
                     .keep_alive_timeout(PING_TIMEOUT)
                     .keep_alive_while_idle(false)
@@ -206,24 +263,6 @@ impl EtcdClient {
     /// The member requests go to now (the last one that answered).
     pub fn current_member(&self) -> &str {
         &self.inner.addrs[self.inner.current.load(Ordering::Relaxed) % self.inner.addrs.len()]
-    }
-
-    /// The member requests go to now, and its channel.
-    pub(crate) fn current_channel(&self) -> (usize, Channel) {
-        let i = self.inner.current.load(Ordering::Relaxed) % self.inner.channels.len();
-        (i, self.inner.channels[i].clone())
-    }
-
-    /// Member `i` failed: later requests go to the next one (unless another request
-    /// has moved on already).
-    pub(crate) fn member_failed(&self, i: usize) {
-        let n = self.inner.channels.len();
-        let _ = self.inner.current.compare_exchange(
-            i,
-            (i + 1) % n,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
     }
 
     /// Sends later requests to the next member (a stream on the current one broke).
