@@ -461,8 +461,10 @@ enum CmCommand {
     /// Run a connection manager over the switch servers a name service lists (the route
     /// object discovers the links from them).
     Serve {
-        /// The name service's address.
-        #[arg(long)]
+        /// The registry: the name service's URL (e.g. https://10.0.0.1:50050), or an etcd
+        /// cluster, etcd://HOST:PORT,HOST:PORT,... (names and leases kept in etcd, found
+        /// through any member; etcds://... over mutual TLS; see docs/security.md).
+        #[arg(long, visible_alias = "registry", value_name = "URL")]
         names: String,
         /// The switches to manage, by name (default: every switch registered).
         #[arg(long, value_delimiter = ',')]
@@ -686,9 +688,15 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
 #[derive(Debug, Args)]
 pub struct CallgenArgs {
     /// The connection manager's gRPC address; several, comma-separated, spread the
-    /// calls round robin over them.
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// calls round robin over them. With --names: the managers' names (cm/NAME, or
+    /// NAME) to look up there.
+    #[arg(long, value_delimiter = ',', required_unless_present = "names")]
     cm: Vec<String>,
+    /// Find the managers in this registry (the name service's URL, or an etcd cluster,
+    /// etcd://HOST:PORT,... or etcds://...): those --cm names, or without --cm every
+    /// connection manager registered.
+    #[arg(long, visible_alias = "registry", value_name = "URL")]
+    names: Option<String>,
     /// Offered rates, calls/s (Poisson), comma-separated: one run each.
     #[arg(
         long,
@@ -734,6 +742,49 @@ pub struct CallgenArgs {
     security: Security,
 }
 
+/// The managers `names` (`cm/NAME` or `NAME`) in the registry at `url`, or every
+/// manager registered there when `names` is empty: each one's address, and the
+/// certificate it must show (a manager's certificate is named as it registers, so an
+/// entry pointed elsewhere is refused at the handshake).
+async fn managers_in(
+    url: &str,
+    names: &[String],
+    id: Option<&atmlab_rpc::tls::TlsIdentity>,
+) -> Result<Vec<(String, atmlab_rpc::tls::Expect)>> {
+    let expect = |name: &str| {
+        atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Cm, name.trim_start_matches("cm/"))
+    };
+    let nc = NameClient::connect(url, id)
+        .await
+        .with_context(|| format!("connecting to the registry at {url}"))?;
+    if names.is_empty() {
+        let all: Vec<_> = nc
+            .list(Some(atmlab_control::names::ObjectKind::ConnectionManager))
+            .await?
+            .into_iter()
+            .map(|(o, _)| (o.address, expect(&o.name)))
+            .collect();
+        if all.is_empty() {
+            bail!("the registry at {url} lists no connection manager");
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let name = if name.starts_with("cm/") {
+            name.clone()
+        } else {
+            format!("cm/{name}")
+        };
+        let (o, _) = nc
+            .resolve(&name)
+            .await
+            .with_context(|| format!("looking {name} up in the registry at {url}"))?;
+        out.push((o.address, expect(&name)));
+    }
+    Ok(out)
+}
+
 /// Runs `atmlab callgen`.
 pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     let holding: atmlab_core::time::Duration = args
@@ -758,15 +809,22 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         shell::writable_dir("--out", dir)?;
     }
-    for cm in &args.cm {
-        args.security.peer(cm);
-    }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
+        let a_manager = || atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
+        let managers = match &args.names {
+            Some(url) => {
+                args.security.peer(url);
+                managers_in(url, &args.cm, id.as_ref()).await?
+            }
+            None => args.cm.iter().map(|cm| (cm.clone(), a_manager())).collect(),
+        };
+        for (cm, _) in &managers {
+            args.security.peer(cm);
+        }
         let mut targets = Vec::new();
-        for cm in &args.cm {
-            let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
-            let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
+        for (cm, expect) in managers {
+            let ch = atmlab_rpc::channel_to(&cm, id.as_ref(), expect)
                 .await
                 .with_context(|| format!("connecting to the connection manager at {cm}"))?;
             targets.push(RemoteCm::new(ch));

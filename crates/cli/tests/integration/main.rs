@@ -9,6 +9,8 @@ mod cm_restart;
 mod common;
 mod dashboard;
 mod demo;
+#[path = "../../../control/tests/integration/etcd_server.rs"]
+mod etcd_server;
 mod grpcurl;
 mod install;
 mod json;
@@ -23,6 +25,7 @@ mod progress;
 mod prometheus;
 mod python;
 mod readme;
+mod registry;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;
