@@ -7,7 +7,10 @@
 # Environment: ATMLAB_BIN=path skips the build. METRICS (default "off"; "on": the
 # switch serves --metrics, scraped once a second while the cells flow; "both": a fresh
 # switch with metrics off and one with them on, side by side, ROUNDS times (default 1)
-# in alternating order, and the end prints each mode's mean cells/s per rate). PIN=1
+# in alternating order, and the end prints each mode's mean cells/s per rate). BEFORE=path:
+# the switch and hosts of another build (metrics off) side by side with this one's,
+# "before" and "after", ROUNDS times in alternating order (the control commands, commit
+# and stats, are always this build's). PIN=1
 # puts the switch on CPU 1 and both hosts on CPU 0 (taskset), so that the switch has a
 # processor of its own and, unpaced, is the bottleneck.
 #
@@ -28,10 +31,12 @@ if [ -z "${ATMLAB_BIN:-}" ]; then
 fi
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+if [ -n "${BEFORE:-}" ]; then METRICS=before-after; fi
 case "${METRICS:-off}" in
   off) modes=(off) ;;
   on) modes=(on) ;;
   both) modes=(off on) ;;
+  before-after) modes=(before after) ;;
   *) echo "METRICS is off, on or both" >&2; exit 2 ;;
 esac
 rounds="${ROUNDS:-1}"
@@ -60,12 +65,14 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $mb MB in $frames frames of
 : > "$work/rates"
 for round in $(seq 1 "$rounds"); do
   order=("${modes[@]}")
-  if [ $((round % 2)) -eq 0 ] && [ ${#modes[@]} -eq 2 ]; then order=(on off); fi
+  if [ $((round % 2)) -eq 0 ] && [ ${#modes[@]} -eq 2 ]; then order=("${modes[1]}" "${modes[0]}"); fi
   for mode in "${order[@]}"; do
+    bin="$ATMLAB_BIN"
+    [ "$mode" = before ] && bin="$BEFORE"
     extra=()
     [ "$mode" = on ] && extra=(--metrics 127.0.0.1:0)
     : > "$work/serve.out"
-    RUST_LOG=error "${pin_switch[@]}" "$ATMLAB_BIN" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
+    RUST_LOG=error "${pin_switch[@]}" "$bin" switch serve --insecure --config "$work/s1.toml" "${extra[@]}" > "$work/serve.out" &
     serve=$!
     ready="port 1 udp"
     [ "$mode" = on ] && ready="metrics http"
@@ -84,20 +91,22 @@ for round in $(seq 1 "$rounds"); do
     for rate in "${rates[@]}"; do
       # Each host binds its port through the control path (AttachHost): a host port
       # takes no host from a first datagram (issue 24).
-      "${pin_hosts[@]}" "$ATMLAB_BIN" host recv --insecure --switch "$p1" --control "$grpc" --port 1 --vc 0/200 \
+      "${pin_hosts[@]}" "$bin" host recv --insecure --switch "$p1" --control "$grpc" --port 1 --vc 0/200 \
         --rate "$rate" --frames "$frames" --idle "3 s" --out /dev/null 2> "$work/recv.err" &
       recv=$!
       sleep 0.3
       out0="$(cells_out "$grpc")"; cpu0="$(cpu_ns "$serve")"
-      "${pin_hosts[@]}" "$ATMLAB_BIN" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
+      "${pin_hosts[@]}" "$bin" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
         --rate "$rate" "$work/data" 2>/dev/null
       wait "$recv" || true
       out1="$(cells_out "$grpc")"; cpu1="$(cpu_ns "$serve")"
       fwd=$((out1 - out0)); ns=$((cpu1 - cpu0))
       per="n/a"; [ "$ns" -gt 0 ] && per="$(python3 -c "print(f'{$fwd * 1e9 / $ns:.0f}')")"
-      echo "metrics $mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')| switch forwarded $fwd cells, $per per CPU-second"
+      echo "$mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')| switch forwarded $fwd cells, $per per CPU-second"
       cps="$(sed -n 's/^rate: \([0-9]*\) cells\/s.*/\1/p' "$work/recv.err")"
-      [ -n "$cps" ] && [ "$fwd" -gt 0 ] && echo "$mode|$rate|$cps|$per|$round" >> "$work/rates"
+      # No receiver rate ("not measured": frames came faster than its link): 0, left
+      # out of that comparison only.
+      [ "$fwd" -gt 0 ] && echo "$mode|$rate|${cps:-0}|$per|$round" >> "$work/rates"
     done
     [ -n "$scrape" ] && { kill "$scrape" 2>/dev/null || true; wait "$scrape" 2>/dev/null || true; }
     kill "$serve" 2>/dev/null || true
@@ -105,7 +114,7 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 if [ ${#modes[@]} -eq 2 ]; then
-  python3 - "$work/rates" <<'PY'
+  python3 - "$work/rates" "${modes[0]}" "${modes[1]}" <<'PY'
 import sys, statistics, math
 by = {}
 for line in open(sys.argv[1]):
@@ -121,17 +130,21 @@ def interval(logs):
     t = T95.get(len(logs) - 1, T95[max(k for k in T95 if k <= len(logs) - 1)])
     h = t * s / math.sqrt(len(logs))
     return f", 95% interval {math.exp(m - h):.3f}-{math.exp(m + h):.3f}"
+first, second = sys.argv[2], sys.argv[3]
 for rate, m in by.items():
-    if "off" not in m or "on" not in m:
+    if first not in m or second not in m:
         continue
-    rounds = sorted(set(m["off"]) & set(m["on"]))
+    rounds = sorted(set(m[first]) & set(m[second]))
     for i, what in ((0, "receiver cells/s"), (1, "switch cells per CPU-second")):
-        off = [m["off"][r][i] for r in rounds]
-        on = [m["on"][r][i] for r in rounds]
-        logs = [math.log(b / a) for a, b in zip(off, on)]
-        print(f"at {rate}, {what}: off {', '.join(f'{v:.0f}' for v in off)} (mean "
-              f"{statistics.mean(off):.1f}), on {', '.join(f'{v:.0f}' for v in on)} (mean "
-              f"{statistics.mean(on):.1f}); paired on / off {math.exp(statistics.mean(logs)):.4f}"
+        both = [r for r in rounds if m[first][r][i] > 0 and m[second][r][i] > 0]
+        if not both:
+            continue
+        a = [m[first][r][i] for r in both]
+        b = [m[second][r][i] for r in both]
+        logs = [math.log(y / x) for x, y in zip(a, b)]
+        print(f"at {rate}, {what}: {first} {', '.join(f'{v:.0f}' for v in a)} (mean "
+              f"{statistics.mean(a):.1f}), {second} {', '.join(f'{v:.0f}' for v in b)} (mean "
+              f"{statistics.mean(b):.1f}); paired {second} / {first} {math.exp(statistics.mean(logs)):.4f}"
               f"{interval(logs)}")
 PY
 fi
