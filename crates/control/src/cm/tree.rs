@@ -62,8 +62,9 @@ pub struct TreeHop {
     pub in_port: u16,
     /// The slot of its input VC.
     pub in_slot: usize,
-    /// Its branches' slots (each slot knows its output port).
-    pub outs: Vec<usize>,
+    /// Its branches' slots (each slot knows its output port): inline up to four, so a
+    /// hop of a point-to-point call (one branch) allocates nothing.
+    pub outs: smallvec::SmallVec<[usize; 4]>,
     /// Still part of the tree (false once pruned).
     pub live: bool,
 }
@@ -292,7 +293,7 @@ impl Tree {
                 switch: spec.switch.clone(),
                 in_port: spec.in_port,
                 in_slot: at,
-                outs: Vec::new(),
+                outs: smallvec::SmallVec::new(),
                 live: true,
             });
             g.new_hops.push(h);
@@ -322,7 +323,7 @@ impl Tree {
     pub fn ungraft(&mut self, g: &Graft) {
         for &s in g.new_slots.iter().rev() {
             if let Some(h) = self.slots[s].hop {
-                self.hops[h].outs.retain(|&x| x != s);
+                self.hops[h].outs.retain(|x| *x != s);
             }
         }
         let min_slot = g
@@ -352,7 +353,7 @@ impl Tree {
             self.slots[s].live = false;
             self.slots[s].leaf = None;
             p.gone_slots.push(s);
-            self.hops[h].outs.retain(|&x| x != s);
+            self.hops[h].outs.retain(|x| *x != s);
             if !self.hops[h].outs.is_empty() {
                 p.dropped_branch = Some((h, s));
                 break;

@@ -78,6 +78,11 @@ mod release;
 mod replies;
 mod setup;
 
+/// A call's per-hop or per-slot state: inline up to a path of eight hops, so that the
+/// common call allocates none of it (a call's five such lists were five allocations and
+/// five frees per setup).
+type PerCall<T> = smallvec::SmallVec<[T; 8]>;
+
 /// Which connection manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CmKind {
@@ -422,20 +427,20 @@ enum Change {
 struct Call {
     tree: Tree,
     /// Per hop: its switch's index.
-    hop_sw: Vec<usize>,
+    hop_sw: PerCall<usize>,
     /// Per slot: its switch's index (the cache key is (switch, port)).
-    slot_sw: Vec<usize>,
+    slot_sw: PerCall<usize>,
     traffic: TrafficDescriptor,
     clr: f64,
     buffer: u32,
     tag: String,
     /// Per slot.
-    ids: Vec<Option<VcId>>,
+    ids: PerCall<Option<VcId>>,
     /// Per slot: the identifier is part of a switch connection (committed, or added as
     /// a branch), so a release, not a give-back, returns it.
-    on_switch: Vec<bool>,
+    on_switch: PerCall<bool>,
     /// Per hop.
-    conns: Vec<Option<u64>>,
+    conns: PerCall<Option<u64>>,
     waiting: u32,
     phase: Phase,
     /// A change in progress (established calls only).
@@ -454,7 +459,7 @@ struct Call {
 
 impl Call {
     /// The slots switch connection `hop` carries now: its output identifiers.
-    fn hop_slots(&self, hop: usize) -> Vec<usize> {
+    fn hop_slots(&self, hop: usize) -> PerCall<usize> {
         (0..self.ids.len())
             .filter(|&j| self.tree.slot(j).hop == Some(hop) && self.on_switch[j])
             .collect()

@@ -9,7 +9,7 @@ use atmlab_core::time::Instant;
 use atmlab_fabric::switch::{Command, Release, Reply, Unreserve};
 use rustc_hash::FxHashMap;
 
-use super::{Call, CallView, Candidates, CmCore, CmKind, HopSpec, Phase, Purpose, Stray};
+use super::{Call, CallView, Candidates, CmCore, CmKind, HopSpec, PerCall, Phase, Purpose, Stray};
 use crate::cm::tree::Tree;
 
 impl CmCore {
@@ -309,15 +309,15 @@ impl CmCore {
         }
         let call = Call {
             tree,
-            hop_sw: Vec::new(),
-            slot_sw: Vec::new(),
+            hop_sw: PerCall::new(),
+            slot_sw: PerCall::new(),
             traffic: view.traffic,
             clr: 0.0,
             buffer: 0,
             tag: view.tag.clone(),
-            ids,
-            on_switch,
-            conns,
+            ids: PerCall::from_vec(ids),
+            on_switch: PerCall::from_vec(on_switch),
+            conns: PerCall::from_vec(conns),
             waiting: 0,
             phase: Phase::Established,
             change: None,

@@ -9,7 +9,7 @@ use atmlab_core::time::{Duration, Instant};
 use atmlab_fabric::error::ErrorKind;
 use atmlab_fabric::switch::{Branch, Command, Commit, ConnectionKind, Reserve};
 
-use super::{Call, CallError, CallEvent, CmCore, CmKind, Phase, Purpose, SetupRequest};
+use super::{Call, CallError, CallEvent, CmCore, CmKind, PerCall, Phase, Purpose, SetupRequest};
 use crate::cm::tree::Tree;
 
 impl CmCore {
@@ -61,15 +61,15 @@ impl CmCore {
         };
         let call = Call {
             tree,
-            hop_sw: Vec::new(),
-            slot_sw: Vec::new(),
+            hop_sw: PerCall::new(),
+            slot_sw: PerCall::new(),
             traffic: req.traffic,
             clr: req.clr,
             buffer: req.buffer_cells,
             tag: req.tag,
-            ids: Vec::new(),
-            on_switch: Vec::new(),
-            conns: Vec::new(),
+            ids: PerCall::new(),
+            on_switch: PerCall::new(),
+            conns: PerCall::new(),
             waiting: 0,
             phase: Phase::Setup,
             change: None,
