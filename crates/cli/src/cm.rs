@@ -176,10 +176,12 @@ pub struct CmTuning {
     /// switch is lost).
     #[arg(long)]
     faults: Option<String>,
-    /// Journal established connections in this SQLite file; on start, audit an existing
-    /// journal against the switches and take its connections back.
-    #[arg(long)]
-    journal: Option<PathBuf>,
+    /// Journal established connections in this SQLite file, or in the PostgreSQL
+    /// database at a postgres://USER[:PASSWORD]@HOST:PORT/DB URL (one database per
+    /// owner; what an active and a standby manager on different hosts share); on start,
+    /// audit an existing journal against the switches and take its connections back.
+    #[arg(long, value_name = "FILE|URL")]
+    journal: Option<atmlab_control::cm::journal::JournalAt>,
     /// With --journal: when the journal holds no connections but the switches hold
     /// cross-connects of this manager's owner, release them (by default the manager
     /// refuses to start, naming them: a fresh or mistyped journal would tear a running
@@ -347,7 +349,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     let journals = data.join("journals");
     let mut options = args.tuning.options()?;
     if options.journal.is_none() {
-        options.journal = Some(journals.join("cm.sqlite"));
+        options.journal = Some(journals.join("cm.sqlite").into());
     }
     let config = args.tuning.config()?;
     // The manager's certificate names its owner (the switches refuse it any other).

@@ -625,7 +625,7 @@ pub async fn start_with(
     // nothing.
     let journal = match &opts.journal {
         None => None,
-        Some(path) => Some((path.clone(), CmJournal::open(path)?)),
+        Some(path) => Some((path.clone(), CmJournal::open_at(path)?)),
     };
     let totals = Invocations::default();
     let mut servers = Vec::new();
@@ -737,7 +737,7 @@ pub async fn start_with(
                 stop_all(servers).await;
                 return Err(ControlError::Serve {
                     what: "the TINA manager",
-                    reason: format!("journal {}: {}", path.display(), e.message),
+                    reason: format!("journal {path}: {}", e.message),
                 });
             }
         };

@@ -649,7 +649,7 @@ fn lnc_held(lnc: &tina::lnc::Lnc) -> Vec<(String, u64)> {
 
 fn journal_opts(path: std::path::PathBuf) -> atmlab_control::cm::live::LiveOptions {
     atmlab_control::cm::live::LiveOptions {
-        journal: Some(path),
+        journal: Some(path.into()),
         ..Default::default()
     }
 }
