@@ -245,6 +245,8 @@ impl CmTuning {
             adopt: self.adopt,
             // Filled from the route object when the manager starts.
             network: None,
+            // Set when this manager is elected (--ha).
+            fence: None,
         })
     }
 
@@ -688,9 +690,20 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
 #[derive(Debug, Args)]
 pub struct CallgenArgs {
     /// The connection manager's gRPC address; several, comma-separated, spread the
-    /// calls round robin over them.
+    /// calls round robin over them. With --names: the manager's registered name (as
+    /// `cm serve --as` or its owner registers it, e.g. cm-xbind).
     #[arg(long, value_delimiter = ',', required = true)]
     cm: Vec<String>,
+    /// Find each --cm by its name in the name service at this address (or etcd://...
+    /// registry), and find it again when it stops answering: with active and standby
+    /// managers (`cm serve --ha`), the calls go on through the standby that takes over.
+    /// A setup in flight when the manager died fails; later setups and every release
+    /// wait up to --patience for a manager to answer at the name.
+    #[arg(long, value_name = "URL")]
+    names: Option<String>,
+    /// With --names: how long a setup or release waits for a manager at the name.
+    #[arg(long, default_value = "10 s", requires = "names")]
+    patience: String,
     /// Offered rates, calls/s (Poisson), comma-separated: one run each.
     #[arg(
         long,
@@ -760,20 +773,54 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         shell::writable_dir("--out", dir)?;
     }
-    for cm in &args.cm {
-        args.security.peer(cm);
+    let patience: atmlab_core::time::Duration = args
+        .patience
+        .parse()
+        .map_err(|e| anyhow!("--patience: {e}"))?;
+    match &args.names {
+        Some(n) => args.security.peer(n),
+        None => {
+            for cm in &args.cm {
+                args.security.peer(cm);
+            }
+        }
     }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
-        let mut targets = Vec::new();
-        for cm in &args.cm {
-            let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
-            let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
-                .await
-                .with_context(|| format!("connecting to the connection manager at {cm}"))?;
-            targets.push(RemoteCm::new(ch));
+        match &args.names {
+            None => {
+                let mut targets = Vec::new();
+                for cm in &args.cm {
+                    let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
+                    let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
+                        .await
+                        .with_context(|| format!("connecting to the connection manager at {cm}"))?;
+                    targets.push(RemoteCm::new(ch));
+                }
+                callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+            }
+            Some(names) => {
+                let nc = NameClient::connect(names, id.as_ref()).await?;
+                let targets = args
+                    .cm
+                    .iter()
+                    .map(|cm| callgen::NamedCm::new(nc.clone(), cm, id.clone(), patience.into()))
+                    .collect();
+                callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+            }
         }
-        let target = callgen::Spread::new(targets);
+    })
+}
+
+/// Offers each rate of `args` to `target` and reports.
+async fn callgen_runs<T: callgen::CallTarget>(
+    args: &CallgenArgs,
+    target: callgen::Spread<T>,
+    holding: &atmlab_core::time::Duration,
+    pairs: &[(String, String)],
+) -> Result<ExitCode> {
+    let holding = *holding;
+    {
         let mut rows = Vec::new();
         if !args.json {
             say!(
@@ -795,7 +842,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 holding: holding.into(),
                 fixed_holding: false,
                 precise: false,
-                pairs: pairs.clone(),
+                pairs: pairs.to_vec(),
                 traffic: atmlab_core::traffic::TrafficDescriptor::cbr(
                     atmlab_core::units::CellRate(args.pcr),
                 ),
@@ -866,5 +913,5 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
         Ok(ExitCode::SUCCESS)
-    })
+    }
 }

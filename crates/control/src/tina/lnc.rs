@@ -625,7 +625,13 @@ pub async fn start_with(
     // nothing.
     let journal = match &opts.journal {
         None => None,
-        Some(path) => Some((path.clone(), CmJournal::open_at(path)?)),
+        Some(path) => {
+            let mut journal = CmJournal::open_at(path)?;
+            if let Some(token) = opts.fence {
+                journal.fence(token)?;
+            }
+            Some((path.clone(), journal))
+        }
     };
     let totals = Invocations::default();
     let mut servers = Vec::new();

@@ -136,6 +136,12 @@ pub struct LiveOptions {
     /// The network's links and hosts, which `adopt` follows (`ManagerServer` fills it
     /// from its route object).
     pub network: Option<crate::route::NetworkView>,
+    /// This manager leads its owner by an election with this fencing token (issue 26,
+    /// item 3: active and standby managers): the journal is taken for it
+    /// ([`CmJournal::fence`]) before the start-up audit reads it, so a deposed leader's
+    /// writes fail from then on; and the election, not the name service's owner claim,
+    /// keeps a second manager of the owner out.
+    pub fence: Option<u64>,
 }
 
 impl LiveOptions {
@@ -177,10 +183,16 @@ pub async fn start_with(
     let recovered = match &opts.journal {
         None => None,
         Some(path) => {
-            let journal = CmJournal::open_at(path).map_err(|e| CallError {
+            let mut journal = CmJournal::open_at(path).map_err(|e| CallError {
                 kind: ErrorKind::Unavailable,
                 message: e.to_string(),
             })?;
+            if let Some(token) = opts.fence {
+                journal.fence(token).map_err(|e| CallError {
+                    kind: ErrorKind::Aborted,
+                    message: e.to_string(),
+                })?;
+            }
             let r = recover(&mut core, journal, &switches, &opts.strays()?).await;
             Some(r.map_err(|e| CallError {
                 message: format!("journal {path}: {}", e.message),
