@@ -72,6 +72,14 @@ if ! command -v prometheus >/dev/null 2>&1; then
 fi
 prometheus --version 2>&1 | head -n 1
 
+# etcd is the registry and the managers' election store across hosts (issue 26); the
+# etcd tests start their own members on loopback: Debian's server.
+if ! command -v etcd >/dev/null 2>&1; then
+  echo "== installing etcd-server (Debian package) for the etcd tests"
+  apt_install etcd-server
+fi
+etcd --version 2>&1 | head -n 1
+
 # grpcurl, the operators' gRPC tool, for the test that lists, describes and health-checks
 # a running manager and switch through reflection (issue 25). Debian 12 has no package:
 # it is built with Go from the Go module proxy, at a pinned version, into .tools/bin

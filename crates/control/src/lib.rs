@@ -19,6 +19,8 @@
 //!   network shell).
 //! - `topology` (feature `topology`): topology files, read by both shells.
 //! - `net` (shell): `Network::up`, a whole network of a topology on loopback.
+//! - `etcd` (shell): an etcd v3 client (KV, leases, watches, elections) for a registry
+//!   and managers that survive a host (issue 26).
 //!
 //! What it is not: no experiments (they are in `atmlab-lab`), no simulator. The cores do
 //! no I/O and read no clock; everything that does sits behind the default feature
@@ -32,6 +34,8 @@
 pub mod audit;
 pub mod cm;
 mod error;
+#[cfg(feature = "live")]
+pub mod etcd;
 pub mod names;
 #[cfg(feature = "live")]
 pub mod net;

@@ -4,6 +4,8 @@
 mod cm_core;
 mod cm_live;
 mod common;
+mod etcd;
+mod etcd_server;
 mod faults;
 mod journal;
 mod multipoint;

@@ -1,0 +1,268 @@
+//! The etcd client against a real etcd (heavy tier: Debian's `etcd-server`, started by
+//! `etcd_server`): keys, leases that lapse when nobody keeps them alive, watches,
+//! elections that pass to the next campaigner when the leader's lease lapses, and a
+//! client that carries on through a member's death.
+
+use std::time::Duration;
+
+use atmlab_control::etcd::{EtcdClient, WatchKind};
+use tokio::time::{Instant, timeout};
+
+use crate::common::DEADLINE;
+use crate::etcd_server::EtcdCluster;
+
+/// The lease of the fail-over targets (issue 26: fail-over under 2 s with a 1 s lease).
+const SHORT: Duration = Duration::from_secs(1);
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn keys_leases_and_watches() {
+    let etcd = EtcdCluster::start(1);
+    let client = EtcdClient::connect(&etcd.endpoints()).await.unwrap();
+
+    // Plain keys.
+    client.put("/t/plain/a", "1", None).await.unwrap();
+    client.put("/t/plain/b", "2", None).await.unwrap();
+    client
+        .put("/t/plainer", "not under /t/plain/", None)
+        .await
+        .unwrap();
+    let a = client.get("/t/plain/a").await.unwrap().unwrap();
+    assert_eq!(a.value, b"1");
+    assert_eq!(a.lease, 0);
+    let (under, rev) = client.get_prefix("/t/plain/").await.unwrap();
+    let keys: Vec<&str> = under.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, ["/t/plain/a", "/t/plain/b"]);
+    assert!(rev >= a.mod_revision, "{rev} < {}", a.mod_revision);
+    assert!(client.get("/t/none").await.unwrap().is_none());
+
+    // Create-if-absent: refused with the key as it stands.
+    assert_eq!(client.create("/t/once", "first", None).await.unwrap(), None);
+    let held = client
+        .create("/t/once", "second", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.value, b"first");
+
+    // A watch sees puts and deletes under its prefix, and nothing else.
+    let mut watch = client.watch_prefix("/t/w/", 0).await.unwrap();
+    client.put("/t/elsewhere", "x", None).await.unwrap();
+    client.put("/t/w/k", "v", None).await.unwrap();
+    assert!(client.delete("/t/w/k").await.unwrap());
+    assert!(!client.delete("/t/w/k").await.unwrap());
+    let put = timeout(DEADLINE, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!((put.kind, put.kv.key.as_str()), (WatchKind::Put, "/t/w/k"));
+    assert_eq!(put.kv.value, b"v");
+    let del = timeout(DEADLINE, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (del.kind, del.kv.key.as_str()),
+        (WatchKind::Delete, "/t/w/k")
+    );
+
+    // A key on a lease kept alive outlives the TTL several times over ...
+    let lease = client.grant(SHORT).await.unwrap();
+    assert_eq!(
+        lease.ttl(),
+        SHORT,
+        "etcd raised the lease: check --election-timeout"
+    );
+    client
+        .put("/t/w/leased", "alive", Some(lease.id()))
+        .await
+        .unwrap();
+    let put = timeout(DEADLINE, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(put.kv.lease, lease.id());
+    let watch_lease = lease.watch();
+    tokio::time::sleep(SHORT * 3).await; // the thing under test is that time passes
+    assert!(!watch_lease.is_lost());
+    assert!(client.get("/t/w/leased").await.unwrap().is_some());
+
+    // ... and goes when nobody keeps the lease alive; `lost` fires no later.
+    let abandoned = Instant::now();
+    lease.abandon();
+    let del = timeout(DEADLINE, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (del.kind, del.kv.key.as_str()),
+        (WatchKind::Delete, "/t/w/leased")
+    );
+    assert!(
+        watch_lease.is_lost(),
+        "etcd let the lease go {:?} after the last keep-alive stopped, before the client \
+         reported it lost",
+        abandoned.elapsed()
+    );
+
+    // Revoking removes its keys at once and reports the loss at once.
+    let lease = client.grant(Duration::from_secs(60)).await.unwrap();
+    client
+        .put("/t/revoked", "x", Some(lease.id()))
+        .await
+        .unwrap();
+    let w = lease.watch();
+    lease.revoke().await.unwrap();
+    assert!(w.is_lost());
+    assert!(client.get("/t/revoked").await.unwrap().is_none());
+
+    assert_eq!(client.delete_prefix("/t/plain/").await.unwrap(), 2);
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn the_next_campaigner_leads_when_the_leader_s_lease_lapses() {
+    let etcd = EtcdCluster::start(1);
+    let one = EtcdClient::connect(&etcd.endpoints()).await.unwrap();
+    let two = EtcdClient::connect(&etcd.endpoints()).await.unwrap();
+    let election = one.election();
+    assert!(election.leader("cm/alpha").await.unwrap().is_none());
+    let mut observer = election.observe("cm/alpha").await.unwrap();
+
+    // The first campaigner wins at once.
+    let lease_one = one.grant(SHORT).await.unwrap();
+    let first = election
+        .campaign("cm/alpha", "first", &lease_one)
+        .await
+        .unwrap();
+    assert_eq!(first.lease_id(), lease_one.id());
+    let seen = timeout(DEADLINE, observer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.value, b"first");
+    assert_eq!(seen.key, first.key());
+
+    // The second waits for as long as the first keeps its lease alive.
+    let lease_two = two.grant(SHORT).await.unwrap();
+    let election_two = two.election();
+    let mut second = Box::pin(election_two.campaign("cm/alpha", "second", &lease_two));
+    assert!(
+        timeout(SHORT * 3, &mut second).await.is_err(),
+        "elected while the first leader's lease is alive"
+    );
+    assert!(!first.is_lost());
+    first.proclaim("first, again").await.unwrap();
+    let seen = timeout(DEADLINE, observer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.value, b"first, again");
+    let current = election.leader("cm/alpha").await.unwrap().unwrap();
+    assert_eq!(current.value, b"first, again");
+
+    // The first leader's keep-alives stop (its process hangs or dies): the second is
+    // elected once the lease lapses, and the first has been told by then.
+    let stopped = Instant::now();
+    let lost = first.lost();
+    lease_one.abandon();
+    let second = timeout(DEADLINE, second).await.unwrap().unwrap();
+    let took = stopped.elapsed();
+    assert!(
+        first.is_lost(),
+        "the second was elected {took:?} after the first's keep-alives stopped, before \
+         the first was told its leadership was lost"
+    );
+    timeout(Duration::ZERO, lost).await.unwrap();
+    eprintln!("take-over {took:?} after the leader's keep-alives stopped (lease {SHORT:?})");
+    let seen = timeout(DEADLINE, observer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.value, b"second");
+    assert_eq!(seen.key, second.key());
+    assert!(!second.is_lost());
+
+    // Resigning hands over at once, to a third campaigner; the lease stays.
+    let lease_three = one.grant(SHORT).await.unwrap();
+    let mut third = Box::pin(election.campaign("cm/alpha", "third", &lease_three));
+    assert!(
+        timeout(Duration::from_millis(200), &mut third)
+            .await
+            .is_err()
+    );
+    second.resign().await.unwrap();
+    let third = timeout(DEADLINE, third).await.unwrap().unwrap();
+    assert!(!lease_two.is_lost());
+    let seen = timeout(DEADLINE, observer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.value, b"third");
+    assert_eq!(
+        election.leader("cm/alpha").await.unwrap().unwrap().key,
+        third.key()
+    );
+
+    // A campaign whose lease is lost while it waits fails instead of waiting forever.
+    let lease_four = two.grant(SHORT).await.unwrap();
+    let id = lease_four.id();
+    let waiting = election_two.campaign("cm/alpha", "fourth", &lease_four);
+    let revoke = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        two.revoke(id).await
+    };
+    let (result, revoked) = timeout(DEADLINE, async { tokio::join!(waiting, revoke) })
+        .await
+        .unwrap();
+    revoked.unwrap();
+    let e = result.unwrap_err();
+    assert_eq!(e.kind(), atmlab_control::ErrorKind::NotFound, "{e}");
+    assert!(lease_four.is_lost());
+    assert_eq!(
+        election.leader("cm/alpha").await.unwrap().unwrap().key,
+        third.key()
+    );
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_client_carries_on_through_a_member_s_death() {
+    let mut etcd = EtcdCluster::start(3);
+    let client = EtcdClient::connect(&etcd.endpoints()).await.unwrap();
+    let lease = client.grant(Duration::from_secs(5)).await.unwrap();
+    client
+        .put("/t/m/before", "x", Some(lease.id()))
+        .await
+        .unwrap();
+    let mut watch = client.watch_prefix("/t/m/", 0).await.unwrap();
+
+    // Kill the member the client talks to.
+    let current = client.current_member().to_owned();
+    let i = (0..3).find(|&i| etcd.member(i) == current).unwrap();
+    etcd.kill(i);
+
+    // Requests move to another member; the watch resumes there; the lease lives on.
+    client.put("/t/m/after", "y", None).await.unwrap();
+    assert_ne!(client.current_member(), current);
+    let put = timeout(DEADLINE, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (put.kind, put.kv.key.as_str()),
+        (WatchKind::Put, "/t/m/after")
+    );
+    tokio::time::sleep(Duration::from_secs(6)).await; // longer than the lease: it must live
+    assert!(!lease.is_lost(), "{}", etcd.logs());
+    assert!(client.get("/t/m/before").await.unwrap().is_some());
+}

@@ -1,0 +1,213 @@
+//! A real etcd (Debian's `etcd-server`, installed by `scripts/test.sh`) for the heavy
+//! tier: one member or a cluster of several on loopback, each on free ports with its
+//! data in a temporary directory, polled until the cluster is healthy and killed when
+//! the test lets go of it (also when an assertion fails first).
+//!
+//! Also compiled into the CLI's tests (`#[path]`), which run the registry across
+//! processes; it uses only the standard library and `tempfile`.
+
+#![allow(
+    dead_code,
+    reason = "shared by two test binaries, each using part of it"
+)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a cluster may take to elect a leader and answer.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The etcd binary: `ATMLAB_ETCD`, or `etcd` on the PATH.
+fn binary() -> String {
+    std::env::var("ATMLAB_ETCD").unwrap_or_else(|_| "etcd".into())
+}
+
+/// One member: its ports and its process (None once killed).
+struct Member {
+    name: String,
+    client: u16,
+    peer: u16,
+    process: Option<Child>,
+    log: PathBuf,
+}
+
+/// An etcd cluster on loopback, killed on drop.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    dir: tempfile::TempDir,
+    initial_cluster: String,
+}
+
+/// A free loopback port (released at once: etcd binds it a moment later).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl EtcdCluster {
+    /// A cluster of `n` members, healthy (with a leader) when this returns.
+    ///
+    /// Heartbeat 50 ms and election timeout 500 ms: etcd's shortest lease is 1.5
+    /// election timeouts, so a 1 s lease is honoured as asked (with etcd's defaults,
+    /// 100 ms and 1 s, it would be raised to 2 s), and a member's death is noticed
+    /// within half a second.
+    pub fn start(n: usize) -> EtcdCluster {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut members: Vec<Member> = (0..n)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client: free_port(),
+                peer: free_port(),
+                process: None,
+                log: dir.path().join(format!("m{i}.log")),
+            })
+            .collect();
+        let initial_cluster = members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
+            .collect::<Vec<_>>()
+            .join(",");
+        for m in &mut members {
+            m.process = Some(spawn(m, dir.path(), &initial_cluster));
+        }
+        let cluster = EtcdCluster {
+            members,
+            dir,
+            initial_cluster,
+        };
+        cluster.wait_healthy();
+        cluster
+    }
+
+    /// Every member, `etcd://127.0.0.1:P,...` (as `--registry` takes it).
+    pub fn endpoints(&self) -> String {
+        let list: Vec<String> = (0..self.members.len()).map(|i| self.member(i)).collect();
+        format!("etcd://{}", list.join(","))
+    }
+
+    /// Member `i`'s client address, `127.0.0.1:P`.
+    pub fn member(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.members[i].client)
+    }
+
+    /// Kills member `i` (SIGKILL: a host that dies) and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut p) = self.members[i].process.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+
+    /// Polls every live member's `/health` until each says the cluster is healthy.
+    pub fn wait_healthy(&self) {
+        let deadline = Instant::now() + START_DEADLINE;
+        for m in self.members.iter().filter(|m| m.process.is_some()) {
+            loop {
+                if health(m.client) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "etcd member {} is not healthy after {START_DEADLINE:?}; the logs:\n{}",
+                    m.name,
+                    self.logs()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// The members' logs, for a failure message.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                format!(
+                    "--- {}:\n{}",
+                    m.name,
+                    std::fs::read_to_string(&m.log).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The directory the members keep their data and logs in.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// The `--initial-cluster` the members were started with.
+    pub fn initial_cluster(&self) -> &str {
+        &self.initial_cluster
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+fn spawn(m: &Member, dir: &std::path::Path, initial_cluster: &str) -> Child {
+    let client = format!("http://127.0.0.1:{}", m.client);
+    let peer = format!("http://127.0.0.1:{}", m.peer);
+    let log = std::fs::File::create(&m.log).expect("the member's log file");
+    Command::new(binary())
+        .arg("--name")
+        .arg(&m.name)
+        .arg("--data-dir")
+        .arg(dir.join(&m.name))
+        .args(["--listen-client-urls", &client])
+        .args(["--advertise-client-urls", &client])
+        .args(["--listen-peer-urls", &peer])
+        .args(["--initial-advertise-peer-urls", &peer])
+        .args(["--initial-cluster", initial_cluster])
+        .args(["--initial-cluster-state", "new"])
+        // The same for every member (the cluster's id derives from it), unique to the
+        // cluster so that members of two tests' clusters never join each other.
+        .args(["--initial-cluster-token", &token(initial_cluster)])
+        .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} ({e}); install Debian's etcd-server (scripts/test.sh does) \
+                 or set ATMLAB_ETCD",
+                binary()
+            )
+        })
+}
+
+/// The cluster's token: its members' peer addresses, which no other live cluster shares.
+fn token(initial_cluster: &str) -> String {
+    let ports: Vec<&str> = initial_cluster
+        .split(',')
+        .filter_map(|m| m.rsplit(':').next())
+        .collect();
+    format!("atmlab-{}", ports.join("-"))
+}
+
+/// Whether the member on `port` answers `/health` with `"health":"true"`.
+fn health(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    reply.contains("\"health\":\"true\"")
+}
