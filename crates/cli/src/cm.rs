@@ -488,6 +488,22 @@ enum CmCommand {
         /// loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Active and standby: run as one of several managers for this owner, elected
+        /// through a lease in the etcd cluster at etcd://HOST:PORT,... (election
+        /// atmlab/cm/OWNER). The standby prints "standby: ..." and waits; when the
+        /// leader's lease lapses (it died, or lost etcd) the standby is elected, takes
+        /// the journal (fencing out the old leader's writes), runs the start-up audit
+        /// against the switches, registers under the manager's name (callgen --names
+        /// finds it there) and serves. Needs a journal both reach: --journal
+        /// postgres://... A leader that loses its lease while alive (a partition) exits
+        /// at once, status 3. See docs/live.md, "Active and standby managers".
+        #[arg(long, value_name = "etcd://HOST:PORT,...")]
+        ha: Option<String>,
+        /// With --ha: the election lease's TTL. The standby takes over at most about
+        /// this long after the leader dies; etcd raises it to its minimum (1.5 election
+        /// time-outs: 2 s with etcd's defaults, 1 s with --election-timeout=500).
+        #[arg(long, default_value = "2 s", requires = "ha")]
+        ha_lease: String,
         #[command(flatten)]
         security: Security,
     },
@@ -592,7 +608,7 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Re
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
-    let (names, switches, tuning, listen, who, json, metrics, security) = match args.command {
+    let (names, switches, tuning, listen, who, json, metrics, ha, security) = match args.command {
         CmCommand::Dimension {
             rate,
             latency,
@@ -609,17 +625,37 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             who,
             json,
             metrics,
+            ha,
+            ha_lease,
             security,
-        } => (
-            names, switches, tuning, listen, who, json, metrics, security,
-        ),
+        } => {
+            let ha = match ha {
+                None => None,
+                Some(spec) => {
+                    let ttl: atmlab_core::time::Duration = ha_lease
+                        .parse()
+                        .map_err(|e| anyhow!("--ha-lease {ha_lease:?}: {e}"))?;
+                    Some((spec, std::time::Duration::from(ttl)))
+                }
+            };
+            (
+                names, switches, tuning, listen, who, json, metrics, ha, security,
+            )
+        }
     };
     shell::init_logging();
-    let kind = tuning.kind()?;
-    let who = who.unwrap_or_else(|| match &kind {
-        ManagerKind::Core(c, _) => c.owner.clone(),
-        ManagerKind::Tina(c, _) => c.owner.clone(),
-    });
+    let mut kind = tuning.kind()?;
+    let (owner, journal) = match &kind {
+        ManagerKind::Core(c, o) => (c.owner.clone(), o.journal.clone()),
+        ManagerKind::Tina(c, o) => (c.owner.clone(), o.journal.clone()),
+    };
+    if ha.is_some() && !journal.as_ref().is_some_and(|j| j.is_shared()) {
+        bail!(
+            "--ha: the standby takes over from the leader's journal, so both must reach it: \
+             give --journal postgres://USER@HOST:PORT/DB (a SQLite file is one host's)"
+        );
+    }
+    let who = who.unwrap_or_else(|| owner.clone());
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
@@ -628,7 +664,46 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
-        let mut server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        let mut stop = Box::pin(shell::shutdown_signal());
+        // Active and standby: everything above is ready before the campaign, so that a
+        // standby elected has only the journal, the audit and the registration to do.
+        let leader = match &ha {
+            None => None,
+            Some((spec, ttl)) => {
+                let etcd = atmlab_control::etcd::EtcdClient::connect(spec).await?;
+                let lease = etcd.grant(*ttl).await?;
+                let election = format!("atmlab/cm/{owner}");
+                say!(
+                    "standby: campaigning for {election} at {spec} (lease {} s)",
+                    lease.ttl().as_secs()
+                );
+                let elections = etcd.election();
+                let campaign = elections.campaign(&election, who.clone(), &lease);
+                let leader = tokio::select! {
+                    l = campaign => l?,
+                    () = &mut stop => {
+                        let _ = lease.revoke().await;
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                };
+                // The key's creation revision grows with every election: the fencing
+                // token the journal is taken with.
+                let token = u64::try_from(leader.revision()).unwrap_or(0);
+                say!("leader: elected for {election} (fencing token {token})");
+                match &mut kind {
+                    ManagerKind::Core(_, o) | ManagerKind::Tina(_, o) => o.fence = Some(token),
+                }
+                Some((leader, lease))
+            }
+        };
+        let start = ManagerServer::start(kind, clients, route, &nc, &who, listen, id);
+        let mut server = match &leader {
+            None => start.await?,
+            Some((l, _)) => tokio::select! {
+                s = start => s?,
+                () = l.lost() => deposed(),
+            },
+        };
         let metrics = match metrics {
             Some(addr) => {
                 let m = atmlab_lab::metrics::Metrics::new();
@@ -657,7 +732,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
                     "start_up_audit": server.recovery,
                 })
             );
-            server.serve(shell::shutdown_signal()).await?;
+            serve_leading(server, stop, leader).await?;
             refresher.abort();
             return Ok(ExitCode::SUCCESS);
         }
@@ -680,10 +755,44 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         if let Some(m) = &metrics {
             say!("  metrics: {}", m.metrics_url());
         }
-        server.serve(shell::shutdown_signal()).await?;
+        serve_leading(server, stop, leader).await?;
         refresher.abort();
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A leader whose lease is lost while it runs (cut off from etcd, or paused past its
+/// TTL) stops at once: another manager may be elected from now on, and two managers of
+/// one owner would release each other's calls. The process ends without a clean stop
+/// (no final sweep, no release): the calls stay up for the new leader, which takes them
+/// from the journal.
+fn deposed() -> ! {
+    eprintln!(
+        "error: deposed: this manager's election lease was lost, so another manager may \
+         lead its owner now; stopping at once (its calls stay up for the new leader)"
+    );
+    std::process::exit(3)
+}
+
+/// Serves until `stop`; a leader (--ha) also until its lease is lost ([`deposed`]), and
+/// on a clean stop resigns, so that the standby takes over at once.
+async fn serve_leading(
+    server: ManagerServer,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    leader: Option<(atmlab_control::etcd::Leader, atmlab_control::etcd::Lease)>,
+) -> Result<()> {
+    match leader {
+        None => server.serve(stop).await?,
+        Some((l, lease)) => {
+            tokio::select! {
+                r = server.serve(stop) => r?,
+                () = l.lost() => deposed(),
+            }
+            let _ = l.resign().await;
+            let _ = lease.revoke().await;
+        }
+    }
+    Ok(())
 }
 
 /// `atmlab callgen`.

@@ -9,6 +9,7 @@ mod cm_restart;
 mod common;
 mod dashboard;
 mod demo;
+mod failover;
 mod grpcurl;
 mod install;
 mod json;
