@@ -489,3 +489,30 @@ fn a_leader_that_lost_its_lease_stops_at_once() {
         assert!(leftovers.is_empty(), "{report}");
     });
 }
+
+/// `--ha` needs a journal the standby can reach: without one, or with a SQLite file
+/// (one host's), `cm serve` refuses before it connects to anything, and says what to give.
+#[test]
+fn ha_refuses_a_journal_the_standby_cannot_reach() {
+    for journal in [None, Some("cm.sqlite")] {
+        let mut args = vec![
+            "cm",
+            "serve",
+            "--insecure",
+            "--names",
+            "127.0.0.1:1",
+            "--ha",
+            "etcd://127.0.0.1:1",
+        ];
+        if let Some(j) = journal {
+            args.extend(["--journal", j]);
+        }
+        let out = crate::common::atmlab(&args, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("--ha") && err.contains("postgres://"),
+            "{journal:?}: {err}"
+        );
+    }
+}

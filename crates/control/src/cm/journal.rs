@@ -903,6 +903,38 @@ mod tests {
         }
     }
 
+    /// A postgres:// or postgresql:// URL is a database, anything else a file; the
+    /// password of a URL is never shown (errors and logs name the journal).
+    #[test]
+    fn a_journal_is_a_file_or_a_database_url_shown_without_its_password() {
+        assert_eq!(
+            JournalAt::parse("journals/cm.sqlite"),
+            JournalAt::File("journals/cm.sqlite".into())
+        );
+        assert!(!JournalAt::parse("postgres.sqlite").is_shared());
+        for url in [
+            "postgres://cm:s3cret@db.lab:5432/cm",
+            "postgresql://cm:s3cret@db.lab/cm?connect_timeout=2",
+        ] {
+            let at = JournalAt::parse(url);
+            assert!(at.is_shared(), "{url}");
+            let shown = at.to_string();
+            assert!(
+                !shown.contains("s3cret") && shown.contains("cm:***@db.lab"),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            JournalAt::parse("postgres://cm@db.lab/cm").to_string(),
+            "postgres://cm@db.lab/cm"
+        );
+        // An @ in the path or query is not a password's end.
+        assert_eq!(
+            JournalAt::parse("postgres://db.lab/cm?user=a@b").to_string(),
+            "postgres://db.lab/cm?user=a@b"
+        );
+    }
+
     /// A mistyped directory is an error naming it, not a new, empty journal. (What
     /// is written is read back after reopening, in either store: the integration
     /// tests' `journal` module.)
