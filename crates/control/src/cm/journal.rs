@@ -376,6 +376,10 @@ fn hops_of(entries: &[serde_json::Value]) -> Option<Vec<(HopSpec, u64, VcId, VcI
     Some(out)
 }
 
+/// What a write of a deposed leader's fails with ([`CmJournal::fence`]), for its
+/// manager to tell a lost leadership from a failed write.
+pub const DEPOSED: &str = "this manager was deposed";
+
 const SELECT_ALL: &str = "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps,
      setup_ps, tag, bounds FROM calls ORDER BY id";
 
@@ -678,8 +682,9 @@ mod pg {
                     if held != Some(token) {
                         return Ok(Err(format!(
                             "a newer leader holds the journal (its token {}, ours {token}): \
-                             this manager was deposed",
-                            held.unwrap_or(0)
+                             {}",
+                            held.unwrap_or(0),
+                            super::DEPOSED
                         )));
                     }
                 }

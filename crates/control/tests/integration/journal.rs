@@ -131,3 +131,69 @@ fn postgres_journal_refuses_a_deposed_leader() {
         "{e}"
     );
 }
+
+/// A manager deposed while it runs (another leader has taken its PostgreSQL journal with
+/// a greater token) stops at its first write that fails so, without taking anything
+/// down: a call it held, and changed on the switches just then, stays up for the new
+/// leader (taking it down, as after any other failed write, would release a call the
+/// new leader holds); its caller hears why, and the manager answers nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy tier (scripts/test.sh): a PostgreSQL server started by the test"]
+async fn a_deposed_manager_stops_without_touching_the_switches() {
+    use atmlab_control::cm::core::{CmConfig, CmKind};
+    use atmlab_control::cm::live::{self, LiveOptions, StaticRouter};
+    use atmlab_fabric::live::backend::SwitchBackend;
+
+    let pg = Postgres::start();
+    let at = JournalAt::Postgres(pg.database("deposed"));
+    let (net, clients) = crate::common::line3().await;
+    let router = Box::new(StaticRouter::new().with("a", "b", crate::common::line_route()));
+    let (cm, _) = live::start_with(
+        CmConfig::new(CmKind::Xbind),
+        clients.clone(),
+        router,
+        LiveOptions {
+            journal: Some(at.clone()),
+            fence: Some(1),
+            ..LiveOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let call = cm
+        .add(
+            "a",
+            "b",
+            TrafficDescriptor::cbr(CellRate(10.0)),
+            0.0,
+            "kept",
+        )
+        .await
+        .unwrap();
+    // The new leader takes the journal.
+    let mut theirs = CmJournal::open_at(&at).unwrap();
+    theirs.fence(2).unwrap();
+    let e = cm
+        .modify(call.view.id, TrafficDescriptor::cbr(CellRate(20.0)), 0.0)
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("deposed"), "{}", e.message);
+    // Stopped: no answer to anything.
+    let deadline = std::time::Instant::now() + crate::common::DEADLINE;
+    while cm.status().await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still answering");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Every hop of the call is still on its switch.
+    for (h, conn, ..) in &call.view.hops {
+        let c = &clients.iter().find(|(n, _)| **n == *h.switch).unwrap().1;
+        assert!(
+            c.connections().await.unwrap().iter().any(|x| x.id == *conn),
+            "the deposed manager released {conn} on {}",
+            h.switch
+        );
+    }
+    // The new leader's journal holds it, as written before the takeover.
+    assert_eq!(theirs.load().unwrap().len(), 1);
+    net.down().await;
+}
