@@ -13,8 +13,9 @@ use crate::live::{self as shell, Security};
 /// `atmlab audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The name service's address (it lists the switch servers and managers).
-    #[arg(long)]
+    /// The registry that lists the switch servers and managers: the name service's URL,
+    /// or an etcd cluster, etcd://HOST:PORT,HOST:PORT,...
+    #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: String,
     /// No manager is running: any identifier still reserved is a leak.
     #[arg(long)]

@@ -465,8 +465,10 @@ enum CmCommand {
     /// Run a connection manager over the switch servers a name service lists (the route
     /// object discovers the links from them).
     Serve {
-        /// The name service's address.
-        #[arg(long)]
+        /// The registry: the name service's URL (e.g. https://10.0.0.1:50050), or an etcd
+        /// cluster, etcd://HOST:PORT,HOST:PORT,... (names and leases kept in etcd, found
+        /// through any member; plain HTTP/2, see docs/security.md).
+        #[arg(long, visible_alias = "registry", value_name = "URL")]
         names: String,
         /// The switches to manage, by name (default: every switch registered).
         #[arg(long, value_delimiter = ',')]
@@ -799,16 +801,17 @@ async fn serve_leading(
 #[derive(Debug, Args)]
 pub struct CallgenArgs {
     /// The connection manager's gRPC address; several, comma-separated, spread the
-    /// calls round robin over them. With --names: the manager's registered name (as
-    /// `cm serve --as` or its owner registers it, e.g. cm-xbind).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// calls round robin over them. With --names: the managers' registered names
+    /// (cm/NAME, or NAME: as `cm serve --as` or its owner registers it, e.g. cm-xbind).
+    #[arg(long, value_delimiter = ',', required_unless_present = "names")]
     cm: Vec<String>,
-    /// Find each --cm by its name in the name service at this address (or etcd://...
-    /// registry), and find it again when it stops answering: with active and standby
-    /// managers (`cm serve --ha`), the calls go on through the standby that takes over.
-    /// A setup in flight when the manager died fails; later setups and every release
-    /// wait up to --patience for a manager to answer at the name.
-    #[arg(long, value_name = "URL")]
+    /// Find the managers in this registry (the name service's URL, or an etcd cluster,
+    /// etcd://HOST:PORT,HOST:PORT,...): those --cm names, or without --cm every
+    /// connection manager registered; and find each again when it stops answering:
+    /// with active and standby managers (`cm serve --ha`), the calls go on through the
+    /// standby that takes over. A setup in flight when a manager died fails; later
+    /// setups and every release wait up to --patience for a manager at the name.
+    #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: Option<String>,
     /// With --names: how long a setup or release waits for a manager at the name.
     #[arg(long, default_value = "10 s", requires = "names")]
@@ -856,6 +859,38 @@ pub struct CallgenArgs {
     who: String,
     #[command(flatten)]
     security: Security,
+}
+
+/// The registered names (`cm/NAME`) of the managers `names` (`cm/NAME` or `NAME`) in
+/// the registry `nc` at `url`, each looked up once (a name nobody registered is an
+/// error now, not a wait at every call), or of every manager registered there when
+/// `names` is empty.
+async fn manager_names(nc: &NameClient, url: &str, names: &[String]) -> Result<Vec<String>> {
+    if names.is_empty() {
+        let all: Vec<String> = nc
+            .list(Some(atmlab_control::names::ObjectKind::ConnectionManager))
+            .await?
+            .into_iter()
+            .map(|(o, _)| o.name)
+            .collect();
+        if all.is_empty() {
+            bail!("the registry at {url} lists no connection manager");
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let name = if name.starts_with("cm/") {
+            name.clone()
+        } else {
+            format!("cm/{name}")
+        };
+        nc.resolve(&name)
+            .await
+            .with_context(|| format!("looking {name} up in the registry at {url}"))?;
+        out.push(name);
+    }
+    Ok(out)
 }
 
 /// Runs `atmlab callgen`.
@@ -908,10 +943,12 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 }
                 callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
             }
-            Some(names) => {
-                let nc = NameClient::connect(names, id.as_ref()).await?;
-                let targets = args
-                    .cm
+            Some(url) => {
+                let nc = NameClient::connect(url, id.as_ref())
+                    .await
+                    .with_context(|| format!("connecting to the registry at {url}"))?;
+                let targets = manager_names(&nc, url, &args.cm)
+                    .await?
                     .iter()
                     .map(|cm| callgen::NamedCm::new(nc.clone(), cm, id.clone(), patience.into()))
                     .collect();

@@ -55,9 +55,10 @@ pub async fn start(
 /// `atmlab dashboard`.
 #[derive(Debug, Args)]
 pub struct DashboardArgs {
-    /// The name service of the network to show (its URL, e.g. https://127.0.0.1:50050,
-    /// as `atmlab up` prints it).
-    #[arg(long)]
+    /// The registry of the network to show: its name service's URL (e.g.
+    /// https://127.0.0.1:50050, as `atmlab up` prints it), or an etcd cluster,
+    /// etcd://HOST:PORT,HOST:PORT,...
+    #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: String,
     /// Where the page is served.
     #[arg(long, default_value = "127.0.0.1:0")]

@@ -38,8 +38,9 @@ enum NamesCommand {
     },
     /// List live registrations.
     List {
-        /// The name service's address.
-        #[arg(long)]
+        /// The registry: the name service's address, or an etcd cluster,
+        /// etcd://HOST:PORT,HOST:PORT,...
+        #[arg(long, visible_alias = "registry", value_name = "URL")]
         addr: String,
         /// Only this kind: switch, cm, route, qos, host, names, owner (a manager's claim on its owner name).
         #[arg(long)]
@@ -53,8 +54,9 @@ enum NamesCommand {
     },
     /// Resolve one name.
     Resolve {
-        /// The name service's address.
-        #[arg(long)]
+        /// The registry: the name service's address, or an etcd cluster,
+        /// etcd://HOST:PORT,HOST:PORT,...
+        #[arg(long, visible_alias = "registry", value_name = "URL")]
         addr: String,
         /// Our certificate name.
         #[arg(long = "as", default_value = "admin")]

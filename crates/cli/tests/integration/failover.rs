@@ -22,11 +22,7 @@ use pb::connection_manager_client::ConnectionManagerClient;
 
 use crate::common::Proc;
 
-#[path = "../../../control/tests/integration/pg.rs"]
-mod pg;
-
-#[path = "../../../control/tests/integration/etcd_server.rs"]
-mod etcd_server;
+use crate::{etcd_server, pg};
 
 /// What a process printed: each line with when the test read it.
 type Lines = Arc<Mutex<Vec<(Instant, String)>>>;

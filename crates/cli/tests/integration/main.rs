@@ -9,6 +9,8 @@ mod cm_restart;
 mod common;
 mod dashboard;
 mod demo;
+#[path = "../../../control/tests/integration/etcd_server.rs"]
+mod etcd_server;
 mod failover;
 mod grpcurl;
 mod install;
@@ -20,10 +22,13 @@ mod mismatch;
 mod net;
 mod netns;
 mod output;
+#[path = "../../../control/tests/integration/pg.rs"]
+mod pg;
 mod progress;
 mod prometheus;
 mod python;
 mod readme;
+mod registry;
 mod reproduce;
 mod reproduce_gateway;
 mod reproduce_rdma;

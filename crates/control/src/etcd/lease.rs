@@ -14,6 +14,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use atmlab_rpc::etcd::etcdserverpb as pb;
@@ -41,6 +42,8 @@ pub struct Lease {
     pause: Option<mpsc::Sender<()>>,
     /// The task's report, shared so that a revocation reports at once.
     lost: Arc<watch::Sender<bool>>,
+    /// Keep-alives etcd confirmed.
+    keep_alives: Arc<AtomicU64>,
 }
 
 /// Whether a lease is lost, for whoever depends on it (a [`Leader`](super::Leader), a
@@ -75,6 +78,15 @@ impl LeaseWatch {
 
 impl Lease {
     pub(super) async fn grant(client: &EtcdClient, ttl: Duration) -> Result<Lease, ControlError> {
+        Lease::grant_counting(client, ttl, Arc::default()).await
+    }
+
+    /// [`EtcdClient::grant`], counting the confirmed keep-alives into `keep_alives`.
+    pub(crate) async fn grant_counting(
+        client: &EtcdClient,
+        ttl: Duration,
+        keep_alives: Arc<AtomicU64>,
+    ) -> Result<Lease, ControlError> {
         let asked = i64::try_from(ttl.as_secs_f64().ceil() as u64)
             .unwrap_or(i64::MAX)
             .max(1);
@@ -108,6 +120,7 @@ impl Lease {
             sent + granted,
             Arc::clone(&tx),
             pause_rx,
+            Arc::clone(&keep_alives),
         ));
         Ok(Lease {
             client: client.clone(),
@@ -119,6 +132,7 @@ impl Lease {
             },
             pause: Some(pause_tx),
             lost: tx,
+            keep_alives,
         })
     }
 
@@ -130,6 +144,11 @@ impl Lease {
     /// The TTL etcd granted (whole seconds, at least its minimum).
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    /// Keep-alives etcd has confirmed so far.
+    pub fn keep_alives(&self) -> u64 {
+        self.keep_alives.load(Ordering::Relaxed)
     }
 
     /// A handle that tells whether the lease is lost, for those that depend on it.
@@ -176,6 +195,34 @@ impl Drop for Lease {
 }
 
 impl EtcdClient {
+    /// The time left on lease `id` (etcd counts it in whole seconds, rounded down: a
+    /// lease in its last second shows zero), or `None` if it is gone.
+    pub async fn time_to_live(&self, id: i64) -> Result<Option<Duration>, ControlError> {
+        let reply = self
+            .call(
+                "etcd Lease.LeaseTimeToLive",
+                Some(REQUEST_TIMEOUT),
+                |c| async move {
+                    LeaseClient::new(c)
+                        .lease_time_to_live(pb::LeaseTimeToLiveRequest { id, keys: false })
+                        .await
+                },
+            )
+            .await?;
+        // -1: no such lease.
+        Ok(u64::try_from(reply.ttl).ok().map(Duration::from_secs))
+    }
+
+    /// One keep-alive of lease `id` (whoever holds it): the TTL it now has, or `None`
+    /// if the lease is gone.
+    pub async fn keep_alive(&self, id: i64) -> Result<Option<Duration>, ControlError> {
+        let left = keep_alive_once(self, id).await?;
+        Ok(u64::try_from(left)
+            .ok()
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs))
+    }
+
     /// Revokes lease `id`, whoever holds it (its holder's [`Lease::lost`] fires at its
     /// next keep-alive); a lease already gone is not an error.
     pub async fn revoke(&self, id: i64) -> Result<(), ControlError> {
@@ -231,6 +278,7 @@ async fn keep_alive(
     mut deadline: Instant,
     lost: Arc<watch::Sender<bool>>,
     mut pause: mpsc::Receiver<()>,
+    keep_alives: Arc<AtomicU64>,
 ) {
     let mut next = Instant::now() + ttl / 3;
     let mut paused = false;
@@ -251,6 +299,7 @@ async fn keep_alive(
                             let left = Duration::from_secs(u64::try_from(left).unwrap_or(1));
                             deadline = sent + left;
                             next = sent + left / 3;
+                            keep_alives.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(Ok(_)) => break "etcd no longer has it (lapsed or revoked)",
                         Ok(Err(e)) => {

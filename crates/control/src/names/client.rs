@@ -20,6 +20,7 @@ use tonic::transport::Channel;
 
 use super::ObjectInfo;
 use super::ObjectKind;
+use super::etcd::{Ending, EtcdNames, is_etcd, keep as keep_in_etcd};
 use super::service::{kind_from_code, kind_to_code, object_from_proto};
 use crate::ControlError;
 
@@ -28,16 +29,34 @@ const MIN_RENEW_PERIOD: Duration = Duration::from_millis(10);
 /// How long a stopping renewal task tries to unregister.
 const UNREGISTER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A client of `atmlab.v1.NameService`. Cheap to clone (clones share the channel).
+/// A client of the registry: `atmlab.v1.NameService`, or the directory kept in an etcd
+/// cluster (`names::etcd`). Cheap to clone (clones share the channel).
 #[derive(Debug, Clone)]
 pub struct NameClient {
-    inner: NameServiceClient<Channel>,
+    backend: Backend,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    /// The name service.
+    Grpc(NameServiceClient<Channel>),
+    /// An etcd cluster.
+    Etcd(EtcdNames),
 }
 
 impl NameClient {
-    /// Connects to the name service at `addr` (`host:port` or a URI), with mutual TLS
-    /// when `tls` is given.
+    /// Connects to the registry at `addr`: a name service (`host:port` or a URI, with
+    /// mutual TLS when `tls` is given), or an etcd cluster (`etcd://HOST:PORT,...`, see
+    /// `names::etcd`; plain HTTP/2, `tls` unused).
     pub async fn connect(addr: &str, tls: Option<&TlsIdentity>) -> Result<Self, ControlError> {
+        if is_etcd(addr) {
+            if tls.is_some() {
+                warn_etcd_plain_text(addr);
+            }
+            return Ok(NameClient {
+                backend: Backend::Etcd(EtcdNames::connect(addr).await?),
+            });
+        }
         Ok(NameClient::new(
             atmlab_rpc::channel_to(
                 addr,
@@ -48,10 +67,23 @@ impl NameClient {
         ))
     }
 
-    /// A client over an existing channel.
+    /// A client of the name service over an existing channel.
     pub fn new(channel: Channel) -> Self {
         NameClient {
-            inner: NameServiceClient::new(channel),
+            backend: Backend::Grpc(NameServiceClient::new(channel)),
+        }
+    }
+
+    /// Whether the registry is an etcd cluster (not a name service).
+    pub fn is_etcd(&self) -> bool {
+        matches!(self.backend, Backend::Etcd(_))
+    }
+
+    /// The gRPC client, or the etcd directory.
+    fn grpc(&self) -> Result<NameServiceClient<Channel>, &EtcdNames> {
+        match &self.backend {
+            Backend::Grpc(c) => Ok(c.clone()),
+            Backend::Etcd(e) => Err(e),
         }
     }
 
@@ -82,6 +114,17 @@ impl NameClient {
         lease: Option<Duration>,
         exclusive: bool,
     ) -> Result<Duration, ControlError> {
+        let inner = match self.grpc() {
+            Ok(inner) => inner,
+            Err(etcd) => {
+                // Nobody keeps this one alive: it lapses unless renewed by name.
+                let (granted, lease) = etcd
+                    .register_as(object, lease, exclusive, Arc::default())
+                    .await?;
+                lease.abandon();
+                return Ok(granted);
+            }
+        };
         let lease_ms = lease.map_or(0, |l| {
             u64::try_from(l.as_millis()).unwrap_or(u64::MAX).max(1)
         });
@@ -96,7 +139,7 @@ impl NameClient {
             lease_ms,
             exclusive,
         };
-        let reply = self.inner.clone().register(request).await.map_err(|s| {
+        let reply = inner.clone().register(request).await.map_err(|s| {
             if exclusive && s.code() == tonic::Code::AlreadyExists {
                 // The service's message names the holder.
                 ControlError::Call {
@@ -113,8 +156,11 @@ impl NameClient {
 
     /// Renews `name`'s lease; returns the lease. `NotRegistered` if it lapsed.
     pub async fn renew(&self, name: &str) -> Result<Duration, ControlError> {
-        let reply = self
-            .inner
+        let inner = match self.grpc() {
+            Ok(inner) => inner,
+            Err(etcd) => return etcd.renew(name).await,
+        };
+        let reply = inner
             .clone()
             .renew(v1::RenewRequest { name: name.into() })
             .await
@@ -124,7 +170,11 @@ impl NameClient {
 
     /// Removes `name`. `NotRegistered` if it was not there.
     pub async fn unregister(&self, name: &str) -> Result<(), ControlError> {
-        self.inner
+        let inner = match self.grpc() {
+            Ok(inner) => inner,
+            Err(etcd) => return etcd.unregister(name).await,
+        };
+        inner
             .clone()
             .unregister(v1::UnregisterRequest { name: name.into() })
             .await
@@ -134,8 +184,11 @@ impl NameClient {
 
     /// The object registered as `name`, and the time left on its lease.
     pub async fn resolve(&self, name: &str) -> Result<(ObjectInfo, Duration), ControlError> {
-        let reply = self
-            .inner
+        let inner = match self.grpc() {
+            Ok(inner) => inner,
+            Err(etcd) => return etcd.resolve(name).await,
+        };
+        let reply = inner
             .clone()
             .resolve(v1::ResolveRequest { name: name.into() })
             .await
@@ -149,8 +202,11 @@ impl NameClient {
         &self,
         kind: Option<ObjectKind>,
     ) -> Result<Vec<(ObjectInfo, Duration)>, ControlError> {
-        let reply = self
-            .inner
+        let inner = match self.grpc() {
+            Ok(inner) => inner,
+            Err(etcd) => return etcd.list(kind).await,
+        };
+        let reply = inner
             .clone()
             .list(v1::ListRequest {
                 kind: kind.map_or(0, kind_to_code),
@@ -195,10 +251,40 @@ impl NameClient {
         lease: Duration,
         exclusive: bool,
     ) -> Result<RenewalHandle, ControlError> {
-        let granted = self.register_as(&object, Some(lease), exclusive).await?;
         let counters = Arc::new(Counters::default());
         let (stop, stopped) = oneshot::channel();
         let name = object.name.clone();
+        if let Backend::Etcd(etcd) = &self.backend {
+            // etcd keeps the lease alive from the lease's own task; ours re-registers
+            // if it is lost anyway.
+            let (_, held) = etcd
+                .register_as(&object, Some(lease), exclusive, counters.renewals.clone())
+                .await?;
+            let (etcd_stop, etcd_stopped) = oneshot::channel();
+            let task = tokio::spawn({
+                let counts = (counters.renewals.clone(), counters.reregistrations.clone());
+                let etcd = etcd.clone();
+                async move {
+                    let forward = async move {
+                        let how = stopped.await.unwrap_or(Stop::Unregister);
+                        let _ = etcd_stop.send(match how {
+                            Stop::Unregister => Ending::Unregister,
+                            Stop::Abandon => Ending::Abandon,
+                        });
+                    };
+                    let keeping =
+                        keep_in_etcd(etcd, object, (lease, exclusive), held, counts, etcd_stopped);
+                    tokio::join!(forward, keeping);
+                }
+            });
+            return Ok(RenewalHandle {
+                name,
+                stop: Some(stop),
+                task: Some(task),
+                counters,
+            });
+        }
+        let granted = self.register_as(&object, Some(lease), exclusive).await?;
         let task = tokio::spawn(renew_loop(
             self.clone(),
             object,
@@ -214,6 +300,19 @@ impl NameClient {
             counters,
         })
     }
+}
+
+/// Warns, once per process, that a registry in etcd is reached in plain text although
+/// this process has a TLS identity (etcd's TLS is not wired in; `docs/security.md`).
+fn warn_etcd_plain_text(addr: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            registry = addr,
+            "the etcd registry is reached in plain HTTP/2, without TLS; anyone who can \
+             reach its members can change the directory (docs/security.md)"
+        );
+    });
 }
 
 /// Maps a status to an error: NOT_FOUND back to `NotRegistered`, so that callers (and the
@@ -248,8 +347,8 @@ fn from_reply(object: v1::ObjectRef) -> (ObjectInfo, Duration) {
 
 #[derive(Debug, Default)]
 struct Counters {
-    renewals: AtomicU64,
-    reregistrations: AtomicU64,
+    renewals: Arc<AtomicU64>,
+    reregistrations: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

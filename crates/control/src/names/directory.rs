@@ -366,7 +366,7 @@ fn not_registered(name: &str) -> ControlError {
     }
 }
 
-fn validate_name(name: &str) -> Result<(), ControlError> {
+pub(super) fn validate_name(name: &str) -> Result<(), ControlError> {
     let invalid = |reason| {
         Err(ControlError::InvalidName {
             name: name.to_owned(),
@@ -385,7 +385,7 @@ fn validate_name(name: &str) -> Result<(), ControlError> {
     Ok(())
 }
 
-fn validate_object(object: &ObjectInfo) -> Result<(), ControlError> {
+pub(super) fn validate_object(object: &ObjectInfo) -> Result<(), ControlError> {
     let invalid = |reason: String| {
         Err(ControlError::InvalidRegistration {
             name: object.name.clone(),

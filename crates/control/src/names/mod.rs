@@ -19,10 +19,16 @@
 //!   entries and logs each one.
 //! - [`NameClient`]: a client; [`NameClient::register_and_renew`] keeps a registration
 //!   alive from a background task until its [`RenewalHandle`] is stopped or dropped.
+//!   Given `etcd://HOST:PORT,...` instead of a name service's URL, the same client keeps
+//!   the directory in an etcd cluster (`etcd.rs`: its own leases and keep-alives), the
+//!   registry that survives a host (issue 26); the in-process service stays the
+//!   embedded default.
 
 #[cfg(feature = "live")]
 mod client;
 mod directory;
+#[cfg(feature = "live")]
+mod etcd;
 #[cfg(feature = "live")]
 mod service;
 

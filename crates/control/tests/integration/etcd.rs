@@ -1,14 +1,17 @@
 //! The etcd client against a real etcd (heavy tier: Debian's `etcd-server`, started by
 //! `etcd_server`): keys, leases that lapse when nobody keeps them alive, watches,
-//! elections that pass to the next campaigner when the leader's lease lapses, and a
-//! client that carries on through a member's death.
+//! elections that pass to the next campaigner when the leader's lease lapses, a
+//! client that carries on through a member's death, and the name service's directory
+//! kept in etcd (`NameClient` given `etcd://...`).
 
 use std::time::Duration;
 
+use atmlab_control::ControlError;
 use atmlab_control::etcd::{EtcdClient, WatchKind};
+use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind};
 use tokio::time::{Instant, timeout};
 
-use crate::common::DEADLINE;
+use crate::common::{DEADLINE, eventually};
 use crate::etcd_server::EtcdCluster;
 
 /// The lease of the fail-over targets (issue 26: fail-over under 2 s with a 1 s lease).
@@ -265,4 +268,127 @@ async fn a_client_carries_on_through_a_member_s_death() {
     tokio::time::sleep(Duration::from_secs(6)).await; // longer than the lease: it must live
     assert!(!lease.is_lost(), "{}", etcd.logs());
     assert!(client.get("/t/m/before").await.unwrap().is_some());
+}
+
+fn object(name: &str, kind: ObjectKind, address: &str) -> ObjectInfo {
+    ObjectInfo::new(name, kind, address)
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn the_registry_in_etcd_keeps_a_name_while_its_holder_lives() {
+    let etcd = EtcdCluster::start(1);
+    let url = etcd.endpoints();
+    let names = NameClient::connect(&url, None).await.unwrap();
+    assert!(names.is_etcd());
+    let other_lab = NameClient::connect(&format!("{url}/lab2"), None)
+        .await
+        .unwrap();
+
+    let s1 = names
+        .register_and_renew(
+            object("switch/s1", ObjectKind::SwitchServer, "http://127.0.0.1:1")
+                .with_attribute("raw", "127.0.0.1:2"),
+            SHORT,
+        )
+        .await
+        .unwrap();
+    let a = names
+        .register_and_renew(object("host/a", ObjectKind::Host, "udp:127.0.0.1:3"), SHORT)
+        .await
+        .unwrap();
+    let owner = object("owner/cm1", ObjectKind::OwnerClaim, "http://127.0.0.1:4");
+    let claim = names.claim_and_renew(owner.clone(), SHORT).await.unwrap();
+
+    // Resolved and listed (by kind too), through another client, with their leases.
+    let reader = NameClient::connect(&url, None).await.unwrap();
+    let (o, left) = reader.resolve("switch/s1").await.unwrap();
+    assert_eq!(o.address, "http://127.0.0.1:1");
+    assert_eq!(o.attributes["raw"], "127.0.0.1:2");
+    assert!(left <= SHORT, "{left:?}");
+    let all: Vec<String> = reader
+        .list(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(o, _)| o.name)
+        .collect();
+    assert_eq!(all, ["host/a", "owner/cm1", "switch/s1"]);
+    let hosts = reader.list(Some(ObjectKind::Host)).await.unwrap();
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(hosts[0].0.name, "host/a");
+    // Another prefix is another directory.
+    assert!(other_lab.list(None).await.unwrap().is_empty());
+
+    // A claim on a held name at another address is refused, naming the holder; at the
+    // same address it is the holder's again.
+    let e = reader
+        .claim(
+            &object("owner/cm1", ObjectKind::OwnerClaim, "http://127.0.0.1:5"),
+            Some(SHORT),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), atmlab_control::ErrorKind::Other(6), "{e}");
+    assert!(e.to_string().contains("held by http://127.0.0.1:4"), "{e}");
+    // Names and objects are checked before anything is written.
+    let e = reader
+        .register(&object("has space", ObjectKind::Host, "x"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ControlError::InvalidName { .. }), "{e}");
+    let e = reader
+        .register(&object("host/z", ObjectKind::Host, ""), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ControlError::InvalidRegistration { .. }), "{e}");
+
+    // Kept alive past several leases.
+    tokio::time::sleep(SHORT * 3).await; // the thing under test is that time passes
+    assert!(reader.resolve("switch/s1").await.is_ok());
+    assert!(s1.renewals() >= 3, "{} keep-alives", s1.renewals());
+
+    // A holder that stops renewing loses the name when its lease lapses; one that
+    // stops cleanly removes it at once.
+    s1.abandon().await;
+    assert!(
+        reader.resolve("switch/s1").await.is_ok(),
+        "gone before its lease ran out"
+    );
+    eventually("switch/s1's lease lapsed", || {
+        let reader = reader.clone();
+        async move {
+            matches!(
+                reader.resolve("switch/s1").await,
+                Err(ControlError::NotRegistered { .. })
+            )
+        }
+    })
+    .await;
+    a.stop().await;
+    assert!(matches!(
+        reader.resolve("host/a").await,
+        Err(ControlError::NotRegistered { .. })
+    ));
+    // The claim lapsed with its holder: another address may claim it now.
+    claim.abandon().await;
+    eventually("the claim lapsed", || {
+        let reader = reader.clone();
+        async move {
+            reader
+                .list(Some(ObjectKind::OwnerClaim))
+                .await
+                .unwrap()
+                .is_empty()
+        }
+    })
+    .await;
+    reader
+        .claim(
+            &object("owner/cm1", ObjectKind::OwnerClaim, "http://127.0.0.1:5"),
+            Some(SHORT),
+        )
+        .await
+        .unwrap();
+    drop(etcd);
 }

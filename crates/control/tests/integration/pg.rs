@@ -2,7 +2,7 @@
 //! PostgreSQL): Debian's `initdb` and `postgres` (package `postgresql`, which
 //! scripts/test.sh installs) on a free loopback port, in a scratch directory, polled
 //! until it accepts connections and stopped when the test lets go of it. Shared with the
-//! CLI's tests (crates/cli/tests/integration/failover.rs includes this file).
+//! CLI's tests (crates/cli/tests/integration/main.rs includes this file, `#[path]`).
 //!
 //! PostgreSQL refuses to run as root: as root (CI), the server runs as the `postgres`
 //! user the package creates, through `setpriv` (which executes it in place, so the
