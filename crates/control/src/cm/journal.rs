@@ -673,7 +673,7 @@ mod pg {
         /// waits for it to end) and gives up when a newer leader holds the journal.
         pub(super) fn write(&mut self, rows: Vec<Row>, gone: Vec<i64>) -> Result<(), String> {
             let token = self.token;
-            let r = self.run(move |c| {
+            self.run(move |c| {
                 let mut tx = c.transaction()?;
                 if token > 0 {
                     let held: Option<i64> = tx
@@ -724,8 +724,7 @@ mod pg {
                 }
                 tx.commit()?;
                 Ok(Ok(()))
-            })?;
-            r
+            })?
         }
 
         /// Takes the journal for the leader with `token`: refused if a greater token
