@@ -564,7 +564,34 @@ fn sqlite_write(db: &mut Connection, rows: &[Row], gone: &[i64]) -> Result<(), C
 mod pg {
     use super::Row;
 
-    type Job = Box<dyn FnOnce(&mut postgres::Client) + Send>;
+    type Job = Box<dyn FnOnce(&mut Conn) + Send>;
+
+    /// The client and what it was made from, to make it again.
+    struct Conn {
+        client: postgres::Client,
+        config: postgres::Config,
+    }
+
+    impl Conn {
+        /// Runs `f`; if it fails because the connection was lost (the server
+        /// restarted, or the connection was cut), connects again and runs it once more.
+        /// Every operation here can be run twice: a write is an upsert and a delete by
+        /// id, and taking the journal keeps the greater token, so a transaction that did
+        /// commit before its answer was lost commits the same again.
+        fn run<R>(
+            &mut self,
+            f: impl Fn(&mut postgres::Client) -> Result<R, postgres::Error>,
+        ) -> Result<R, postgres::Error> {
+            match f(&mut self.client) {
+                Err(e) if self.client.is_closed() => {
+                    tracing::warn!(error = %full(&e), "the journal's database connection was lost; connecting again");
+                    self.client = self.config.connect(postgres::NoTls)?;
+                    f(&mut self.client)
+                }
+                r => r,
+            }
+        }
+    }
 
     /// The client's thread; it ends (closing the connection) when this is dropped.
     #[derive(Debug)]
@@ -606,7 +633,7 @@ mod pg {
             std::thread::Builder::new()
                 .name("journal-pg".into())
                 .spawn(move || {
-                    let mut client = match config
+                    let client = match config
                         .connect(postgres::NoTls)
                         .and_then(|mut c| c.batch_execute(SCHEMA).map(|()| c))
                     {
@@ -619,8 +646,9 @@ mod pg {
                             return;
                         }
                     };
+                    let mut conn = Conn { client, config };
                     while let Ok(job) = rx.recv() {
-                        job(&mut client);
+                        job(&mut conn);
                     }
                 })
                 .map_err(|e| e.to_string())?;
@@ -632,12 +660,12 @@ mod pg {
 
         fn run<R: Send + 'static>(
             &self,
-            f: impl FnOnce(&mut postgres::Client) -> Result<R, postgres::Error> + Send + 'static,
+            f: impl Fn(&mut postgres::Client) -> Result<R, postgres::Error> + Send + 'static,
         ) -> Result<R, String> {
             let (tx, rx) = std::sync::mpsc::channel();
             self.jobs
-                .send(Box::new(move |c| {
-                    let _ = tx.send(f(c).map_err(|e| full(&e)));
+                .send(Box::new(move |c: &mut Conn| {
+                    let _ = tx.send(c.run(f).map_err(|e| full(&e)));
                 }))
                 .map_err(|_| "the journal's connection thread stopped".to_string())?;
             rx.recv()

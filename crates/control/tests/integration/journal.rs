@@ -132,6 +132,29 @@ fn postgres_journal_refuses_a_deposed_leader() {
     );
 }
 
+/// A journal whose database connection is cut (the server restarted, a proxy dropped
+/// it) connects again and writes on: the write that found the connection gone is made
+/// on the new one, so no call is refused for it, and a fenced journal stays fenced.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): a PostgreSQL server started by the test"]
+fn postgres_journal_connects_again_when_its_connection_is_cut() {
+    let pg = Postgres::start();
+    let at = JournalAt::Postgres(pg.database("cut"));
+    let mut j = CmJournal::open_at(&at).unwrap();
+    j.fence(5).unwrap();
+    j.apply(&[call(1, 10.0)], &[]).unwrap();
+    let cut = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+               WHERE datname = 'cut' AND pid <> pg_backend_pid()";
+    assert_eq!(pg.psql("cut", cut).trim(), "1", "the journal's connection");
+    j.apply(&[call(2, 10.0)], &[1]).unwrap();
+    assert_eq!(j.load().unwrap(), vec![call(2, 10.0)]);
+    pg.psql("cut", cut);
+    let mut newer = CmJournal::open_at(&at).unwrap();
+    newer.fence(6).unwrap();
+    let e = j.apply(&[call(3, 10.0)], &[]).unwrap_err().to_string();
+    assert!(e.contains("deposed"), "{e}");
+}
+
 /// A manager deposed while it runs (another leader has taken its PostgreSQL journal with
 /// a greater token) stops at its first write that fails so, without taking anything
 /// down: a call it held, and changed on the switches just then, stays up for the new
