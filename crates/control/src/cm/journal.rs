@@ -12,7 +12,9 @@
 //! active one acknowledged. What a row holds, how it is read back and when a write is
 //! made are the same for both; only the statements differ. A PostgreSQL journal can be
 //! fenced ([`CmJournal::fence`]): once a newer leader has taken it, a deposed one's
-//! writes fail, so it can confirm nothing more.
+//! writes fail, so it can confirm nothing more. A lost database connection is made
+//! again, and the operation that found it lost is run once more (each can be run twice
+//! to the same effect).
 //!
 //! Writes are grouped: the live shell applies one transaction per turn of its loop
 //! (every call established or released in that turn). SQLite runs in WAL mode with
