@@ -222,6 +222,11 @@ impl Lnc {
             .unwrap_or_else(|_| Err("the journal's writer stopped".into()));
         match (written, &reply) {
             (Ok(()), _) => Ok(reply),
+            // Deposed (a newer leader took the journal): nothing is taken down, as the
+            // call may be one the new leader holds (changed here just then).
+            (Err(e), LncReply::Connection(_)) if e.contains(crate::cm::journal::DEPOSED) => Err(
+                Status::unavailable(format!("the journal could not be written: {e}")),
+            ),
             (Err(e), LncReply::Connection(info)) => {
                 let id = info.id;
                 if let Err(d) = self.driver.run(LncRequest::Delete { id }).await {
