@@ -14,7 +14,7 @@ use crate::live::{self as shell, Security};
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// The registry that lists the switch servers and managers: the name service's URL,
-    /// or an etcd cluster, etcd://HOST:PORT,HOST:PORT,...
+    /// or an etcd cluster, etcd://HOST:PORT,HOST:PORT,... (etcds:// over mutual TLS).
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: String,
     /// No manager is running: any identifier still reserved is a leak.

@@ -467,7 +467,7 @@ enum CmCommand {
     Serve {
         /// The registry: the name service's URL (e.g. https://10.0.0.1:50050), or an etcd
         /// cluster, etcd://HOST:PORT,HOST:PORT,... (names and leases kept in etcd, found
-        /// through any member; plain HTTP/2, see docs/security.md).
+        /// through any member; etcds://... over mutual TLS; see docs/security.md).
         #[arg(long, visible_alias = "registry", value_name = "URL")]
         names: String,
         /// The switches to manage, by name (default: every switch registered).
@@ -806,11 +806,12 @@ pub struct CallgenArgs {
     #[arg(long, value_delimiter = ',', required_unless_present = "names")]
     cm: Vec<String>,
     /// Find the managers in this registry (the name service's URL, or an etcd cluster,
-    /// etcd://HOST:PORT,HOST:PORT,...): those --cm names, or without --cm every
+    /// etcd://HOST:PORT,... or etcds://...): those --cm names, or without --cm every
     /// connection manager registered; and find each again when it stops answering:
     /// with active and standby managers (`cm serve --ha`), the calls go on through the
     /// standby that takes over. A setup in flight when a manager died fails; later
-    /// setups and every release wait up to --patience for a manager at the name.
+    /// setups and every release wait up to --patience for a manager at the name. A
+    /// manager found by name must show a certificate of that name.
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: Option<String>,
     /// With --names: how long a setup or release waits for a manager at the name.
@@ -867,7 +868,7 @@ pub struct CallgenArgs {
 /// `names` is empty.
 async fn manager_names(nc: &NameClient, url: &str, names: &[String]) -> Result<Vec<String>> {
     if names.is_empty() {
-        let all: Vec<String> = nc
+        let all: Vec<_> = nc
             .list(Some(atmlab_control::names::ObjectKind::ConnectionManager))
             .await?
             .into_iter()

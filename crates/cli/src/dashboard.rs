@@ -57,7 +57,7 @@ pub async fn start(
 pub struct DashboardArgs {
     /// The registry of the network to show: its name service's URL (e.g.
     /// https://127.0.0.1:50050, as `atmlab up` prints it), or an etcd cluster,
-    /// etcd://HOST:PORT,HOST:PORT,...
+    /// etcd://HOST:PORT,HOST:PORT,... (etcds:// over mutual TLS).
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: String,
     /// Where the page is served.

@@ -44,8 +44,8 @@ impl Security {
     /// Records that this command talks to the server at `addr` (a failure against it is
     /// then checked for a plain-text/TLS mismatch, see [`tls_mismatch`]).
     pub fn peer(&self, addr: &str) {
-        // An etcd registry is plain HTTP/2 whatever --insecure says.
-        if addr.starts_with(atmlab_control::etcd::SCHEME) {
+        // An etcd registry's scheme says whether it is TLS, whatever --insecure says.
+        if atmlab_control::etcd::is_cluster(addr) {
             return;
         }
         note_peer(addr, !self.insecure);

@@ -39,7 +39,7 @@ enum NamesCommand {
     /// List live registrations.
     List {
         /// The registry: the name service's address, or an etcd cluster,
-        /// etcd://HOST:PORT,HOST:PORT,...
+        /// etcd://HOST:PORT,HOST:PORT,... (etcds:// over mutual TLS).
         #[arg(long, visible_alias = "registry", value_name = "URL")]
         addr: String,
         /// Only this kind: switch, cm, route, qos, host, names, owner (a manager's claim on its owner name).
@@ -55,7 +55,7 @@ enum NamesCommand {
     /// Resolve one name.
     Resolve {
         /// The registry: the name service's address, or an etcd cluster,
-        /// etcd://HOST:PORT,HOST:PORT,...
+        /// etcd://HOST:PORT,HOST:PORT,... (etcds:// over mutual TLS).
         #[arg(long, visible_alias = "registry", value_name = "URL")]
         addr: String,
         /// Our certificate name.

@@ -28,9 +28,10 @@ enum SwitchCommand {
         #[arg(long)]
         config: PathBuf,
         /// Register in this registry, the name service's URL (e.g.
-        /// https://10.0.0.1:50050) or an etcd cluster (etcd://HOST:PORT,HOST:PORT,...),
-        /// with the switch's own certificate, and renew until stopped: `switch/NAME` and
-        /// the hosts its ports name (`host_name`), so that managers elsewhere find it.
+        /// https://10.0.0.1:50050) or an etcd cluster (etcd://HOST:PORT,... or
+        /// etcds://...), with the switch's own certificate, and renew until stopped:
+        /// `switch/NAME` and the hosts its ports name (`host_name`), so that managers
+        /// elsewhere find it.
         #[arg(long, visible_alias = "registry", value_name = "URL")]
         names: Option<String>,
         /// Print its addresses as one JSON object once it serves (and is registered).

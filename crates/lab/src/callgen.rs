@@ -196,8 +196,15 @@ impl NamedCm {
         loop {
             let why = match self.names.resolve(&name).await {
                 Ok((obj, _)) => {
-                    let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
-                    match atmlab_rpc::channel_to(&obj.address, self.tls.as_ref(), a_manager).await {
+                    // A manager's certificate is named as it registers: an entry
+                    // pointed elsewhere is refused at the handshake.
+                    let this_manager = atmlab_rpc::tls::Expect::object(
+                        atmlab_rpc::tls::Role::Cm,
+                        self.name.as_str(),
+                    );
+                    match atmlab_rpc::channel_to(&obj.address, self.tls.as_ref(), this_manager)
+                        .await
+                    {
                         Ok(ch) => {
                             st.found += 1;
                             let c = (st.found, RemoteCm::new(ch));

@@ -216,7 +216,7 @@ impl EtcdClient {
     /// One keep-alive of lease `id` (whoever holds it): the TTL it now has, or `None`
     /// if the lease is gone.
     pub async fn keep_alive(&self, id: i64) -> Result<Option<Duration>, ControlError> {
-        let left = keep_alive_once(self, id).await?;
+        let left = keep_alive_once(self, id, REQUEST_TIMEOUT).await?;
         Ok(u64::try_from(left)
             .ok()
             .filter(|&s| s > 0)
@@ -246,12 +246,17 @@ impl EtcdClient {
     }
 }
 
-/// One keep-alive: the TTL left (0 or less: the lease is gone).
-async fn keep_alive_once(client: &EtcdClient, id: i64) -> Result<i64, ControlError> {
+/// One keep-alive: the TTL left (0 or less: the lease is gone). Each member gets
+/// `per_member` to answer before the next is tried.
+async fn keep_alive_once(
+    client: &EtcdClient,
+    id: i64,
+    per_member: Duration,
+) -> Result<i64, ControlError> {
     let reply = client
         .call(
             "etcd Lease.LeaseKeepAlive",
-            Some(REQUEST_TIMEOUT),
+            Some(per_member),
             |c| async move {
                 let mut stream = LeaseClient::new(c)
                     .lease_keep_alive(tokio_stream::once(pb::LeaseKeepAliveRequest { id }))
@@ -291,7 +296,11 @@ async fn keep_alive(
             _ = pause.recv(), if !paused => paused = true,
             () = tokio::time::sleep_until(next), if !paused => {
                 let sent = Instant::now();
-                let answer = tokio::time::timeout_at(deadline, keep_alive_once(&client, id));
+                // A member that hangs gets a third of the TTL, then the next one is
+                // asked: the lease must not lapse waiting on one member.
+                let per_member = (ttl / 3).min(REQUEST_TIMEOUT);
+                let once = keep_alive_once(&client, id, per_member);
+                let answer = tokio::time::timeout_at(deadline, once);
                 tokio::select! {
                     _ = pause.recv() => paused = true,
                     answer = answer => match answer {

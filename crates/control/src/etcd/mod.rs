@@ -21,12 +21,21 @@
 //!   keep-alive confirmed before its TTL ran out).
 //! - [`Watcher`] (`watch.rs`): the changes under a prefix, resumed on another member
 //!   from the last revision seen when one fails.
-//! - [`Election`] (`election.rs`): leader election through etcd's own election service
-//!   (`v3electionpb.Election`): [`Election::campaign`] resolves when elected, to a
-//!   [`Leader`] whose [`Leader::lost`] fires when its lease does.
+//! - [`Election`] (`election.rs`): leader election on etcd's election keys, through its
+//!   election service (`v3electionpb.Election`) except for the campaign itself, which
+//!   runs in the client as etcd's own client library runs it (see `election.rs` for
+//!   why): [`Election::campaign`] resolves when elected, to a
+//!   [`Leader`] whose [`Leader::lost`] fires when its lease is lost or its key is gone.
 //!
-//! Plain HTTP/2 only for now: etcd's client TLS would need certificates etcd accepts
-//! (etcd's own CA or ours), which the lab's roles do not describe yet.
+//! A member that hangs (connections open, nothing answered) costs a unary request
+//! `REQUEST_TIMEOUT` and a keep-alive a third of its TTL before the next member is
+//! asked; streams without a time-out (a waiting campaign, a watch, an observation) find
+//! the dead connection by HTTP/2 pings, within `PING_INTERVAL` + `PING_TIMEOUT`.
+//!
+//! `etcd://` is plain HTTP/2; `etcds://` is mutual TLS with the lab's certificates (each
+//! member holding a `names` certificate of the lab CA and requiring a client
+//! certificate from it): strangers are refused, but etcd does not know atmlab's roles,
+//! so any lab certificate may read and write any key.
 //!
 //! Errors are [`ControlError`]s: an address that is not one is `Rpc(InvalidAddress)`, a
 //! refusal or a failure on every member is `Call` naming the RPC (`"etcd KV.Range"`), a
@@ -63,9 +72,27 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 const ROUND_PAUSE: Duration = Duration::from_millis(100);
 /// How many times every member is tried before a request fails.
 const ROUNDS: usize = 3;
+/// HTTP/2 pings on a connection with streams open: a member that hangs without closing
+/// its connections (its host died, a partition) fails the streams that have no time-out
+/// of their own (a campaign waiting, a watch, an observation), which then move to the
+/// next member. Not more often: etcd closes a connection pinged more often than its
+/// `--grpc-keepalive-min-time` (5 s by default).
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a ping may go unanswered before the connection counts as dead.
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The scheme of a registry or cluster address.
+/// The scheme of a cluster reached in plain HTTP/2.
 pub const SCHEME: &str = "etcd://";
+/// The scheme of a cluster reached over mutual TLS with the lab's certificates: each
+/// member holds a certificate of role `names` from the lab CA (`atmlab certs issue
+/// --role names NAME`) and requires a client certificate from it
+/// (`--client-cert-auth --trusted-ca-file ca.pem`).
+pub const SCHEME_TLS: &str = "etcds://";
+
+/// Whether `spec` names an etcd cluster (either scheme).
+pub fn is_cluster(spec: &str) -> bool {
+    spec.starts_with(SCHEME) || spec.starts_with(SCHEME_TLS)
+}
 
 /// A client of an etcd cluster. Cheap to clone (clones share the connections).
 #[derive(Debug, Clone)]
@@ -110,7 +137,8 @@ impl KeyValue {
     }
 }
 
-/// The members of `spec`: `etcd://HOST:PORT,HOST:PORT,...` (the scheme may be left out).
+/// The members of `spec`: `etcd://HOST:PORT,HOST:PORT,...` or `etcds://...` (the
+/// scheme may be left out).
 ///
 /// # Errors
 /// `Rpc(InvalidAddress)` for an empty list, an empty member, or another scheme.
@@ -121,10 +149,14 @@ pub fn parse_endpoints(spec: &str) -> Result<Vec<String>, ControlError> {
             reason: reason.to_owned(),
         })
     };
-    let list = spec.strip_prefix(SCHEME).unwrap_or(spec);
+    let list = spec
+        .strip_prefix(SCHEME)
+        .or_else(|| spec.strip_prefix(SCHEME_TLS))
+        .unwrap_or(spec);
     if list.contains("://") {
         return Err(invalid(
-            "an etcd cluster is etcd://HOST:PORT,HOST:PORT,... (plain HTTP/2; no other scheme)",
+            "an etcd cluster is etcd://HOST:PORT,HOST:PORT,... (plain HTTP/2) or \
+             etcds://HOST:PORT,... (mutual TLS); no other scheme",
         ));
     }
     let members: Vec<String> = list.split(',').map(|m| m.trim().to_owned()).collect();
@@ -155,7 +187,20 @@ impl EtcdClient {
     /// # Errors
     /// An invalid list, or no member answering (`Call` with UNAVAILABLE).
     pub async fn connect(endpoints: &str) -> Result<Self, ControlError> {
-        let client = EtcdClient::lazy(endpoints)?;
+        EtcdClient::connect_with(endpoints, None).await
+    }
+
+    /// [`EtcdClient::connect`], over mutual TLS with `tls` for an `etcds://` cluster
+    /// (the members must show a `names` certificate of the lab CA); `etcd://` is plain
+    /// HTTP/2 and does not use `tls`.
+    ///
+    /// # Errors
+    /// As [`EtcdClient::connect`]; an `etcds://` cluster without `tls`.
+    pub async fn connect_with(
+        endpoints: &str,
+        tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    ) -> Result<Self, ControlError> {
+        let client = EtcdClient::lazy_with(endpoints, tls)?;
         client.status().await?;
         Ok(client)
     }
@@ -165,10 +210,41 @@ impl EtcdClient {
     /// # Errors
     /// An invalid list.
     pub fn lazy(endpoints: &str) -> Result<Self, ControlError> {
+        EtcdClient::lazy_with(endpoints, None)
+    }
+
+    /// [`EtcdClient::lazy`], with TLS as [`EtcdClient::connect_with`] says.
+    ///
+    /// # Errors
+    /// An invalid list; an `etcds://` cluster without `tls`.
+    pub fn lazy_with(
+        endpoints: &str,
+        tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    ) -> Result<Self, ControlError> {
+        use atmlab_rpc::tls::{Expect, Role};
         let addrs = parse_endpoints(endpoints)?;
+        let tls = if endpoints.starts_with(SCHEME_TLS) {
+            let Some(identity) = tls else {
+                return Err(ControlError::Rpc(RpcError::InvalidAddress {
+                    addr: endpoints.to_owned(),
+                    reason: "an etcds:// cluster needs a TLS identity (certificate, key and \
+                             CA); etcd:// is plain HTTP/2"
+                        .to_owned(),
+                }));
+            };
+            Some(identity.expecting(Expect::Role(Role::Names)))
+        } else {
+            None
+        };
         let channels = addrs
             .iter()
-            .map(|a| Ok(atmlab_rpc::endpoint(a, None)?.connect_lazy()))
+            .map(|a| {
+                Ok(atmlab_rpc::endpoint(a, tls.as_ref())?
+                    .http2_keep_alive_interval(PING_INTERVAL)
+                    .keep_alive_timeout(PING_TIMEOUT)
+                    .keep_alive_while_idle(false)
+                    .connect_lazy())
+            })
             .collect::<Result<Vec<_>, RpcError>>()?;
         Ok(EtcdClient {
             inner: Arc::new(Inner {
@@ -432,6 +508,11 @@ impl EtcdClient {
             from,
         )
         .await
+    }
+
+    /// The changes to the key `key` from revision `from` (0: from now on).
+    pub async fn watch_key(&self, key: &str, from: i64) -> Result<Watcher, ControlError> {
+        Watcher::start(self, key.as_bytes().to_vec(), Vec::new(), from).await
     }
 
     /// The election service of this cluster.

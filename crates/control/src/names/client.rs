@@ -46,15 +46,16 @@ enum Backend {
 
 impl NameClient {
     /// Connects to the registry at `addr`: a name service (`host:port` or a URI, with
-    /// mutual TLS when `tls` is given), or an etcd cluster (`etcd://HOST:PORT,...`, see
-    /// `names::etcd`; plain HTTP/2, `tls` unused).
+    /// mutual TLS when `tls` is given), or an etcd cluster (`names::etcd`):
+    /// `etcd://HOST:PORT,...` in plain HTTP/2, `etcds://HOST:PORT,...` over mutual TLS
+    /// with `tls`.
     pub async fn connect(addr: &str, tls: Option<&TlsIdentity>) -> Result<Self, ControlError> {
         if is_etcd(addr) {
-            if tls.is_some() {
+            if tls.is_some() && !addr.starts_with(crate::etcd::SCHEME_TLS) {
                 warn_etcd_plain_text(addr);
             }
             return Ok(NameClient {
-                backend: Backend::Etcd(EtcdNames::connect(addr).await?),
+                backend: Backend::Etcd(EtcdNames::connect(addr, tls).await?),
             });
         }
         Ok(NameClient::new(
@@ -77,6 +78,15 @@ impl NameClient {
     /// Whether the registry is an etcd cluster (not a name service).
     pub fn is_etcd(&self) -> bool {
         matches!(self.backend, Backend::Etcd(_))
+    }
+
+    /// Every change to the directory from now on, where the registry can tell: etcd's
+    /// watch; `None` for the name service, whose readers poll.
+    pub async fn watch(&self) -> Result<Option<crate::etcd::Watcher>, ControlError> {
+        match &self.backend {
+            Backend::Grpc(_) => Ok(None),
+            Backend::Etcd(e) => e.watch().await.map(Some),
+        }
     }
 
     /// The gRPC client, or the etcd directory.
@@ -310,7 +320,8 @@ fn warn_etcd_plain_text(addr: &str) {
         tracing::warn!(
             registry = addr,
             "the etcd registry is reached in plain HTTP/2, without TLS; anyone who can \
-             reach its members can change the directory (docs/security.md)"
+             reach its members can change the directory (etcds:// for TLS; \
+             docs/security.md)"
         );
     });
 }

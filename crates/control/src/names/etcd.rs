@@ -20,12 +20,16 @@
 //!   absent; if it is there at another address the claim is refused as the name
 //!   service refuses it (ALREADY_EXISTS, naming the holder).
 //!
+//! `etcd://` reaches the cluster in plain HTTP/2; `etcds://` over mutual TLS with the
+//! lab's certificates (each member holding a `names` certificate), which keeps
+//! strangers out.
+//!
 //! What the name service checks that etcd does not: names and objects are validated
 //! here, before writing, as the directory validates them; but the role rules of
 //! `docs/security.md` (an identity holds only its own names) are the name service's,
-//! and in etcd mode atmlab does not enforce them: whoever can write to the cluster can
-//! write any entry. Keep the cluster's client port on the control network only, or use
-//! etcd's own authentication (not wired in yet).
+//! and in etcd mode atmlab does not enforce them: whoever can write to the cluster (with
+//! `etcds://`, any lab certificate) can write any entry. etcd's own users and roles are
+//! not wired in.
 //!
 //! [`NameClient`]: super::NameClient
 //! [`NameClient::register_and_renew`]: super::NameClient::register_and_renew
@@ -42,7 +46,7 @@ use super::ObjectInfo;
 use super::ObjectKind;
 use super::directory::{validate_name, validate_object};
 use crate::ControlError;
-use crate::etcd::{EtcdClient, KeyValue, Lease};
+use crate::etcd::{EtcdClient, KeyValue, Lease, Watcher};
 
 /// The lease of a registration that asks for none (the name service's default).
 const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -64,19 +68,28 @@ pub(super) struct EtcdNames {
 
 /// Whether `url` names an etcd cluster rather than a name service.
 pub(super) fn is_etcd(url: &str) -> bool {
-    url.starts_with(crate::etcd::SCHEME)
+    crate::etcd::is_cluster(url)
 }
 
 impl EtcdNames {
-    /// The registry at `url`, `etcd://HOST:PORT,...[/PREFIX]`, once a member answers.
-    pub(super) async fn connect(url: &str) -> Result<Self, ControlError> {
-        let rest = url.strip_prefix(crate::etcd::SCHEME).unwrap_or(url);
+    /// The registry at `url`, `etcd://HOST:PORT,...[/PREFIX]` (or `etcds://`, over
+    /// mutual TLS with `tls`), once a member answers.
+    pub(super) async fn connect(
+        url: &str,
+        tls: Option<&atmlab_rpc::tls::TlsIdentity>,
+    ) -> Result<Self, ControlError> {
+        let scheme = if url.starts_with(crate::etcd::SCHEME_TLS) {
+            crate::etcd::SCHEME_TLS
+        } else {
+            crate::etcd::SCHEME
+        };
+        let rest = url.strip_prefix(scheme).unwrap_or(url);
         let (members, prefix) = match rest.split_once('/') {
             Some((members, p)) if !p.trim_matches('/').is_empty() => (members, p.trim_matches('/')),
             Some((members, _)) => (members, "atmlab"),
             None => (rest, "atmlab"),
         };
-        let client = EtcdClient::connect(&format!("{}{members}", crate::etcd::SCHEME)).await?;
+        let client = EtcdClient::connect_with(&format!("{scheme}{members}"), tls).await?;
         Ok(EtcdNames {
             client,
             prefix: format!("/{prefix}/names/"),
@@ -134,6 +147,11 @@ impl EtcdNames {
                 Err(e)
             }
         }
+    }
+
+    /// Every change to the directory from now on (a registration, or an entry gone).
+    pub(super) async fn watch(&self) -> Result<Watcher, ControlError> {
+        self.client.watch_prefix(&self.prefix, 0).await
     }
 
     /// The entry `name` and its lease, or `NotRegistered`.

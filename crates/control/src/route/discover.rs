@@ -126,7 +126,8 @@ async fn describe(
 
 /// Refreshes `route` from the live network every `period` (at least 10 ms; the first at
 /// once), asynchronously, until the returned task is aborted. A failed refresh keeps the
-/// old view and is logged at `warn`.
+/// old view and is logged at `warn`. With a registry that can be watched (etcd), a
+/// change to it (a switch registered, or gone with its lease) refreshes at once too.
 pub fn spawn_refresher(
     route: Arc<Mutex<RouteObject>>,
     names: NameClient,
@@ -136,8 +137,31 @@ pub fn spawn_refresher(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period.max(MIN_REFRESH_PERIOD));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = match names.watch().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the registry; polling only");
+                None
+            }
+        };
         loop {
-            tick.tick().await;
+            let changed = async {
+                match changes.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                change = changed => match change {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "the registry's watch ended; polling only");
+                        changes = None;
+                    }
+                    None => changes = None,
+                },
+            }
             match discover(&names, tls.as_ref()).await {
                 Ok(view) => route
                     .lock()

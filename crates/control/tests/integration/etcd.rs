@@ -234,6 +234,12 @@ async fn the_next_campaigner_leads_when_the_leader_s_lease_lapses() {
         election.leader("cm/alpha").await.unwrap().unwrap().key,
         third.key()
     );
+
+    // A leader whose key is deleted (by hand here) is told, though its lease lives.
+    assert!(!third.is_lost());
+    assert!(one.delete(&third.key()).await.unwrap());
+    timeout(DEADLINE, third.lost()).await.unwrap();
+    assert!(!lease_three.is_lost());
 }
 
 #[tokio::test]
@@ -391,4 +397,193 @@ async fn the_registry_in_etcd_keeps_a_name_while_its_holder_lives() {
         .await
         .unwrap();
     drop(etcd);
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_route_view_follows_the_registry_in_etcd_as_it_changes() {
+    use atmlab_control::route::{RouteObject, discover, spawn_refresher};
+    use std::sync::{Arc, Mutex};
+    let etcd = EtcdCluster::start(1);
+    // The line of three, registered in its own name service; copied into etcd below.
+    let (net, _) = crate::common::line3().await;
+    let local = NameClient::connect(&net.names_url(), None).await.unwrap();
+    let registry = NameClient::connect(&etcd.endpoints(), None).await.unwrap();
+    let empty = discover(&registry, None).await.unwrap();
+    let route = Arc::new(Mutex::new(RouteObject::new(empty).unwrap()));
+    // Polled once an hour: only the registry's watch can bring changes in time.
+    let refresher = spawn_refresher(
+        route.clone(),
+        registry.clone(),
+        None,
+        Duration::from_secs(3_600),
+    );
+    let mut held = Vec::new();
+    for (o, _) in local.list(None).await.unwrap() {
+        held.push((
+            o.name.clone(),
+            registry.register_and_renew(o, SHORT * 10).await.unwrap(),
+        ));
+    }
+    let sees = |host: &'static str| {
+        let route = route.clone();
+        move || {
+            let route = route.clone();
+            async move { route.lock().unwrap().host(host).is_some() }
+        }
+    };
+    eventually("the view has host b", sees("b")).await;
+    eventually("the view has both links", || {
+        let route = route.clone();
+        async move { route.lock().unwrap().view().links().len() == 2 }
+    })
+    .await;
+    // s3 and its host leave the registry: the view follows.
+    for (name, h) in held {
+        if name == "switch/s3" || name == "host/b" {
+            h.stop().await;
+        }
+    }
+    eventually("host b left the view", || {
+        let route = route.clone();
+        async move { route.lock().unwrap().host("b").is_none() }
+    })
+    .await;
+    refresher.abort();
+}
+
+/// A follower's index in `etcd` (a member that is not the Raft leader), so that
+/// freezing it does not also make the cluster elect a new leader.
+async fn a_follower(etcd: &EtcdCluster) -> usize {
+    for i in 0..3 {
+        let one = EtcdClient::connect(&format!("etcd://{}", etcd.member(i)))
+            .await
+            .unwrap();
+        let s = one.status().await.unwrap();
+        if s.header.map(|h| h.member_id) != Some(s.leader) {
+            return i;
+        }
+    }
+    panic!("no follower in a three-member cluster");
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_lease_and_a_campaign_outlive_a_member_that_hangs() {
+    let etcd = EtcdCluster::start(3);
+    let hung = a_follower(&etcd).await;
+    let others: Vec<usize> = (0..3).filter(|&i| i != hung).collect();
+    // The waiting campaigner talks to the member that will hang; the leader to others.
+    let list = |first: usize| {
+        let order = [first, (first + 1) % 3, (first + 2) % 3];
+        let members: Vec<String> = order.iter().map(|&i| etcd.member(i)).collect();
+        format!("etcd://{}", members.join(","))
+    };
+    let leader_side = EtcdClient::connect(&list(others[0])).await.unwrap();
+    let waiter_side = EtcdClient::connect(&list(hung)).await.unwrap();
+    assert_eq!(waiter_side.current_member(), etcd.member(hung));
+    let lease_one = leader_side.grant(SHORT).await.unwrap();
+    let first = leader_side
+        .election()
+        .campaign("cm/beta", "first", &lease_one)
+        .await
+        .unwrap();
+    let lease_two = waiter_side.grant(SHORT).await.unwrap();
+    let election = waiter_side.election();
+    let mut second = Box::pin(election.campaign("cm/beta", "second", &lease_two));
+    assert!(
+        timeout(Duration::from_millis(300), &mut second)
+            .await
+            .is_err()
+    );
+
+    // The member hangs: connections open, nothing answered.
+    etcd.pause(hung);
+    // Keep-alives move on to another member within a third of the TTL each, so a 1 s
+    // lease lives on although its member said nothing for several TTLs.
+    let frozen = Instant::now();
+    tokio::time::sleep(SHORT * 3).await; // the thing under test is that time passes
+    assert!(
+        !lease_two.is_lost(),
+        "the lease was lost {:?} after its member hung",
+        frozen.elapsed()
+    );
+    assert_ne!(waiter_side.current_member(), etcd.member(hung));
+
+    // The leader resigns: the campaign, waiting through a watch on the hung member,
+    // notices the dead connection (HTTP/2 pings), watches again through another
+    // member, and is elected.
+    first.resign().await.unwrap();
+    let second = timeout(DEADLINE, second).await.unwrap().unwrap();
+    eprintln!(
+        "elected {:?} after the member hung (its connection found dead by pings)",
+        frozen.elapsed()
+    );
+    assert!(!second.is_lost());
+    let current = leader_side.election().leader("cm/beta").await.unwrap();
+    assert_eq!(current.unwrap().key, second.key());
+
+    // The hung member comes back: nothing it held (a watch, requests cut off) may
+    // cost the standing leader its key.
+    etcd.resume(hung);
+    etcd.wait_healthy();
+    let back = Instant::now();
+    while back.elapsed() < SHORT * 2 {
+        // The thing under test is that the member has time to act.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !second.is_lost(),
+            "leadership lost after the member came back"
+        );
+    }
+    let current = leader_side.election().leader("cm/beta").await.unwrap();
+    assert_eq!(current.unwrap().key, second.key());
+}
+
+#[tokio::test]
+#[ignore = "heavy tier (scripts/test.sh): needs etcd (Debian's etcd-server)"]
+async fn a_registry_in_etcd_over_mutual_tls_refuses_strangers() {
+    use atmlab_rpc::tls::{self, Subject, TlsFiles};
+    let dir = tempfile::tempdir().unwrap();
+    let subjects = Subject::list(&["names:etcd0", "switch:s1", "admin:admin"]).unwrap();
+    tls::init_certs(dir.path(), &subjects, false).unwrap();
+    let load = |dir: &std::path::Path, name| TlsFiles::in_dir(dir, name).load().unwrap();
+    let etcd = EtcdCluster::start_tls(dir.path(), &["etcd0"]);
+    let url = etcd.endpoints();
+    assert!(url.starts_with("etcds://"), "{url}");
+
+    // Lab certificates: a switch registers, an operator reads.
+    let names = NameClient::connect(&url, Some(&load(dir.path(), "s1")))
+        .await
+        .unwrap();
+    let held = names
+        .register_and_renew(
+            object("switch/s1", ObjectKind::SwitchServer, "https://127.0.0.1:1"),
+            SHORT,
+        )
+        .await
+        .unwrap();
+    let admin = NameClient::connect(&url, Some(&load(dir.path(), "admin")))
+        .await
+        .unwrap();
+    let (o, _) = admin.resolve("switch/s1").await.unwrap();
+    assert_eq!(o.address, "https://127.0.0.1:1");
+
+    // A stranger (another CA's certificate), a client without one, and plain text are
+    // all refused.
+    let elsewhere = tempfile::tempdir().unwrap();
+    tls::init_certs(
+        elsewhere.path(),
+        &Subject::list(&["admin:admin"]).unwrap(),
+        false,
+    )
+    .unwrap();
+    let stranger = load(elsewhere.path(), "admin");
+    assert!(NameClient::connect(&url, Some(&stranger)).await.is_err());
+    let e = NameClient::connect(&url, None).await.unwrap_err();
+    assert!(e.to_string().contains("needs a TLS identity"), "{e}");
+    let plain = url.replacen("etcds://", "etcd://", 1);
+    assert!(NameClient::connect(&plain, None).await.is_err());
+    held.stop().await;
+    assert!(admin.list(None).await.unwrap().is_empty());
 }

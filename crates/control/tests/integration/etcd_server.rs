@@ -30,6 +30,8 @@ struct Member {
     name: String,
     client: u16,
     peer: u16,
+    /// Plain HTTP `/health` (and `/metrics`), whatever the client port speaks.
+    health: u16,
     process: Option<Child>,
     log: PathBuf,
 }
@@ -39,6 +41,17 @@ pub struct EtcdCluster {
     members: Vec<Member>,
     dir: tempfile::TempDir,
     initial_cluster: String,
+    /// The certificate directory, when clients must use mutual TLS (`etcds://`).
+    tls: Option<PathBuf>,
+}
+
+/// How a member serves its clients.
+#[derive(Clone, Copy)]
+enum Clients<'a> {
+    Plain,
+    /// Mutual TLS: the lab CA and certificate directory, and each member's certificate
+    /// name (`NAME.pem`, `NAME.key`), by member.
+    Tls(&'a std::path::Path, &'a [&'a str]),
 }
 
 /// A free loopback port (released at once: etcd binds it a moment later).
@@ -57,12 +70,23 @@ impl EtcdCluster {
     /// 100 ms and 1 s, it would be raised to 2 s), and a member's death is noticed
     /// within half a second.
     pub fn start(n: usize) -> EtcdCluster {
+        EtcdCluster::start_as(n, Clients::Plain)
+    }
+
+    /// A cluster whose clients must use mutual TLS with the lab CA in `certs`: member
+    /// `i` shows the certificate `names[i]` (a `names` certificate; `etcds://`).
+    pub fn start_tls(certs: &std::path::Path, names: &[&str]) -> EtcdCluster {
+        EtcdCluster::start_as(names.len(), Clients::Tls(certs, names))
+    }
+
+    fn start_as(n: usize, clients: Clients<'_>) -> EtcdCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut members: Vec<Member> = (0..n)
             .map(|i| Member {
                 name: format!("m{i}"),
                 client: free_port(),
                 peer: free_port(),
+                health: free_port(),
                 process: None,
                 log: dir.path().join(format!("m{i}.log")),
             })
@@ -72,22 +96,28 @@ impl EtcdCluster {
             .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
             .collect::<Vec<_>>()
             .join(",");
-        for m in &mut members {
-            m.process = Some(spawn(m, dir.path(), &initial_cluster));
+        for (i, m) in members.iter_mut().enumerate() {
+            m.process = Some(spawn(m, i, dir.path(), &initial_cluster, clients));
         }
         let cluster = EtcdCluster {
             members,
             dir,
             initial_cluster,
+            tls: match clients {
+                Clients::Plain => None,
+                Clients::Tls(certs, _) => Some(certs.to_path_buf()),
+            },
         };
         cluster.wait_healthy();
         cluster
     }
 
-    /// Every member, `etcd://127.0.0.1:P,...` (as `--registry` takes it).
+    /// Every member, `etcd://127.0.0.1:P,...` (as `--registry` takes it; `etcds://`
+    /// for a cluster started with TLS).
     pub fn endpoints(&self) -> String {
         let list: Vec<String> = (0..self.members.len()).map(|i| self.member(i)).collect();
-        format!("etcd://{}", list.join(","))
+        let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://{}", list.join(","))
     }
 
     /// Member `i`'s client address, `127.0.0.1:P`.
@@ -103,12 +133,32 @@ impl EtcdCluster {
         }
     }
 
+    /// Freezes member `i` (SIGSTOP): a host that hangs, its connections open and silent.
+    /// [`EtcdCluster::resume`] thaws it; dropping the cluster kills it either way.
+    pub fn pause(&self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Thaws member `i` (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        let p = self.members[i].process.as_ref().expect("a live member");
+        let ok = Command::new("kill")
+            .args([signal, &p.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {signal} {} failed", p.id());
+    }
+
     /// Polls every live member's `/health` until each says the cluster is healthy.
     pub fn wait_healthy(&self) {
         let deadline = Instant::now() + START_DEADLINE;
         for m in self.members.iter().filter(|m| m.process.is_some()) {
             loop {
-                if health(m.client) {
+                if health(m.health) {
                     break;
                 }
                 assert!(
@@ -155,11 +205,31 @@ impl Drop for EtcdCluster {
     }
 }
 
-fn spawn(m: &Member, dir: &std::path::Path, initial_cluster: &str) -> Child {
-    let client = format!("http://127.0.0.1:{}", m.client);
+fn spawn(
+    m: &Member,
+    i: usize,
+    dir: &std::path::Path,
+    initial_cluster: &str,
+    clients: Clients<'_>,
+) -> Child {
+    let scheme = match clients {
+        Clients::Plain => "http",
+        Clients::Tls(..) => "https",
+    };
+    let client = format!("{scheme}://127.0.0.1:{}", m.client);
     let peer = format!("http://127.0.0.1:{}", m.peer);
+    let health = format!("http://127.0.0.1:{}", m.health);
     let log = std::fs::File::create(&m.log).expect("the member's log file");
-    Command::new(binary())
+    let mut command = Command::new(binary());
+    if let Clients::Tls(certs, names) = clients {
+        let file = |f: String| certs.join(f).display().to_string();
+        command
+            .args(["--cert-file", &file(format!("{}.pem", names[i]))])
+            .args(["--key-file", &file(format!("{}.key", names[i]))])
+            .args(["--trusted-ca-file", &file("ca.pem".into())])
+            .arg("--client-cert-auth");
+    }
+    command
         .arg("--name")
         .arg(&m.name)
         .arg("--data-dir")
@@ -167,6 +237,7 @@ fn spawn(m: &Member, dir: &std::path::Path, initial_cluster: &str) -> Child {
         .args(["--listen-client-urls", &client])
         .args(["--advertise-client-urls", &client])
         .args(["--listen-peer-urls", &peer])
+        .args(["--listen-metrics-urls", &health])
         .args(["--initial-advertise-peer-urls", &peer])
         .args(["--initial-cluster", initial_cluster])
         .args(["--initial-cluster-state", "new"])
