@@ -196,6 +196,11 @@ impl Lab {
         }
     }
 
+    /// Its scratch directory.
+    fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// `cm serve --ha` over this lab, with an election lease of `lease`.
     fn cm_args(&self, lease: &str, kind: &str) -> Vec<String> {
         [
@@ -294,10 +299,12 @@ fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64, registry
             "500 ms",
         ])
         .args(["--allow-failures", "--json", "--patience", "20 s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(lab.dir().join("callgen.out")).unwrap())
+        .stderr(std::fs::File::create(lab.dir().join("callgen.err")).unwrap())
         .spawn()
         .unwrap();
+    // Killed if the test fails first.
+    let mut callgen = Proc(callgen);
 
     let mut figures = Vec::new();
     for run in 0..kills {
@@ -386,10 +393,10 @@ fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64, registry
         leader = std::mem::replace(&mut standby, (p, lines));
     }
 
-    let out = callgen.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "callgen: {stdout}\n{stderr}");
+    let status = callgen.0.wait().unwrap();
+    let stdout = std::fs::read_to_string(lab.dir().join("callgen.out")).unwrap();
+    let stderr = std::fs::read_to_string(lab.dir().join("callgen.err")).unwrap();
+    assert!(status.success(), "callgen: {stdout}\n{stderr}");
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     let established = report["established"].as_u64().unwrap();
     let failed = report["failed"].as_u64().unwrap();
