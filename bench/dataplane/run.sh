@@ -7,7 +7,9 @@
 # Environment: ATMLAB_BIN=path skips the build. METRICS (default "off"; "on": the
 # switch serves --metrics, scraped once a second while the cells flow; "both": a fresh
 # switch with metrics off and one with them on, side by side, ROUNDS times (default 1)
-# in alternating order, and the end prints each mode's mean cells/s per rate). BEFORE=path:
+# in alternating order, and the end prints each mode's mean cells/s per rate; SCRAPE=max
+# scrapes back to back instead, and the end scales the cost found to one scrape a
+# second). BEFORE=path:
 # the switch and hosts of another build (metrics off) side by side with this one's,
 # "before" and "after", ROUNDS times in alternating order (the control commands, commit
 # and stats, are always this build's). PIN=1
@@ -81,12 +83,27 @@ for round in $(seq 1 "$rounds"); do
     p0="$(sed -n 's/.*port 0 udp \(.*\)/\1/p' "$work/serve.out")"
     p1="$(sed -n 's/.*port 1 udp \(.*\)/\1/p' "$work/serve.out")"
     scrape=""
-    if [ "$mode" = on ]; then
+    : > "$work/scrapes"
+    if [ "$mode" = on ] && [ "${SCRAPE:-1s}" = max ]; then
+      # Scraped back to back over one kept-alive connection: the cost of a scrape,
+      # magnified (the summary scales it back to one scrape a second).
+      url="$(sed -n 's/.*metrics \(http:.*\)/\1/p' "$work/serve.out")"
+      "${pin_hosts[@]}" python3 -c '
+import http.client, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1]); c = http.client.HTTPConnection(u.hostname, u.port)
+n = 0
+while True:
+    c.request("GET", u.path); c.getresponse().read(); n += 1
+    if n % 20 == 0:
+        open(sys.argv[2], "w").write(str(n))' "$url" "$work/scrapes" &
+      scrape=$!
+    elif [ "$mode" = on ]; then
       # Scraped as a Prometheus at a 1 s interval would.
       url="$(sed -n 's/.*metrics \(http:.*\)/\1/p' "$work/serve.out")"
       "${pin_hosts[@]}" bash -c 'while :; do curl -s -o /dev/null "$1" || true; sleep 1; done' _ "$url" &
       scrape=$!
     fi
+    scrapes() { cat "$work/scrapes" 2>/dev/null | grep . || echo 0; }
     "$ATMLAB_BIN" switch commit --insecure --addr "$grpc" --in 0:0/100 --out 1:0/200 --pcr 23584905 >/dev/null
     for rate in "${rates[@]}"; do
       # Each host binds its port through the control path (AttachHost): a host port
@@ -95,18 +112,19 @@ for round in $(seq 1 "$rounds"); do
         --rate "$rate" --frames "$frames" --idle "3 s" --out /dev/null 2> "$work/recv.err" &
       recv=$!
       sleep 0.3
-      out0="$(cells_out "$grpc")"; cpu0="$(cpu_ns "$serve")"
+      out0="$(cells_out "$grpc")"; cpu0="$(cpu_ns "$serve")"; sc0="$(scrapes)"; t0="$(date +%s.%N)"
       "${pin_hosts[@]}" "$bin" host send --insecure --switch "$p0" --control "$grpc" --port 0 --vc 0/100 \
         --rate "$rate" "$work/data" 2>/dev/null
       wait "$recv" || true
-      out1="$(cells_out "$grpc")"; cpu1="$(cpu_ns "$serve")"
+      out1="$(cells_out "$grpc")"; cpu1="$(cpu_ns "$serve")"; sc1="$(scrapes)"; t1="$(date +%s.%N)"
+      sps="$(python3 -c "print(f'{($sc1 - $sc0) / ($t1 - $t0):.1f}')")"; nsc=$((sc1 - sc0))
       fwd=$((out1 - out0)); ns=$((cpu1 - cpu0))
       per="n/a"; [ "$ns" -gt 0 ] && per="$(python3 -c "print(f'{$fwd * 1e9 / $ns:.0f}')")"
       echo "$mode, sent at $rate: $(grep -h 'received\|rate:' "$work/recv.err" | tr '\n' ' ')| switch forwarded $fwd cells, $per per CPU-second"
       cps="$(sed -n 's/^rate: \([0-9]*\) cells\/s.*/\1/p' "$work/recv.err")"
       # No receiver rate ("not measured": frames came faster than its link): 0, left
       # out of that comparison only.
-      [ "$fwd" -gt 0 ] && echo "$mode|$rate|${cps:-0}|$per|$round" >> "$work/rates"
+      [ "$fwd" -gt 0 ] && echo "$mode|$rate|${cps:-0}|$per|$round|$sps|$fwd|$ns|$nsc" >> "$work/rates"
     done
     [ -n "$scrape" ] && { kill "$scrape" 2>/dev/null || true; wait "$scrape" 2>/dev/null || true; }
     kill "$serve" 2>/dev/null || true
@@ -118,8 +136,9 @@ if [ ${#modes[@]} -eq 2 ]; then
 import sys, statistics, math
 by = {}
 for line in open(sys.argv[1]):
-    mode, rate, cps, per, rnd = line.strip().split("|")
-    by.setdefault(rate, {}).setdefault(mode, {})[rnd] = (float(cps), float(per))
+    mode, rate, cps, per, rnd, sps, fwd, ns, nsc = line.strip().split("|")
+    by.setdefault(rate, {}).setdefault(mode, {})[rnd] = tuple(
+        float(x) for x in (cps, per, sps, fwd, ns, nsc))
 # Student t, two-sided 95%, by degrees of freedom (rounds - 1).
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
        10: 2.23, 11: 2.20, 12: 2.18, 13: 2.16, 14: 2.14, 15: 2.13, 19: 2.09, 29: 2.05}
@@ -142,6 +161,24 @@ for rate, m in by.items():
         a = [m[first][r][i] for r in both]
         b = [m[second][r][i] for r in both]
         logs = [math.log(y / x) for x, y in zip(a, b)]
+        if i == 1 and second == "on" and len(logs) > 1:
+            # Scrapes back to back (SCRAPE=max): the switch's CPU per scrape, its CPU
+            # in the "on" run less what its cells took at the paired "off" run's cells
+            # per CPU-second, over the scrapes; at one scrape a second, that share of a
+            # processor is what a switch saturating its own loses.
+            ks = []
+            for r in both:
+                on, off = m[second][r], m[first][r]
+                if on[5] > 0:
+                    ks.append((on[4] / 1e9 - on[3] / off[1]) / on[5])
+            if len(ks) > 1:
+                t = T95.get(len(ks) - 1, T95[max(k for k in T95 if k <= len(ks) - 1)])
+                mean, h = statistics.mean(ks), t * statistics.stdev(ks) / math.sqrt(len(ks))
+                sps = statistics.mean(m[second][r][2] for r in both)
+                print(f"at {rate}: {sps:.0f} scrapes/s while the cells flowed; the switch's CPU "
+                      f"per scrape {1e3 * mean:.3f} ms (95% interval {1e3 * (mean - h):.3f}-"
+                      f"{1e3 * (mean + h):.3f} ms): at one scrape a second, "
+                      f"{100 * mean:.4f}% of a processor (at most {100 * (mean + h):.4f}%)")
         print(f"at {rate}, {what}: {first} {', '.join(f'{v:.0f}' for v in a)} (mean "
               f"{statistics.mean(a):.1f}), {second} {', '.join(f'{v:.0f}' for v in b)} (mean "
               f"{statistics.mean(b):.1f}); paired {second} / {first} {math.exp(statistics.mean(logs)):.4f}"

@@ -445,9 +445,9 @@ mod tests {
         let t = Tree::path("b", &[hop("s1", 0, 1), hop("s2", 0, 2)]).unwrap();
         assert_eq!(t.hops().len(), 2);
         assert_eq!(t.hop(0).in_slot, 0);
-        assert_eq!(t.hop(0).outs, vec![1]);
+        assert_eq!(t.hop(0).outs.as_slice(), [1]);
         assert_eq!(t.hop(1).in_slot, 1);
-        assert_eq!(t.hop(1).outs, vec![2]);
+        assert_eq!(t.hop(1).outs.as_slice(), [2]);
         assert_eq!(t.leaves(), vec![("b", 2)]);
         assert_eq!(t.slot(0).port, 0);
         assert_eq!(&*t.slot(2).switch, "s2");

@@ -1,6 +1,7 @@
 //! atmlab-fabric integration tests (one test binary per crate, to keep link time down).
 //! The tests of the live shells need the default feature `live`; the core's run without.
 
+#[cfg(feature = "live")]
 mod batch;
 mod common;
 mod core;
