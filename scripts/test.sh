@@ -48,6 +48,15 @@ if ! command -v ip >/dev/null 2>&1; then
   apt_install iproute2
 fi
 
+# PostgreSQL holds the connection manager's journal in the journal and fail-over tests
+# (issue 26, item 3): Debian's server (initdb, postgres), which each test starts as the
+# postgres user in a scratch directory on a free loopback port.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "== installing postgresql (Debian package) for the journal and fail-over tests"
+  apt_install postgresql
+fi
+ls -d /usr/lib/postgresql/*/bin | tail -n 1
+
 # Headless Chromium, driven through its WebDriver, loads the live dashboard in the
 # dashboard test (issue 25): Debian's chromium and chromium-driver.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then

@@ -176,10 +176,12 @@ pub struct CmTuning {
     /// switch is lost).
     #[arg(long)]
     faults: Option<String>,
-    /// Journal established connections in this SQLite file; on start, audit an existing
-    /// journal against the switches and take its connections back.
-    #[arg(long)]
-    journal: Option<PathBuf>,
+    /// Journal established connections in this SQLite file, or in the PostgreSQL
+    /// database at a postgres://USER[:PASSWORD]@HOST:PORT/DB URL (one database per
+    /// owner; what an active and a standby manager on different hosts share); on start,
+    /// audit an existing journal against the switches and take its connections back.
+    #[arg(long, value_name = "FILE|URL")]
+    journal: Option<atmlab_control::cm::journal::JournalAt>,
     /// With --journal: when the journal holds no connections but the switches hold
     /// cross-connects of this manager's owner, release them (by default the manager
     /// refuses to start, naming them: a fresh or mistyped journal would tear a running
@@ -243,6 +245,8 @@ impl CmTuning {
             adopt: self.adopt,
             // Filled from the route object when the manager starts.
             network: None,
+            // Set when this manager is elected (--ha).
+            fence: None,
         })
     }
 
@@ -347,7 +351,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
     let journals = data.join("journals");
     let mut options = args.tuning.options()?;
     if options.journal.is_none() {
-        options.journal = Some(journals.join("cm.sqlite"));
+        options.journal = Some(journals.join("cm.sqlite").into());
     }
     let config = args.tuning.config()?;
     // The manager's certificate names its owner (the switches refuse it any other).
@@ -486,6 +490,22 @@ enum CmCommand {
         /// loop) over HTTP at ADDR/metrics (port 0: one the OS picks; printed).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Active and standby: run as one of several managers for this owner, elected
+        /// through a lease in the etcd cluster at etcd://HOST:PORT,... (election
+        /// atmlab/cm/OWNER). The standby prints "standby: ..." and waits; when the
+        /// leader's lease lapses (it died, or lost etcd) the standby is elected, takes
+        /// the journal (fencing out the old leader's writes), runs the start-up audit
+        /// against the switches, registers under the manager's name (callgen --names
+        /// finds it there) and serves. Needs a journal both reach: --journal
+        /// postgres://... A leader that loses its lease while alive (a partition) exits
+        /// at once, status 3. See docs/live.md, "Active and standby managers".
+        #[arg(long, value_name = "etcd://HOST:PORT,...")]
+        ha: Option<String>,
+        /// With --ha: the election lease's TTL. The standby takes over at most about
+        /// this long after the leader dies; etcd raises it to its minimum (1.5 election
+        /// time-outs: 2 s with etcd's defaults, 1 s with --election-timeout=500).
+        #[arg(long, default_value = "2 s", requires = "ha")]
+        ha_lease: String,
         #[command(flatten)]
         security: Security,
     },
@@ -590,7 +610,7 @@ fn dimension(rate: f64, latency: &str, hit: &[f64], hops: u32, json: bool) -> Re
 
 /// Runs `atmlab cm`.
 pub fn cm(args: CmArgs) -> Result<ExitCode> {
-    let (names, switches, tuning, listen, who, json, metrics, security) = match args.command {
+    let (names, switches, tuning, listen, who, json, metrics, ha, security) = match args.command {
         CmCommand::Dimension {
             rate,
             latency,
@@ -607,17 +627,37 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             who,
             json,
             metrics,
+            ha,
+            ha_lease,
             security,
-        } => (
-            names, switches, tuning, listen, who, json, metrics, security,
-        ),
+        } => {
+            let ha = match ha {
+                None => None,
+                Some(spec) => {
+                    let ttl: atmlab_core::time::Duration = ha_lease
+                        .parse()
+                        .map_err(|e| anyhow!("--ha-lease {ha_lease:?}: {e}"))?;
+                    Some((spec, std::time::Duration::from(ttl)))
+                }
+            };
+            (
+                names, switches, tuning, listen, who, json, metrics, ha, security,
+            )
+        }
     };
     shell::init_logging();
-    let kind = tuning.kind()?;
-    let who = who.unwrap_or_else(|| match &kind {
-        ManagerKind::Core(c, _) => c.owner.clone(),
-        ManagerKind::Tina(c, _) => c.owner.clone(),
-    });
+    let mut kind = tuning.kind()?;
+    let (owner, journal) = match &kind {
+        ManagerKind::Core(c, o) => (c.owner.clone(), o.journal.clone()),
+        ManagerKind::Tina(c, o) => (c.owner.clone(), o.journal.clone()),
+    };
+    if ha.is_some() && !journal.as_ref().is_some_and(|j| j.is_shared()) {
+        bail!(
+            "--ha: the standby takes over from the leader's journal, so both must reach it: \
+             give --journal postgres://USER@HOST:PORT/DB (a SQLite file is one host's)"
+        );
+    }
+    let who = who.unwrap_or_else(|| owner.clone());
     shell::runtime()?.block_on(async move {
         let id = security.identity(&who)?;
         let nc = NameClient::connect(&names, id.as_ref()).await?;
@@ -626,7 +666,46 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
             bail!("the name service at {names} lists no switch servers");
         }
         let (route, refresher) = atmlab_control::route::start(&names, id.as_ref()).await?;
-        let mut server = ManagerServer::start(kind, clients, route, &nc, &who, listen, id).await?;
+        let mut stop = Box::pin(shell::shutdown_signal());
+        // Active and standby: everything above is ready before the campaign, so that a
+        // standby elected has only the journal, the audit and the registration to do.
+        let leader = match &ha {
+            None => None,
+            Some((spec, ttl)) => {
+                let etcd = atmlab_control::etcd::EtcdClient::connect(spec).await?;
+                let lease = etcd.grant(*ttl).await?;
+                let election = format!("atmlab/cm/{owner}");
+                say!(
+                    "standby: campaigning for {election} at {spec} (lease {} s)",
+                    lease.ttl().as_secs()
+                );
+                let elections = etcd.election();
+                let campaign = elections.campaign(&election, who.clone(), &lease);
+                let leader = tokio::select! {
+                    l = campaign => l?,
+                    () = &mut stop => {
+                        let _ = lease.revoke().await;
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                };
+                // The key's creation revision grows with every election: the fencing
+                // token the journal is taken with.
+                let token = u64::try_from(leader.revision()).unwrap_or(0);
+                say!("leader: elected for {election} (fencing token {token})");
+                match &mut kind {
+                    ManagerKind::Core(_, o) | ManagerKind::Tina(_, o) => o.fence = Some(token),
+                }
+                Some((leader, lease))
+            }
+        };
+        let start = ManagerServer::start(kind, clients, route, &nc, &who, listen, id);
+        let mut server = match &leader {
+            None => start.await?,
+            Some((l, _)) => tokio::select! {
+                s = start => s?,
+                () = l.lost() => deposed(),
+            },
+        };
         let metrics = match metrics {
             Some(addr) => {
                 let m = atmlab_lab::metrics::Metrics::new();
@@ -655,7 +734,7 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
                     "start_up_audit": server.recovery,
                 })
             );
-            server.serve(shell::shutdown_signal()).await?;
+            serve_leading(server, stop, leader).await?;
             refresher.abort();
             return Ok(ExitCode::SUCCESS);
         }
@@ -678,25 +757,66 @@ pub fn cm(args: CmArgs) -> Result<ExitCode> {
         if let Some(m) = &metrics {
             say!("  metrics: {}", m.metrics_url());
         }
-        server.serve(shell::shutdown_signal()).await?;
+        serve_leading(server, stop, leader).await?;
         refresher.abort();
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A leader whose lease is lost while it runs (cut off from etcd, or paused past its
+/// TTL) stops at once: another manager may be elected from now on, and two managers of
+/// one owner would release each other's calls. The process ends without a clean stop
+/// (no final sweep, no release): the calls stay up for the new leader, which takes them
+/// from the journal.
+fn deposed() -> ! {
+    eprintln!(
+        "error: deposed: this manager's election lease was lost, so another manager may \
+         lead its owner now; stopping at once (its calls stay up for the new leader)"
+    );
+    std::process::exit(3)
+}
+
+/// Serves until `stop`; a leader (--ha) also until its lease is lost ([`deposed`]), and
+/// on a clean stop resigns, so that the standby takes over at once.
+async fn serve_leading(
+    server: ManagerServer,
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    leader: Option<(atmlab_control::etcd::Leader, atmlab_control::etcd::Lease)>,
+) -> Result<()> {
+    match leader {
+        None => server.serve(stop).await?,
+        Some((l, lease)) => {
+            tokio::select! {
+                r = server.serve(stop) => r?,
+                () = l.lost() => deposed(),
+            }
+            let _ = l.resign().await;
+            let _ = lease.revoke().await;
+        }
+    }
+    Ok(())
 }
 
 /// `atmlab callgen`.
 #[derive(Debug, Args)]
 pub struct CallgenArgs {
     /// The connection manager's gRPC address; several, comma-separated, spread the
-    /// calls round robin over them. With --names: the managers' names (cm/NAME, or
-    /// NAME) to look up there.
+    /// calls round robin over them. With --names: the managers' registered names
+    /// (cm/NAME, or NAME: as `cm serve --as` or its owner registers it, e.g. cm-xbind).
     #[arg(long, value_delimiter = ',', required_unless_present = "names")]
     cm: Vec<String>,
     /// Find the managers in this registry (the name service's URL, or an etcd cluster,
     /// etcd://HOST:PORT,... or etcds://...): those --cm names, or without --cm every
-    /// connection manager registered.
+    /// connection manager registered; and find each again when it stops answering:
+    /// with active and standby managers (`cm serve --ha`), the calls go on through the
+    /// standby that takes over. A setup in flight when a manager died fails; later
+    /// setups and every release wait up to --patience for a manager at the name. A
+    /// manager found by name must show a certificate of that name.
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: Option<String>,
+    /// With --names: how long a setup or release waits for a manager at the name.
+    #[arg(long, default_value = "10 s", requires = "names")]
+    patience: String,
     /// Offered rates, calls/s (Poisson), comma-separated: one run each.
     #[arg(
         long,
@@ -742,27 +862,17 @@ pub struct CallgenArgs {
     security: Security,
 }
 
-/// The managers `names` (`cm/NAME` or `NAME`) in the registry at `url`, or every
-/// manager registered there when `names` is empty: each one's address, and the
-/// certificate it must show (a manager's certificate is named as it registers, so an
-/// entry pointed elsewhere is refused at the handshake).
-async fn managers_in(
-    url: &str,
-    names: &[String],
-    id: Option<&atmlab_rpc::tls::TlsIdentity>,
-) -> Result<Vec<(String, atmlab_rpc::tls::Expect)>> {
-    let expect = |name: &str| {
-        atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Cm, name.trim_start_matches("cm/"))
-    };
-    let nc = NameClient::connect(url, id)
-        .await
-        .with_context(|| format!("connecting to the registry at {url}"))?;
+/// The registered names (`cm/NAME`) of the managers `names` (`cm/NAME` or `NAME`) in
+/// the registry `nc` at `url`, each looked up once (a name nobody registered is an
+/// error now, not a wait at every call), or of every manager registered there when
+/// `names` is empty.
+async fn manager_names(nc: &NameClient, url: &str, names: &[String]) -> Result<Vec<String>> {
     if names.is_empty() {
         let all: Vec<_> = nc
             .list(Some(atmlab_control::names::ObjectKind::ConnectionManager))
             .await?
             .into_iter()
-            .map(|(o, _)| (o.address, expect(&o.name)))
+            .map(|(o, _)| o.name)
             .collect();
         if all.is_empty() {
             bail!("the registry at {url} lists no connection manager");
@@ -776,11 +886,10 @@ async fn managers_in(
         } else {
             format!("cm/{name}")
         };
-        let (o, _) = nc
-            .resolve(&name)
+        nc.resolve(&name)
             .await
             .with_context(|| format!("looking {name} up in the registry at {url}"))?;
-        out.push((o.address, expect(&name)));
+        out.push(name);
     }
     Ok(out)
 }
@@ -809,27 +918,56 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         shell::writable_dir("--out", dir)?;
     }
+    let patience: atmlab_core::time::Duration = args
+        .patience
+        .parse()
+        .map_err(|e| anyhow!("--patience: {e}"))?;
+    match &args.names {
+        Some(n) => args.security.peer(n),
+        None => {
+            for cm in &args.cm {
+                args.security.peer(cm);
+            }
+        }
+    }
     shell::runtime()?.block_on(async move {
         let id = args.security.identity(&args.who)?;
-        let a_manager = || atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
-        let managers = match &args.names {
-            Some(url) => {
-                args.security.peer(url);
-                managers_in(url, &args.cm, id.as_ref()).await?
+        match &args.names {
+            None => {
+                let mut targets = Vec::new();
+                for cm in &args.cm {
+                    let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
+                    let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
+                        .await
+                        .with_context(|| format!("connecting to the connection manager at {cm}"))?;
+                    targets.push(RemoteCm::new(ch));
+                }
+                callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
             }
-            None => args.cm.iter().map(|cm| (cm.clone(), a_manager())).collect(),
-        };
-        for (cm, _) in &managers {
-            args.security.peer(cm);
+            Some(url) => {
+                let nc = NameClient::connect(url, id.as_ref())
+                    .await
+                    .with_context(|| format!("connecting to the registry at {url}"))?;
+                let targets = manager_names(&nc, url, &args.cm)
+                    .await?
+                    .iter()
+                    .map(|cm| callgen::NamedCm::new(nc.clone(), cm, id.clone(), patience.into()))
+                    .collect();
+                callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+            }
         }
-        let mut targets = Vec::new();
-        for (cm, expect) in managers {
-            let ch = atmlab_rpc::channel_to(&cm, id.as_ref(), expect)
-                .await
-                .with_context(|| format!("connecting to the connection manager at {cm}"))?;
-            targets.push(RemoteCm::new(ch));
-        }
-        let target = callgen::Spread::new(targets);
+    })
+}
+
+/// Offers each rate of `args` to `target` and reports.
+async fn callgen_runs<T: callgen::CallTarget>(
+    args: &CallgenArgs,
+    target: callgen::Spread<T>,
+    holding: &atmlab_core::time::Duration,
+    pairs: &[(String, String)],
+) -> Result<ExitCode> {
+    let holding = *holding;
+    {
         let mut rows = Vec::new();
         if !args.json {
             say!(
@@ -851,7 +989,7 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
                 holding: holding.into(),
                 fixed_holding: false,
                 precise: false,
-                pairs: pairs.clone(),
+                pairs: pairs.to_vec(),
                 traffic: atmlab_core::traffic::TrafficDescriptor::cbr(
                     atmlab_core::units::CellRate(args.pcr),
                 ),
@@ -922,5 +1060,5 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
         Ok(ExitCode::SUCCESS)
-    })
+    }
 }

@@ -1,7 +1,6 @@
 //! `atmlab soak`: a long run at a high sustained call rate that ends with the audit
 //! (issue 10); the work is `atmlab_lab::soak`.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
@@ -28,9 +27,10 @@ pub struct SoakArgs {
     /// Faults on the manager's switch links (see `atmlab cm serve --faults`).
     #[arg(long)]
     faults: Option<String>,
-    /// Journal the manager's connections in this SQLite file.
+    /// Journal the manager's connections in this SQLite file, or in the PostgreSQL
+    /// database at a postgres://USER@HOST:PORT/DB URL.
     #[arg(long)]
-    journal: Option<PathBuf>,
+    journal: Option<atmlab_control::cm::journal::JournalAt>,
     /// Plain text instead of mutual TLS.
     #[arg(long)]
     insecure: bool,

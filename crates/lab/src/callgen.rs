@@ -142,6 +142,144 @@ impl CallTarget for RemoteCm {
     }
 }
 
+/// A connection manager found by its registered name (`cm/NAME`) in the name service,
+/// and found again when it stops answering (issue 26, item 3): when an active manager
+/// dies, the standby that takes over registers the same name, and the calls go on
+/// through it. A setup the lost manager may have acted on fails (its answer is lost: the
+/// call may be up, journaled, and taken back by the new leader, or not); the setups after
+/// it wait, up to `patience`, for a manager to answer at the name; a release is retried
+/// there (the new leader holds every call the old one acknowledged).
+#[derive(Clone, Debug)]
+pub struct NamedCm {
+    names: atmlab_control::names::NameClient,
+    name: String,
+    tls: Option<atmlab_rpc::tls::TlsIdentity>,
+    state: Arc<tokio::sync::Mutex<Found>>,
+    patience: Duration,
+}
+
+/// The manager found at the name, and how many were found before it.
+#[derive(Debug, Default)]
+struct Found {
+    current: Option<(u64, RemoteCm)>,
+    found: u64,
+}
+
+impl NamedCm {
+    /// The manager registered as `cm/NAME` in `names`, reached with `tls`; setups and
+    /// releases wait up to `patience` for one to answer there.
+    pub fn new(
+        names: atmlab_control::names::NameClient,
+        name: &str,
+        tls: Option<atmlab_rpc::tls::TlsIdentity>,
+        patience: Duration,
+    ) -> Self {
+        NamedCm {
+            names,
+            name: name.trim_start_matches("cm/").to_string(),
+            tls,
+            state: Default::default(),
+            patience,
+        }
+    }
+
+    /// The manager at the name: the one found last, unless it failed; else found again
+    /// (one caller looks, the others wait for what it finds). Connecting is part of
+    /// finding: a manager that does not take the connection was sent nothing.
+    async fn connected(&self) -> Result<(u64, RemoteCm), CallError> {
+        let mut st = self.state.lock().await;
+        if let Some(c) = &st.current {
+            return Ok(c.clone());
+        }
+        let deadline = Instant::now() + self.patience;
+        let name = format!("cm/{}", self.name);
+        loop {
+            let why = match self.names.resolve(&name).await {
+                Ok((obj, _)) => {
+                    // A manager's certificate is named as it registers: an entry
+                    // pointed elsewhere is refused at the handshake.
+                    let this_manager = atmlab_rpc::tls::Expect::object(
+                        atmlab_rpc::tls::Role::Cm,
+                        self.name.as_str(),
+                    );
+                    match atmlab_rpc::channel_to(&obj.address, self.tls.as_ref(), this_manager)
+                        .await
+                    {
+                        Ok(ch) => {
+                            st.found += 1;
+                            let c = (st.found, RemoteCm::new(ch));
+                            st.current = Some(c.clone());
+                            return Ok(c);
+                        }
+                        Err(e) => format!("{name} at {}: {e}", obj.address),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(CallError {
+                    kind: atmlab_fabric::ErrorKind::Unavailable,
+                    message: format!(
+                        "no connection manager answered at {name} within {:?}: {why}",
+                        self.patience
+                    ),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The manager found `which`-th failed: the next caller looks again.
+    async fn failed(&self, which: u64) {
+        let mut st = self.state.lock().await;
+        if st.current.as_ref().is_some_and(|c| c.0 == which) {
+            st.current = None;
+        }
+    }
+}
+
+impl CallTarget for NamedCm {
+    async fn setup(
+        &self,
+        source: &str,
+        destination: &str,
+        traffic: TrafficDescriptor,
+    ) -> Result<u64, CallError> {
+        let (which, cm) = self.connected().await?;
+        let r = cm.setup(source, destination, traffic).await;
+        if r.as_ref()
+            .is_err_and(|e| e.kind == atmlab_fabric::ErrorKind::Unavailable)
+        {
+            self.failed(which).await;
+        }
+        r
+    }
+
+    async fn release(&self, id: u64) -> Result<(), CallError> {
+        let deadline = Instant::now() + self.patience;
+        let mut tries = 0;
+        loop {
+            let (which, cm) = self.connected().await?;
+            tries += 1;
+            match cm.release(id).await {
+                Ok(()) => return Ok(()),
+                // A repeat that finds the call gone: an earlier try released it.
+                Err(e) if tries > 1 && e.kind == atmlab_fabric::ErrorKind::NotFound => {
+                    return Ok(());
+                }
+                Err(e)
+                    if e.kind == atmlab_fabric::ErrorKind::Unavailable
+                        && Instant::now() < deadline =>
+                {
+                    self.failed(which).await;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// Calls spread round robin over several managers (xbind §II-C1: managers on disjoint
 /// partitions of the identifier space share the load). A call's id names its manager:
 /// `id * n + k` for the call `id` of manager `k` of `n`.

@@ -33,8 +33,8 @@ pub struct SoakOptions {
     pub holding: StdDuration,
     /// Faults on the manager's switch links.
     pub faults: Option<FaultPlan>,
-    /// Journal the manager's connections here.
-    pub journal: Option<PathBuf>,
+    /// Journal the manager's connections here (a SQLite file or a PostgreSQL database).
+    pub journal: Option<atmlab_control::cm::journal::JournalAt>,
 }
 
 impl Default for SoakOptions {

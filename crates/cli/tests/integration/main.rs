@@ -11,6 +11,7 @@ mod dashboard;
 mod demo;
 #[path = "../../../control/tests/integration/etcd_server.rs"]
 mod etcd_server;
+mod failover;
 mod grpcurl;
 mod install;
 mod json;
@@ -21,6 +22,8 @@ mod mismatch;
 mod net;
 mod netns;
 mod output;
+#[path = "../../../control/tests/integration/pg.rs"]
+mod pg;
 mod progress;
 mod prometheus;
 mod python;

@@ -1,15 +1,26 @@
 //! The connection manager's journal (issue 10): every established connection is written
-//! to SQLite before its caller hears that it is up, and removed when it is released, so a
-//! manager killed at any moment can be restarted and know every connection it
-//! acknowledged. The start-up audit (`cm::live`) then reconciles the journal with the
-//! switches: connections whose hops all exist are taken back, the others rolled back,
-//! and cross-connects and reservations the journal does not explain are released.
+//! to the journal before its caller hears that it is up, and removed when it is
+//! released, so a manager killed at any moment can be restarted and know every
+//! connection it acknowledged. The start-up audit (`cm::live`) then reconciles the
+//! journal with the switches: connections whose hops all exist are taken back, the
+//! others rolled back, and cross-connects and reservations the journal does not explain
+//! are released.
+//!
+//! Two stores under the same rules ([`JournalAt`]): a SQLite file, the embedded default,
+//! and a PostgreSQL database (issue 26, item 3), which an active and a standby manager on
+//! different hosts both reach, so the standby that takes over knows every connection the
+//! active one acknowledged. What a row holds, how it is read back and when a write is
+//! made are the same for both; only the statements differ. A PostgreSQL journal can be
+//! fenced ([`CmJournal::fence`]): once a newer leader has taken it, a deposed one's
+//! writes fail, so it can confirm nothing more. A lost database connection is made
+//! again, and the operation that found it lost is run once more (each can be run twice
+//! to the same effect).
 //!
 //! Writes are grouped: the live shell applies one transaction per turn of its loop
-//! (every call established or released in that turn), in WAL mode with
+//! (every call established or released in that turn). SQLite runs in WAL mode with
 //! `synchronous = NORMAL`, which survives the death of the process (what `kill -9`
 //! tests) though not of the machine's power; `synchronous = FULL` would add an fsync to
-//! each turn.
+//! each turn. PostgreSQL commits as its server is configured (by default, durably).
 
 use std::path::Path;
 
@@ -67,13 +78,187 @@ impl QosBounds {
     }
 }
 
-/// The journal: one SQLite file.
+/// Where a manager's journal lives: a SQLite file (the embedded default) or a
+/// PostgreSQL database that an active and a standby manager on different hosts can both
+/// reach (issue 26, item 3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalAt {
+    /// A SQLite file; its directory must exist.
+    File(std::path::PathBuf),
+    /// A PostgreSQL database, by its URL (`postgres://USER[:PASSWORD]@HOST:PORT/DB`, any
+    /// libpq-style URL the `postgres` crate reads). One database (or schema, with
+    /// `?options=-csearch_path%3DNAME`) per owner: the table is `calls`.
+    Postgres(String),
+}
+
+impl JournalAt {
+    /// `postgres://...` or `postgresql://...` is a database; anything else a file path.
+    pub fn parse(s: &str) -> JournalAt {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            JournalAt::Postgres(s.to_string())
+        } else {
+            JournalAt::File(s.into())
+        }
+    }
+
+    /// Whether two managers on different hosts can share it (a database can; a file
+    /// cannot, safely).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, JournalAt::Postgres(_))
+    }
+}
+
+impl std::str::FromStr for JournalAt {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(JournalAt::parse(s))
+    }
+}
+
+impl From<std::path::PathBuf> for JournalAt {
+    fn from(p: std::path::PathBuf) -> Self {
+        JournalAt::File(p)
+    }
+}
+
+impl From<&Path> for JournalAt {
+    fn from(p: &Path) -> Self {
+        JournalAt::File(p.to_path_buf())
+    }
+}
+
+impl std::fmt::Display for JournalAt {
+    /// The path, or the URL with its password hidden (it goes into errors and logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JournalAt::File(p) => write!(f, "{}", p.display()),
+            JournalAt::Postgres(url) => f.write_str(&hide_password(url)),
+        }
+    }
+}
+
+/// `scheme://user:secret@host/...` as `scheme://user:***@host/...`.
+fn hide_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..auth_end].rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// The journal: one SQLite file, or one PostgreSQL database. What a row holds and how it
+/// is read back is the same for both ([`Row`]); only the statements differ.
 #[derive(Debug)]
 pub struct CmJournal {
-    db: Connection,
-    /// The file, for the errors (issue 24, item 7: "file is not a database" must say
-    /// which file).
+    store: Store,
+    /// The file or database, for the errors (issue 24, item 7: "file is not a database"
+    /// must say which file).
     path: String,
+}
+
+#[derive(Debug)]
+enum Store {
+    Sqlite(Connection),
+    Postgres(pg::PgStore),
+}
+
+/// One journaled connection as stored: the columns of table `calls`.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    id: i64,
+    source: String,
+    destination: String,
+    hops: String,
+    class: i64,
+    pcr: f64,
+    scr: f64,
+    mbs: i64,
+    cdvt_ps: i64,
+    setup_ps: i64,
+    tag: String,
+    bounds: Option<String>,
+}
+
+impl Row {
+    fn of(c: &JournaledCall) -> Row {
+        let v = &c.view;
+        Row {
+            id: v.id as i64,
+            source: c.source.clone(),
+            destination: c.destination.clone(),
+            hops: hops_json(v),
+            class: class_code(v.traffic.class),
+            pcr: v.traffic.pcr.per_sec(),
+            scr: v.traffic.scr.per_sec(),
+            mbs: v.traffic.mbs as i64,
+            cdvt_ps: v.traffic.cdvt_ps.min(i64::MAX as u64) as i64,
+            setup_ps: v.setup.as_picos().min(i64::MAX as u64) as i64,
+            tag: v.tag.clone(),
+            bounds: Some(c.bounds.to_json()),
+        }
+    }
+
+    /// The connection a row holds, or why it cannot be believed.
+    fn call(self) -> Result<JournaledCall, ControlError> {
+        let Row {
+            id,
+            source,
+            destination,
+            hops,
+            class,
+            pcr,
+            scr,
+            mbs,
+            cdvt_ps,
+            setup_ps,
+            tag,
+            bounds,
+        } = self;
+        let bad = |what: &str| jerr(&format!("connection {id}"), what);
+        let (hops, parents, leaves) =
+            tree_of(&hops, &destination).ok_or_else(|| bad("its hops do not parse"))?;
+        if hops.is_empty() || leaves.iter().any(|l| l.1 >= hops.len()) {
+            return Err(bad("it has no hops, or a leaf beyond them"));
+        }
+        let traffic = TrafficDescriptor {
+            class: class_of(class).ok_or_else(|| bad("unknown service class"))?,
+            pcr: CellRate(pcr),
+            scr: CellRate(scr),
+            mbs: u32::try_from(mbs).map_err(|_| bad("bad MBS"))?,
+            cdvt_ps: u64::try_from(cdvt_ps).map_err(|_| bad("bad CDVT"))?,
+        };
+        let view = CallView {
+            id: u64::try_from(id).map_err(|_| bad("negative id"))?,
+            source_vc: hops[0].2,
+            destination_vc: leaves
+                .first()
+                .map_or(hops[hops.len() - 1].3, |l| hops[l.1].3),
+            hops,
+            parents,
+            leaves,
+            setup: Duration::from_picos(u64::try_from(setup_ps).unwrap_or(0)),
+            traffic,
+            tag,
+            // Not journaled: a count of the process that set the call up.
+            invocations: 0,
+        };
+        let bounds = match bounds {
+            None => QosBounds::default(),
+            Some(b) => QosBounds::from_json(&b).ok_or_else(|| bad("its bounds do not parse"))?,
+        };
+        Ok(JournaledCall {
+            view,
+            source,
+            destination,
+            bounds,
+        })
+    }
 }
 
 /// `e` with the journal's file named first.
@@ -193,9 +378,16 @@ fn hops_of(entries: &[serde_json::Value]) -> Option<Vec<(HopSpec, u64, VcId, VcI
     Some(out)
 }
 
+/// What a write of a deposed leader's fails with ([`CmJournal::fence`]), for its
+/// manager to tell a lost leadership from a failed write.
+pub const DEPOSED: &str = "this manager was deposed";
+
+const SELECT_ALL: &str = "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps,
+     setup_ps, tag, bounds FROM calls ORDER BY id";
+
 impl CmJournal {
-    /// Opens (creating the file if needed) the journal at `path`. Its directory must
-    /// exist: a mistyped directory is an error, not a fresh, empty journal.
+    /// Opens (creating the file if needed) the SQLite journal at `path`. Its directory
+    /// must exist: a mistyped directory is an error, not a fresh, empty journal.
     pub fn open(path: &Path) -> Result<Self, ControlError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
             && !dir.is_dir()
@@ -232,87 +424,63 @@ impl CmJournal {
             db.execute_batch("ALTER TABLE calls ADD COLUMN bounds TEXT")
                 .map_err(|e| named(&shown, jerr("adding the bounds column", e)))?;
         }
-        Ok(CmJournal { db, path: shown })
+        Ok(CmJournal {
+            store: Store::Sqlite(db),
+            path: shown,
+        })
+    }
+
+    /// Opens the journal at `at`: a SQLite file ([`CmJournal::open`]) or a PostgreSQL
+    /// database (connected to, its table created if needed).
+    pub fn open_at(at: &JournalAt) -> Result<Self, ControlError> {
+        match at {
+            JournalAt::File(p) => CmJournal::open(p),
+            JournalAt::Postgres(url) => {
+                let shown = at.to_string();
+                let store = pg::PgStore::connect(url).map_err(|e| jerr(&shown, e))?;
+                Ok(CmJournal {
+                    store: Store::Postgres(store),
+                    path: shown,
+                })
+            }
+        }
     }
 
     /// Every journaled connection, by id. A row that cannot be read back is an error
     /// naming it (the journal is ours; a damaged one must not be half-believed).
     pub fn load(&self) -> Result<Vec<JournaledCall>, ControlError> {
-        self.load_rows().map_err(|e| named(&self.path, e))
+        self.load_rows()
+            .and_then(|rows| rows.into_iter().map(Row::call).collect())
+            .map_err(|e| named(&self.path, e))
     }
 
-    fn load_rows(&self) -> Result<Vec<JournaledCall>, ControlError> {
-        let mut st = self
-            .db
-            .prepare(
-                "SELECT id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag,
-                 bounds FROM calls ORDER BY id",
-            )
-            .map_err(|e| jerr("reading", e))?;
-        let rows = st
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, f64>(5)?,
-                    r.get::<_, f64>(6)?,
-                    r.get::<_, i64>(7)?,
-                    r.get::<_, i64>(8)?,
-                    r.get::<_, i64>(9)?,
-                    r.get::<_, String>(10)?,
-                    r.get::<_, Option<String>>(11)?,
-                ))
-            })
-            .map_err(|e| jerr("reading", e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, source, destination, hops, class, pcr, scr, mbs, cdvt, setup, tag, bounds) =
-                row.map_err(|e| jerr("reading a row", e))?;
-            let bad = |what: &str| jerr(&format!("connection {id}"), what);
-            let (hops, parents, leaves) =
-                tree_of(&hops, &destination).ok_or_else(|| bad("its hops do not parse"))?;
-            if hops.is_empty() || leaves.iter().any(|l| l.1 >= hops.len()) {
-                return Err(bad("it has no hops, or a leaf beyond them"));
+    fn load_rows(&self) -> Result<Vec<Row>, ControlError> {
+        match &self.store {
+            Store::Sqlite(db) => {
+                let mut st = db.prepare(SELECT_ALL).map_err(|e| jerr("reading", e))?;
+                let rows = st
+                    .query_map([], |r| {
+                        Ok(Row {
+                            id: r.get(0)?,
+                            source: r.get(1)?,
+                            destination: r.get(2)?,
+                            hops: r.get(3)?,
+                            class: r.get(4)?,
+                            pcr: r.get(5)?,
+                            scr: r.get(6)?,
+                            mbs: r.get(7)?,
+                            cdvt_ps: r.get(8)?,
+                            setup_ps: r.get(9)?,
+                            tag: r.get(10)?,
+                            bounds: r.get(11)?,
+                        })
+                    })
+                    .map_err(|e| jerr("reading", e))?;
+                rows.map(|r| r.map_err(|e| jerr("reading a row", e)))
+                    .collect()
             }
-            let traffic = TrafficDescriptor {
-                class: class_of(class).ok_or_else(|| bad("unknown service class"))?,
-                pcr: CellRate(pcr),
-                scr: CellRate(scr),
-                mbs: u32::try_from(mbs).map_err(|_| bad("bad MBS"))?,
-                cdvt_ps: u64::try_from(cdvt).map_err(|_| bad("bad CDVT"))?,
-            };
-            let view = CallView {
-                id: u64::try_from(id).map_err(|_| bad("negative id"))?,
-                source_vc: hops[0].2,
-                destination_vc: leaves
-                    .first()
-                    .map_or(hops[hops.len() - 1].3, |l| hops[l.1].3),
-                hops,
-                parents,
-                leaves,
-                setup: Duration::from_picos(u64::try_from(setup).unwrap_or(0)),
-                traffic,
-                tag,
-                // Not journaled: a count of the process that set the call up.
-                invocations: 0,
-            };
-            let bounds = match bounds {
-                None => QosBounds::default(),
-                Some(b) => {
-                    QosBounds::from_json(&b).ok_or_else(|| bad("its bounds do not parse"))?
-                }
-            };
-            out.push(JournaledCall {
-                view,
-                source,
-                destination,
-                bounds,
-            });
+            Store::Postgres(pg) => pg.load().map_err(|e| jerr("reading", e)),
         }
-        Ok(out)
     }
 
     /// Records `established` and forgets `released`, in one transaction.
@@ -321,59 +489,305 @@ impl CmJournal {
         established: &[JournaledCall],
         released: &[u64],
     ) -> Result<(), ControlError> {
-        let path = self.path.clone();
-        self.write(established, released)
-            .map_err(|e| named(&path, e))
-    }
-
-    fn write(
-        &mut self,
-        established: &[JournaledCall],
-        released: &[u64],
-    ) -> Result<(), ControlError> {
         if established.is_empty() && released.is_empty() {
             return Ok(());
         }
-        let tx = self
-            .db
-            .transaction()
-            .map_err(|e| jerr("a transaction", e))?;
-        {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO calls
-                     (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag,
-                      bounds)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )
-                .map_err(|e| jerr("writing", e))?;
-            for c in established {
-                let v = &c.view;
-                ins.execute(params![
-                    v.id as i64,
-                    c.source,
-                    c.destination,
-                    hops_json(v),
-                    class_code(v.traffic.class),
-                    v.traffic.pcr.per_sec(),
-                    v.traffic.scr.per_sec(),
-                    v.traffic.mbs as i64,
-                    v.traffic.cdvt_ps.min(i64::MAX as u64) as i64,
-                    v.setup.as_picos().min(i64::MAX as u64) as i64,
-                    v.tag,
-                    c.bounds.to_json(),
-                ])
-                .map_err(|e| jerr("writing a connection", e))?;
-            }
-            let mut del = tx
-                .prepare_cached("DELETE FROM calls WHERE id = ?1")
-                .map_err(|e| jerr("writing", e))?;
-            for id in released {
-                del.execute(params![*id as i64])
-                    .map_err(|e| jerr("forgetting a connection", e))?;
+        let rows: Vec<Row> = established.iter().map(Row::of).collect();
+        let gone: Vec<i64> = released.iter().map(|id| *id as i64).collect();
+        let r = match &mut self.store {
+            Store::Sqlite(db) => sqlite_write(db, &rows, &gone),
+            Store::Postgres(pg) => pg.write(rows, gone).map_err(|e| jerr("writing", e)),
+        };
+        r.map_err(|e| named(&self.path, e))
+    }
+
+    /// Takes the journal for the leader whose fencing token is `token` (issue 26, item
+    /// 3: active and standby managers): from now on, a write succeeds only while no
+    /// leader with a greater token has taken the journal, so a deposed leader that still
+    /// runs cannot confirm a call (its callers hear UNAVAILABLE). Refused when a greater
+    /// token holds it already. A SQLite journal is one host's and is not fenced.
+    pub fn fence(&mut self, token: u64) -> Result<(), ControlError> {
+        let r = match &mut self.store {
+            Store::Sqlite(_) => Ok(()),
+            Store::Postgres(pg) => pg.fence(token as i64),
+        };
+        r.map_err(|e| named(&self.path, jerr("taking it for this leader", e)))
+    }
+
+    /// The file or database (password hidden), as errors name it.
+    pub fn name(&self) -> &str {
+        &self.path
+    }
+}
+
+fn sqlite_write(db: &mut Connection, rows: &[Row], gone: &[i64]) -> Result<(), ControlError> {
+    let tx = db.transaction().map_err(|e| jerr("a transaction", e))?;
+    {
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO calls
+                 (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps, tag,
+                  bounds)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )
+            .map_err(|e| jerr("writing", e))?;
+        for r in rows {
+            ins.execute(params![
+                r.id,
+                r.source,
+                r.destination,
+                r.hops,
+                r.class,
+                r.pcr,
+                r.scr,
+                r.mbs,
+                r.cdvt_ps,
+                r.setup_ps,
+                r.tag,
+                r.bounds,
+            ])
+            .map_err(|e| jerr("writing a connection", e))?;
+        }
+        let mut del = tx
+            .prepare_cached("DELETE FROM calls WHERE id = ?1")
+            .map_err(|e| jerr("writing", e))?;
+        for id in gone {
+            del.execute(params![*id])
+                .map_err(|e| jerr("forgetting a connection", e))?;
+        }
+    }
+    tx.commit().map_err(|e| jerr("committing", e))
+}
+
+/// The PostgreSQL store. The `postgres` client drives a runtime of its own and must not
+/// be used (or dropped) on a thread inside tokio's, as the manager's start-up audit is:
+/// so it lives on a thread of its own, and each operation is sent to it and waited for,
+/// as a SQLite call blocks its caller.
+mod pg {
+    use super::Row;
+
+    type Job = Box<dyn FnOnce(&mut Conn) + Send>;
+
+    /// The client and what it was made from, to make it again.
+    struct Conn {
+        client: postgres::Client,
+        config: postgres::Config,
+    }
+
+    impl Conn {
+        /// Runs `f`; if it fails because the connection was lost (the server
+        /// restarted, or the connection was cut), connects again and runs it once more.
+        /// Every operation here can be run twice: a write is an upsert and a delete by
+        /// id, and taking the journal keeps the greater token, so a transaction that did
+        /// commit before its answer was lost commits the same again.
+        fn run<R>(
+            &mut self,
+            f: impl Fn(&mut postgres::Client) -> Result<R, postgres::Error>,
+        ) -> Result<R, postgres::Error> {
+            match f(&mut self.client) {
+                Err(e) if self.client.is_closed() => {
+                    tracing::warn!(error = %full(&e), "the journal's database connection was lost; connecting again");
+                    self.client = self.config.connect(postgres::NoTls)?;
+                    f(&mut self.client)
+                }
+                r => r,
             }
         }
-        tx.commit().map_err(|e| jerr("committing", e))
+    }
+
+    /// The client's thread; it ends (closing the connection) when this is dropped.
+    #[derive(Debug)]
+    pub(super) struct PgStore {
+        jobs: std::sync::mpsc::Sender<Job>,
+        /// The fencing token this journal was taken with (0: not fenced).
+        token: i64,
+    }
+
+    const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS calls (
+             id BIGINT PRIMARY KEY,
+             source TEXT NOT NULL,
+             destination TEXT NOT NULL,
+             hops TEXT NOT NULL,
+             class BIGINT NOT NULL,
+             pcr DOUBLE PRECISION NOT NULL,
+             scr DOUBLE PRECISION NOT NULL,
+             mbs BIGINT NOT NULL,
+             cdvt_ps BIGINT NOT NULL,
+             setup_ps BIGINT NOT NULL,
+             tag TEXT NOT NULL,
+             bounds TEXT
+         );
+         CREATE TABLE IF NOT EXISTS leader (
+             one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+             token BIGINT NOT NULL
+         );";
+
+    impl PgStore {
+        /// Connects (within 5 s unless the URL says `connect_timeout`) and creates the
+        /// tables if needed.
+        pub(super) fn connect(url: &str) -> Result<PgStore, String> {
+            let mut config: postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
+            if config.get_connect_timeout().is_none() {
+                config.connect_timeout(std::time::Duration::from_secs(5));
+            }
+            let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+            let (ready_tx, ready) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("journal-pg".into())
+                .spawn(move || {
+                    let client = match config
+                        .connect(postgres::NoTls)
+                        .and_then(|mut c| c.batch_execute(SCHEMA).map(|()| c))
+                    {
+                        Ok(c) => {
+                            let _ = ready_tx.send(Ok(()));
+                            c
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(full(&e)));
+                            return;
+                        }
+                    };
+                    let mut conn = Conn { client, config };
+                    while let Ok(job) = rx.recv() {
+                        job(&mut conn);
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            ready
+                .recv()
+                .map_err(|_| "the journal's connection thread died".to_string())??;
+            Ok(PgStore { jobs, token: 0 })
+        }
+
+        fn run<R: Send + 'static>(
+            &self,
+            f: impl Fn(&mut postgres::Client) -> Result<R, postgres::Error> + Send + 'static,
+        ) -> Result<R, String> {
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.jobs
+                .send(Box::new(move |c: &mut Conn| {
+                    let _ = tx.send(c.run(f).map_err(|e| full(&e)));
+                }))
+                .map_err(|_| "the journal's connection thread stopped".to_string())?;
+            rx.recv()
+                .map_err(|_| "the journal's connection thread stopped".to_string())?
+        }
+
+        pub(super) fn load(&self) -> Result<Vec<Row>, String> {
+            self.run(|c| {
+                c.query(super::SELECT_ALL, &[])?
+                    .iter()
+                    .map(|r| {
+                        Ok(Row {
+                            id: r.try_get(0)?,
+                            source: r.try_get(1)?,
+                            destination: r.try_get(2)?,
+                            hops: r.try_get(3)?,
+                            class: r.try_get(4)?,
+                            pcr: r.try_get(5)?,
+                            scr: r.try_get(6)?,
+                            mbs: r.try_get(7)?,
+                            cdvt_ps: r.try_get(8)?,
+                            setup_ps: r.try_get(9)?,
+                            tag: r.try_get(10)?,
+                            bounds: r.try_get(11)?,
+                        })
+                    })
+                    .collect()
+            })
+        }
+
+        /// Writes in one transaction. Fenced (`token` > 0), the transaction first reads
+        /// the leader's token with a share lock (a newer leader's [`PgStore::fence`]
+        /// waits for it to end) and gives up when a newer leader holds the journal.
+        pub(super) fn write(&mut self, rows: Vec<Row>, gone: Vec<i64>) -> Result<(), String> {
+            let token = self.token;
+            self.run(move |c| {
+                let mut tx = c.transaction()?;
+                if token > 0 {
+                    let held: Option<i64> = tx
+                        .query_opt("SELECT token FROM leader WHERE one FOR SHARE", &[])?
+                        .map(|r| r.get(0));
+                    if held != Some(token) {
+                        return Ok(Err(format!(
+                            "a newer leader holds the journal (its token {}, ours {token}): \
+                             {}",
+                            held.unwrap_or(0),
+                            super::DEPOSED
+                        )));
+                    }
+                }
+                let ins = tx.prepare(
+                    "INSERT INTO calls
+                     (id, source, destination, hops, class, pcr, scr, mbs, cdvt_ps, setup_ps,
+                      tag, bounds)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     ON CONFLICT (id) DO UPDATE SET
+                     source = EXCLUDED.source, destination = EXCLUDED.destination,
+                     hops = EXCLUDED.hops, class = EXCLUDED.class, pcr = EXCLUDED.pcr,
+                     scr = EXCLUDED.scr, mbs = EXCLUDED.mbs, cdvt_ps = EXCLUDED.cdvt_ps,
+                     setup_ps = EXCLUDED.setup_ps, tag = EXCLUDED.tag,
+                     bounds = EXCLUDED.bounds",
+                )?;
+                for r in &rows {
+                    tx.execute(
+                        &ins,
+                        &[
+                            &r.id,
+                            &r.source,
+                            &r.destination,
+                            &r.hops,
+                            &r.class,
+                            &r.pcr,
+                            &r.scr,
+                            &r.mbs,
+                            &r.cdvt_ps,
+                            &r.setup_ps,
+                            &r.tag,
+                            &r.bounds,
+                        ],
+                    )?;
+                }
+                if !gone.is_empty() {
+                    tx.execute("DELETE FROM calls WHERE id = ANY($1)", &[&gone])?;
+                }
+                tx.commit()?;
+                Ok(Ok(()))
+            })?
+        }
+
+        /// Takes the journal for the leader with `token`: refused if a greater token
+        /// holds it; waits for a write of an older leader in progress to end.
+        pub(super) fn fence(&mut self, token: i64) -> Result<(), String> {
+            let taken = self.run(move |c| {
+                c.execute(
+                    "INSERT INTO leader (one, token) VALUES (TRUE, $1)
+                     ON CONFLICT (one) DO UPDATE SET token = EXCLUDED.token
+                     WHERE leader.token <= EXCLUDED.token",
+                    &[&token],
+                )
+            })?;
+            if taken != 1 {
+                return Err(format!(
+                    "a leader with a token greater than ours ({token}) holds it"
+                ));
+            }
+            self.token = token;
+            Ok(())
+        }
+    }
+
+    /// A PostgreSQL error with the server's message (the bare Display says only "db
+    /// error").
+    fn full(e: &postgres::Error) -> String {
+        match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.severity(), db.message()),
+            None => match std::error::Error::source(e) {
+                Some(s) => format!("{e}: {s}"),
+                None => e.to_string(),
+            },
+        }
     }
 }
 
@@ -467,6 +881,15 @@ impl JournalWriter {
 mod tests {
     use super::*;
 
+    impl CmJournal {
+        fn db(&self) -> &Connection {
+            match &self.store {
+                Store::Sqlite(db) => db,
+                Store::Postgres(_) => panic!("not a SQLite journal"),
+            }
+        }
+    }
+
     fn call(id: u64) -> JournaledCall {
         let hops = vec![
             (
@@ -514,22 +937,48 @@ mod tests {
         }
     }
 
+    /// A postgres:// or postgresql:// URL is a database, anything else a file; the
+    /// password of a URL is never shown (errors and logs name the journal).
     #[test]
-    fn what_is_written_is_read_back_after_reopening() {
+    fn a_journal_is_a_file_or_a_database_url_shown_without_its_password() {
+        assert_eq!(
+            JournalAt::parse("journals/cm.sqlite"),
+            JournalAt::File("journals/cm.sqlite".into())
+        );
+        assert!(!JournalAt::parse("postgres.sqlite").is_shared());
+        for url in [
+            "postgres://cm:s3cret@db.lab:5432/cm",
+            "postgresql://cm:s3cret@db.lab/cm?connect_timeout=2",
+        ] {
+            let at = JournalAt::parse(url);
+            assert!(at.is_shared(), "{url}");
+            let shown = at.to_string();
+            assert!(
+                !shown.contains("s3cret") && shown.contains("cm:***@db.lab"),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            JournalAt::parse("postgres://cm@db.lab/cm").to_string(),
+            "postgres://cm@db.lab/cm"
+        );
+        // An @ in the path or query is not a password's end.
+        assert_eq!(
+            JournalAt::parse("postgres://db.lab/cm?user=a@b").to_string(),
+            "postgres://db.lab/cm?user=a@b"
+        );
+    }
+
+    /// A mistyped directory is an error naming it, not a new, empty journal. (What
+    /// is written is read back after reopening, in either store: the integration
+    /// tests' `journal` module.)
+    #[test]
+    fn a_journal_in_a_missing_directory_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j/cm.sqlite");
-        // A mistyped directory is an error naming it, not a new, empty journal.
         let e = CmJournal::open(&path).unwrap_err().to_string();
         assert!(e.contains("does not exist") && e.contains("/j"), "{e}");
-        std::fs::create_dir(dir.path().join("j")).unwrap();
-        {
-            let mut j = CmJournal::open(&path).unwrap();
-            j.apply(&[call(1), call(2), call(3)], &[]).unwrap();
-            j.apply(&[], &[2]).unwrap();
-        }
-        let j = CmJournal::open(&path).unwrap();
-        let back = j.load().unwrap();
-        assert_eq!(back, vec![call(1), call(3)]);
+        assert!(!dir.path().join("j").exists());
     }
 
     /// A journal written before the contract's bounds were kept (no `bounds` column)
@@ -541,8 +990,9 @@ mod tests {
         let path = dir.path().join("old.sqlite");
         {
             let j = CmJournal::open(&path).unwrap();
-            j.db.execute_batch(
-                "DROP TABLE calls;
+            j.db()
+                .execute_batch(
+                    "DROP TABLE calls;
                  CREATE TABLE calls (
                      id INTEGER PRIMARY KEY, source TEXT NOT NULL, destination TEXT NOT NULL,
                      hops TEXT NOT NULL, class INTEGER NOT NULL, pcr REAL NOT NULL,
@@ -550,8 +1000,8 @@ mod tests {
                      setup_ps INTEGER NOT NULL, tag TEXT NOT NULL);
                  INSERT INTO calls VALUES (4, 'a', 'b',
                      '[[\"s1\", 0, 1, 11, 0, 40, 0, 41]]', 1, 10.0, 10.0, 1, 0, 0, 'old');",
-            )
-            .unwrap();
+                )
+                .unwrap();
         }
         let mut j = CmJournal::open(&path).unwrap();
         let back = j.load().unwrap();
@@ -579,17 +1029,5 @@ mod tests {
             e.contains("notes.txt") && e.contains("not a database"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn a_damaged_row_is_an_error_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cm.sqlite");
-        let mut j = CmJournal::open(&path).unwrap();
-        j.apply(&[call(5)], &[]).unwrap();
-        j.db.execute("UPDATE calls SET hops = '[[\"s1\", 0]]' WHERE id = 5", [])
-            .unwrap();
-        let e = j.load().unwrap_err().to_string();
-        assert!(e.contains("connection 5") && e.contains("hops"), "{e}");
     }
 }

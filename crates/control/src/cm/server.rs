@@ -199,11 +199,17 @@ impl ManagerServer {
         // One manager per owner: its name is claimed in the name service before the
         // start-up audit, which would otherwise release (as strays) the connections of
         // another manager running under the same owner (issue 24, item 2).
-        let owner = match &kind {
-            ManagerKind::Core(config, _) => &config.owner,
-            ManagerKind::Tina(config, _) => &config.owner,
+        let (owner, fence) = match &kind {
+            ManagerKind::Core(config, o) => (&config.owner, o.fence),
+            ManagerKind::Tina(config, o) => (&config.owner, o.fence),
         };
-        let claim = Some(claim_owner(names, owner, &url).await?);
+        // A leader elected for its owner (active and standby managers, issue 26 item 3)
+        // holds the owner by its election: the dead leader's claim here would keep the
+        // new one waiting for its lease.
+        let claim = match fence {
+            None => Some(claim_owner(names, owner, &url).await?),
+            Some(_) => None,
+        };
         let (running, recovery, performers) = match kind {
             ManagerKind::Core(config, mut options) => {
                 if options.adopt && options.network.is_none() {

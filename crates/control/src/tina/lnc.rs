@@ -222,6 +222,11 @@ impl Lnc {
             .unwrap_or_else(|_| Err("the journal's writer stopped".into()));
         match (written, &reply) {
             (Ok(()), _) => Ok(reply),
+            // Deposed (a newer leader took the journal): nothing is taken down, as the
+            // call may be one the new leader holds (changed here just then).
+            (Err(e), LncReply::Connection(_)) if e.contains(crate::cm::journal::DEPOSED) => Err(
+                Status::unavailable(format!("the journal could not be written: {e}")),
+            ),
             (Err(e), LncReply::Connection(info)) => {
                 let id = info.id;
                 if let Err(d) = self.driver.run(LncRequest::Delete { id }).await {
@@ -625,7 +630,13 @@ pub async fn start_with(
     // nothing.
     let journal = match &opts.journal {
         None => None,
-        Some(path) => Some((path.clone(), CmJournal::open(path)?)),
+        Some(path) => {
+            let mut journal = CmJournal::open_at(path)?;
+            if let Some(token) = opts.fence {
+                journal.fence(token)?;
+            }
+            Some((path.clone(), journal))
+        }
     };
     let totals = Invocations::default();
     let mut servers = Vec::new();
@@ -737,7 +748,7 @@ pub async fn start_with(
                 stop_all(servers).await;
                 return Err(ControlError::Serve {
                     what: "the TINA manager",
-                    reason: format!("journal {}: {}", path.display(), e.message),
+                    reason: format!("journal {path}: {}", e.message),
                 });
             }
         };

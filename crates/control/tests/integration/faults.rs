@@ -5,12 +5,27 @@
 
 use atmlab_control::audit::{AuditOptions, audit, snapshot};
 use atmlab_control::cm::core::{CmConfig, CmKind, HopSpec};
+use atmlab_control::cm::journal::JournalAt;
 use atmlab_control::cm::live::{self, StaticRouter};
 
 use crate::common::line_route;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    takes_back_whole_connections_and_repairs_the_rest(dir.path().join("cm.sqlite").into()).await;
+}
+
+/// The same, with the journal in PostgreSQL (issue 26, item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy tier (scripts/test.sh): a PostgreSQL server started by the test"]
+async fn a_restarted_manager_takes_back_whole_connections_from_postgresql() {
+    let pg = crate::pg::Postgres::start();
+    let url = pg.database("restart");
+    takes_back_whole_connections_and_repairs_the_rest(JournalAt::Postgres(url)).await;
+}
+
+async fn takes_back_whole_connections_and_repairs_the_rest(journal: JournalAt) {
     use atmlab_control::cm::live::LiveOptions;
     use atmlab_core::ids::{PortId, VcId};
     use atmlab_core::traffic::TrafficDescriptor;
@@ -19,10 +34,9 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
     use atmlab_fabric::switch::{Atomicity, Branch, Command, Commit, ConnectionKind, Release};
 
     let (net, clients) = crate::common::line3().await;
-    let dir = tempfile::tempdir().unwrap();
     let opts = LiveOptions {
         faults: None,
-        journal: Some(dir.path().join("cm.sqlite")),
+        journal: Some(journal),
         ..LiveOptions::default()
     };
     let config = CmConfig::new(CmKind::Xbind);
@@ -128,16 +142,29 @@ async fn a_restarted_manager_takes_back_whole_connections_and_repairs_the_rest()
 /// and can change and release it further.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_manager_takes_back_a_changed_multipoint_call_as_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    takes_back_a_changed_multipoint_call(dir.path().join("cm.sqlite").into()).await;
+}
+
+/// The same, with the journal in PostgreSQL (issue 26, item 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy tier (scripts/test.sh): a PostgreSQL server started by the test"]
+async fn a_restarted_manager_takes_back_a_changed_call_from_postgresql() {
+    let pg = crate::pg::Postgres::start();
+    let url = pg.database("changed");
+    takes_back_a_changed_multipoint_call(JournalAt::Postgres(url)).await;
+}
+
+async fn takes_back_a_changed_multipoint_call(journal: JournalAt) {
     use atmlab_control::cm::live::LiveOptions;
     use atmlab_core::traffic::TrafficDescriptor;
     use atmlab_core::units::CellRate;
     use atmlab_fabric::live::backend::SwitchBackend;
 
     let (net, clients) = crate::common::network("tree4.toml").await;
-    let dir = tempfile::tempdir().unwrap();
     let opts = LiveOptions {
         faults: None,
-        journal: Some(dir.path().join("cm.sqlite")),
+        journal: Some(journal),
         ..LiveOptions::default()
     };
     let hop = |s: &str, i: u16, o: u16| HopSpec {
@@ -214,7 +241,7 @@ async fn a_fresh_journal_never_releases_a_running_networks_connections() {
     let (net, clients) = crate::common::line3().await;
     let dir = tempfile::tempdir().unwrap();
     let journal = |name: &str| LiveOptions {
-        journal: Some(dir.path().join(name)),
+        journal: Some(dir.path().join(name).into()),
         ..LiveOptions::default()
     };
     let config = CmConfig::new(CmKind::Xbind);
@@ -320,7 +347,7 @@ async fn a_manager_whose_journal_was_lost_adopts_its_calls_from_the_switches() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cm.sqlite");
     let opts = LiveOptions {
-        journal: Some(path.clone()),
+        journal: Some(path.clone().into()),
         ..LiveOptions::default()
     };
     let config = CmConfig::new(CmKind::Xbind);

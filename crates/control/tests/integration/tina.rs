@@ -649,7 +649,7 @@ fn lnc_held(lnc: &tina::lnc::Lnc) -> Vec<(String, u64)> {
 
 fn journal_opts(path: std::path::PathBuf) -> atmlab_control::cm::live::LiveOptions {
     atmlab_control::cm::live::LiveOptions {
-        journal: Some(path),
+        journal: Some(path.into()),
         ..Default::default()
     }
 }
@@ -1073,6 +1073,47 @@ async fn a_dead_switch_server_fails_tina_setups_cleanly() {
     let c = t.lnc.add("a", "b", cell(10.0), "back").await.unwrap();
     t.lnc.delete(c.id).await.unwrap();
     audit_clean(&clients, None).await;
+    t.shutdown().await;
+    net.down().await;
+}
+
+/// Issue 26, item 3, for TINA: an LNC deposed while it runs (another leader took its
+/// PostgreSQL journal with a greater token) refuses a change it could not journal, and
+/// takes nothing down: the call, which the new leader holds, keeps every hop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy tier (scripts/test.sh): a PostgreSQL server started by the test"]
+async fn a_deposed_tina_manager_takes_nothing_down() {
+    use atmlab_control::cm::journal::{CmJournal, JournalAt};
+    let pg = crate::pg::Postgres::start();
+    let at = JournalAt::Postgres(pg.database("tina"));
+    let (net, clients) = crate::common::line3().await;
+    let opts = atmlab_control::cm::live::LiveOptions {
+        journal: Some(at.clone()),
+        fence: Some(1),
+        ..Default::default()
+    };
+    let t = start_journaled(&clients, SetupMode::Sequential, &opts)
+        .await
+        .unwrap();
+    let call = t.lnc.add("a", "b", cell(10.0), "kept").await.unwrap();
+    let mut theirs = CmJournal::open_at(&at).unwrap();
+    theirs.fence(2).unwrap();
+    let e = t.lnc.modify(call.id, cell(20.0)).await.unwrap_err();
+    assert!(e.message().contains("deposed"), "{}", e.message());
+    for h in &call.hops {
+        let c = &clients.iter().find(|(n, _)| *n == h.switch).unwrap().1;
+        assert!(
+            c.connections()
+                .await
+                .unwrap()
+                .iter()
+                .any(|x| x.id == h.connection),
+            "the deposed LNC released {} on {}",
+            h.connection,
+            h.switch
+        );
+    }
+    assert_eq!(theirs.load().unwrap().len(), 1);
     t.shutdown().await;
     net.down().await;
 }

@@ -54,20 +54,34 @@ struct JournalJob {
     acks: Vec<Ack>,
 }
 
+/// What the journal's writer could not do.
+enum JournalFailure {
+    /// These calls could not be written: the manager takes them down.
+    Calls(Vec<u64>),
+    /// A newer leader has taken the journal ([`CmJournal::fence`]): this manager was
+    /// deposed and must stop at once, commanding no switch (taking its unwritten calls
+    /// down could release a call the new leader holds: one changed here).
+    Deposed(String),
+}
+
 /// The journal's writer thread: takes every job waiting, writes them in one transaction
 /// (group commit), then answers their callers. Calls it could not write are reported to
 /// `failed`, for the manager to take down; their callers hear UNAVAILABLE.
 fn journal_writer(
     journal: CmJournal,
-    failed: mpsc::UnboundedSender<Vec<u64>>,
+    failed: mpsc::UnboundedSender<JournalFailure>,
     writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> std::sync::mpsc::Sender<JournalJob> {
     crate::cm::journal::group_commit(
         journal,
         |j: &mut JournalJob| (std::mem::take(&mut j.up), std::mem::take(&mut j.gone)),
         move |jobs, up, result| {
-            if result.is_err() {
-                let _ = failed.send(up.iter().map(|c| c.view.id).collect());
+            if let Err(e) = &result {
+                let _ = failed.send(if e.contains(crate::cm::journal::DEPOSED) {
+                    JournalFailure::Deposed(e.clone())
+                } else {
+                    JournalFailure::Calls(up.iter().map(|c| c.view.id).collect())
+                });
             } else {
                 writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -430,7 +444,7 @@ pub(super) async fn run_manager(
     });
     // The last sweep's listings still to come (`None` until the manager stops).
     let mut final_left: Option<usize> = None;
-    let (failed_tx, mut failed) = mpsc::unbounded_channel::<Vec<u64>>();
+    let (failed_tx, mut failed) = mpsc::unbounded_channel::<JournalFailure>();
     let journal_writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (journal, recovery, hosts) = match recovered {
         Some(r) => (
@@ -491,7 +505,17 @@ pub(super) async fn run_manager(
                     }
                 }
             }
-            Some(ids) = failed.recv() => {
+            Some(f) = failed.recv() => {
+                let ids = match f {
+                    JournalFailure::Calls(ids) => ids,
+                    JournalFailure::Deposed(e) => {
+                        // Stop here: the links end with their senders, the waiting
+                        // callers hear that the manager stopped, and nothing more
+                        // reaches a switch from this manager.
+                        tracing::error!(error = %e, "deposed: another manager leads this owner now; stopping without touching the switches");
+                        return;
+                    }
+                };
                 // Calls the journal could not hold were refused to their callers: take
                 // them down.
                 let now = sh.clock.now();

@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use super::core::{CallError, CallView, CmConfig, CmCore, CmStats};
 use super::dimension::NvProbe;
 use super::faults::FaultPlan;
-use super::journal::CmJournal;
+use super::journal::{CmJournal, JournalAt};
 
 mod handle;
 mod link;
@@ -122,10 +122,10 @@ pub fn start_with_faults(
 pub struct LiveOptions {
     /// Faults injected on every switch link.
     pub faults: Option<FaultPlan>,
-    /// The SQLite journal: established connections are written to it before their
-    /// callers hear of them, and a manager started on an existing journal audits it
-    /// against the switches first (see [`recover`]).
-    pub journal: Option<std::path::PathBuf>,
+    /// The journal (a SQLite file or a PostgreSQL database): established connections
+    /// are written to it before their callers hear of them, and a manager started on an
+    /// existing journal audits it against the switches first (see [`recover`]).
+    pub journal: Option<JournalAt>,
     /// On a journal with no connections, release the cross-connects of this owner the
     /// switches hold instead of refusing to start (see [`recover`]).
     pub release_strays: bool,
@@ -136,6 +136,12 @@ pub struct LiveOptions {
     /// The network's links and hosts, which `adopt` follows (`ManagerServer` fills it
     /// from its route object).
     pub network: Option<crate::route::NetworkView>,
+    /// This manager leads its owner by an election with this fencing token (issue 26,
+    /// item 3: active and standby managers): the journal is taken for it
+    /// ([`CmJournal::fence`]) before the start-up audit reads it, so a deposed leader's
+    /// writes fail from then on; and the election, not the name service's owner claim,
+    /// keeps a second manager of the owner out.
+    pub fence: Option<u64>,
 }
 
 impl LiveOptions {
@@ -177,13 +183,19 @@ pub async fn start_with(
     let recovered = match &opts.journal {
         None => None,
         Some(path) => {
-            let journal = CmJournal::open(path).map_err(|e| CallError {
+            let mut journal = CmJournal::open_at(path).map_err(|e| CallError {
                 kind: ErrorKind::Unavailable,
                 message: e.to_string(),
             })?;
+            if let Some(token) = opts.fence {
+                journal.fence(token).map_err(|e| CallError {
+                    kind: ErrorKind::Aborted,
+                    message: e.to_string(),
+                })?;
+            }
             let r = recover(&mut core, journal, &switches, &opts.strays()?).await;
             Some(r.map_err(|e| CallError {
-                message: format!("journal {}: {}", path.display(), e.message),
+                message: format!("journal {path}: {}", e.message),
                 ..e
             })?)
         }
