@@ -131,6 +131,50 @@ pub fn error_reply(id: u64, s: &Status) -> pb::CallReply {
     }
 }
 
+/// The replies of a Calls stream on their way out. Dropped when the stream is gone
+/// (the client reset it, its connection died): the setups whose replies were still
+/// queued here are released, and those still running find the queue closed and release
+/// themselves. A reply already handed to HTTP/2 is the client's: it was sent.
+struct Replies {
+    rx: tokio::sync::mpsc::Receiver<Result<pb::CallReply, Status>>,
+    handle: CmHandle,
+}
+
+impl tokio_stream::Stream for Replies {
+    type Item = Result<pb::CallReply, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Replies {
+    fn drop(&mut self) {
+        self.rx.close();
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        while let Ok(reply) = self.rx.try_recv() {
+            if let Ok(pb::CallReply {
+                result: Some(pb::call_reply::Result::Info(info)),
+                ..
+            }) = reply
+            {
+                let (handle, conn) = (self.handle.clone(), info.id);
+                tracing::debug!(conn, "setup abandoned by its stream: releasing it");
+                rt.spawn(async move {
+                    if let Err(e) = handle.delete(conn).await {
+                        tracing::warn!(conn, "releasing an abandoned setup: {e:?}");
+                    }
+                });
+            }
+        }
+    }
+}
+
 /// The setup of a request, checked: its source, destinations and contract.
 fn setup_args(
     r: &pb::AddConnectionRequest,
@@ -434,9 +478,8 @@ impl ConnectionManager for CmService {
                 });
             }
         });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        let handle = self.handle.clone();
+        Ok(Response::new(Box::pin(Replies { rx, handle })))
     }
 
     async fn get_connection(
