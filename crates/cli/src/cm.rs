@@ -208,6 +208,11 @@ pub struct CmTuning {
     /// only when a switch comes back and when the manager stops.
     #[arg(long, default_value = "10 s")]
     sweep: String,
+    /// The setup-age guard (xbind, sequential): refuse at once, as overloaded, a setup
+    /// that waited longer than this before the manager took it (e.g. "50 ms"); "off":
+    /// no guard.
+    #[arg(long, default_value = "off")]
+    setup_age: String,
 }
 
 impl CmTuning {
@@ -284,9 +289,17 @@ impl CmTuning {
             Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
         };
         let sweep_interval = self.sweep_interval()?;
+        let max_setup_age = match self.setup_age.as_str() {
+            "off" => None,
+            s => Some(
+                s.parse::<atmlab_core::time::Duration>()
+                    .map_err(|e| anyhow!("--setup-age {s:?}: {e} (or \"off\")"))?,
+            ),
+        };
         let base = CmConfig::new(kind);
         Ok(CmConfig {
             sweep_interval,
+            max_setup_age,
             threshold: self.threshold.max(1),
             adaptive: self.adaptive.then(Regions::default),
             partition,

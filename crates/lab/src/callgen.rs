@@ -952,4 +952,67 @@ mod tests {
         // gave r near 1, blurred only by timer slack.
         assert!(r.abs() < 0.4, "gap-hold correlation {r:.3} over {n} calls");
     }
+
+    /// A target whose setups take `delay` and that notes which calls are up.
+    #[derive(Clone)]
+    struct Slow {
+        delay: Duration,
+        up: Arc<Mutex<std::collections::HashSet<u64>>>,
+        next: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl CallTarget for Slow {
+        async fn setup(&self, _: &str, _: &str, _: TrafficDescriptor) -> Result<u64, CallError> {
+            tokio::time::sleep(self.delay).await;
+            let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.up.lock().unwrap().insert(id);
+            Ok(id)
+        }
+        async fn release(&self, id: u64) -> Result<(), CallError> {
+            self.up.lock().unwrap().remove(&id);
+            Ok(())
+        }
+    }
+
+    /// `--deadline`: a call not set up within its deadline is abandoned, counted as its
+    /// own cause and not as set up, and released when it comes up later: nothing is
+    /// left up. A call within its deadline is set up as before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_past_its_deadline_is_abandoned_and_released_when_it_comes_up() {
+        let load = Load {
+            holding: Duration::from_millis(1),
+            ..Load::poisson(500.0, Duration::from_millis(100), "a", "b")
+        };
+        let slow = Slow {
+            delay: Duration::from_millis(100),
+            up: Default::default(),
+            next: Default::default(),
+        };
+        let r = run_with_deadline(slow.clone(), &load, Some(Duration::from_millis(10))).await;
+        assert!(r.offered > 10, "{r:?}");
+        assert_eq!(
+            (r.abandoned, r.established, r.failed),
+            (r.offered, 0, 0),
+            "{r:?}"
+        );
+        assert!(r.causes[0].0.starts_with("deadline"), "{:?}", r.causes);
+        assert_eq!(r.causes[0].1, r.offered);
+        assert!(
+            slow.up.lock().unwrap().is_empty(),
+            "every late setup released"
+        );
+        assert_eq!(
+            slow.next.load(std::sync::atomic::Ordering::Relaxed),
+            r.offered,
+            "every abandoned setup did come up (and was released)"
+        );
+        // Well within the deadline: set up and released, none abandoned.
+        let quick = Slow {
+            delay: Duration::from_millis(1),
+            ..slow.clone()
+        };
+        let r = run_with_deadline(quick, &load, Some(Duration::from_secs(5))).await;
+        assert_eq!((r.abandoned, r.established), (0, r.offered), "{r:?}");
+        assert!(slow.up.lock().unwrap().is_empty());
+    }
 }
