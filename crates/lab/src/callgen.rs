@@ -739,42 +739,45 @@ pub async fn run_with_deadline<T: CallTarget>(
         let traffic = load.traffic;
         tasks.spawn(async move {
             let t0 = Instant::now();
-            // The setup runs on its own so that giving up on it does not drop it half-way
-            // (a dropped in-process setup could complete with nobody to release it).
-            let setup = {
-                let t = t.clone();
-                tokio::spawn(async move { t.setup(&src, &dst, traffic).await })
-            };
-            let joined = |r: Result<Result<u64, CallError>, tokio::task::JoinError>| {
-                r.unwrap_or_else(|e| {
-                    Err(CallError {
-                        kind: atmlab_fabric::ErrorKind::Unavailable,
-                        message: format!("the setup task: {e}"),
-                    })
-                })
-            };
-            let mut setup = std::pin::pin!(setup);
             let result = match deadline {
-                None => joined(setup.await),
-                Some(d) => match tokio::time::timeout(d, &mut setup).await {
-                    Ok(r) => joined(r),
-                    Err(_) => {
-                        {
-                            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                            c.abandoned += 1;
-                            c.cause(&format!("deadline: not set up within {d:?}"));
+                None => t.setup(&src, &dst, traffic).await,
+                // The setup runs on its own so that giving up on it does not drop it
+                // half-way (a dropped in-process setup could complete with nobody to
+                // release it).
+                Some(d) => {
+                    let setup = {
+                        let t = t.clone();
+                        tokio::spawn(async move { t.setup(&src, &dst, traffic).await })
+                    };
+                    let joined = |r: Result<Result<u64, CallError>, tokio::task::JoinError>| {
+                        r.unwrap_or_else(|e| {
+                            Err(CallError {
+                                kind: atmlab_fabric::ErrorKind::Unavailable,
+                                message: format!("the setup task: {e}"),
+                            })
+                        })
+                    };
+                    let mut setup = std::pin::pin!(setup);
+                    match tokio::time::timeout(d, &mut setup).await {
+                        Ok(r) => joined(r),
+                        Err(_) => {
+                            {
+                                let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                                c.abandoned += 1;
+                                c.cause(&format!("deadline: not set up within {d:?}"));
+                            }
+                            // Set up after all: released at once, never left up.
+                            if let Ok(id) = joined(setup.await)
+                                && let Err(e) = release_reliably(&t, id).await
+                            {
+                                let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                                c.failed += 1;
+                                c.cause(&format!("release of an abandoned call: {}", e.message));
+                            }
+                            return;
                         }
-                        // Set up after all: released at once, never left up.
-                        if let Ok(id) = joined(setup.await)
-                            && let Err(e) = release_reliably(&t, id).await
-                        {
-                            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                            c.failed += 1;
-                            c.cause(&format!("release of an abandoned call: {}", e.message));
-                        }
-                        return;
                     }
-                },
+                }
             };
             match result {
                 Ok(id) => {
