@@ -177,7 +177,7 @@ pub struct CmTuning {
     #[arg(long)]
     faults: Option<String>,
     /// Journal established connections in this SQLite file, or in the PostgreSQL
-    /// database at a postgres://USER[:PASSWORD]@HOST:PORT/DB URL (one database per
+    /// database at a `postgres://USER[:PASSWORD]@HOST:PORT/DB` URL (one database per
     /// owner; what an active and a standby manager on different hosts share); on start,
     /// audit an existing journal against the switches and take its connections back.
     #[arg(long, value_name = "FILE|URL")]

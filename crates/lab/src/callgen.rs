@@ -331,11 +331,13 @@ pub struct NamedCm {
     patience: Duration,
 }
 
-/// The manager found at the name, and how many were found before it.
+/// The manager found at the name, how many were found before it, and when a look
+/// gave up last (nobody answered at the name for a whole `patience`).
 #[derive(Debug, Default)]
 struct Found {
     current: Option<(u64, RemoteCm)>,
     found: u64,
+    gave_up: Option<Instant>,
 }
 
 impl NamedCm {
@@ -360,12 +362,25 @@ impl NamedCm {
     /// (one caller looks, the others wait for what it finds). Connecting is part of
     /// finding: a manager that does not take the connection was sent nothing.
     async fn connected(&self) -> Result<(u64, RemoteCm), CallError> {
+        let asked = Instant::now();
+        let name = format!("cm/{}", self.name);
+        let nobody = |why: &str| CallError {
+            kind: atmlab_fabric::ErrorKind::Unavailable,
+            message: format!(
+                "no connection manager answered at {name} within {:?}{why}",
+                self.patience
+            ),
+        };
         let mut st = self.state.lock().await;
         if let Some(c) = &st.current {
             return Ok(c.clone());
         }
-        let deadline = Instant::now() + self.patience;
-        let name = format!("cm/{}", self.name);
+        // Another caller looked for the whole patience while this one waited for the
+        // lock: give up with it, rather than each waiting caller looking again in turn.
+        if st.gave_up.is_some_and(|t| t >= asked) {
+            return Err(nobody(""));
+        }
+        let deadline = asked + self.patience;
         loop {
             let why = match self.names.resolve(&name).await {
                 Ok((obj, _)) => {
@@ -390,13 +405,8 @@ impl NamedCm {
                 Err(e) => e.to_string(),
             };
             if Instant::now() >= deadline {
-                return Err(CallError {
-                    kind: atmlab_fabric::ErrorKind::Unavailable,
-                    message: format!(
-                        "no connection manager answered at {name} within {:?}: {why}",
-                        self.patience
-                    ),
-                });
+                st.gave_up = Some(Instant::now());
+                return Err(nobody(&format!(": {why}")));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -115,11 +115,13 @@ async fn held(
 }
 
 /// What the managers run over: PostgreSQL for their journal, one etcd member for
-/// their election, and `net up` (line3: name service and switch servers) for the rest.
+/// their election, and line3's switch servers and registry: `net up` (its name service
+/// and switches), or the registry in etcd (beside the election) with each switch server
+/// a process of its own.
 struct Lab {
     _pg: pg::Postgres,
     _etcd: etcd_server::EtcdCluster,
-    _net: Proc,
+    _net: Vec<Proc>,
     _dir: tempfile::TempDir,
     names: String,
     journal: String,
@@ -127,12 +129,40 @@ struct Lab {
 }
 
 impl Lab {
-    fn start() -> Lab {
+    fn start(registry_in_etcd: bool) -> Lab {
         let dir = tempfile::tempdir().unwrap();
         let pg = pg::Postgres::start();
         let journal = pg.database("cm");
         // One member with a 50 ms heartbeat: a 1 s lease is honoured as asked.
         let etcd = etcd_server::EtcdCluster::start(1);
+        if registry_in_etcd {
+            let registry = etcd.endpoints();
+            let switches = crate::registry::switch_files(dir.path())
+                .iter()
+                .map(|f| {
+                    let (p, lines, _) = spawn(&[
+                        "switch",
+                        "serve",
+                        "--config",
+                        f.to_str().unwrap(),
+                        "--names",
+                        &registry,
+                        "--insecure",
+                    ]);
+                    wait_for(&lines, "switch ", Duration::from_secs(60));
+                    p
+                })
+                .collect();
+            return Lab {
+                etcd: registry.clone(),
+                _pg: pg,
+                _etcd: etcd,
+                _net: switches,
+                _dir: dir,
+                names: registry,
+                journal,
+            };
+        }
         let topo =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
         let state = dir.path().join("net");
@@ -159,11 +189,16 @@ impl Lab {
             etcd: etcd.endpoints(),
             _pg: pg,
             _etcd: etcd,
-            _net: net,
+            _net: vec![net],
             _dir: dir,
             names,
             journal,
         }
+    }
+
+    /// Its scratch directory.
+    fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     /// `cm serve --ha` over this lab, with an election lease of `lease`.
@@ -196,7 +231,15 @@ fn the_standby_takes_over_the_calls_of_a_killed_manager_under_load() {
         .ok()
         .and_then(|k| k.parse().ok())
         .unwrap_or(3);
-    failover_under_load("xbind", "cm-xbind", kills, 200);
+    failover_under_load("xbind", "cm-xbind", kills, 200, false);
+}
+
+/// The same with every name in etcd too (the switches, the managers, callgen's lookups):
+/// nothing on one host but the processes' own. Two kills.
+#[test]
+#[ignore = "heavy tier (scripts/test.sh): etcd, PostgreSQL and managers killed under load"]
+fn the_standby_takes_over_with_the_registry_in_etcd() {
+    failover_under_load("xbind", "cm-xbind", 2, 200, true);
 }
 
 /// The same with TINA's LNC (its performers started anew by each leader), killed twice,
@@ -204,16 +247,17 @@ fn the_standby_takes_over_the_calls_of_a_killed_manager_under_load() {
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): etcd, PostgreSQL and managers killed under load"]
 fn a_standby_tina_manager_takes_over_under_load() {
-    failover_under_load("tina", "tina", 2, 50);
+    failover_under_load("tina", "tina", 2, 50, false);
 }
 
 /// Kills the leader of two `cm serve --ha --kind KIND` (registered as `cm/NAME`) `kills`
 /// times under callgen's load of `rate` calls/s, each time after the leader has set up
-/// a second's worth of them, and checks what the module says.
-fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64) {
+/// a second's worth of them, and checks what the module says; the names in etcd when
+/// `registry_in_etcd`.
+fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64, registry_in_etcd: bool) {
     let _alone = crate::common::measuring_alone();
     let manager = |names: &str| manager_named(names.to_string(), name.to_string());
-    let lab = Lab::start();
+    let lab = Lab::start(registry_in_etcd);
     let names = lab.names.clone();
     let args = lab.cm_args("1 s", kind);
     let cm_args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -255,10 +299,12 @@ fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64) {
             "500 ms",
         ])
         .args(["--allow-failures", "--json", "--patience", "20 s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(lab.dir().join("callgen.out")).unwrap())
+        .stderr(std::fs::File::create(lab.dir().join("callgen.err")).unwrap())
         .spawn()
         .unwrap();
+    // Killed if the test fails first.
+    let mut callgen = Proc(callgen);
 
     let mut figures = Vec::new();
     for run in 0..kills {
@@ -347,10 +393,10 @@ fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64) {
         leader = std::mem::replace(&mut standby, (p, lines));
     }
 
-    let out = callgen.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "callgen: {stdout}\n{stderr}");
+    let status = callgen.0.wait().unwrap();
+    let stdout = std::fs::read_to_string(lab.dir().join("callgen.out")).unwrap();
+    let stderr = std::fs::read_to_string(lab.dir().join("callgen.err")).unwrap();
+    assert!(status.success(), "callgen: {stdout}\n{stderr}");
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     let established = report["established"].as_u64().unwrap();
     let failed = report["failed"].as_u64().unwrap();
@@ -421,7 +467,7 @@ fn failover_under_load(kind: &str, name: &str, kills: usize, rate: u64) {
 #[test]
 #[ignore = "heavy tier (scripts/test.sh): etcd, PostgreSQL and a leader paused past its lease"]
 fn a_leader_that_lost_its_lease_stops_at_once() {
-    let lab = Lab::start();
+    let lab = Lab::start(false);
     let args = lab.cm_args("1 s", "xbind");
     let cm_args: Vec<&str> = args.iter().map(String::as_str).collect();
     let minute = Duration::from_secs(60);

@@ -67,7 +67,7 @@ fn free_udp() -> String {
 
 /// The line of three (topologies/line3.toml) as three switch files on loopback: host
 /// `a` at s1's port 0, `b` at s3's port 1, trunks s1.1-s2.0 and s2.1-s3.0.
-fn switch_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn switch_files(dir: &Path) -> Vec<PathBuf> {
     let udp: Vec<[String; 2]> = (0..3).map(|_| [free_udp(), free_udp()]).collect();
     (0..3)
         .map(|i| {

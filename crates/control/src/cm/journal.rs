@@ -153,7 +153,7 @@ fn hide_password(url: &str) -> String {
 }
 
 /// The journal: one SQLite file, or one PostgreSQL database. What a row holds and how it
-/// is read back is the same for both ([`Row`]); only the statements differ.
+/// is read back is the same for both (one row format); only the statements differ.
 #[derive(Debug)]
 pub struct CmJournal {
     store: Store,

@@ -276,3 +276,61 @@ async fn two_managers_on_disjoint_partitions_never_collide() {
     }
     lab.down().await;
 }
+
+/// A manager found by name (issue 26, item 3): while nobody answers at the name, the
+/// callers that were waiting while one of them looked for the whole patience give up
+/// with it, rather than each looking again for a whole patience in turn (ten callers
+/// would otherwise take ten patiences); a caller that comes later looks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_of_a_named_manager_that_never_answers_give_up_together() {
+    use atmlab_control::names::{NameClient, ObjectInfo, ObjectKind, serve_names};
+    use atmlab_lab::callgen::{CallTarget, NamedCm};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let names = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve_names(listener, None, async {
+        let _ = stopped.await;
+    }));
+    let nc = NameClient::connect(&names, None).await.unwrap();
+    // Registered at a port where nothing listens: the manager died.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    nc.register(
+        &ObjectInfo::new("cm/ghost", ObjectKind::ConnectionManager, dead.to_string()),
+        None,
+    )
+    .await
+    .unwrap();
+    let patience = Duration::from_millis(300);
+    let cm = NamedCm::new(nc, "ghost", None, patience);
+    let started = std::time::Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let cm = cm.clone();
+        calls.spawn(async move {
+            cm.setup("a", "b", TrafficDescriptor::cbr(CellRate(10.0)))
+                .await
+        });
+    }
+    while let Some(r) = calls.join_next().await {
+        let e = r.unwrap().unwrap_err();
+        assert!(e.message.contains("cm/ghost"), "{}", e.message);
+    }
+    // One patience for all of them (ten in turn would be 3 s); the bound is loose.
+    assert!(
+        started.elapsed() < patience * 5,
+        "the waiting callers looked in turn: {:?}",
+        started.elapsed()
+    );
+    // A later caller looks again (and gives up after its own patience).
+    let again = std::time::Instant::now();
+    assert!(
+        cm.release(1).await.is_err() && again.elapsed() >= patience,
+        "a later caller did not look again"
+    );
+    let _ = stop.send(());
+    let _ = server.await;
+}
