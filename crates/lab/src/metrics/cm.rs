@@ -227,7 +227,7 @@ impl Source for CmSource {
                 rollbacks: st.rollbacks,
                 messages: st.messages,
                 commands: st.commands,
-                active: s.active as u64,
+                active: s.active,
             },
         );
         out.counter(
