@@ -208,6 +208,11 @@ pub struct CmTuning {
     /// only when a switch comes back and when the manager stops.
     #[arg(long, default_value = "10 s")]
     sweep: String,
+    /// The setup-age guard (xbind, sequential): refuse at once, as overloaded, a setup
+    /// that waited longer than this before the manager took it (e.g. "50 ms"); "off":
+    /// no guard.
+    #[arg(long, default_value = "off")]
+    setup_age: String,
 }
 
 impl CmTuning {
@@ -284,9 +289,17 @@ impl CmTuning {
             Some(p) => Some(parse_partition(p).map_err(|e| anyhow!("--partition {p:?}: {e}"))?),
         };
         let sweep_interval = self.sweep_interval()?;
+        let max_setup_age = match self.setup_age.as_str() {
+            "off" => None,
+            s => Some(
+                s.parse::<atmlab_core::time::Duration>()
+                    .map_err(|e| anyhow!("--setup-age {s:?}: {e} (or \"off\")"))?,
+            ),
+        };
         let base = CmConfig::new(kind);
         Ok(CmConfig {
             sweep_interval,
+            max_setup_age,
             threshold: self.threshold.max(1),
             adaptive: self.adaptive.then(Regions::default),
             partition,
@@ -814,6 +827,16 @@ pub struct CallgenArgs {
     /// manager found by name must show a certificate of that name.
     #[arg(long, visible_alias = "registry", value_name = "URL")]
     names: Option<String>,
+    /// Pipeline the calls on one Calls stream per manager (many in flight, answers
+    /// matched by id as they complete) instead of one unary AddConnection and
+    /// DeleteConnection round trip each. The xbind and sequential managers serve it
+    /// (tina answers UNIMPLEMENTED).
+    #[arg(long, conflicts_with = "names")]
+    stream: bool,
+    /// A call not set up within this long is abandoned: counted as its own cause
+    /// ("deadline"), and released when its setup completes later, never left up.
+    #[arg(long, value_name = "DURATION")]
+    deadline: Option<String>,
     /// With --names: how long a setup or release waits for a manager at the name.
     #[arg(long, default_value = "10 s", requires = "names")]
     patience: String,
@@ -934,15 +957,28 @@ pub fn callgen(args: CallgenArgs) -> Result<ExitCode> {
         let id = args.security.identity(&args.who)?;
         match &args.names {
             None => {
-                let mut targets = Vec::new();
+                let mut channels = Vec::new();
                 for cm in &args.cm {
                     let a_manager = atmlab_rpc::tls::Expect::Role(atmlab_rpc::tls::Role::Cm);
                     let ch = atmlab_rpc::channel_to(cm, id.as_ref(), a_manager)
                         .await
                         .with_context(|| format!("connecting to the connection manager at {cm}"))?;
-                    targets.push(RemoteCm::new(ch));
+                    channels.push((cm, ch));
                 }
-                callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+                if args.stream {
+                    let mut targets = Vec::new();
+                    for (cm, ch) in channels {
+                        let s = callgen::StreamCm::open(ch).await.map_err(|e| {
+                            anyhow!("opening a Calls stream to {cm}: {}", e.message)
+                        })?;
+                        targets.push(s);
+                    }
+                    callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+                } else {
+                    let targets = channels.into_iter().map(|(_, ch)| RemoteCm::new(ch));
+                    let targets = targets.collect();
+                    callgen_runs(&args, callgen::Spread::new(targets), &holding, &pairs).await
+                }
             }
             Some(url) => {
                 let nc = NameClient::connect(url, id.as_ref())
@@ -967,6 +1003,14 @@ async fn callgen_runs<T: callgen::CallTarget>(
     pairs: &[(String, String)],
 ) -> Result<ExitCode> {
     let holding = *holding;
+    let deadline = match &args.deadline {
+        Some(d) => {
+            let d: atmlab_core::time::Duration =
+                d.parse().map_err(|e| anyhow!("--deadline: {e}"))?;
+            Some(Duration::from(d))
+        }
+        None => None,
+    };
     {
         let mut rows = Vec::new();
         if !args.json {
@@ -995,7 +1039,7 @@ async fn callgen_runs<T: callgen::CallTarget>(
                 ),
                 seed: args.seed,
             };
-            let r = callgen::run(target.clone(), &load).await;
+            let r = callgen::run_with_deadline(target.clone(), &load, deadline).await;
             rows.push(demo::DemoRow {
                 manager: args.label.clone(),
                 report: r.clone(),
@@ -1014,6 +1058,12 @@ async fn callgen_runs<T: callgen::CallTarget>(
                     r.blocked,
                     r.failed
                 );
+                if deadline.is_some() {
+                    say!(
+                        "{:>10} abandoned at the deadline (released if set up later)",
+                        r.abandoned
+                    );
+                }
             }
         }
         if let Some(dir) = &args.out {

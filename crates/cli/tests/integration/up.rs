@@ -461,3 +461,66 @@ fn a_client_at_the_wrong_service_says_so() {
         );
     }
 }
+
+/// `callgen --stream` (issue 28): the calls pipelined on one Calls stream are set up and
+/// released, none fails, and nothing is left up; with `--deadline` shorter than any
+/// setup every call is abandoned, counted as such, and released when it comes up.
+#[test]
+fn callgen_over_a_stream_sets_up_and_releases_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut up, cm, names) = start_up(&data);
+    let callgen = |extra: &[&str]| {
+        let mut a = vec![
+            "callgen",
+            "--insecure",
+            "--cm",
+            &cm,
+            "--stream",
+            "--rate",
+            "2000",
+            "--seconds",
+            "0.5",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        atmlab(&a, b"")
+    };
+    let left_up = || {
+        let list = atmlab(&["cm", "list", "--insecure", "--cm", &cm], b"");
+        assert!(list.status.success());
+        String::from_utf8_lossy(&list.stdout).contains("a -> b")
+    };
+    let o = callgen(&[]);
+    let row: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    let late = callgen(&["--deadline", "1 us"]);
+    let late_row: serde_json::Value = serde_json::from_slice(&late.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&late.stderr)));
+    let still_up = left_up();
+    let audit = atmlab(&["audit", "--insecure", "--names", &names, "--json"], b"");
+    let _ = up.kill();
+    let _ = up.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(row["offered"].as_u64().unwrap() > 500, "{row}");
+    assert_eq!(row["established"], row["offered"], "{row}");
+    assert_eq!(
+        (row["failed"].as_u64(), row["abandoned"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // Not one set up within a microsecond: all abandoned, by their own cause.
+    let offered = late_row["offered"].as_u64().unwrap();
+    assert!(offered > 500, "{late_row}");
+    assert_eq!(late_row["abandoned"].as_u64(), Some(offered), "{late_row}");
+    assert_eq!(late_row["established"].as_u64(), Some(0), "{late_row}");
+    assert!(
+        late_row["causes"][0]["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("deadline"),
+        "{late_row}"
+    );
+    assert!(!still_up, "a call left up");
+    let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    assert_eq!(report["clean"], true, "{report}");
+}

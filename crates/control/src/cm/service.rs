@@ -81,7 +81,8 @@ pub struct CmService {
     handle: CmHandle,
     mapper: Option<QosFn>,
     regions: Regions,
-    timer: SetupTimer,
+    /// Shared with the tasks of Calls streams.
+    timer: std::sync::Arc<SetupTimer>,
 }
 
 impl CmService {
@@ -92,13 +93,13 @@ impl CmService {
             handle,
             mapper,
             regions,
-            timer: SetupTimer::default(),
+            timer: Default::default(),
         }
     }
 
     /// Hands each successful setup's time to `observer`, when given.
     pub fn with_setup_observer(mut self, observer: Option<SetupObserver>) -> Self {
-        self.timer = SetupTimer::new(observer);
+        self.timer = std::sync::Arc::new(SetupTimer::new(observer));
         self
     }
 
@@ -106,6 +107,144 @@ impl CmService {
     pub fn into_server(self) -> ConnectionManagerServer<Self> {
         ConnectionManagerServer::new(self)
     }
+}
+
+/// Requests a Calls stream may have in flight (read, not yet answered): past it the
+/// service stops reading the stream, and HTTP/2 flow control holds the client back. A
+/// thousand keeps a manager's batches full (xbind aggregates up to its threshold T of
+/// commands per message) while bounding what one client can queue.
+pub const STREAM_IN_FLIGHT: usize = 1024;
+
+/// A Calls stream's replies.
+pub type CallsStream = std::pin::Pin<
+    Box<dyn tokio_stream::Stream<Item = Result<pb::CallReply, Status>> + Send + 'static>,
+>;
+
+/// A Calls reply saying request `id` failed with `s`.
+pub fn error_reply(id: u64, s: &Status) -> pb::CallReply {
+    pb::CallReply {
+        id,
+        result: Some(pb::call_reply::Result::Error(pb::CallStatus {
+            code: s.code() as i32,
+            message: s.message().to_string(),
+        })),
+    }
+}
+
+/// The replies of a Calls stream on their way out. Dropped when the stream is gone
+/// (the client reset it, its connection died): the setups whose replies were still
+/// queued here are released, and those still running find the queue closed and release
+/// themselves. A reply already handed to HTTP/2 is the client's: it was sent.
+struct Replies {
+    rx: tokio::sync::mpsc::Receiver<Result<pb::CallReply, Status>>,
+    handle: CmHandle,
+}
+
+impl tokio_stream::Stream for Replies {
+    type Item = Result<pb::CallReply, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Replies {
+    fn drop(&mut self) {
+        self.rx.close();
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        while let Ok(reply) = self.rx.try_recv() {
+            if let Ok(pb::CallReply {
+                result: Some(pb::call_reply::Result::Info(info)),
+                ..
+            }) = reply
+            {
+                let (handle, conn) = (self.handle.clone(), info.id);
+                tracing::debug!(conn, "setup abandoned by its stream: releasing it");
+                rt.spawn(async move {
+                    if let Err(e) = handle.delete(conn).await {
+                        tracing::warn!(conn, "releasing an abandoned setup: {e:?}");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// The setup of a request, checked: its source, destinations and contract.
+fn setup_args(
+    r: &pb::AddConnectionRequest,
+    mapper: Option<&QosFn>,
+) -> Result<(pb::CellQos, atmlab_core::traffic::TrafficDescriptor, f64), Status> {
+    if r.destinations.is_empty() {
+        return Err(Status::invalid_argument("no destination"));
+    }
+    let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), mapper)?;
+    let (traffic, clr) =
+        cv::traffic(cell.traffic.as_ref()).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok((cell, traffic, clr))
+}
+
+/// One request of a Calls stream, run to its end and answered on `tx`. It runs in a task
+/// of its own, so a stream that goes away does not cut a setup half-way; a setup whose
+/// answer cannot be delivered (the stream is gone) is released, as `setup_detached` does
+/// for a unary setup, so nothing is left up that nobody knows of.
+async fn stream_request(
+    req: pb::CallRequest,
+    started: std::time::Instant,
+    handle: CmHandle,
+    mapper: Option<QosFn>,
+    timer: std::sync::Arc<SetupTimer>,
+    tx: tokio::sync::mpsc::Sender<Result<pb::CallReply, Status>>,
+) {
+    use pb::call_reply::Result as R;
+    use pb::call_request::Op;
+    let id = req.id;
+    let reply = match req.op {
+        Some(Op::Setup(r)) => match setup_args(&r, mapper.as_ref()) {
+            Err(s) => error_reply(id, &s),
+            Ok((cell, traffic, clr)) => {
+                match handle
+                    .add_multipoint(&r.source, &r.destinations, traffic, clr, &r.tag)
+                    .await
+                {
+                    Err(e) => error_reply(id, &call_status(&e)),
+                    Ok(info) => {
+                        let took = started.elapsed();
+                        let mut out = pb_info(&info);
+                        out.cell_qos = Some(cell);
+                        let reply = pb::CallReply {
+                            id,
+                            result: Some(R::Info(out)),
+                        };
+                        if tx.send(Ok(reply)).await.is_err() {
+                            let conn = info.view.id;
+                            tracing::debug!(conn, "setup abandoned by its stream: releasing it");
+                            if let Err(e) = handle.delete(conn).await {
+                                tracing::warn!(conn, "releasing an abandoned setup: {e:?}");
+                            }
+                        } else {
+                            timer.record(took);
+                        }
+                        return;
+                    }
+                }
+            }
+        },
+        Some(Op::Release(d)) => match handle.delete(d.id).await {
+            Ok(()) => pb::CallReply {
+                id,
+                result: Some(R::Released(pb::DeleteConnectionReply {})),
+            },
+            Err(e) => error_reply(id, &call_status(&e)),
+        },
+        None => error_reply(id, &Status::invalid_argument("neither setup nor release")),
+    };
+    let _ = tx.send(Ok(reply)).await;
 }
 
 /// A call error as a gRPC status.
@@ -265,12 +404,7 @@ impl ConnectionManager for CmService {
         atmlab_rpc::tls::Caller::of(&r).require(&[], "set up calls")?;
         let started = std::time::Instant::now();
         let r = r.into_inner();
-        if r.destinations.is_empty() {
-            return Err(Status::invalid_argument("no destination"));
-        }
-        let cell = resolve_qos(r.cell_qos.as_ref(), r.qos.as_ref(), self.mapper.as_ref())?;
-        let (traffic, clr) = cv::traffic(cell.traffic.as_ref())
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (cell, traffic, clr) = setup_args(&r, self.mapper.as_ref())?;
         let handle = self.handle.clone();
         let undo = self.handle.clone();
         let info = setup_detached(
@@ -304,6 +438,48 @@ impl ConnectionManager for CmService {
             .await
             .map_err(|e| call_status(&e))?;
         Ok(Response::new(pb::DeleteConnectionReply {}))
+    }
+
+    type CallsStream = CallsStream;
+
+    async fn calls(
+        &self,
+        r: Request<tonic::Streaming<pb::CallRequest>>,
+    ) -> Result<Response<CallsStream>, Status> {
+        // Setups and releases both: the same role AddConnection and DeleteConnection ask.
+        atmlab_rpc::tls::Caller::of(&r).require(&[], "set up and release calls")?;
+        let mut inbound = r.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_IN_FLIGHT);
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(STREAM_IN_FLIGHT));
+        let (handle, mapper, timer) =
+            (self.handle.clone(), self.mapper.clone(), self.timer.clone());
+        tokio::spawn(async move {
+            loop {
+                // Back-pressure: no read while STREAM_IN_FLIGHT requests are unanswered
+                // (a permit is held until its reply is queued).
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
+                let req = match inbound.message().await {
+                    Ok(Some(req)) => req,
+                    // The client closed its side: the requests in flight still answer.
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::debug!("a Calls stream ended: {e}");
+                        return;
+                    }
+                };
+                let started = std::time::Instant::now();
+                let (handle, mapper, timer, tx) =
+                    (handle.clone(), mapper.clone(), timer.clone(), tx.clone());
+                tokio::spawn(async move {
+                    stream_request(req, started, handle, mapper, timer, tx).await;
+                    drop(permit);
+                });
+            }
+        });
+        let handle = self.handle.clone();
+        Ok(Response::new(Box::pin(Replies { rx, handle })))
     }
 
     async fn get_connection(

@@ -70,6 +70,20 @@ impl ConnectionManager for TinaService {
         Ok(Response::new(info))
     }
 
+    type CallsStream = crate::cm::service::CallsStream;
+
+    /// Not for TINA: its setups go down the LNC's hierarchy one invocation at a time
+    /// (tina.proto), and the pipelined stream is measured on the xbind manager only.
+    async fn calls(
+        &self,
+        _: Request<tonic::Streaming<pb::CallRequest>>,
+    ) -> Result<Response<Self::CallsStream>, Status> {
+        Err(Status::unimplemented(
+            "the Calls stream is served by the sequential and xbind managers, not tina: \
+             use AddConnection and DeleteConnection (callgen without --stream)",
+        ))
+    }
+
     async fn delete_connection(
         &self,
         r: Request<pb::DeleteConnectionRequest>,

@@ -1246,3 +1246,41 @@ fn sweeps_release_what_a_lost_commit_left_and_unexplained_strays_but_no_call() {
         assert!(net.empty(), "{kind:?}");
     }
 }
+
+/// Issue 28 item 3: the setup-age guard. A setup that waited past the configured age
+/// before the core took it is refused at once as overloaded, sending no command; one
+/// within the age, and any setup without a guard, goes through.
+#[test]
+fn a_setup_older_than_the_age_guard_is_refused_at_once_without_commands() {
+    let mut net = Net::new(None);
+    let mut core = CmCore::new(CmConfig {
+        max_setup_age: Some(Duration::from_millis(50)),
+        ..xbind()
+    })
+    .unwrap();
+    let old = core.add_waited(net.now, call(100.0), Duration::from_millis(51));
+    assert_eq!(net.settle(&mut core), 0, "nothing sent for a stale setup");
+    let refused = net.events.iter().find_map(|e| match e {
+        CallEvent::Failed { call, error } if *call == old => Some(error.clone()),
+        _ => None,
+    });
+    let refused = refused.expect("refused at once");
+    assert!(refused.blocked(), "{refused:?}");
+    assert!(refused.message.contains("overloaded"), "{refused:?}");
+    let s = core.stats();
+    assert_eq!(
+        (s.blocked, s.commands),
+        (1, 0),
+        "counted, and no command: {s:?}"
+    );
+    // Within the age: set up.
+    let young = core.add_waited(net.now, call(100.0), Duration::from_millis(49));
+    net.settle(&mut core);
+    assert!(established(&net, young));
+    // No guard: however long it waited.
+    let mut unguarded = CmCore::new(xbind()).unwrap();
+    let mut net2 = Net::new(None);
+    let late = unguarded.add_waited(net2.now, call(100.0), Duration::from_secs(60));
+    net2.settle(&mut unguarded);
+    assert!(established(&net2, late));
+}

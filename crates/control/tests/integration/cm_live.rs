@@ -169,3 +169,199 @@ async fn a_setup_its_client_abandons_is_released_not_left_up() {
     cm.shutdown().await;
     net.down().await;
 }
+
+/// An xbind manager on the line of three, served over gRPC on loopback, and a client of
+/// it.
+async fn served_xbind() -> (
+    atmlab_control::net::Network,
+    Vec<(String, atmlab_fabric::live::grpc::GrpcSwitch)>,
+    live::CmHandle,
+    atmlab_rpc::v1::connection_manager_client::ConnectionManagerClient<tonic::transport::Channel>,
+) {
+    use atmlab_control::cm::adaptive::Regions;
+    use atmlab_control::cm::service::CmService;
+    let (net, clients, cm) = xbind_on_line3().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = CmService::new(cm.clone(), None, Regions::default());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service.into_server())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let ch = atmlab_rpc::client_channel(&addr.to_string(), None)
+        .await
+        .unwrap();
+    let client = atmlab_rpc::v1::connection_manager_client::ConnectionManagerClient::new(ch);
+    (net, clients, cm, client)
+}
+
+/// A Calls request setting up a -> b (CBR 1,000 cells/s) under the client's `id`.
+fn stream_setup(id: u64) -> atmlab_rpc::v1::CallRequest {
+    use atmlab_rpc::v1 as pb;
+    pb::CallRequest {
+        id,
+        op: Some(pb::call_request::Op::Setup(pb::AddConnectionRequest {
+            source: "a".into(),
+            destinations: vec!["b".into()],
+            cell_qos: Some(crate::common::cbr_cell(1_000.0)),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Issue 28 item 2: many setups in flight on one stream, each answered under its own
+/// id, in the order they complete (not the order sent); released on the same stream;
+/// nothing left up on the manager or any switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_one_stream_are_answered_by_id_and_released() {
+    use atmlab_rpc::v1 as pb;
+    use pb::call_reply::Result as R;
+    let (net, clients, cm, mut client) = served_xbind().await;
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let mut replies = client
+        .calls(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    // 40 setups under ids of ours (sparse, to show they are ours), then a request with
+    // no operation: it is answered at once, before setups sent ahead of it.
+    let n = 40u64;
+    for i in 0..n {
+        tx.send(stream_setup(1_000 + 7 * i)).await.unwrap();
+    }
+    tx.send(pb::CallRequest { id: 5, op: None }).await.unwrap();
+    let mut order = Vec::new();
+    let mut conns = std::collections::HashMap::new();
+    while order.len() < n as usize + 1 {
+        let r = replies
+            .message()
+            .await
+            .unwrap()
+            .expect("a reply per request");
+        order.push(r.id);
+        match r.result {
+            Some(R::Info(info)) => {
+                assert!(
+                    conns.insert(r.id, info.id).is_none(),
+                    "one reply per id: {}",
+                    r.id
+                );
+                assert_eq!(info.hops.len(), 3);
+            }
+            Some(R::Error(e)) => {
+                assert_eq!(r.id, 5, "only the empty request fails: {e:?}");
+                assert_eq!(e.code, tonic::Code::InvalidArgument as i32);
+            }
+            other => panic!("reply {}: {other:?}", r.id),
+        }
+    }
+    let mut sent: Vec<u64> = (0..n).map(|i| 1_000 + 7 * i).collect();
+    sent.push(5);
+    assert_ne!(
+        order, sent,
+        "answers as they complete, not in the order sent"
+    );
+    order.sort_unstable();
+    sent.sort_unstable();
+    assert_eq!(order, sent, "every request answered once, under its id");
+    let distinct: std::collections::HashSet<_> = conns.values().collect();
+    assert_eq!(distinct.len(), n as usize, "a connection per setup");
+    assert_eq!(cm.list().await.len(), n as usize);
+    // Released on the same stream, under ids of their own.
+    for (i, conn) in conns.values().enumerate() {
+        tx.send(pb::CallRequest {
+            id: 10_000 + i as u64,
+            op: Some(pb::call_request::Op::Release(pb::DeleteConnectionRequest {
+                id: *conn,
+            })),
+        })
+        .await
+        .unwrap();
+    }
+    drop(tx);
+    let mut released = 0;
+    while let Some(r) = replies.message().await.unwrap() {
+        assert!(
+            matches!(r.result, Some(R::Released(_))),
+            "release {}: {:?}",
+            r.id,
+            r.result
+        );
+        released += 1;
+    }
+    assert_eq!(
+        released, n,
+        "the stream ends once every request is answered"
+    );
+    // The audit: nothing up on the manager or any switch.
+    assert!(cm.list().await.is_empty());
+    for (name, c) in &clients {
+        assert!(
+            c.connections().await.unwrap().is_empty(),
+            "{name} holds a hop"
+        );
+    }
+    let s = cm.status().await.unwrap();
+    assert_eq!((s.stats.established, s.stats.released, s.active), (n, n, 0));
+    cm.shutdown().await;
+    net.down().await;
+}
+
+/// A client that drops its stream while its setups are in flight leaves nothing up:
+/// every setup that completes after the stream is gone is released by the manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_dropped_mid_setup_leaves_nothing_up() {
+    let (net, clients, cm, mut client) = served_xbind().await;
+    // Commands wait for 300 ms in the manager's batches (T far above the load), so the
+    // setups are surely in flight, with no reply sent, when the stream goes.
+    cm.tune(10_000, atmlab_core::time::Duration::from_millis(300), None)
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let replies = client
+        .calls(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let n = 30u64;
+    for i in 0..n {
+        tx.send(stream_setup(i)).await.unwrap();
+    }
+    // Gone once the manager has taken setups of the stream, without reading a reply.
+    let cm2 = cm.clone();
+    crate::common::eventually("the manager takes a setup of the stream", || {
+        let cm = cm2.clone();
+        async move {
+            let s = cm.status().await.unwrap();
+            s.cache.0 + s.cache.1 > 0 || s.load.0 > 0.0
+        }
+    })
+    .await;
+    assert_eq!(
+        cm.status().await.unwrap().stats.established,
+        0,
+        "all in flight"
+    );
+    drop(replies);
+    drop(tx);
+    let cm2 = cm.clone();
+    crate::common::eventually("every setup of the dropped stream is released", || {
+        let cm = cm2.clone();
+        async move {
+            let s = cm.status().await.unwrap();
+            s.active == 0 && s.stats.released == s.stats.established
+        }
+    })
+    .await;
+    let s = cm.status().await.unwrap();
+    assert!(s.stats.established > 0, "{:?}", s.stats);
+    for (name, c) in &clients {
+        assert!(
+            c.connections().await.unwrap().is_empty(),
+            "{name} holds a hop"
+        );
+    }
+    cm.shutdown().await;
+    net.down().await;
+}

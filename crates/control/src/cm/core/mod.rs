@@ -143,6 +143,12 @@ pub struct CmConfig {
     /// stray. The owner name must be this manager's alone: a sweep takes another
     /// manager's connections under the same owner for strays.
     pub sweep_interval: Option<Duration>,
+    /// The setup-age guard (issue 28): a setup that waited longer than this before the
+    /// core took it (in the shell's queue, behind a backlog) is refused at once (blocked,
+    /// "overloaded") instead of costing switch commands for a caller that has likely
+    /// given up; past the knee the work then goes to setups still worth doing. `None`:
+    /// no guard (the reproductions' managers, whose queue the paper does not bound).
+    pub max_setup_age: Option<Duration>,
 }
 
 impl CmConfig {
@@ -162,6 +168,7 @@ impl CmConfig {
             max_setups: 2_000,
             partition: None,
             sweep_interval: Some(Duration::from_secs(10)),
+            max_setup_age: None,
         }
     }
 }

@@ -26,9 +26,31 @@ impl CmCore {
 
     /// A new call. Returns its id; its outcome comes as a [`CallEvent`].
     pub fn add(&mut self, now: Instant, req: SetupRequest) -> u64 {
+        self.add_waited(now, req, Duration::ZERO)
+    }
+
+    /// [`CmCore::add`] of a request that `waited` before the core took it (in the
+    /// shell's queue): refused at once past [`CmConfig::max_setup_age`](super::CmConfig).
+    pub fn add_waited(&mut self, now: Instant, req: SetupRequest, waited: Duration) -> u64 {
         let id = self.next_call;
         self.next_call += 1;
         self.note_arrival(now);
+        if let Some(age) = self.config.max_setup_age
+            && waited > age
+        {
+            self.stats.blocked += 1;
+            self.events.push_back(CallEvent::Failed {
+                call: id,
+                error: CallError {
+                    kind: ErrorKind::ResourceExhausted,
+                    message: format!(
+                        "the connection manager is overloaded (the setup waited {waited} \
+                         before it was taken, more than the {age} setup-age guard)"
+                    ),
+                },
+            });
+            return id;
+        }
         if self.setting_up >= self.config.max_setups {
             self.stats.blocked += 1;
             self.events.push_back(CallEvent::Failed {

@@ -18,6 +18,8 @@ pub(super) enum Request {
         traffic: TrafficDescriptor,
         clr: f64,
         tag: String,
+        /// When the request was made: its age when the manager takes it.
+        made: std::time::Instant,
         reply: oneshot::Sender<Result<CallInfo, CallError>>,
     },
     Delete {
@@ -103,6 +105,7 @@ impl CmHandle {
                 traffic,
                 clr,
                 tag: tag.into(),
+                made: std::time::Instant::now(),
                 reply,
             })
             .await

@@ -150,6 +150,7 @@ impl Shell {
                 traffic,
                 clr,
                 tag,
+                made,
                 reply,
             } => {
                 if destinations.is_empty() {
@@ -170,7 +171,7 @@ impl Shell {
                     }
                 }
                 let destination = destinations[0].clone();
-                let id = self.core.add(
+                let id = self.core.add_waited(
                     now,
                     SetupRequest {
                         routes,
@@ -179,6 +180,7 @@ impl Shell {
                         buffer_cells: 0,
                         tag,
                     },
+                    atmlab_core::time::Duration::from(made.elapsed()),
                 );
                 self.hosts.insert(id, (source.clone(), destination.clone()));
                 self.add_waiters.insert(id, (reply, source, destination));

@@ -826,6 +826,7 @@ pub(crate) mod tests {
             established: 100,
             blocked: 0,
             failed: 0,
+            abandoned: 0,
             mean_setup_ms: mean_ms,
             p50_setup_ms: mean_ms,
             p95_setup_ms: mean_ms,
