@@ -28,9 +28,72 @@ const MIN_REFRESH_PERIOD: std::time::Duration = std::time::Duration::from_millis
 /// A switch that cannot be reached, or a registration that cannot be read, is left out
 /// and logged at `warn` (a link-state view lives with the switches it can see); only a
 /// name service failure is an error.
+///
+/// Each call opens a channel to every switch; something that discovers again and again
+/// keeps a [`Discoverer`], which keeps them.
 pub async fn discover(
     names: &NameClient,
     tls: Option<&TlsIdentity>,
+) -> Result<NetworkView, ControlError> {
+    Discoverer::new(tls.cloned()).discover(names).await
+}
+
+/// [`discover`] again and again over the same channels: one per switch server (by its
+/// name and address), opened at its first Describe and dropped when a Describe fails, so
+/// a refresh a second costs each switch one request, not a TLS handshake.
+#[derive(Debug, Clone)]
+pub struct Discoverer {
+    tls: Option<TlsIdentity>,
+    channels: Arc<Mutex<HashMap<(String, String), GrpcSwitch>>>,
+}
+
+impl Discoverer {
+    /// A discoverer with our identity (`None`: plain text).
+    pub fn new(tls: Option<TlsIdentity>) -> Self {
+        Discoverer {
+            tls,
+            channels: Arc::default(),
+        }
+    }
+
+    /// The view now (see [`discover`]).
+    pub async fn discover(&self, names: &NameClient) -> Result<NetworkView, ControlError> {
+        discover_with(names, self).await
+    }
+
+    /// The channel to switch `name` at `address`, opened if this discoverer has none.
+    async fn channel(&self, address: &str, name: &str) -> Result<GrpcSwitch, ControlError> {
+        let key = (name.to_string(), address.to_string());
+        if let Some(c) = self
+            .channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(c.clone());
+        }
+        // The switch registered as `name` must hold that switch's certificate.
+        let expect = atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name);
+        let c = GrpcSwitch::new(atmlab_rpc::channel_to(address, self.tls.as_ref(), expect).await?);
+        self.channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// Forgets the channel to `name` at `address` (its Describe failed).
+    fn forget(&self, address: &str, name: &str) {
+        self.channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(name.to_string(), address.to_string()));
+    }
+}
+
+async fn discover_with(
+    names: &NameClient,
+    discoverer: &Discoverer,
 ) -> Result<NetworkView, ControlError> {
     let registered = names.list(Some(ObjectKind::SwitchServer)).await?;
     let host_objects = names.list(Some(ObjectKind::Host)).await?;
@@ -49,9 +112,9 @@ pub async fn discover(
                 }
             }
         }
-        let tls = tls.cloned();
+        let discoverer = discoverer.clone();
         set.spawn(async move {
-            let described = describe(&object.address, &name, tls.as_ref()).await;
+            let described = describe(&discoverer, &object.address, &name).await;
             (name, object.address, described)
         });
     }
@@ -107,21 +170,24 @@ fn bare(name: &str, prefix: &str) -> String {
 }
 
 async fn describe(
+    discoverer: &Discoverer,
     address: &str,
     name: &str,
-    tls: Option<&TlsIdentity>,
 ) -> Result<atmlab_fabric::live::backend::Description, ControlError> {
-    // The switch registered as `name` must hold that switch's certificate.
-    let expect = atmlab_rpc::tls::Expect::object(atmlab_rpc::tls::Role::Switch, name);
-    let channel = atmlab_rpc::channel_to(address, tls, expect).await?;
-    match tokio::time::timeout(DESCRIBE_TIMEOUT, GrpcSwitch::new(channel).describe()).await {
-        Ok(d) => Ok(d?),
+    let switch = discoverer.channel(address, name).await?;
+    let described = match tokio::time::timeout(DESCRIBE_TIMEOUT, switch.describe()).await {
+        Ok(d) => d.map_err(ControlError::from),
         Err(_) => Err(ControlError::Call {
             call: "SwitchServer.Describe",
             kind: crate::ErrorKind::DeadlineExceeded,
             message: format!("no answer within {DESCRIBE_TIMEOUT:?}"),
         }),
+    };
+    if described.is_err() {
+        // The next refresh opens a new channel (the switch may have moved or restarted).
+        discoverer.forget(address, name);
     }
+    described
 }
 
 /// Refreshes `route` from the live network every `period` (at least 10 ms; the first at
@@ -135,6 +201,7 @@ pub fn spawn_refresher(
     period: std::time::Duration,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let discoverer = Discoverer::new(tls);
         let mut tick = tokio::time::interval(period.max(MIN_REFRESH_PERIOD));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut changes = match names.watch().await {
@@ -162,7 +229,7 @@ pub fn spawn_refresher(
                     None => changes = None,
                 },
             }
-            match discover(&names, tls.as_ref()).await {
+            match discoverer.discover(&names).await {
                 Ok(view) => route
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)

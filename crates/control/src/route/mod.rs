@@ -43,5 +43,5 @@ mod object;
 mod tests;
 
 #[cfg(feature = "live")]
-pub use discover::{discover, spawn_refresher, start};
+pub use discover::{Discoverer, discover, spawn_refresher, start};
 pub use object::{Hop, NetworkView, PortState, Route, RouteObject};

@@ -130,6 +130,46 @@ async fn discover_sees_line3_and_the_refresher_follows_allocations() {
         // The other direction uses other ports.
         assert!(r.route("b", "a", 1000.0).is_ok());
     }
+
+    // Refreshing again and again costs each switch requests, not connections: the
+    // refresher keeps its channel to s2 (it opened a TLS connection per switch per
+    // refresh before). Three more allocations, each seen by a refresh of its own.
+    let accepted = || net.switches[1].grpc_stats.accepted();
+    let before = accepted();
+    let mut seen = taken;
+    for vci in 101..104u16 {
+        s2.commit(&Commit {
+            kind: ConnectionKind::Vc,
+            in_port: PortId(0),
+            in_id: VcId::new(0, vci),
+            branches: vec![Branch {
+                port: PortId(1),
+                id: VcId::new(0, vci),
+            }],
+            traffic: TrafficDescriptor::cbr(CellRate(100.0)),
+            clr: 0.0,
+            buffer_cells: 0,
+            owner: "".into(),
+            replenish: 0,
+            tag: "route-test".into(),
+        })
+        .await
+        .unwrap();
+        seen += 100.0;
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while route.lock().unwrap().port("s2", 1).map(|p| p.allocated) != Some(seen) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the refresher never saw {seen}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        accepted() <= before + 1,
+        "s2 accepted {} connections over three refreshes or more",
+        accepted() - before
+    );
     refresher.abort();
     net.down().await;
 }

@@ -52,6 +52,8 @@ struct Previous {
 pub struct Collector {
     source: DashboardSource,
     names: Option<NameClient>,
+    /// The topology's reader, keeping its channel to each switch between snapshots.
+    discoverer: atmlab_control::route::Discoverer,
     switches: HashMap<String, pb::switch_server_client::SwitchServerClient<Channel>>,
     managers: HashMap<String, pb::connection_manager_client::ConnectionManagerClient<Channel>>,
     previous: Previous,
@@ -61,6 +63,7 @@ impl Collector {
     /// A collector reading `source`.
     pub fn new(source: DashboardSource) -> Collector {
         Collector {
+            discoverer: atmlab_control::route::Discoverer::new(source.tls.clone()),
             source,
             names: None,
             switches: HashMap::new(),
@@ -129,7 +132,7 @@ impl Collector {
             return Ok((vec![], vec![], vec![], vec![]));
         };
         let names = self.names(&url).await?;
-        let view = atmlab_control::route::discover(&names, self.source.tls.as_ref()).await?;
+        let view = self.discoverer.discover(&names).await?;
         let registered = names.list(Some(ObjectKind::SwitchServer)).await?;
         let address: HashMap<String, String> = registered
             .into_iter()
