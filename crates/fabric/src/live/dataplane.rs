@@ -363,8 +363,8 @@ impl DataPlane {
         let mut batch = RecvBatch::default();
         // Drained cells per output port, reused across batches.
         let mut outs: Vec<Vec<u8>> = vec![Vec::new(); self.ports.len()];
-        // The datagrams of a batch this port takes: (offset, length) into the batch.
-        let mut taken: Vec<(SocketAddr, usize)> = Vec::new();
+        // The indices, in the batch, of the datagrams this port takes.
+        let mut taken: Vec<usize> = Vec::new();
         loop {
             if let Err(e) = me.io.recv(&mut batch).await {
                 // ICMP port-unreachable from a peer that went away surfaces here on
@@ -381,7 +381,7 @@ impl DataPlane {
                     self.counters.ragged_datagrams.fetch_add(1, Relaxed);
                 }
                 if d.len() >= CELL_LEN {
-                    taken.push((from, k));
+                    taken.push(k);
                 }
             }
             if taken.is_empty() {
@@ -398,7 +398,7 @@ impl DataPlane {
             );
             switch.with_switch(|s| {
                 let mut k = 0u64;
-                let mut next = taken.iter().map(|t| t.1).peekable();
+                let mut next = taken.iter().copied().peekable();
                 for (i, (_, d)) in batch.datagrams().enumerate() {
                     if next.peek() != Some(&i) {
                         continue;
