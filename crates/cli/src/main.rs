@@ -170,15 +170,17 @@ fn chain(e: &anyhow::Error) -> String {
     out
 }
 
-/// Simulations run without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
+/// Every command runs without transparent huge pages (unless `MIMALLOC_ALLOW_THP` says
 /// otherwise). mimalloc asks for them on its arenas, and the kernel then zeroes a whole
-/// 2 MiB page the first time any byte of it is touched. A simulation's working set is
-/// small (an event set, a few queues, histograms of a few hundred KiB) and gains nothing
-/// measurable from fewer TLB misses, but each replication's fresh allocations touched
-/// new huge pages, and zeroing them showed in the M/M/1 benchmark's wall time
-/// (docs/performance.md has the figures). The live parts (and the reproductions of the
-/// live papers) keep the default.
-fn no_huge_pages_for_simulation() {
+/// 2 MiB page the first time any byte of it is touched, on the thread that touched it.
+/// A simulation's working set is small (an event set, a few queues, histograms of a few
+/// hundred KiB) and gains nothing measurable from fewer TLB misses, but each
+/// replication's fresh allocations touched new huge pages, and zeroing them showed in the
+/// M/M/1 benchmark's wall time. A live server's memory grows with its load (a switch
+/// server's memory of answers, a manager's calls), and each 2 MiB zeroing stalled the
+/// task that touched it: `atmlab up` under `callgen --stream` spent a fifth more CPU per
+/// call with them and its mean setup latency tripled (docs/performance.md has both).
+fn no_huge_pages() {
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return;
     }
@@ -188,6 +190,7 @@ fn no_huge_pages_for_simulation() {
 }
 
 fn main() -> ExitCode {
+    no_huge_pages();
     let cli = Cli::parse();
     live::set_verbosity(i16::from(cli.verbose) - i16::from(cli.quiet));
     live::set_data_dir(cli.data);
@@ -200,16 +203,8 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Sim(args) => {
-            no_huge_pages_for_simulation();
-            report("sim", sim::run(args))
-        }
-        Command::Reproduce(args) => {
-            if args.paper.is_simulation() {
-                no_huge_pages_for_simulation();
-            }
-            report("reproduce", reproduce::run(args))
-        }
+        Command::Sim(args) => report("sim", sim::run(args)),
+        Command::Reproduce(args) => report("reproduce", reproduce::run(args)),
         Command::Switch(args) => report("switch", switch::run(args)),
         Command::Names(args) => report("names", names::run(args)),
         Command::Net(args) => report("net", net::run(args)),

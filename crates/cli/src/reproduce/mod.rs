@@ -41,12 +41,6 @@ impl Paper {
             Paper::Gateway => "gateway",
         }
     }
-
-    /// Whether the paper is a simulation study (run on the engine), not a live one (run on
-    /// the live parts).
-    pub fn is_simulation(self) -> bool {
-        matches!(self, Paper::Rdma | Paper::Gateway)
-    }
 }
 
 /// Arguments of `atmlab reproduce`.

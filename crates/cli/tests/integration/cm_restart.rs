@@ -75,7 +75,7 @@ fn hops(i: &pb::ConnectionInfo) -> Vec<(String, u64)> {
 #[ignore = "heavy tier (scripts/test.sh): a process killed under load"]
 fn a_killed_manager_restarts_on_its_journal_and_loses_no_acknowledged_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+    let topo = crate::common::line3();
     let state = dir.path().join("net");
     let (mut net, _) = spawn(&[
         "net",
@@ -85,17 +85,7 @@ fn a_killed_manager_restarts_on_its_journal_and_loses_no_acknowledged_connection
         "--state",
         state.to_str().unwrap(),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let names = loop {
-        if let Ok(t) = std::fs::read_to_string(state.join("net.json"))
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
-            && let Some(n) = v["names"].as_str()
-        {
-            break n.to_string();
-        }
-        assert!(Instant::now() < deadline, "net up never wrote net.json");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let names = crate::common::names_of_net(&state);
     let journal = dir.path().join("cm.sqlite");
     let cm_args = [
         "cm",
@@ -228,7 +218,7 @@ fn a_killed_manager_restarts_on_its_journal_and_loses_no_acknowledged_connection
 #[ignore = "heavy tier (scripts/test.sh): processes killed and restarted"]
 fn a_killed_tina_manager_restarts_on_its_journal_or_adopts_its_calls() {
     let dir = tempfile::tempdir().unwrap();
-    let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+    let topo = crate::common::line3();
     let state = dir.path().join("net");
     let (mut net, _) = spawn(&[
         "net",
@@ -238,17 +228,7 @@ fn a_killed_tina_manager_restarts_on_its_journal_or_adopts_its_calls() {
         "--state",
         state.to_str().unwrap(),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let names = loop {
-        if let Ok(t) = std::fs::read_to_string(state.join("net.json"))
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
-            && let Some(n) = v["names"].as_str()
-        {
-            break n.to_string();
-        }
-        assert!(Instant::now() < deadline, "net up never wrote net.json");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let names = crate::common::names_of_net(&state);
     let journal = dir.path().join("tina.sqlite");
     let args = |adopt: bool| {
         let mut a: Vec<String> = [

@@ -1,5 +1,6 @@
 //! Helpers the CLI's tests share: running the binary, the CPU lock between heavy tests,
-//! test bytes, a switch server started as a process, and the reproductions' quick runs.
+//! test bytes, a switch server or a network started as a process (and the name service
+//! address it wrote), and the reproductions' quick runs.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -140,6 +141,31 @@ pub fn serve_switch(config: &Path, certs: &Path) -> (Child, String) {
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     (child, addr)
+}
+
+/// The line of three switches, the topology the process tests run.
+pub fn line3() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml")
+}
+
+/// The name service's address a `net up --state STATE` wrote in `STATE/net.json`,
+/// waited for (up to a minute: the machine may be busy).
+pub fn names_of_net(state: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(state.join("net.json"))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+            && let Some(n) = v["names"].as_str()
+        {
+            return n.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "net up never wrote {}",
+            state.join("net.json").display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// One HTTP/1.1 exchange with `addr`: `method` on `path` with a JSON `body` when

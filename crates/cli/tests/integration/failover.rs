@@ -163,8 +163,7 @@ impl Lab {
                 journal,
             };
         }
-        let topo =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/line3.toml");
+        let topo = crate::common::line3();
         let state = dir.path().join("net");
         let (net, _, _) = spawn(&[
             "net",
@@ -174,17 +173,7 @@ impl Lab {
             "--state",
             state.to_str().unwrap(),
         ]);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let names = loop {
-            if let Ok(t) = std::fs::read_to_string(state.join("net.json"))
-                && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
-                && let Some(n) = v["names"].as_str()
-            {
-                break n.to_string();
-            }
-            assert!(Instant::now() < deadline, "net up never wrote net.json");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let names = crate::common::names_of_net(&state);
         Lab {
             etcd: etcd.endpoints(),
             _pg: pg,
