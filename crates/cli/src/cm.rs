@@ -213,6 +213,12 @@ pub struct CmTuning {
     /// no guard.
     #[arg(long, default_value = "off")]
     setup_age: String,
+    /// Overload control (xbind, sequential): the bound on calls being set up at once
+    /// adapts (additive increase, multiplicative decrease, from 2,000 down to 32) to
+    /// keep setups within this latency, and calls past it are refused at once as
+    /// overloaded; "off": the bound stays at 2,000 calls.
+    #[arg(long, default_value = "10 ms")]
+    setup_target: String,
 }
 
 impl CmTuning {
@@ -296,10 +302,18 @@ impl CmTuning {
                     .map_err(|e| anyhow!("--setup-age {s:?}: {e} (or \"off\")"))?,
             ),
         };
+        let setup_target = match self.setup_target.as_str() {
+            "off" => None,
+            s => Some(
+                s.parse::<atmlab_core::time::Duration>()
+                    .map_err(|e| anyhow!("--setup-target {s:?}: {e} (or \"off\")"))?,
+            ),
+        };
         let base = CmConfig::new(kind);
         Ok(CmConfig {
             sweep_interval,
             max_setup_age,
+            setup_target,
             threshold: self.threshold.max(1),
             adaptive: self.adaptive.then(Regions::default),
             partition,

@@ -116,15 +116,23 @@ pub fn xbind_adaptive_config() -> CmConfig {
     }
 }
 
-/// The managers the demo compares: sequential, xbind with T = 1, 4, 10, and adaptive.
+/// The managers the demo compares: sequential, xbind with T = 1, 4, 10, and adaptive;
+/// each with the live managers' overload control (`cm serve --setup-target`'s default).
 pub fn managers() -> Vec<(String, CmConfig)> {
     let mut v = vec![("sequential".to_string(), CmConfig::new(CmKind::Sequential))];
     for t in [1, 4, 10] {
         v.push((format!("xbind T={t}"), xbind_config(t)));
     }
     v.push(("xbind adaptive".to_string(), xbind_adaptive_config()));
+    for (_, c) in &mut v {
+        c.setup_target = Some(LIVE_SETUP_TARGET);
+    }
     v
 }
+
+/// The setup latency the live managers' overload control keeps to (`--setup-target`).
+pub const LIVE_SETUP_TARGET: atmlab_core::time::Duration =
+    atmlab_core::time::Duration::from_millis(10);
 
 fn err(what: &str, e: impl std::fmt::Display) -> LabError {
     LabError::run("the lab", format!("{what}: {e}"))

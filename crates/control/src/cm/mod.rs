@@ -25,6 +25,7 @@ pub mod faults;
 pub mod journal;
 #[cfg(feature = "live")]
 pub mod live;
+pub mod overload;
 pub mod routes;
 #[cfg(feature = "live")]
 pub mod server;

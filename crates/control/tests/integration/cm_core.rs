@@ -742,3 +742,61 @@ fn a_setup_older_than_the_age_guard_is_refused_at_once_without_commands() {
     net2.settle(&mut unguarded);
     assert!(established(&net2, late));
 }
+
+/// Issue 28: overload control. With a setup target, setups slower than it cut the bound
+/// on calls in setup (once per target interval, down to its floor of 32), and a call past
+/// the bound is refused at once as overloaded, costing no command; fast setups raise the
+/// bound again. Without a target the bound stays at `max_setups`.
+#[test]
+fn slow_setups_cut_the_bound_on_calls_in_setup_and_fast_ones_raise_it() {
+    let run = |target: Option<Duration>| {
+        let mut net = Net::new(None);
+        let mut core = CmCore::new(CmConfig {
+            max_setups: 64,
+            setup_target: target,
+            ..xbind()
+        })
+        .unwrap();
+        // Ten setups each answered 20 ms late.
+        for _ in 0..10 {
+            let id = core.add(net.now, call(1.0));
+            net.now = net.now.saturating_add(Duration::from_millis(20));
+            net.settle(&mut core);
+            assert!(established(&net, id));
+        }
+        let bound = core.setup_bound();
+        // Forty calls at once.
+        let ids: Vec<u64> = (0..40).map(|_| core.add(net.now, call(1.0))).collect();
+        let refused: Vec<String> = net
+            .events
+            .iter()
+            .chain(
+                std::iter::from_fn(|| core.poll_event())
+                    .collect::<Vec<_>>()
+                    .iter(),
+            )
+            .filter_map(|e| match e {
+                CallEvent::Failed { call, error } if ids.contains(call) => {
+                    assert!(error.blocked(), "{error:?}");
+                    Some(error.message.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        net.settle(&mut core);
+        let set_up = ids.iter().filter(|&&id| established(&net, id)).count();
+        // Eight more fast setups: a round (the bound's worth) and then some.
+        for _ in 0..8 {
+            core.add(net.now, call(1.0));
+        }
+        net.settle(&mut core);
+        (bound, refused, set_up, core.setup_bound())
+    };
+    let (bound, refused, set_up, after) = run(Some(Duration::from_millis(10)));
+    assert_eq!(bound, 32, "cut to the floor: 64 x 0.9^10 is below it");
+    assert_eq!((refused.len(), set_up), (8, 32), "{refused:?}");
+    assert!(refused[0].contains("overloaded"), "{}", refused[0]);
+    assert_eq!(after, 33, "40 fast setups, a round and more: one more call");
+    let (bound, refused, set_up, after) = run(None);
+    assert_eq!((bound, refused.len(), set_up, after), (64, 0, 40, 64));
+}

@@ -149,6 +149,11 @@ pub struct CmConfig {
     /// given up; past the knee the work then goes to setups still worth doing. `None`:
     /// no guard (the reproductions' managers, whose queue the paper does not bound).
     pub max_setup_age: Option<Duration>,
+    /// Overload control (issue 28): the bound on calls being set up adapts, between 32
+    /// and `max_setups`, to keep setups within this latency
+    /// ([`SetupLimit`](crate::cm::overload::SetupLimit)); `None`: the bound is
+    /// `max_setups`, fixed (the simulated managers, whose costs the paper fixes).
+    pub setup_target: Option<Duration>,
 }
 
 impl CmConfig {
@@ -169,6 +174,7 @@ impl CmConfig {
             partition: None,
             sweep_interval: Some(Duration::from_secs(10)),
             max_setup_age: None,
+            setup_target: None,
         }
     }
 }
@@ -571,11 +577,17 @@ pub struct CmCore {
     seq_queue: VecDeque<(u64, bool)>,
     /// Calls between `add` and their establishment or failure.
     setting_up: usize,
+    /// The adaptive bound on `setting_up` (`CmConfig::setup_target`).
+    setup_limit: Option<crate::cm::overload::SetupLimit>,
     /// Give-backs (releases, unreserves) no switch answered: re-sent every
     /// `LINGER_PERIOD` until one does, so a switch that comes back is cleaned up.
     lingering: Vec<(usize, u16, Command)>,
     linger_at: Option<Instant>,
 }
+
+/// The fewest calls the adaptive bound lets be set up at once: the pipeline a light
+/// load needs (32 calls in setup carry 32,000 setups/s at 1 ms each).
+const SETUP_FLOOR: usize = 32;
 
 /// How often unanswered give-backs are re-sent.
 const LINGER_PERIOD: Duration = Duration::from_millis(500);
@@ -623,18 +635,33 @@ impl CmCore {
             seq_busy: None,
             seq_queue: VecDeque::new(),
             setting_up: 0,
+            setup_limit: None,
             lingering: Vec::new(),
             linger_at: None,
         };
         if let Some(r) = core.config.adaptive.clone() {
             core.set_threshold(r.thresholds[0]);
         }
+        core.setup_limit = core
+            .config
+            .setup_target
+            .map(|t| crate::cm::overload::SetupLimit::new(t, SETUP_FLOOR, core.config.max_setups));
         Ok(core)
     }
 
     /// Its configuration (T as currently tuned).
     pub fn config(&self) -> &CmConfig {
         &self.config
+    }
+
+    /// Calls that may be in setup at once now: `max_setups`, or less where the adaptive
+    /// bound has cut it.
+    pub fn setup_bound(&self) -> usize {
+        self.setup_limit
+            .as_ref()
+            .map_or(self.config.max_setups, |l| {
+                l.limit().min(self.config.max_setups)
+            })
     }
 
     /// Counters.

@@ -51,16 +51,25 @@ impl CmCore {
             });
             return id;
         }
-        if self.setting_up >= self.config.max_setups {
+        if self.setting_up >= self.setup_bound() {
             self.stats.blocked += 1;
+            let message = match &self.setup_limit {
+                None => format!(
+                    "the connection manager is overloaded ({} calls being set up)",
+                    self.setting_up
+                ),
+                Some(l) => format!(
+                    "the connection manager is overloaded ({} calls being set up, its bound \
+                     while setups take longer than {})",
+                    self.setting_up,
+                    l.target()
+                ),
+            };
             self.events.push_back(CallEvent::Failed {
                 call: id,
                 error: CallError {
                     kind: ErrorKind::ResourceExhausted,
-                    message: format!(
-                        "the connection manager is overloaded ({} calls being set up)",
-                        self.setting_up
-                    ),
+                    message,
                 },
             });
             return id;
@@ -284,6 +293,9 @@ impl CmCore {
         let delete = call.delete_pending;
         self.stats.established += 1;
         self.setting_up = self.setting_up.saturating_sub(1);
+        if let Some(l) = &mut self.setup_limit {
+            l.on_setup(now, latency);
+        }
         self.events
             .push_back(CallEvent::Established { call: id, latency });
         if self.config.kind == CmKind::Sequential {
