@@ -365,3 +365,78 @@ async fn a_stream_dropped_mid_setup_leaves_nothing_up() {
     cm.shutdown().await;
     net.down().await;
 }
+
+/// Issue 28: overload control at the door. While the manager holds its bound of calls in
+/// setup, a setup is refused in the caller's task, before it is queued to the manager,
+/// and counted with the blocked calls; once the bound has room, setups go through again,
+/// and nothing is left on the switches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_at_its_bound_refuses_setups_before_they_are_queued() {
+    use atmlab_control::cm::faults::FaultPlan;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (_net, clients) = crate::common::line3().await;
+    let router = StaticRouter::new().with("a", "b", line_route());
+    // Every message to and from the switches late by up to 100 ms: setups stay in
+    // flight long enough to be seen.
+    let faults = FaultPlan {
+        delay: 1.0,
+        max_delay: atmlab_core::time::Duration::from_millis(100),
+        ..FaultPlan::default()
+    };
+    let config = CmConfig {
+        max_setups: 2,
+        ..CmConfig::new(CmKind::Xbind)
+    };
+    let cm =
+        live::start_with_faults(config, clients.clone(), Box::new(router), Some(faults)).unwrap();
+    let traffic = TrafficDescriptor::cbr(CellRate(100.0));
+    // Two callers keep the bound full.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (cm, stop) = (cm.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(i) = cm.add("a", "b", traffic, 0.0, "busy").await {
+                        cm.delete(i.view.id).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        match cm.add("a", "b", traffic, 0.0, "probe").await {
+            Err(e) if e.message.contains("before it was queued") => break e,
+            Err(e) => assert!(e.blocked(), "{e:?}"),
+            Ok(i) => cm.delete(i.view.id).await.unwrap(),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no setup was refused at the door"
+        );
+    };
+    assert!(
+        refused.blocked() && refused.message.contains("overloaded"),
+        "{refused:?}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let status = cm.status().await.unwrap();
+    assert!(status.stats.blocked >= 1, "counted: {:?}", status.stats);
+    // The bound has room again: a setup goes through.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        match cm.add("a", "b", traffic, 0.0, "after").await {
+            Ok(i) => break i,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e:?}"),
+        }
+    };
+    cm.delete(info.view.id).await.unwrap();
+    cm.shutdown().await;
+    for (name, c) in &clients {
+        assert!(c.connections().await.unwrap().is_empty(), "{name}");
+    }
+}

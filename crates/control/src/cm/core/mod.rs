@@ -654,6 +654,11 @@ impl CmCore {
         &self.config
     }
 
+    /// Calls between their `add` and their establishment or failure.
+    pub fn setting_up(&self) -> usize {
+        self.setting_up
+    }
+
     /// Calls that may be in setup at once now: `max_setups`, or less where the adaptive
     /// bound has cut it.
     pub fn setup_bound(&self) -> usize {

@@ -71,6 +71,21 @@ pub(super) enum Request {
 #[derive(Clone, Debug)]
 pub struct CmHandle {
     pub(super) tx: mpsc::Sender<Request>,
+    pub(super) gate: std::sync::Arc<Gate>,
+}
+
+/// Overload control at the door (issue 28): while the manager is at its bound of calls
+/// in setup, a setup is refused in its caller's task, before it is queued to the
+/// manager's. Past the knee most arrivals are refused, and each refusal that went
+/// through the manager's one task took time from the setups it was carrying. The
+/// manager sets the gate after each turn, so it is a turn late at most; the core's own
+/// bound still has the last word.
+#[derive(Debug, Default)]
+pub(super) struct Gate {
+    /// Set while the calls in setup are at the bound.
+    pub(super) shut: std::sync::atomic::AtomicBool,
+    /// Setups refused at the door (counted with the manager's blocked calls).
+    pub(super) refused: std::sync::atomic::AtomicU64,
 }
 
 impl CmHandle {
@@ -97,6 +112,16 @@ impl CmHandle {
         clr: f64,
         tag: &str,
     ) -> Result<CallInfo, CallError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.gate.shut.load(Relaxed) {
+            self.gate.refused.fetch_add(1, Relaxed);
+            return Err(CallError {
+                kind: atmlab_fabric::error::ErrorKind::ResourceExhausted,
+                message: "the connection manager is overloaded (at its bound of calls being \
+                          set up; refused before it was queued)"
+                    .into(),
+            });
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request::Add {
@@ -190,7 +215,10 @@ impl CmHandle {
             .send(Request::Status { reply })
             .await
             .map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
+        let mut status = rx.await.map_err(|_| gone())?;
+        // Refused at the door: blocked calls like those the core refused.
+        status.stats.blocked += self.gate.refused.load(std::sync::atomic::Ordering::Relaxed);
+        Ok(status)
     }
 
     /// Changes T and the flush time-out; `adaptive` lets T follow the arrival rate.

@@ -424,6 +424,7 @@ async fn tick(t: &mut Option<tokio::time::Interval>) {
 pub(super) async fn run_manager(
     core: CmCore,
     router: Box<dyn Router>,
+    gate: std::sync::Arc<super::handle::Gate>,
     channels: Channels,
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
     recovered: Option<Recovered>,
@@ -561,6 +562,10 @@ pub(super) async fn run_manager(
         let now = sh.clock.now();
         sh.transmit(now);
         sh.events();
+        gate.shut.store(
+            sh.core.setting_up() >= sh.core.setup_bound(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         // Counting only: the turn's length, for where a call's time goes (paper 000
         // Fig. 7; the reproduction's profile).
         let done = sh.clock.now();

@@ -248,9 +248,11 @@ fn spawn(
         ));
         links.insert(name, btx);
     }
+    let gate = std::sync::Arc::new(handle::Gate::default());
     tokio::spawn(run_manager(
         core,
         router,
+        gate.clone(),
         Channels {
             api: rx,
             inbox: inbox_rx,
@@ -261,5 +263,5 @@ fn spawn(
         links,
         recovered,
     ));
-    Ok(CmHandle { tx })
+    Ok(CmHandle { tx, gate })
 }
