@@ -144,7 +144,7 @@ impl CmCore {
     }
 
     fn xbind_start(&mut self, now: Instant, id: u64) {
-        let slots: Vec<usize> = self.calls[&id].tree.live_slots().collect();
+        let slots: PerCall<usize> = self.calls[&id].tree.live_slots().collect();
         self.take_ids(now, id, &slots, true);
         if self.calls[&id].waiting == 0 {
             self.xbind_commit(now, id);
@@ -217,7 +217,7 @@ impl CmCore {
     pub(super) fn xbind_commit(&mut self, now: Instant, id: u64) {
         let call = self.calls.get_mut(&id).expect("call");
         call.phase = Phase::Committing;
-        let hops: Vec<usize> = call.tree.live_hops().collect();
+        let hops: PerCall<usize> = call.tree.live_hops().collect();
         self.commit_hops(now, id, &hops);
     }
 
