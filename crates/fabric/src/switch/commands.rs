@@ -488,7 +488,7 @@ impl Switch {
             kind: c.kind,
             in_port: c.in_port,
             in_id: c.in_id,
-            branches: c.branches.clone(),
+            branches: SmallVec::from_slice(&c.branches),
             traffic: c.traffic,
             clr: c.clr,
             admitted,

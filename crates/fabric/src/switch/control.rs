@@ -46,7 +46,7 @@ impl Switch {
             kind: e.kind,
             in_port: e.in_port,
             in_id: e.in_id,
-            branches: e.branches.clone(),
+            branches: e.branches.to_vec(),
             traffic: e.traffic,
             clr: e.clr,
             admitted: e.admitted,

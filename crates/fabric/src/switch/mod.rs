@@ -163,7 +163,8 @@ struct Entry {
     kind: ConnectionKind,
     in_port: PortId,
     in_id: VcId,
-    branches: Vec<Branch>,
+    /// Inline up to two (a point-to-point connection's one branch allocates nothing).
+    branches: SmallVec<[Branch; 2]>,
     traffic: TrafficDescriptor,
     clr: f64,
     admitted: f64,

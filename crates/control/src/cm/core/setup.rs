@@ -224,8 +224,9 @@ impl CmCore {
     /// Sends the commits of `hops` at once (xbind's parallel setup; AddLeaf's new hops).
     pub(super) fn commit_hops(&mut self, now: Instant, id: u64, hops: &[usize]) {
         for &hop in hops {
-            let first = self.calls[&id].tree.hop(hop).outs[0];
-            let (sw, port) = Self::slot_port(&self.calls[&id], first);
+            let call = &self.calls[&id];
+            let first = call.tree.hop(hop).outs[0];
+            let (sw, port) = Self::slot_port(call, first);
             // Piggyback the replenishment of a low cache on this commit (xbind; the
             // sequential manager keeps no cache).
             let xbind = self.config.kind == CmKind::Xbind;
@@ -237,7 +238,7 @@ impl CmCore {
                 } else {
                     0
                 };
-            let cmd = self.commit_cmd(&self.calls[&id], hop, replenish);
+            let cmd = self.commit_cmd(call, hop, replenish);
             self.send(now, Some(id), Purpose::Commit(hop), sw, port, cmd);
             self.calls.get_mut(&id).expect("call").waiting += 1;
         }
