@@ -775,9 +775,7 @@ impl<'a> Plane<'a> {
             if h.0 > end {
                 return None;
             }
-            let Some(Reverse((at, _, m, call))) = self.hangups.pop() else {
-                return None;
-            };
+            let Reverse((at, _, m, call)) = self.hangups.pop()?;
             return Some((at, Ev::Hangup(m, call)));
         }
         self.events.pop_until(end)
