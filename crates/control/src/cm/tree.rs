@@ -164,7 +164,8 @@ impl Tree {
             hops: Vec::with_capacity(route.len()),
             slots,
         };
-        t.graft(leaf, route)?;
+        // A new tree's graft is all of it: no record of what was added.
+        t.graft_into(leaf, route, None)?;
         Ok(t)
     }
 
@@ -175,7 +176,7 @@ impl Tree {
             .ok_or_else(|| TreeError::EmptyRoute(String::new()))?;
         let mut t = Tree::path(leaf, route)?;
         for (leaf, route) in rest {
-            t.graft(leaf, route)?;
+            t.graft_into(leaf, route, None)?;
         }
         Ok(t)
     }
@@ -232,6 +233,19 @@ impl Tree {
     /// leaves the tree, the hop there gets a new branch; the rest is new hops. The tree
     /// is unchanged on error.
     pub fn graft(&mut self, leaf: &str, route: &[HopSpec]) -> Result<Graft, TreeError> {
+        let mut g = Graft::default();
+        self.graft_into(leaf, route, Some(&mut g))?;
+        Ok(g)
+    }
+
+    /// [`Tree::graft`], noting what it added in `record` if given (building a tree needs
+    /// no record, and its lists would be two allocations per call).
+    fn graft_into(
+        &mut self,
+        leaf: &str,
+        route: &[HopSpec],
+        mut record: Option<&mut Graft>,
+    ) -> Result<(), TreeError> {
         let first = route
             .first()
             .ok_or_else(|| TreeError::EmptyRoute(leaf.to_string()))?;
@@ -277,13 +291,14 @@ impl Tree {
             // The whole route is in the tree already: it ends on a port the tree uses.
             return Err(TreeError::Overlap(leaf.to_string()));
         }
-        let mut g = Graft::default();
         let (hops_before, slots_before) = (self.hops.len(), self.slots.len());
         if let Some(h) = self.child(at) {
             // The route leaves the tree at hop h: a new branch there.
             let s = self.new_slot(h, route[i].out_port);
-            g.new_branch = Some((h, s));
-            g.new_slots.push(s);
+            if let Some(g) = record.as_deref_mut() {
+                g.new_branch = Some((h, s));
+                g.new_slots.push(s);
+            }
             at = s;
             i += 1;
         }
@@ -296,14 +311,18 @@ impl Tree {
                 outs: smallvec::SmallVec::new(),
                 live: true,
             });
-            g.new_hops.push(h);
             at = self.new_slot(h, spec.out_port);
-            g.new_slots.push(at);
+            if let Some(g) = record.as_deref_mut() {
+                g.new_hops.push(h);
+                g.new_slots.push(at);
+            }
         }
         debug_assert!(self.hops.len() >= hops_before && self.slots.len() > slots_before);
         self.slots[at].leaf = Some(leaf.to_string());
-        g.leaf_slot = at;
-        Ok(g)
+        if let Some(g) = record {
+            g.leaf_slot = at;
+        }
+        Ok(())
     }
 
     fn new_slot(&mut self, hop: usize, port: u16) -> usize {

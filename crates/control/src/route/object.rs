@@ -93,6 +93,29 @@ impl NetworkView {
 struct Node {
     name: String,
     ports: BTreeMap<u16, PortState>,
+    /// Each port's free bandwidth (`PortState::free`) by port number, `-inf` where
+    /// there is no port: the search reads it for every edge it tries, and a B-tree
+    /// look-up per edge was most of a route's cost on a large network. Empty when the
+    /// port numbers are too large for a table (then `ports` is searched).
+    free: Vec<f64>,
+}
+
+/// Port numbers below this get a dense table of free bandwidth ([`Node::free`]).
+const DENSE_PORTS: u16 = 1024;
+
+impl Node {
+    fn new(name: String, ports: BTreeMap<u16, PortState>) -> Node {
+        let mut free = Vec::new();
+        if let Some(&max) = ports.keys().next_back()
+            && max < DENSE_PORTS
+        {
+            free = vec![f64::NEG_INFINITY; usize::from(max) + 1];
+            for (&p, st) in &ports {
+                free[usize::from(p)] = st.free();
+            }
+        }
+        Node { name, ports, free }
+    }
 }
 
 /// One direction of a link: out of the source switch's `out_port`, into the target's
@@ -137,6 +160,9 @@ pub struct RouteObject {
     hosts: FxHashMap<String, (String, u16)>,
     /// What the last lenient update left out, so a refresh warns once, not every period.
     problems: Vec<String>,
+    /// Each switch's links out, as (peer, output port, edge) in the graph's order: read
+    /// for every switch the search reaches.
+    adj: Vec<Vec<(NodeIndex, u16, EdgeIndex)>>,
 }
 
 impl RouteObject {
@@ -194,10 +220,7 @@ impl RouteObject {
         let mut graph = Graph::new();
         let mut index = BTreeMap::new();
         for (name, ports) in &switches {
-            let i = graph.add_node(Node {
-                name: name.clone(),
-                ports: ports.clone(),
-            });
+            let i = graph.add_node(Node::new(name.clone(), ports.clone()));
             index.insert(name.clone(), i);
         }
         for (name, ports) in &switches {
@@ -250,11 +273,21 @@ impl RouteObject {
             }
             hosts.insert(host, (switch, port));
         }
+        let adj = graph
+            .node_indices()
+            .map(|u| {
+                graph
+                    .edges(u)
+                    .map(|e| (e.target(), e.weight().out_port, e.id()))
+                    .collect()
+            })
+            .collect();
         RouteObject {
             graph,
             index,
             hosts,
             problems,
+            adj,
         }
     }
 
@@ -291,12 +324,14 @@ impl RouteObject {
     /// not call it, see the module doc of [`crate::route`]). An unknown port is ignored:
     /// the next refresh brings the truth anyway.
     pub fn set_allocated(&mut self, switch: &str, port: u16, allocated: f64) {
-        match self
-            .index
-            .get(switch)
-            .and_then(|&i| self.graph[i].ports.get_mut(&port))
-        {
-            Some(p) => p.allocated = allocated,
+        let node = self.index.get(switch).map(|&i| &mut self.graph[i]);
+        match node.and_then(|n| Some((n.ports.get_mut(&port)?, &mut n.free))) {
+            Some((p, free)) => {
+                p.allocated = allocated;
+                if let Some(f) = free.get_mut(usize::from(port)) {
+                    *f = p.free();
+                }
+            }
             None => tracing::debug!(switch, port, "set_allocated on a port not in the view"),
         }
     }
@@ -511,12 +546,13 @@ impl RouteObject {
         while !frontier.is_empty() {
             reached.clear();
             for &u in &frontier {
-                for e in self.graph.edges(u) {
-                    let v = e.target();
-                    if settled[v.index()] || banned_edges.contains(&e.id()) {
+                for &(v, port, edge) in &self.adj[u.index()] {
+                    if settled[v.index()]
+                        || (!banned_edges.is_empty() && banned_edges.contains(&edge))
+                    {
                         continue;
                     }
-                    let free = self.free(u, e.weight().out_port);
+                    let free = self.free(u, port);
                     // A NaN (a broken report) is never enough.
                     if free.is_nan() || free < bandwidth {
                         continue;
@@ -525,8 +561,8 @@ impl RouteObject {
                         bottleneck: bottleneck[u.index()].min(free),
                         rank: rank[u.index()],
                         u,
-                        port: e.weight().out_port,
-                        edge: e.id(),
+                        port,
+                        edge,
                     };
                     match &label[v.index()] {
                         Some(best) if !cand.before(best) => {}
@@ -703,9 +739,17 @@ impl RouteObject {
         }
     }
 
+    #[inline]
     fn free(&self, switch: NodeIndex, port: u16) -> f64 {
-        self.graph[switch]
-            .ports
+        let n = &self.graph[switch];
+        if !n.free.is_empty() {
+            return n
+                .free
+                .get(usize::from(port))
+                .copied()
+                .unwrap_or(f64::NEG_INFINITY);
+        }
+        n.ports
             .get(&port)
             .map_or(f64::NEG_INFINITY, PortState::free)
     }

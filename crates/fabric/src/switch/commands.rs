@@ -91,13 +91,11 @@ impl Switch {
                 vpi: id.vpi.0,
                 why: "held by a VP connection or reservation",
             }),
-            ConnectionKind::Vp if p.vcs_per_vpi.get(&id.vpi.0).copied().unwrap_or(0) > 0 => {
-                Err(FabricError::PathBusy {
-                    port,
-                    vpi: id.vpi.0,
-                    why: "partly used by VCs",
-                })
-            }
+            ConnectionKind::Vp if p.vcs_per_vpi.count(id.vpi.0) > 0 => Err(FabricError::PathBusy {
+                port,
+                vpi: id.vpi.0,
+                why: "partly used by VCs",
+            }),
             _ => Ok(()),
         }
     }
@@ -187,19 +185,16 @@ impl Switch {
             if delta != 0 {
                 let bits = p
                     .vc_bits
-                    .entry(id.vpi.0)
-                    .or_insert_with(|| Box::new([0u64; 1024]));
+                    .at(id.vpi.0)
+                    .get_or_insert_with(|| Box::new([0u64; 1024]));
                 let (w, b) = (usize::from(id.vci.0 >> 6), id.vci.0 & 63);
                 if delta > 0 {
                     bits[w] |= 1 << b;
                 } else {
                     bits[w] &= !(1 << b);
                 }
-                let n = p.vcs_per_vpi.entry(id.vpi.0).or_insert(0);
+                let n = p.vcs_per_vpi.at(id.vpi.0);
                 *n = n.wrapping_add_signed(delta);
-                if *n == 0 {
-                    p.vcs_per_vpi.remove(&id.vpi.0);
-                }
             }
         }
     }
@@ -225,9 +220,7 @@ impl Switch {
             self.set_out(pi, kind, id, Some(IdState::Reserved(owner)));
         }
         if let (Some(last), false) = (ids.last(), r.vp) {
-            self.ports[pi]
-                .cursor
-                .insert(r.vpi, last.vci.0.wrapping_add(1));
+            *self.ports[pi].cursor.at(r.vpi) = Some(last.vci.0.wrapping_add(1));
         }
         Ok(ids)
     }
@@ -261,7 +254,7 @@ impl Switch {
         let mut ids = Vec::with_capacity(want);
         if r.vp {
             for vpi in lo..=hi {
-                if !p.vp_ids.contains_key(&vpi) && !p.vcs_per_vpi.contains_key(&vpi) {
+                if !p.vp_ids.contains_key(&vpi) && p.vcs_per_vpi.count(vpi) == 0 {
                     ids.push(VcId::new(vpi, 0));
                     if ids.len() == want {
                         return Ok(ids);
@@ -277,8 +270,14 @@ impl Switch {
                     why: "held by a VP connection or reservation",
                 });
             }
-            let start = p.cursor.get(&r.vpi).copied().unwrap_or(lo).clamp(lo, hi);
-            let bits = p.vc_bits.get(&r.vpi);
+            let start = p
+                .cursor
+                .get(r.vpi)
+                .copied()
+                .flatten()
+                .unwrap_or(lo)
+                .clamp(lo, hi);
+            let bits = p.vc_bits.get(r.vpi).and_then(Option::as_ref);
             let used =
                 |vci: u16| bits.is_some_and(|b| b[usize::from(vci >> 6)] & (1 << (vci & 63)) != 0);
             // From the cursor to the top of the range, then from the bottom to the
@@ -346,7 +345,7 @@ impl Switch {
     /// reserve up to that many more identifiers on the first branch's port (as many as
     /// are free: a short replenishment never fails the commit).
     pub fn commit(&mut self, c: &Commit) -> Result<(u64, Vec<VcId>), FabricError> {
-        let (id, _) = self.commit_inner(c)?;
+        let (id, _) = self.commit_inner(c, false)?;
         let replenished = self.replenish(c);
         Ok((id, replenished))
     }
@@ -385,10 +384,12 @@ impl Switch {
         )
     }
 
-    /// Validates and installs; returns the id and each branch identifier's prior state.
+    /// Validates and installs; returns the id and, with `prior`, each branch
+    /// identifier's prior state (for an undo log; none is built without one).
     pub(super) fn commit_inner(
         &mut self,
         c: &Commit,
+        prior: bool,
     ) -> Result<(u64, Vec<Option<IdState>>), FabricError> {
         if c.branches.is_empty() {
             return Err(FabricError::Invalid(
@@ -429,7 +430,7 @@ impl Switch {
                         by: self.slots[s as usize].as_ref().expect("live").id,
                     });
                 }
-                if inp.vc_inputs_per_vpi.contains_key(&c.in_id.vpi.0) {
+                if inp.vc_inputs_per_vpi.count(c.in_id.vpi.0) > 0 {
                     return Err(FabricError::PathBusy {
                         port: c.in_port,
                         vpi: c.in_id.vpi.0,
@@ -439,7 +440,7 @@ impl Switch {
             }
         }
         let owner = self.existing_owner(&c.owner);
-        let mut need_bw: Vec<(usize, f64, u32)> = Vec::new();
+        let mut need_bw: SmallVec<[(usize, f64, u32); 4]> = SmallVec::new();
         for (i, b) in c.branches.iter().enumerate() {
             if hairpin(c.kind, c.in_port, c.in_id, b) {
                 return Err(FabricError::Invalid(HAIRPIN));
@@ -470,21 +471,24 @@ impl Switch {
             Some(o) => o,
             None => self.owner_id(&c.owner),
         };
-        let prior: Vec<Option<IdState>> = c
-            .branches
-            .iter()
-            .map(|b| {
-                let pi = self.index(b.port).expect("checked");
-                Self::out_state(&self.ports[pi], c.kind, b.id)
-            })
-            .collect();
+        let prior: Vec<Option<IdState>> = if prior {
+            c.branches
+                .iter()
+                .map(|b| {
+                    let pi = self.index(b.port).expect("checked");
+                    Self::out_state(&self.ports[pi], c.kind, b.id)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let admitted = self.admitted_for(c, self.index(c.branches[0].port).expect("checked"));
         let entry = Entry {
             id,
             kind: c.kind,
             in_port: c.in_port,
             in_id: c.in_id,
-            branches: c.branches.clone(),
+            branches: SmallVec::from_slice(&c.branches),
             traffic: c.traffic,
             clr: c.clr,
             admitted,
@@ -529,10 +533,7 @@ impl Switch {
         match e.kind {
             ConnectionKind::Vc => {
                 self.vc_table.insert(vc_key(e.in_port, e.in_id), slot);
-                *self.ports[in_pi]
-                    .vc_inputs_per_vpi
-                    .entry(e.in_id.vpi.0)
-                    .or_insert(0) += 1;
+                *self.ports[in_pi].vc_inputs_per_vpi.at(e.in_id.vpi.0) += 1;
             }
             ConnectionKind::Vp => {
                 self.vp_table.insert(vp_key(e.in_port, e.in_id.vpi.0), slot);
@@ -569,12 +570,7 @@ impl Switch {
         match e.kind {
             ConnectionKind::Vc => {
                 self.vc_table.remove(&vc_key(e.in_port, e.in_id));
-                let m = &mut self.ports[in_pi].vc_inputs_per_vpi;
-                let n = m.get_mut(&e.in_id.vpi.0).expect("counted at install");
-                *n -= 1;
-                if *n == 0 {
-                    m.remove(&e.in_id.vpi.0);
-                }
+                *self.ports[in_pi].vc_inputs_per_vpi.at(e.in_id.vpi.0) -= 1;
             }
             ConnectionKind::Vp => {
                 self.vp_table.remove(&vp_key(e.in_port, e.in_id.vpi.0));

@@ -46,7 +46,7 @@ impl Switch {
             kind: e.kind,
             in_port: e.in_port,
             in_id: e.in_id,
-            branches: e.branches.clone(),
+            branches: e.branches.to_vec(),
             traffic: e.traffic,
             clr: e.clr,
             admitted: e.admitted,
@@ -150,7 +150,7 @@ impl Switch {
                 Ok(Reply::Unreserved)
             }
             Command::Commit(c) => {
-                let (id, prior) = self.commit_inner(c)?;
+                let (id, prior) = self.commit_inner(c, log.is_some())?;
                 let replenished = self.replenish(c);
                 if let Some(log) = log {
                     log.push(Undo::Uncommit(id, prior));
@@ -320,7 +320,7 @@ impl Switch {
         };
         let saved = self.next_id;
         self.next_id = c.id;
-        let r = self.commit_inner(&commit);
+        let r = self.commit_inner(&commit, false);
         self.next_id = saved.max(c.id + 1);
         r.map(|_| ())
     }

@@ -163,7 +163,8 @@ struct Entry {
     kind: ConnectionKind,
     in_port: PortId,
     in_id: VcId,
-    branches: Vec<Branch>,
+    /// Inline up to two (a point-to-point connection's one branch allocates nothing).
+    branches: SmallVec<[Branch; 2]>,
     traffic: TrafficDescriptor,
     clr: f64,
     admitted: f64,
@@ -184,23 +185,54 @@ struct Port {
     /// Whole VPIs held by VP connections or reservations.
     vp_ids: FxHashMap<u16, IdState>,
     /// Output VC identifiers held per VPI (a VPI with any cannot be taken whole).
-    vcs_per_vpi: FxHashMap<u16, u32>,
+    vcs_per_vpi: PerVpi<u32>,
     /// Used output VCIs per VPI as a bitmap (1,024 words for 65,536 VCIs), so a
     /// reservation finds free identifiers a word at a time instead of probing the hash
     /// map VCI by VCI (which, with a busy port, made Reserve the hot spot of the whole
     /// control plane).
-    vc_bits: FxHashMap<u16, Box<[u64; 1024]>>,
+    vc_bits: PerVpi<Option<Box<[u64; 1024]>>>,
     /// Next VCI to try per VPI, so reservations do not rescan the used prefix.
-    cursor: FxHashMap<u16, u16>,
+    cursor: PerVpi<Option<u16>>,
     reserved: u32,
     committed: u32,
     /// Input side: VP cross-connects on this port (counted, to skip the VP look-up).
     vp_inputs: u32,
     /// Input side: VC entries per VPI (a VP input needs its VPI free of them).
-    vc_inputs_per_vpi: FxHashMap<u16, u32>,
+    vc_inputs_per_vpi: PerVpi<u32>,
     hec: HecReceiver,
     queue: VecDeque<[u8; CELL_LEN]>,
     counters: PortCounters,
+}
+
+/// Per-VPI state of a port, indexed by the VPI: a port uses a few low VPIs (most only
+/// VPI 0), so a vector grown to the highest VPI written replaces a hash map whose
+/// look-ups were paid on every commit and release. Reading a VPI never written gives
+/// the default.
+#[derive(Debug, Default)]
+struct PerVpi<T>(Vec<T>);
+
+impl<T: Default> PerVpi<T> {
+    #[inline]
+    fn get(&self, vpi: u16) -> Option<&T> {
+        self.0.get(usize::from(vpi))
+    }
+
+    #[inline]
+    fn at(&mut self, vpi: u16) -> &mut T {
+        let i = usize::from(vpi);
+        if i >= self.0.len() {
+            self.0.resize_with(i + 1, T::default);
+        }
+        &mut self.0[i]
+    }
+}
+
+impl PerVpi<u32> {
+    /// The count at `vpi` (0 if never written).
+    #[inline]
+    fn count(&self, vpi: u16) -> u32 {
+        self.get(vpi).copied().unwrap_or(0)
+    }
 }
 
 /// A software ATM switch, sans I/O.
@@ -226,6 +258,9 @@ pub struct Switch {
 }
 
 const NO_PORT: u16 = u16::MAX;
+
+/// Up to this many owners, an owner is found by comparing names rather than hashing.
+const OWNERS_SCANNED: usize = 8;
 
 #[inline]
 fn vc_key(port: PortId, id: VcId) -> u64 {
@@ -273,13 +308,13 @@ impl Switch {
                 buffer_allocated: 0,
                 vc_ids: FxHashMap::default(),
                 vp_ids: FxHashMap::default(),
-                vcs_per_vpi: FxHashMap::default(),
-                vc_bits: FxHashMap::default(),
-                cursor: FxHashMap::default(),
+                vcs_per_vpi: PerVpi::default(),
+                vc_bits: PerVpi::default(),
+                cursor: PerVpi::default(),
                 reserved: 0,
                 committed: 0,
                 vp_inputs: 0,
-                vc_inputs_per_vpi: FxHashMap::default(),
+                vc_inputs_per_vpi: PerVpi::default(),
                 hec: HecReceiver::new(),
                 queue: VecDeque::new(),
                 counters: PortCounters::default(),
@@ -330,7 +365,7 @@ impl Switch {
     }
 
     fn owner_id(&mut self, owner: &str) -> u32 {
-        if let Some(&i) = self.owner_index.get(owner) {
+        if let Some(i) = self.existing_owner(owner) {
             return i;
         }
         let i = self.owners.len() as u32;
@@ -340,6 +375,15 @@ impl Switch {
     }
 
     fn existing_owner(&self, owner: &str) -> Option<u32> {
+        // A switch serves a few managers: comparing their names is cheaper than hashing
+        // one on every commit.
+        if self.owners.len() <= OWNERS_SCANNED {
+            return self
+                .owners
+                .iter()
+                .position(|o| o == owner)
+                .map(|i| i as u32);
+        }
         self.owner_index.get(owner).copied()
     }
 }

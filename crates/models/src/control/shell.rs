@@ -17,7 +17,8 @@
 //! DeleteConnection, the QoS mapper's and the route object's queries (the latter only on
 //! a route-cache miss), and each message to a switch with its answer.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use atmlab_control::cm::core::{CallEvent, CmConfig, CmCore, SetupRequest};
@@ -53,8 +54,9 @@ type Route = (
 enum Work {
     /// A user's AddConnection for call `u` arrived.
     Setup(usize),
-    /// The remote QoS mapper or route object answered for call `u` (that many answers).
-    Resolved(usize, u64, Result<Route, String>),
+    /// The remote QoS mapper or route object answered for call `u` (that many answers;
+    /// boxed, so that the events that do not carry a route stay small).
+    Resolved(usize, u64, Box<Result<Route, String>>),
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
     /// Switch `s`'s answer message.
@@ -67,7 +69,7 @@ enum Work {
 #[derive(Debug)]
 enum Output {
     Transmit(usize, Vec<(u64, Command)>),
-    Resolve(usize, u64, Duration, Result<Route, String>),
+    Resolve(usize, u64, Duration, Box<Result<Route, String>>),
     Event(CallEvent),
 }
 
@@ -179,6 +181,11 @@ struct Plane<'a> {
     stall_rng: SimRng,
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
+    /// The users' hang-ups, earliest first, each with its place among the events due
+    /// then ([`EventSet::take_seq`]) and its manager and core call: held outside the
+    /// event set, whose heap then holds only the next steps (tens of events) instead
+    /// of every established call's hang-up, and sifts through fewer levels per event.
+    hangups: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
 }
 
 impl ControlConfig {
@@ -330,6 +337,7 @@ impl<'a> Plane<'a> {
             fault_rng: rngs.stream(1),
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
+            hangups: BinaryHeap::new(),
         })
     }
 
@@ -619,12 +627,12 @@ impl<'a> Plane<'a> {
                     if route_remote {
                         wait += one_way + one_way + c.route_work;
                     }
-                    out.push(Output::Resolve(u, queries, wait, route));
+                    out.push(Output::Resolve(u, queries, wait, Box::new(route)));
                 }
             }
             Work::Resolved(u, answers, route) => {
                 work += times(c.per_message + c.per_command + self.oneway(), answers);
-                self.start_setup(m, u, route, now);
+                self.start_setup(m, u, *route, now);
             }
             Work::Delete(id) => {
                 if !c.colocated {
@@ -735,8 +743,8 @@ impl<'a> Plane<'a> {
         }
     }
 
-    /// The next event due by `end`: the event set's earliest, or the core's timer when
-    /// it comes first (by time, then by when it was armed).
+    /// The next event due by `end`: the event set's earliest, or a core's timer or a
+    /// hang-up when it comes first (by time, then by when it was armed or scheduled).
     fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
         // The managers' timers: the earliest, by time then by when it was armed.
         let first = self
@@ -745,12 +753,30 @@ impl<'a> Plane<'a> {
             .enumerate()
             .filter_map(|(m, g)| g.timer.map(|(_, at, seq)| ((at, seq), m)))
             .min();
-        if let Some(((at, seq), m)) = first
-            && at <= end
-            && self.events.peek_key().is_none_or(|k| (at, seq) < k)
+        let hangup = self
+            .hangups
+            .peek()
+            .map(|Reverse((at, seq, _, _))| (*at, *seq));
+        let set = self.events.peek_key();
+        let timer_first = first
+            .is_some_and(|(key, _)| set.is_none_or(|k| key < k) && hangup.is_none_or(|h| key < h));
+        if let Some(((at, _), m)) = first
+            && timer_first
         {
+            if at > end {
+                return None;
+            }
             self.mgrs[m].timer = None;
             return Some((at, Ev::Timer(m)));
+        }
+        if let Some(h) = hangup
+            && set.is_none_or(|k| h < k)
+        {
+            if h.0 > end {
+                return None;
+            }
+            let Reverse((at, _, m, call)) = self.hangups.pop()?;
+            return Some((at, Ev::Hangup(m, call)));
         }
         self.events.pop_until(end)
     }
@@ -799,7 +825,8 @@ impl<'a> Plane<'a> {
                 self.decided(u, Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
-                self.events.schedule(heard + hold, Ev::Hangup(m, call));
+                let seq = self.events.take_seq();
+                self.hangups.push(Reverse((heard + hold, seq, m, call)));
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -856,7 +883,10 @@ impl<'a> Plane<'a> {
             let mut replies = Vec::with_capacity(msg.len());
             for (req, cmd) in &msg {
                 let key = request_key(m, *req);
-                let r = match sw.answered.get(&key) {
+                // Until answers are kept, no request reaches a switch twice (see
+                // `answers_kept`): nothing to look up.
+                let given = if kept { sw.answered.get(&key) } else { None };
+                let r = match given {
                     Some((_, r)) => r.clone(),
                     None => {
                         let r = sw.core.apply(cmd);

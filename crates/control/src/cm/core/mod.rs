@@ -852,13 +852,13 @@ impl CmCore {
             call.hop_sw.push(sw);
         }
         for j in call.slot_sw.len()..ns {
-            let sw = Self::switch_in(
-                index,
-                switches,
-                aggregators,
-                config,
-                &call.tree.slot(j).switch,
-            );
+            // A branch's slot is on its hop's switch (the tree builds it so): no second
+            // look-up of the name.
+            let slot = call.tree.slot(j);
+            let sw = match slot.hop {
+                Some(h) if call.tree.hop(h).switch == slot.switch => call.hop_sw[h],
+                _ => Self::switch_in(index, switches, aggregators, config, &slot.switch),
+            };
             call.slot_sw.push(sw);
         }
     }

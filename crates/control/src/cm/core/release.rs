@@ -16,7 +16,7 @@ impl CmCore {
     /// connection) to the cache, or, sequential, to the switch.
     pub(super) fn return_free_ids(&mut self, now: Instant, id: u64) {
         let call = self.calls.get_mut(&id).expect("call");
-        let give_back: Vec<usize> = (0..call.ids.len())
+        let give_back: super::PerCall<usize> = (0..call.ids.len())
             .filter(|&j| !call.on_switch[j] && call.ids[j].is_some())
             .collect();
         self.return_slots(now, id, &give_back);

@@ -71,8 +71,8 @@ impl CmCore {
         if let Purpose::Commit(hop) = out.purpose {
             // The commit carrying the hop's output slots is answered, either way: their
             // identifiers are no longer "in use" in the paper's sense (§IV-A).
-            let outs = call.tree.hop(hop).outs.clone();
-            for j in outs {
+            for k in 0..call.tree.hop(hop).outs.len() {
+                let j = call.tree.hop(hop).outs[k];
                 let key = (call.slot_sw[j], call.tree.slot(j).port);
                 nv_done(&mut self.caches, call, j, key, now);
             }
@@ -100,7 +100,7 @@ impl CmCore {
                 }),
             ) => {
                 call.conns[hop] = Some(connection);
-                for j in call.tree.hop(hop).outs.clone() {
+                for &j in &call.tree.hop(hop).outs {
                     call.on_switch[j] = true;
                 }
                 if self.config.kind == CmKind::Xbind && !replenished.is_empty() {

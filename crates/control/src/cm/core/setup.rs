@@ -153,7 +153,7 @@ impl CmCore {
     }
 
     fn xbind_start(&mut self, now: Instant, id: u64) {
-        let slots: Vec<usize> = self.calls[&id].tree.live_slots().collect();
+        let slots: PerCall<usize> = self.calls[&id].tree.live_slots().collect();
         self.take_ids(now, id, &slots, true);
         if self.calls[&id].waiting == 0 {
             self.xbind_commit(now, id);
@@ -226,15 +226,16 @@ impl CmCore {
     pub(super) fn xbind_commit(&mut self, now: Instant, id: u64) {
         let call = self.calls.get_mut(&id).expect("call");
         call.phase = Phase::Committing;
-        let hops: Vec<usize> = call.tree.live_hops().collect();
+        let hops: PerCall<usize> = call.tree.live_hops().collect();
         self.commit_hops(now, id, &hops);
     }
 
     /// Sends the commits of `hops` at once (xbind's parallel setup; AddLeaf's new hops).
     pub(super) fn commit_hops(&mut self, now: Instant, id: u64, hops: &[usize]) {
         for &hop in hops {
-            let first = self.calls[&id].tree.hop(hop).outs[0];
-            let (sw, port) = Self::slot_port(&self.calls[&id], first);
+            let call = &self.calls[&id];
+            let first = call.tree.hop(hop).outs[0];
+            let (sw, port) = Self::slot_port(call, first);
             // Piggyback the replenishment of a low cache on this commit (xbind; the
             // sequential manager keeps no cache).
             let xbind = self.config.kind == CmKind::Xbind;
@@ -246,7 +247,7 @@ impl CmCore {
                 } else {
                     0
                 };
-            let cmd = self.commit_cmd(&self.calls[&id], hop, replenish);
+            let cmd = self.commit_cmd(call, hop, replenish);
             self.send(now, Some(id), Purpose::Commit(hop), sw, port, cmd);
             self.calls.get_mut(&id).expect("call").waiting += 1;
         }
