@@ -185,10 +185,13 @@ mod tests {
     }
 
     /// The names in `METRICS` and the values here line up: the probes' metrics are the
-    /// list's tail from `nv_mean`, the CDF last, in order.
+    /// list's tail from `nv_mean` (before the crash metrics), the CDF last, in order.
     #[test]
     fn the_metrics_list_names_every_probe() {
-        let m = super::super::METRICS;
+        let all = super::super::METRICS;
+        let crash = super::super::crash::CRASH_METRICS;
+        assert_eq!(all[all.len() - crash.len()..], *crash);
+        let m = &all[..all.len() - crash.len()];
         let at = m.iter().position(|k| *k == "nv_mean").expect("nv_mean");
         assert_eq!(m.len() - at, none().count());
         assert_eq!(Period::default().metrics(0).count() + 2, none().count());

@@ -41,6 +41,8 @@ use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_e
 use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, METRICS, probes};
 
+mod recovery;
+
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
     Vec<atmlab_control::cm::core::HopSpec>,
@@ -61,6 +63,8 @@ enum Work {
     Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
     /// The core's timer fired.
     Timeout,
+    /// Switch `s` came back holding these connections: reconcile with it.
+    Reconcile(usize, Vec<atmlab_fabric::switch::Connection>),
 }
 
 /// What leaves when a manager thread finishes.
@@ -98,6 +102,8 @@ enum Ev {
     Hangup(usize, u64),
     /// Manager `m`'s core's timer.
     Timer(usize),
+    /// A crash, a restart, a listing (see [`recovery`]).
+    Fault(recovery::FaultEv),
     Mark,
 }
 
@@ -179,13 +185,20 @@ struct Plane<'a> {
     stall_rng: SimRng,
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
+    /// The crash faults' state, when the scenario has any (see [`recovery`]).
+    crash: Option<Box<recovery::CrashState>>,
 }
 
 impl ControlConfig {
     /// Runs one replication of the managers' plane.
     pub(super) fn run_managers(&self, rep: &Replication) -> Result<RepResult, SimError> {
         let (d, warmup) = lengths(rep)?;
-        drive(&mut Plane::new(self, rep)?, rep, d, warmup)
+        let mut plane = Plane::new(self, rep)?;
+        let mut result = drive(&mut plane, rep, d, warmup)?;
+        if plane.crash.is_some() {
+            result.metrics.extend(plane.crash_metrics());
+        }
+        Ok(result)
     }
 }
 
@@ -305,7 +318,7 @@ impl<'a> Plane<'a> {
             });
             index.insert(sc.name.clone(), i);
         }
-        Ok(Plane {
+        let mut plane = Plane {
             cfg,
             events: EventSet::new(),
             now: Instant::ZERO,
@@ -330,7 +343,10 @@ impl<'a> Plane<'a> {
             fault_rng: rngs.stream(1),
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
-        })
+            crash: None,
+        };
+        plane.arm_crashes(&rngs);
+        Ok(plane)
     }
 
     /// A new measured period: counters to zero, busy times and cache counts noted.
@@ -409,6 +425,14 @@ impl<'a> Plane<'a> {
     }
 
     fn handle(&mut self, ev: Ev) {
+        let ev = if self.crash.is_some() {
+            match self.fence(ev) {
+                Some(ev) => ev,
+                None => return,
+            }
+        } else {
+            ev
+        };
         match ev {
             Ev::Arrival if self.arrivals_stopped => {}
             Ev::Arrival => self.arrival(),
@@ -434,7 +458,9 @@ impl<'a> Plane<'a> {
             Ev::Hangup(m, id) => {
                 // The user's DeleteConnection reaches the manager.
                 let at = self.now + self.cfg.costs.client_latency();
-                self.events.schedule(at, Ev::AtManager(m, Work::Delete(id)));
+                let to = self.client(m);
+                self.events
+                    .schedule(at, Ev::AtManager(to, Work::Delete(id)));
             }
             Ev::Timer(m) => {
                 if !self.mgrs[m].timeout_queued {
@@ -443,6 +469,7 @@ impl<'a> Plane<'a> {
                 }
             }
             Ev::Woken(who) => self.woken(who),
+            Ev::Fault(f) => self.fault(f),
             Ev::Mark => {}
         }
     }
@@ -463,7 +490,7 @@ impl<'a> Plane<'a> {
         self.stats.calls.invocations += 1;
         // The AddConnection crosses the wire to its manager (dealt in turn).
         let at = self.now + cfg.costs.client_latency();
-        let m = u % self.mgrs.len();
+        let m = self.client(u % self.mgrs.len());
         self.events.schedule(at, Ev::AtManager(m, Work::Setup(u)));
         let gap = exp1(&mut self.rng) / cfg.arrival_rate;
         let next = self.now + Duration::from_secs_f64(gap);
@@ -636,13 +663,14 @@ impl<'a> Plane<'a> {
                 if !c.links {
                     work += unmarshal(replies.len()) + self.oneway();
                 }
+                let client = self.client(m);
                 for (req, r) in replies {
                     self.mgrs[m].core.handle_reply(now, req, r);
                     if !self.answers_kept {
                         if self.mgrs[m].core.stats().retries == 0 {
                             // Answered, and no request was ever sent twice: nothing will
                             // ask the switch for this answer again.
-                            self.switches[s].answered.remove(&request_key(m, req));
+                            self.switches[s].answered.remove(&request_key(client, req));
                         } else {
                             self.keep_answers();
                         }
@@ -652,6 +680,10 @@ impl<'a> Plane<'a> {
             Work::Timeout => {
                 self.mgrs[m].timeout_queued = false;
                 self.mgrs[m].core.handle_timeout(now);
+            }
+            Work::Reconcile(s, connections) => {
+                work += unmarshal(connections.len());
+                self.reconcile(m, s, &connections);
             }
         }
         while let Some(t) = self.mgrs[m].core.poll_transmit(now) {
@@ -759,6 +791,7 @@ impl<'a> Plane<'a> {
         let outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
         self.release_cpu();
         let c = &self.cfg.costs;
+        let to = self.client(m);
         for o in outputs {
             match o {
                 Output::Transmit(s, commands) if c.links => {
@@ -766,13 +799,13 @@ impl<'a> Plane<'a> {
                 }
                 Output::Transmit(s, commands) => {
                     if let Some(at) = self.wire(c.latency) {
-                        self.events.schedule(at, Ev::AtSwitch(s, m, commands));
+                        self.events.schedule(at, Ev::AtSwitch(s, to, commands));
                     }
                 }
                 Output::Resolve(u, answers, wait, route) => {
                     let at = self.now + wait;
                     self.events
-                        .schedule(at, Ev::AtManager(m, Work::Resolved(u, answers, route)));
+                        .schedule(at, Ev::AtManager(to, Work::Resolved(u, answers, route)));
                 }
                 Output::Event(e) => self.call_event(m, e),
             }
@@ -782,6 +815,9 @@ impl<'a> Plane<'a> {
     }
 
     fn call_event(&mut self, m: usize, e: CallEvent) {
+        if self.crash.is_some() {
+            self.journal(m, &e);
+        }
         let c = &self.cfg.costs;
         match e {
             CallEvent::Established { call, .. } => {
@@ -799,7 +835,8 @@ impl<'a> Plane<'a> {
                 self.decided(u, Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
-                self.events.schedule(heard + hold, Ev::Hangup(m, call));
+                let by = self.client(m);
+                self.events.schedule(heard + hold, Ev::Hangup(by, call));
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -951,7 +988,8 @@ impl<'a> Plane<'a> {
         let work = per_message + times(c.per_command, k as u64) + self.oneway();
         let work = work + self.stall();
         self.mgrs[m].links[s].job = Some(job);
-        self.events.schedule(self.now + work, Ev::LinkDone(m, s));
+        let to = self.client(m);
+        self.events.schedule(self.now + work, Ev::LinkDone(to, s));
     }
 
     /// A job for the link to switch `s`, noting whether it found the link idle.
@@ -973,7 +1011,8 @@ impl<'a> Plane<'a> {
         match self.mgrs[m].links[s].job.take() {
             Some(LinkJob::Out(commands)) => {
                 if let Some(at) = self.wire(self.cfg.costs.latency) {
-                    self.events.schedule(at, Ev::AtSwitch(s, m, commands));
+                    let to = self.client(m);
+                    self.events.schedule(at, Ev::AtSwitch(s, to, commands));
                 }
             }
             Some(LinkJob::In(answers)) => {
