@@ -29,7 +29,9 @@
 //! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
 //! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
-//! the manager and the switches) are recovered by the core's re-sends. And `tina`
+//! the manager and the switches) are recovered by the core's re-sends; crashes of a
+//! switch server or a manager (`faults.crashes`, see [`crash`]) by the cores' recovery,
+//! as live (reconcile, the journal, the start-up audit). And `tina`
 //! (paper 001): the LNC over `depth` levels of NML-CPs (`fanout` children each) over one
 //! EML-CP per switch, `mode` sequential (Alcin's) or parallel sub-connection setup, the
 //! EML-CPs optionally co-located with their NML-CP (`colocate`); it takes no faults.
@@ -314,6 +316,7 @@ const METRIC_UNITS: &[(&str, &str)] = &[
     ("nv_poisson_gap", "probability"),
     ("nv_cdf_*", "probability"),
     ("crashes", "crashes"),
+    ("crash_strays_released", "connections"),
     ("crash_*", "calls"),
     ("leaked_calls", "calls"),
     ("leaked_connections", "connections"),
