@@ -17,14 +17,17 @@
 //!   { node = "s2", at = "10 s", down = "200 ms" },        # switch server s2, once
 //!   { node = "manager", at = "20 s", down = "500 ms" },   # the (first) manager, once
 //!   { node = "s1", mtbf = "60 s", down = "200 ms" },      # Poisson crashes of s1
-//! ], recovery = true }
+//! ], recovery = true, sweep = "10 s" }
 //! ```
 //!
 //! Times are from the replication's start (the warm-up included). `node` is a switch of
 //! the topology or `"manager"` (`"manager:N"` for the N-th of several). `recovery =
-//! false` is the ablation: no reconcile after a switch restarts and a manager restarted
-//! without its journal, as one started without `--journal`.
+//! false` is the ablation: no reconcile after a switch restarts, no sweeps, and a manager
+//! restarted without its journal, as one started without `--journal`. `sweep` is how
+//! often each manager lists every switch to release its strays (two sweeps in a row
+//! must find one), the live manager's default unless given; `"0 s"`: never.
 
+use atmlab_control::cm::core::{CmConfig, CmKind};
 use atmlab_core::time::Duration;
 use atmlab_sim::SimError;
 use atmlab_sim::scenario::{Params, parse_duration};
@@ -66,6 +69,10 @@ pub struct Crashes {
     pub crashes: Vec<Crash>,
     /// Recovery as the live system does it (the default); `false`: none (the ablation).
     pub recovery: bool,
+    /// How often each manager sweeps every switch for this owner's strays (with
+    /// recovery): the live manager's `CmConfig::sweep_interval` by default; `None`
+    /// (`sweep = "0 s"`): never, to see what reconcile and the start-up audit do alone.
+    pub sweep: Option<Duration>,
 }
 
 impl Crashes {
@@ -112,10 +119,16 @@ pub(super) fn parse(
     managers: usize,
 ) -> Result<Crashes, SimError> {
     let recovery = f.bool_or("recovery", true)?;
+    let sweep = if f.has("sweep") {
+        Some(f.duration("sweep")?).filter(|d| *d > Duration::ZERO)
+    } else {
+        CmConfig::new(CmKind::Xbind).sweep_interval
+    };
     let Some(raw) = f.raw("crashes") else {
         return Ok(Crashes {
             crashes: Vec::new(),
             recovery,
+            sweep,
         });
     };
     let toml::Value::Array(list) = raw else {
@@ -179,5 +192,9 @@ pub(super) fn parse(
         }
         crashes.push(Crash { node, when, down });
     }
-    Ok(Crashes { crashes, recovery })
+    Ok(Crashes {
+        crashes,
+        recovery,
+        sweep,
+    })
 }

@@ -287,7 +287,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "faults",
-        doc: "optional: { loss = probability, delay = duration } on every message between the manager and the switches (lost messages are re-sent by the manager after its command time-out); crashes = [{ node = \"s2\" | \"manager\" | \"manager:N\", at = duration (once, from the run's start) or mtbf = duration (Poisson crashes: exponential up-times of that mean), down = duration }, ...] (INET's crash/startup operations, ns-3's scheduled shutdowns): a switch server restarts from its journal (connections kept, reservations and answers lost) and each manager reconciles with it; a manager restarts from its journal, takes its calls back and runs the start-up audit; recovery = false (default true) restarts without either, the ablation. Adds the metrics crashes, crash_calls_lost, crash_calls_recovered, crash_strays_released and, from an audit after the run drains, leaked_calls, leaked_connections, leaked_reservations",
+        doc: "optional: { loss = probability, delay = duration } on every message between the manager and the switches (lost messages are re-sent by the manager after its command time-out); crashes = [{ node = \"s2\" | \"manager\" | \"manager:N\", at = duration (once, from the run's start) or mtbf = duration (Poisson crashes: exponential up-times of that mean), down = duration }, ...] (INET's crash/startup operations, ns-3's scheduled shutdowns): a switch server restarts from its journal (connections kept, reservations and answers lost) and each manager reconciles with it; a manager restarts from its journal, takes its calls back and runs the start-up audit; each manager sweeps every switch for its strays every sweep = duration (default the live manager's 10 s; \"0 s\": never); recovery = false (default true) restarts without any of these, the ablation. Adds the metrics crashes, crash_calls_lost, crash_calls_recovered, crash_strays_released and, from an audit after the run drains, leaked_calls, leaked_connections, leaked_reservations",
     },
     ParamDoc {
         key: "profile",
@@ -555,6 +555,7 @@ impl ControlConfig {
         let mut crashes = crash::Crashes {
             crashes: Vec::new(),
             recovery: true,
+            sweep: None,
         };
         let faults = if p.has("faults") {
             let f = p.table("faults")?;

@@ -63,8 +63,8 @@ enum Work {
     Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
     /// The core's timer fired.
     Timeout,
-    /// Switch `s` came back holding these connections: reconcile with it.
-    Reconcile(usize, Vec<atmlab_fabric::switch::Connection>),
+    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]).
+    Listed(usize, recovery::Listing),
 }
 
 /// What leaves when a manager thread finishes.
@@ -681,9 +681,9 @@ impl<'a> Plane<'a> {
                 self.mgrs[m].timeout_queued = false;
                 self.mgrs[m].core.handle_timeout(now);
             }
-            Work::Reconcile(s, connections) => {
-                work += unmarshal(connections.len());
-                self.reconcile(m, s, &connections);
+            Work::Listed(s, listing) => {
+                work += unmarshal(listing.len());
+                self.listed(m, s, &listing);
             }
         }
         while let Some(t) = self.mgrs[m].core.poll_transmit(now) {

@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use atmlab_control::cm::core::audit::{Held, JournaledCall, Strays, plan};
 use atmlab_control::cm::core::{CallEvent, CmCore};
 use atmlab_core::time::{Duration, Instant};
-use atmlab_fabric::switch::{Atomicity, Connection, Switch};
+use atmlab_fabric::switch::{Atomicity, Connection, Reservation, Switch};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -57,9 +57,27 @@ pub(super) enum FaultEv {
     Crash(usize),
     /// The node of crash `i` restarts.
     Restart(usize),
-    /// Manager `m`'s link lists switch `s`, which came back (the listing reaches the
-    /// switch now; its answer goes back to the manager).
-    List(usize, usize),
+    /// Manager `m` lists switch `s`, which came back (`true`) or for its periodic sweep
+    /// (the listing reaches the switch now; its answer goes back to the manager).
+    List(usize, usize, bool),
+    /// Manager `m`'s periodic sweep of every switch (`CmConfig::sweep_interval`).
+    Sweep(usize),
+}
+
+/// A switch's listing as a manager reads it.
+#[derive(Debug)]
+pub(super) struct Listing {
+    /// The switch came back (reconcile), else a periodic sweep.
+    reopened: bool,
+    connections: Vec<Connection>,
+    reservations: Vec<Reservation>,
+}
+
+impl Listing {
+    /// Its entries (what unmarshalling it costs).
+    pub(super) fn len(&self) -> usize {
+        self.connections.len() + self.reservations.len()
+    }
 }
 
 /// What the plane keeps of its crash faults.
@@ -85,6 +103,9 @@ pub(super) struct CrashState {
     rng: SimRng,
     /// No more crashes (the final drain).
     stopped: bool,
+    /// How often each manager sweeps every switch for strays, as the live manager does
+    /// (`faults.sweep`), with recovery.
+    sweep: Option<Duration>,
     crashes: u64,
     lost: u64,
     recovered: u64,
@@ -118,6 +139,7 @@ impl Plane<'_> {
             born: vec![FxHashMap::default(); n],
             rng: rngs.stream(3),
             stopped: false,
+            sweep: self.cfg.crashes.sweep.filter(|_| self.cfg.crashes.recovery),
             crashes: 0,
             lost: 0,
             recovered: 0,
@@ -129,6 +151,12 @@ impl Plane<'_> {
                 When::Poisson(mtbf) => Instant::ZERO + up_time(&mut st.rng, mtbf),
             };
             self.events.schedule(at, Ev::Fault(FaultEv::Crash(i)));
+        }
+        if let Some(every) = st.sweep {
+            for m in 0..n {
+                self.events
+                    .schedule(Instant::ZERO + every, Ev::Fault(FaultEv::Sweep(m)));
+            }
         }
         self.crash = Some(Box::new(st));
     }
@@ -286,12 +314,42 @@ impl Plane<'_> {
                 }
                 self.next_crash(&c, i);
             }
-            FaultEv::List(m, s) => {
-                let connections = self.switches[s].core.connections();
+            FaultEv::List(m, s, reopened) => {
+                let down = self.crash.as_deref().is_some_and(|st| st.switch_down[s]);
+                let core = &self.switches[s].core;
+                // A switch that is down does not answer: the sweep finds nothing there
+                // (as the live one counts an unanswered listing as empty).
+                let listing = Listing {
+                    reopened,
+                    connections: if down { Vec::new() } else { core.connections() },
+                    reservations: if down || reopened {
+                        Vec::new()
+                    } else {
+                        core.reservations()
+                    },
+                };
                 let at = self.now + self.cfg.costs.latency;
                 let to = self.client(m);
                 self.events
-                    .schedule(at, Ev::AtManager(to, Work::Reconcile(s, connections)));
+                    .schedule(at, Ev::AtManager(to, Work::Listed(s, listing)));
+            }
+            FaultEv::Sweep(m) => {
+                let Some(st) = self.crash.as_deref_mut() else {
+                    return;
+                };
+                let Some(every) = st.sweep else {
+                    return;
+                };
+                self.events
+                    .schedule(self.now + every, Ev::Fault(FaultEv::Sweep(m)));
+                if st.mgr_down[m] {
+                    return;
+                }
+                let at = self.now + self.cfg.costs.latency;
+                for s in 0..self.switches.len() {
+                    self.events
+                        .schedule(at, Ev::Fault(FaultEv::List(m, s, false)));
+                }
             }
         }
     }
@@ -343,14 +401,23 @@ impl Plane<'_> {
         let up: Vec<usize> = (0..self.mgrs.len()).filter(|&m| !st.mgr_down[m]).collect();
         let at = self.now + self.cfg.costs.latency;
         for m in up {
-            self.events.schedule(at, Ev::Fault(FaultEv::List(m, s)));
+            self.events
+                .schedule(at, Ev::Fault(FaultEv::List(m, s, true)));
         }
     }
 
-    /// The manager reconciles with switch `s`'s listing (in a thread's step).
-    pub(super) fn reconcile(&mut self, m: usize, s: usize, connections: &[Connection]) {
+    /// The manager reconciles with switch `s`'s listing, or sweeps it (in a thread's
+    /// step), as the live manager does with its links' listings.
+    pub(super) fn listed(&mut self, m: usize, s: usize, l: &Listing) {
         let name = self.cfg.switches[s].name.clone();
-        let (completed, released) = self.mgrs[m].core.reconcile(self.now, &name, connections);
+        let core = &mut self.mgrs[m].core;
+        let (completed, released) = if l.reopened {
+            core.reconcile(self.now, &name, &l.connections)
+        } else {
+            let released = core.sweep(self.now, &name, &l.connections, true);
+            core.sweep_reservations(self.now, &name, &l.reservations, true);
+            (0, released)
+        };
         if let Some(st) = self.crash.as_deref_mut() {
             st.recovered += completed as u64;
             st.released += released as u64;
@@ -519,15 +586,24 @@ impl Plane<'_> {
     }
 
     /// Stops the arrivals and the crashes, lets every call end and every node come back,
-    /// has each manager give its cached identifiers back, and counts what is left: the
-    /// calls the managers hold, and at the switches the connections no call holds and
-    /// the identifiers reserved.
+    /// has each manager give its cached identifiers back, lets two of its periodic sweeps
+    /// pass (a stray is released when two sweeps in a row find it), and counts what is
+    /// left: the calls the managers hold, and at the switches the connections no call
+    /// holds and the identifiers reserved.
     pub(super) fn drain_audit(&mut self, until: Instant) -> (usize, usize, usize) {
         self.arrivals_stopped = true;
         if let Some(st) = self.crash.as_deref_mut() {
             st.stopped = true;
         }
-        let mut given_back = false;
+        // Once the caches are given back: when the sweeps have had their two turns.
+        let mut given_back: Option<Instant> = None;
+        let sweeps = self
+            .crash
+            .as_deref()
+            .and_then(|st| st.sweep)
+            .map_or(Duration::ZERO, |every| {
+                every + every + Duration::from_secs(1)
+            });
         while let Some((t, ev)) = self.next_event(until) {
             self.now = t;
             if !matches!(ev, Ev::Mark) {
@@ -543,14 +619,15 @@ impl Plane<'_> {
                         g.core.active() == 0 && g.core.in_flight() == 0 && g.server.idle()
                     })
                     && self.switches.iter().all(|s| s.server.idle());
-            if quiet && !given_back {
+            if quiet && given_back.is_none() {
                 // A clean shutdown's give-back (`CmCore::drain_caches`), sent by a step.
-                given_back = true;
+                given_back = Some(self.now + sweeps);
                 for m in 0..self.mgrs.len() {
                     self.mgrs[m].core.drain_caches(self.now);
                     self.give_manager(m, Work::Timeout);
                 }
             } else if quiet
+                && given_back.is_some_and(|at| self.now >= at)
                 && self
                     .mgrs
                     .iter()
