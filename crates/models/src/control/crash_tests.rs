@@ -188,3 +188,27 @@ fn a_dead_managers_late_answers_are_fenced() {
         assert_eq!(metric(&m, "leaked_reservations"), 0.0, "{m:?}");
     }
 }
+
+/// Long and repeated crashes with lost messages: reconcile (which reads connections only,
+/// as the live link's does) and the start-up audit leave identifiers reserved that no
+/// cache and no call holds (fills and give-backs whose every message or answer was
+/// lost). The periodic sweeps find them and give them back; without sweeps they stay.
+#[test]
+fn the_periodic_sweeps_give_back_what_crashes_and_losses_left() {
+    let crashes = r#"{ node = "s2", at = "4 s", down = "9 s" }, { node = "s1", mtbf = "7 s", down = "3 s" }, { node = "manager", mtbf = "9 s", down = "2.5 s" }"#;
+    let plane = |sweep: &str| {
+        config(&format!(
+            "{PLANE}faults = {{ loss = 0.02, sweep = \"{sweep}\", crashes = [{crashes}] }}\n"
+        ))
+    };
+    let swept = run(&plane("10 s"), 30, 0);
+    assert!(metric(&swept, "crashes") >= 3.0, "{swept:?}");
+    assert_eq!(metric(&swept, "leaked_calls"), 0.0, "{swept:?}");
+    assert_eq!(metric(&swept, "leaked_connections"), 0.0, "{swept:?}");
+    assert_eq!(metric(&swept, "leaked_reservations"), 0.0, "{swept:?}");
+    let unswept = run(&plane("0 s"), 30, 0);
+    assert!(
+        metric(&unswept, "leaked_reservations") >= 1.0,
+        "{unswept:?}"
+    );
+}
