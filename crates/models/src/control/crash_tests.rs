@@ -158,6 +158,37 @@ fn poisson_crashes_are_a_function_of_the_seed_and_leave_nothing() {
     assert_eq!(bits(&a), bits(&b));
 }
 
+/// A manager that restarts after the warm-up's mark: its new core counts from zero, and
+/// the plane adds its dead predecessor's counts, so the period's cache hits and
+/// messages to the switches are what the run did (as without the crash), not a
+/// difference across two cores.
+#[test]
+fn a_restarted_managers_counts_carry_on() {
+    let c = with_crashes(r#"{ node = "manager", at = "6 s", down = "50 ms" }"#, true);
+    let rep = |c: &ControlConfig| {
+        c.run_replication(&Replication {
+            seed: 3,
+            replication: 0,
+            length: RunLength::Duration(Duration::from_secs(8)),
+            warmup: Warmup::Time(Duration::from_secs(3)),
+            batches: 1,
+        })
+        .expect("the run completes")
+        .metrics
+    };
+    let crashed = rep(&c);
+    let mut clean = c.clone();
+    clean.crashes.crashes.clear();
+    let clean = rep(&clean);
+    for name in ["cache_hit_ratio", "switch_messages_per_call", "nv_mean"] {
+        let (a, b) = (metric(&crashed, name), metric(&clean, name));
+        assert!(
+            (a - b).abs() <= 0.15 * b,
+            "{name}: {a} with the crash, {b} without"
+        );
+    }
+}
+
 /// A plane without crashes reports none of their metrics (its results stay as they
 /// were before crashes existed).
 #[test]

@@ -51,6 +51,21 @@ impl Mark {
         }
     }
 
+    /// This mark's counts and `other`'s together (a restarted manager's core counts from
+    /// zero: its dead predecessors' counts are added to its own).
+    pub(super) fn plus(&self, other: &Mark) -> Mark {
+        let add = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            (0..a.len().max(b.len()))
+                .map(|k| a.get(k).copied().unwrap_or(0) + b.get(k).copied().unwrap_or(0))
+                .collect()
+        };
+        Mark {
+            time_at: add(&self.time_at, &other.time_at),
+            at_arrival: add(&self.at_arrival, &other.at_arrival),
+            messages: self.messages + other.messages,
+        }
+    }
+
     /// What happened between `then` and this mark.
     pub(super) fn since(&self, then: &Mark) -> Period {
         let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {

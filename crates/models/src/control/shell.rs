@@ -193,6 +193,11 @@ impl ControlConfig {
     /// Runs one replication of the managers' plane.
     pub(super) fn run_managers(&self, rep: &Replication) -> Result<RepResult, SimError> {
         let (d, warmup) = lengths(rep)?;
+        if !self.crashes.crashes.is_empty() && rep.batches > 1 {
+            return Err(model_err(
+                "crash faults are counted per replication: use replications, not batches",
+            ));
+        }
         let mut plane = Plane::new(self, rep)?;
         let mut result = drive(&mut plane, rep, d, warmup)?;
         if plane.crash.is_some() {
@@ -369,7 +374,11 @@ impl<'a> Plane<'a> {
     /// The core's probes now: the first cache's `N_v` (the source switch's output port,
     /// in name order) and the messages sent (see [`probes`]).
     fn nv_time(&self) -> probes::Mark {
-        probes::Mark::of(&self.mgrs[0].core)
+        let mark = probes::Mark::of(&self.mgrs[0].core);
+        match &self.crash {
+            None => mark,
+            Some(st) => mark.plus(st.retired_probes()),
+        }
     }
 
     /// Every manager's busy time, summed.
@@ -381,7 +390,8 @@ impl<'a> Plane<'a> {
 
     /// Every manager's VCI cache hits and misses, summed.
     fn cache_counts(&self) -> (u64, u64) {
-        self.mgrs.iter().fold((0, 0), |(h, m), g| {
+        let retired = self.crash.as_ref().map_or((0, 0), |st| st.retired_cache());
+        self.mgrs.iter().fold(retired, |(h, m), g| {
             let (a, b) = g.core.cache_counts();
             (h + a, m + b)
         })

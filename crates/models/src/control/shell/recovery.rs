@@ -44,7 +44,7 @@ use atmlab_fabric::switch::{Atomicity, Connection, Reservation, Switch};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Ev, Outcome, Plane, Sleeper, Work};
+use super::{Ev, Outcome, Plane, Sleeper, Work, probes};
 use crate::control::crash::{Crash, Node, When};
 
 /// How long a manager whose restart found a switch down waits before trying again.
@@ -103,6 +103,10 @@ pub(super) struct CrashState {
     rng: SimRng,
     /// No more crashes (the final drain).
     stopped: bool,
+    /// The dead cores' counts (a restarted manager's core counts from zero): the
+    /// managers' cache hits and misses, and the first manager's probes.
+    retired_cache: (u64, u64),
+    retired_probes: probes::Mark,
     /// How often each manager sweeps every switch for strays, as the live manager does
     /// (`faults.sweep`), with recovery.
     sweep: Option<Duration>,
@@ -113,6 +117,16 @@ pub(super) struct CrashState {
 }
 
 impl CrashState {
+    /// The dead cores' cache hits and misses.
+    pub(super) fn retired_cache(&self) -> (u64, u64) {
+        self.retired_cache
+    }
+
+    /// The first manager's dead cores' probes.
+    pub(super) fn retired_probes(&self) -> &probes::Mark {
+        &self.retired_probes
+    }
+
     /// Manager `m`'s number and whether `client` is its current incarnation.
     fn who(&self, client: usize) -> (usize, bool) {
         let n = self.epoch.len();
@@ -139,6 +153,8 @@ impl Plane<'_> {
             born: vec![FxHashMap::default(); n],
             rng: rngs.stream(3),
             stopped: false,
+            retired_cache: (0, 0),
+            retired_probes: probes::Mark::default(),
             sweep: self.cfg.crashes.sweep.filter(|_| self.cfg.crashes.recovery),
             crashes: 0,
             lost: 0,
@@ -551,6 +567,11 @@ impl Plane<'_> {
             .collect();
         again.sort_unstable();
         let g = &mut self.mgrs[m];
+        let (h, x) = g.core.cache_counts();
+        st.retired_cache = (st.retired_cache.0 + h, st.retired_cache.1 + x);
+        if m == 0 {
+            st.retired_probes = st.retired_probes.plus(&probes::Mark::of(&g.core));
+        }
         g.core = core;
         g.core_index.clear();
         let at = now + self.cfg.costs.client_latency();
