@@ -350,7 +350,7 @@ impl<'a> Plane<'a> {
             arrivals_stopped: false,
             crash: None,
         };
-        plane.arm_crashes(&rngs);
+        plane.arm_crashes(&rngs, &route);
         Ok(plane)
     }
 

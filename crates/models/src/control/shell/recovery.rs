@@ -13,7 +13,7 @@
 //!   ([`CmCore::reconcile`]), as the live link does (`cm::live::link`);
 //! - a **manager** loses everything but its journal (written when a call is established,
 //!   before its user hears, and when it is released, as `cm::journal`): its core, its
-//!   queue, the outputs of its threads, its timer, its links' queues. The calls it was
+//!   route cache, its queue, the outputs of its threads, its timer, its links' queues. The calls it was
 //!   setting up are lost to their users (their AddConnection fails), and so is every
 //!   operation sent to it while it is down; a user whose DeleteConnection was lost asks
 //!   again when it is back. Events of the dead process are fenced: each incarnation
@@ -36,9 +36,12 @@
 //! and what is left at the switches is counted.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use atmlab_control::cm::core::audit::{Held, JournaledCall, Strays, plan};
 use atmlab_control::cm::core::{CallEvent, CmCore};
+use atmlab_control::cm::routes::CachedRouter;
+use atmlab_control::route::RouteObject;
 use atmlab_core::time::{Duration, Instant};
 use atmlab_fabric::switch::{Atomicity, Connection, Reservation, Switch};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
@@ -101,6 +104,8 @@ pub(super) struct CrashState {
     born: Vec<FxHashMap<u64, usize>>,
     /// Draws the Poisson crashes' up-times (a stream of its own).
     rng: SimRng,
+    /// The route object, for a restarted manager's new route cache.
+    route: Arc<Mutex<RouteObject>>,
     /// No more crashes (the final drain).
     stopped: bool,
     /// The dead cores' counts (a restarted manager's core counts from zero): the
@@ -138,7 +143,7 @@ impl CrashState {
 impl Plane<'_> {
     /// Sets the crash faults up, if the scenario has any: their state, and the first
     /// crash of each.
-    pub(super) fn arm_crashes(&mut self, rngs: &RngFactory) {
+    pub(super) fn arm_crashes(&mut self, rngs: &RngFactory, route: &Arc<Mutex<RouteObject>>) {
         if self.cfg.crashes.crashes.is_empty() {
             return;
         }
@@ -152,6 +157,7 @@ impl Plane<'_> {
             retry_deletes: vec![FxHashSet::default(); n],
             born: vec![FxHashMap::default(); n],
             rng: rngs.stream(3),
+            route: Arc::clone(route),
             stopped: false,
             retired_cache: (0, 0),
             retired_probes: probes::Mark::default(),
@@ -573,6 +579,7 @@ impl Plane<'_> {
             st.retired_probes = st.retired_probes.plus(&probes::Mark::of(&g.core));
         }
         g.core = core;
+        g.router = CachedRouter::new(Arc::clone(&st.route), self.cfg.manager.route_ttl);
         g.core_index.clear();
         let at = now + self.cfg.costs.client_latency();
         let to = self.client(m);
