@@ -79,6 +79,13 @@ pub trait ModelKind: Sync {
         let _ = name;
         None
     }
+    /// The metrics among [`ModelKind::metrics`] that only some runs report (those a
+    /// fault adds, say): a point has such a metric only when one of its replications
+    /// reports it (a replication's metrics stop short of it), so that results of runs
+    /// without it are as they were before the kind had it.
+    fn conditional_metrics(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Validates the parameters of one point. The caller then checks for unread keys with
     /// [`Params::finish`].
     fn prepare(&self, params: &Params<'_>, run: &RunConfig) -> Result<Box<dyn Prepared>, SimError>;

@@ -529,6 +529,13 @@ pub fn assemble(scn: &Scenario, kind: &dyn ModelKind, raw: RawRun) -> Result<Run
             .metrics()
             .iter()
             .enumerate()
+            .filter(|&(i, name)| {
+                // A conditional metric no replication (nor batch) reports is left out.
+                !kind.conditional_metrics().contains(name)
+                    || reps_out
+                        .iter()
+                        .any(|r| r.metrics.len() > i || r.batch_metrics.iter().any(|b| b.len() > i))
+            })
             .map(|(i, name)| {
                 // Replications, or with batch means the batches of the one replication.
                 let samples: Vec<f64> = if batched {

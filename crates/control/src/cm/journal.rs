@@ -33,33 +33,9 @@ use rusqlite::{Connection, params};
 use crate::ControlError;
 use crate::cm::core::{CallView, HopSpec};
 
-/// A journaled connection: the manager's view and its end points.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JournaledCall {
-    /// The call, as established.
-    pub view: CallView,
-    /// Source host.
-    pub source: String,
-    /// Destination host.
-    pub destination: String,
-    /// What its contract carries besides the descriptor (TINA echoes it in every answer,
-    /// so a restarted LNC must know it; zero for the other managers).
-    pub bounds: QosBounds,
-}
-
-/// A contract's target cell loss ratio and delay bounds (cm.proto's CellQos besides the
-/// traffic descriptor), journaled beside the descriptor.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct QosBounds {
-    /// Target cell loss ratio (0: the switch's default).
-    pub clr: f64,
-    /// Cell transfer delay bound, microseconds.
-    pub ctd_us: u64,
-    /// Cell delay variation bound, microseconds.
-    pub cdv_us: u64,
-    /// Burst tolerance, microseconds.
-    pub burst_tolerance_us: u64,
-}
+// What a row holds is the start-up audit's input, so it is defined beside the audit's
+// decisions (sans IO, used by the simulated shell too).
+pub use crate::cm::core::audit::{JournaledCall, QosBounds};
 
 impl QosBounds {
     fn to_json(self) -> String {

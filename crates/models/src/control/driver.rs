@@ -147,7 +147,10 @@ pub(super) fn drive(
             .zip(batch_metrics.pop().unwrap_or_default())
             .collect()
     } else {
-        let mut m: Vec<(&'static str, f64)> = METRICS.iter().map(|k| (*k, 0.0)).collect();
+        // As wide as the batches (a plane without crashes reports none of their metrics).
+        let width = batch_metrics.first().map_or(METRICS.len(), Vec::len);
+        let mut m: Vec<(&'static str, f64)> =
+            METRICS.iter().take(width).map(|k| (*k, 0.0)).collect();
         atmlab_sim::model::grand_means(&mut m, &batch_metrics);
         m
     };

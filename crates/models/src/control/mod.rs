@@ -29,7 +29,9 @@
 //! `adaptive` T, asynchronous: no thread held while a call waits), `sequential`
 //! (paper 000's synchronous baseline: one call at a time) and `threaded` (the same with a
 //! pool of `threads`, its §III-B "multithreaded version"). Faults (loss and delay between
-//! the manager and the switches) are recovered by the core's re-sends. And `tina`
+//! the manager and the switches) are recovered by the core's re-sends; crashes of a
+//! switch server or a manager (`faults.crashes`, see [`crash`]) by the cores' recovery,
+//! as live (reconcile, the journal, the start-up audit). And `tina`
 //! (paper 001): the LNC over `depth` levels of NML-CPs (`fanout` children each) over one
 //! EML-CP per switch, `mode` sequential (Alcin's) or parallel sub-connection setup, the
 //! EML-CPs optionally co-located with their NML-CP (`colocate`); it takes no faults.
@@ -39,6 +41,7 @@
 
 pub mod calibrate;
 pub mod costs;
+pub mod crash;
 mod driver;
 mod probes;
 pub mod qos;
@@ -163,6 +166,8 @@ pub struct ControlConfig {
     pub costs: CostProfile,
     /// Faults between the manager and the switches.
     pub faults: Faults,
+    /// Crashes of switch servers and managers, and whether the plane recovers.
+    pub crashes: crash::Crashes,
 }
 
 /// The `control` model kind.
@@ -237,6 +242,14 @@ pub const METRICS: &[&str] = &[
     "nv_cdf_29",
     "nv_cdf_30",
     "nv_cdf_31",
+    // Only with crash faults (`crash::CRASH_METRICS`, in that order).
+    "crashes",
+    "crash_calls_lost",
+    "crash_calls_recovered",
+    "crash_strays_released",
+    "leaked_calls",
+    "leaked_connections",
+    "leaked_reservations",
 ];
 
 const PARAMS: &[ParamDoc] = &[
@@ -274,7 +287,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "faults",
-        doc: "optional: { loss = probability, delay = duration } on every message between the manager and the switches (lost messages are re-sent by the manager after its command time-out)",
+        doc: "optional: { loss = probability, delay = duration } on every message between the manager and the switches (lost messages are re-sent by the manager after its command time-out); crashes = [{ node = \"s2\" | \"manager\" | \"manager:N\", at = duration (once, from the run's start) or mtbf = duration (Poisson crashes: exponential up-times of that mean), down = duration }, ...] (INET's crash/startup operations, ns-3's scheduled shutdowns): a switch server restarts from its journal (connections kept, reservations and answers lost) and each manager reconciles with it; a manager restarts from its journal, takes its calls back and runs the start-up audit; each manager sweeps every switch for its strays every sweep = duration (default the live manager's 10 s; \"0 s\": never); recovery = false (default true) restarts without any of these, the ablation. Adds the metrics crashes, crash_calls_lost, crash_calls_recovered, crash_strays_released and, from an audit after the run drains, leaked_calls, leaked_connections, leaked_reservations",
     },
     ParamDoc {
         key: "profile",
@@ -302,6 +315,12 @@ const METRIC_UNITS: &[(&str, &str)] = &[
     ("nv_arrival_mean", "identifiers"),
     ("nv_poisson_gap", "probability"),
     ("nv_cdf_*", "probability"),
+    ("crashes", "crashes"),
+    ("crash_strays_released", "connections"),
+    ("crash_*", "calls"),
+    ("leaked_calls", "calls"),
+    ("leaked_connections", "connections"),
+    ("leaked_reservations", "identifiers"),
 ];
 
 impl ModelKind for ControlKind {
@@ -319,6 +338,9 @@ impl ModelKind for ControlKind {
     }
     fn metric_unit(&self, name: &str) -> Option<&'static str> {
         atmlab_sim::model::unit_in(METRIC_UNITS, name)
+    }
+    fn conditional_metrics(&self) -> &'static [&'static str] {
+        crash::CRASH_METRICS
     }
     fn prepare(&self, p: &Params<'_>, _run: &RunConfig) -> Result<Box<dyn Prepared>, SimError> {
         Ok(Box::new(ControlConfig::from_params(p)?))
@@ -530,6 +552,11 @@ impl ControlConfig {
                 "the TINA shell does not model `colocated`, `links`, `coalesce`, `wakeup` or shared `cpus` (a `measured` profile's structure)",
             ));
         }
+        let mut crashes = crash::Crashes {
+            crashes: Vec::new(),
+            recovery: true,
+            sweep: None,
+        };
         let faults = if p.has("faults") {
             let f = p.table("faults")?;
             let loss = f.number_or("loss", 0.0)?;
@@ -541,6 +568,9 @@ impl ControlConfig {
             } else {
                 Duration::ZERO
             };
+            let names: Vec<String> = switches.iter().map(|c| c.name.clone()).collect();
+            let managers = manager.managers.max(1) as usize;
+            crashes = crash::parse(&f, &names, managers)?;
             f.finish()?;
             if manager.tina.is_some() {
                 return Err(p.error(
@@ -564,6 +594,7 @@ impl ControlConfig {
             pairs,
             costs,
             faults,
+            crashes,
         })
     }
 }
@@ -720,5 +751,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
     Ok(spec)
 }
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;

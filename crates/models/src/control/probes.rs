@@ -51,6 +51,21 @@ impl Mark {
         }
     }
 
+    /// This mark's counts and `other`'s together (a restarted manager's core counts from
+    /// zero: its dead predecessors' counts are added to its own).
+    pub(super) fn plus(&self, other: &Mark) -> Mark {
+        let add = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            (0..a.len().max(b.len()))
+                .map(|k| a.get(k).copied().unwrap_or(0) + b.get(k).copied().unwrap_or(0))
+                .collect()
+        };
+        Mark {
+            time_at: add(&self.time_at, &other.time_at),
+            at_arrival: add(&self.at_arrival, &other.at_arrival),
+            messages: self.messages + other.messages,
+        }
+    }
+
     /// What happened between `then` and this mark.
     pub(super) fn since(&self, then: &Mark) -> Period {
         let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {
@@ -185,10 +200,13 @@ mod tests {
     }
 
     /// The names in `METRICS` and the values here line up: the probes' metrics are the
-    /// list's tail from `nv_mean`, the CDF last, in order.
+    /// list's tail from `nv_mean` (before the crash metrics), the CDF last, in order.
     #[test]
     fn the_metrics_list_names_every_probe() {
-        let m = super::super::METRICS;
+        let all = super::super::METRICS;
+        let crash = super::super::crash::CRASH_METRICS;
+        assert_eq!(all[all.len() - crash.len()..], *crash);
+        let m = &all[..all.len() - crash.len()];
         let at = m.iter().position(|k| *k == "nv_mean").expect("nv_mean");
         assert_eq!(m.len() - at, none().count());
         assert_eq!(Period::default().metrics(0).count() + 2, none().count());

@@ -42,6 +42,9 @@ use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_e
 use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, METRICS, probes};
 
+mod links;
+mod recovery;
+
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
     Vec<atmlab_control::cm::core::HopSpec>,
@@ -63,6 +66,8 @@ enum Work {
     Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
     /// The core's timer fired.
     Timeout,
+    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]).
+    Listed(usize, recovery::Listing),
 }
 
 /// What leaves when a manager thread finishes.
@@ -100,6 +105,8 @@ enum Ev {
     Hangup(usize, u64),
     /// Manager `m`'s core's timer.
     Timer(usize),
+    /// A crash, a restart, a listing (see [`recovery`]).
+    Fault(recovery::FaultEv),
     Mark,
 }
 
@@ -182,17 +189,30 @@ struct Plane<'a> {
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
     /// The users' hang-ups, earliest first, each with its place among the events due
-    /// then ([`EventSet::take_seq`]) and its manager and core call: held outside the
-    /// event set, whose heap then holds only the next steps (tens of events) instead
-    /// of every established call's hang-up, and sifts through fewer levels per event.
+    /// then ([`EventSet::take_seq`]) and its manager's client (the manager and, with
+    /// crashes, its incarnation) and core call: held outside the event set, whose heap
+    /// then holds only the next steps (tens of events) instead of every established
+    /// call's hang-up, and sifts through fewer levels per event.
     hangups: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+    /// The crash faults' state, when the scenario has any (see [`recovery`]).
+    crash: Option<Box<recovery::CrashState>>,
 }
 
 impl ControlConfig {
     /// Runs one replication of the managers' plane.
     pub(super) fn run_managers(&self, rep: &Replication) -> Result<RepResult, SimError> {
         let (d, warmup) = lengths(rep)?;
-        drive(&mut Plane::new(self, rep)?, rep, d, warmup)
+        if !self.crashes.crashes.is_empty() && rep.batches > 1 {
+            return Err(model_err(
+                "crash faults are counted per replication: use replications, not batches",
+            ));
+        }
+        let mut plane = Plane::new(self, rep)?;
+        let mut result = drive(&mut plane, rep, d, warmup)?;
+        if plane.crash.is_some() {
+            result.metrics.extend(plane.crash_metrics());
+        }
+        Ok(result)
     }
 }
 
@@ -312,7 +332,7 @@ impl<'a> Plane<'a> {
             });
             index.insert(sc.name.clone(), i);
         }
-        Ok(Plane {
+        let mut plane = Plane {
             cfg,
             events: EventSet::new(),
             now: Instant::ZERO,
@@ -338,7 +358,10 @@ impl<'a> Plane<'a> {
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
             hangups: BinaryHeap::new(),
-        })
+            crash: None,
+        };
+        plane.arm_crashes(&rngs, &route);
+        Ok(plane)
     }
 
     /// A new measured period: counters to zero, busy times and cache counts noted.
@@ -361,7 +384,11 @@ impl<'a> Plane<'a> {
     /// The core's probes now: the first cache's `N_v` (the source switch's output port,
     /// in name order) and the messages sent (see [`probes`]).
     fn nv_time(&self) -> probes::Mark {
-        probes::Mark::of(&self.mgrs[0].core)
+        let mark = probes::Mark::of(&self.mgrs[0].core);
+        match &self.crash {
+            None => mark,
+            Some(st) => mark.plus(st.retired_probes()),
+        }
     }
 
     /// Every manager's busy time, summed.
@@ -373,7 +400,8 @@ impl<'a> Plane<'a> {
 
     /// Every manager's VCI cache hits and misses, summed.
     fn cache_counts(&self) -> (u64, u64) {
-        self.mgrs.iter().fold((0, 0), |(h, m), g| {
+        let retired = self.crash.as_ref().map_or((0, 0), |st| st.retired_cache());
+        self.mgrs.iter().fold(retired, |(h, m), g| {
             let (a, b) = g.core.cache_counts();
             (h + a, m + b)
         })
@@ -417,6 +445,14 @@ impl<'a> Plane<'a> {
     }
 
     fn handle(&mut self, ev: Ev) {
+        let ev = if self.crash.is_some() {
+            match self.fence(ev) {
+                Some(ev) => ev,
+                None => return,
+            }
+        } else {
+            ev
+        };
         match ev {
             Ev::Arrival if self.arrivals_stopped => {}
             Ev::Arrival => self.arrival(),
@@ -442,7 +478,9 @@ impl<'a> Plane<'a> {
             Ev::Hangup(m, id) => {
                 // The user's DeleteConnection reaches the manager.
                 let at = self.now + self.cfg.costs.client_latency();
-                self.events.schedule(at, Ev::AtManager(m, Work::Delete(id)));
+                let to = self.client(m);
+                self.events
+                    .schedule(at, Ev::AtManager(to, Work::Delete(id)));
             }
             Ev::Timer(m) => {
                 if !self.mgrs[m].timeout_queued {
@@ -451,6 +489,7 @@ impl<'a> Plane<'a> {
                 }
             }
             Ev::Woken(who) => self.woken(who),
+            Ev::Fault(f) => self.fault(f),
             Ev::Mark => {}
         }
     }
@@ -471,7 +510,7 @@ impl<'a> Plane<'a> {
         self.stats.calls.invocations += 1;
         // The AddConnection crosses the wire to its manager (dealt in turn).
         let at = self.now + cfg.costs.client_latency();
-        let m = u % self.mgrs.len();
+        let m = self.client(u % self.mgrs.len());
         self.events.schedule(at, Ev::AtManager(m, Work::Setup(u)));
         let gap = exp1(&mut self.rng) / cfg.arrival_rate;
         let next = self.now + Duration::from_secs_f64(gap);
@@ -644,13 +683,14 @@ impl<'a> Plane<'a> {
                 if !c.links {
                     work += unmarshal(replies.len()) + self.oneway();
                 }
+                let client = self.client(m);
                 for (req, r) in replies {
                     self.mgrs[m].core.handle_reply(now, req, r);
                     if !self.answers_kept {
                         if self.mgrs[m].core.stats().retries == 0 {
                             // Answered, and no request was ever sent twice: nothing will
                             // ask the switch for this answer again.
-                            self.switches[s].answered.remove(&request_key(m, req));
+                            self.switches[s].answered.remove(&request_key(client, req));
                         } else {
                             self.keep_answers();
                         }
@@ -660,6 +700,10 @@ impl<'a> Plane<'a> {
             Work::Timeout => {
                 self.mgrs[m].timeout_queued = false;
                 self.mgrs[m].core.handle_timeout(now);
+            }
+            Work::Listed(s, listing) => {
+                work += unmarshal(listing.len());
+                self.listed(m, s, &listing);
             }
         }
         while let Some(t) = self.mgrs[m].core.poll_transmit(now) {
@@ -785,6 +829,7 @@ impl<'a> Plane<'a> {
         let outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
         self.release_cpu();
         let c = &self.cfg.costs;
+        let to = self.client(m);
         for o in outputs {
             match o {
                 Output::Transmit(s, commands) if c.links => {
@@ -792,13 +837,13 @@ impl<'a> Plane<'a> {
                 }
                 Output::Transmit(s, commands) => {
                     if let Some(at) = self.wire(c.latency) {
-                        self.events.schedule(at, Ev::AtSwitch(s, m, commands));
+                        self.events.schedule(at, Ev::AtSwitch(s, to, commands));
                     }
                 }
                 Output::Resolve(u, answers, wait, route) => {
                     let at = self.now + wait;
                     self.events
-                        .schedule(at, Ev::AtManager(m, Work::Resolved(u, answers, route)));
+                        .schedule(at, Ev::AtManager(to, Work::Resolved(u, answers, route)));
                 }
                 Output::Event(e) => self.call_event(m, e),
             }
@@ -808,6 +853,9 @@ impl<'a> Plane<'a> {
     }
 
     fn call_event(&mut self, m: usize, e: CallEvent) {
+        if self.crash.is_some() {
+            self.journal(m, &e);
+        }
         let c = &self.cfg.costs;
         match e {
             CallEvent::Established { call, .. } => {
@@ -825,8 +873,9 @@ impl<'a> Plane<'a> {
                 self.decided(u, Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
+                let by = self.client(m);
                 let seq = self.events.take_seq();
-                self.hangups.push(Reverse((heard + hold, seq, m, call)));
+                self.hangups.push(Reverse((heard + hold, seq, by, call)));
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -955,64 +1004,6 @@ impl<'a> Plane<'a> {
                 sw.forget_answers(at);
             }
         }
-    }
-
-    /// The manager's link to switch `s` takes its next job: marshalling a message out or
-    /// unmarshalling an answer in, `per_message` plus `per_command` for each command.
-    fn serve_link(&mut self, m: usize, s: usize) {
-        let link = &self.mgrs[m].links[s];
-        if link.waking || link.job.is_some() || link.queue.is_empty() || !self.take_cpu() {
-            return;
-        }
-        let Some((job, cold)) = self.mgrs[m].links[s].queue.pop_front() else {
-            return;
-        };
-        let c = &self.cfg.costs;
-        let k = match &job {
-            LinkJob::Out(cmds) => cmds.len(),
-            LinkJob::In(answers) => answers.len(),
-        };
-        // The link's own thread: not the manager's utilisation.
-        let per_message = if cold || !c.coalesce {
-            c.per_message
-        } else {
-            Duration::ZERO
-        };
-        let work = per_message + times(c.per_command, k as u64) + self.oneway();
-        let work = work + self.stall();
-        self.mgrs[m].links[s].job = Some(job);
-        self.events.schedule(self.now + work, Ev::LinkDone(m, s));
-    }
-
-    /// A job for the link to switch `s`, noting whether it found the link idle.
-    fn push_link(&mut self, m: usize, s: usize, job: LinkJob) {
-        let awake = self.pool_awake();
-        let link = &mut self.mgrs[m].links[s];
-        let idle = link.job.is_none() && link.queue.is_empty();
-        let wake = idle && !link.waking;
-        link.queue.push_back((job, idle && !awake));
-        if wake && self.wake(Sleeper::Link(m, s)) {
-            self.mgrs[m].links[s].waking = true;
-        } else {
-            self.serve_link(m, s);
-        }
-    }
-
-    fn link_done(&mut self, m: usize, s: usize) {
-        self.release_cpu();
-        match self.mgrs[m].links[s].job.take() {
-            Some(LinkJob::Out(commands)) => {
-                if let Some(at) = self.wire(self.cfg.costs.latency) {
-                    self.events.schedule(at, Ev::AtSwitch(s, m, commands));
-                }
-            }
-            Some(LinkJob::In(answers)) => {
-                self.give_manager(m, Work::Replies(s, answers));
-            }
-            None => {}
-        }
-        self.serve_link(m, s);
-        self.serve_others();
     }
 
     /// A work period's stall, if the profile has them.

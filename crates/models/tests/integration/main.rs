@@ -2,4 +2,5 @@
 //! scenario handling. One test binary for the crate.
 
 mod access_model;
+mod control_crash;
 mod queue_theory;

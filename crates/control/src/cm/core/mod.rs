@@ -72,6 +72,7 @@ use super::dimension::NvProbe;
 pub use super::tree::HopSpec;
 use super::tree::{Graft, Tree};
 
+pub mod audit;
 mod change;
 mod recovery;
 mod release;
