@@ -28,7 +28,7 @@ use atmlab_core::ids::VcId;
 use atmlab_core::time::Duration;
 use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
 use atmlab_core::units::CellRate;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::ControlError;
 use crate::cm::core::{CallView, HopSpec};
@@ -391,6 +391,10 @@ impl CmJournal {
                  setup_ps INTEGER NOT NULL,
                  tag TEXT NOT NULL,
                  bounds TEXT
+             );
+             CREATE TABLE IF NOT EXISTS issued (
+                 one INTEGER PRIMARY KEY CHECK (one = 1),
+                 next INTEGER NOT NULL
              );",
         )
         .map_err(|e| named(&shown, jerr("creating its table", e)))?;
@@ -427,6 +431,24 @@ impl CmJournal {
     pub fn load(&self) -> Result<Vec<JournaledCall>, ControlError> {
         self.load_rows()
             .and_then(|rows| rows.into_iter().map(Row::call).collect())
+            .map_err(|e| named(&self.path, e))
+    }
+
+    /// The least call id above every id this journal ever held (0 for a fresh one). A
+    /// restarted manager hands out ids from there: an id of a call released before the
+    /// restart, given to a new call, would let a DeleteConnection retried across the
+    /// restart (its answer lost with the old process) release someone else's call.
+    pub fn next_id(&self) -> Result<u64, ControlError> {
+        let next = match &self.store {
+            Store::Sqlite(db) => db
+                .query_row("SELECT next FROM issued WHERE one = 1", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .optional()
+                .map_err(|e| jerr("reading the ids issued", e)),
+            Store::Postgres(pg) => pg.next_id().map_err(|e| jerr("reading the ids issued", e)),
+        };
+        next.map(|n| n.map_or(0, |n| n.max(0) as u64))
             .map_err(|e| named(&self.path, e))
     }
 
@@ -531,6 +553,14 @@ fn sqlite_write(db: &mut Connection, rows: &[Row], gone: &[i64]) -> Result<(), C
             del.execute(params![*id])
                 .map_err(|e| jerr("forgetting a connection", e))?;
         }
+        if let Some(hi) = rows.iter().map(|r| r.id).max() {
+            tx.execute(
+                "INSERT INTO issued (one, next) VALUES (1, ?1)
+                 ON CONFLICT (one) DO UPDATE SET next = max(next, excluded.next)",
+                params![hi.saturating_add(1)],
+            )
+            .map_err(|e| jerr("writing the ids issued", e))?;
+        }
     }
     tx.commit().map_err(|e| jerr("committing", e))
 }
@@ -596,6 +626,10 @@ mod pg {
          CREATE TABLE IF NOT EXISTS leader (
              one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
              token BIGINT NOT NULL
+         );
+         CREATE TABLE IF NOT EXISTS issued (
+             one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+             next BIGINT NOT NULL
          );";
 
     impl PgStore {
@@ -648,6 +682,13 @@ mod pg {
                 .map_err(|_| "the journal's connection thread stopped".to_string())?;
             rx.recv()
                 .map_err(|_| "the journal's connection thread stopped".to_string())?
+        }
+
+        pub(super) fn next_id(&self) -> Result<Option<i64>, String> {
+            self.run(|c| {
+                Ok(c.query_opt("SELECT next FROM issued WHERE one", &[])?
+                    .map(|r| r.get(0)))
+            })
         }
 
         pub(super) fn load(&self) -> Result<Vec<Row>, String> {
@@ -727,6 +768,14 @@ mod pg {
                 }
                 if !gone.is_empty() {
                     tx.execute("DELETE FROM calls WHERE id = ANY($1)", &[&gone])?;
+                }
+                if let Some(hi) = rows.iter().map(|r| r.id).max() {
+                    tx.execute(
+                        "INSERT INTO issued (one, next) VALUES (TRUE, $1)
+                         ON CONFLICT (one) DO UPDATE SET
+                         next = GREATEST(issued.next, EXCLUDED.next)",
+                        &[&hi.saturating_add(1)],
+                    )?;
                 }
                 tx.commit()?;
                 Ok(Ok(()))

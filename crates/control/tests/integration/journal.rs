@@ -56,6 +56,7 @@ fn written_is_read_back_after_reopening(at: &JournalAt) {
     {
         let mut j = CmJournal::open_at(at).unwrap();
         assert_eq!(j.load().unwrap(), vec![], "a new journal is empty");
+        assert_eq!(j.next_id().unwrap(), 0, "and has issued no id");
         j.apply(&[call(1, 10.0), call(2, 10.0), call(3, 10.0)], &[])
             .unwrap();
         j.apply(&[call(3, 30.0)], &[2]).unwrap();
@@ -63,6 +64,8 @@ fn written_is_read_back_after_reopening(at: &JournalAt) {
     }
     let j = CmJournal::open_at(at).unwrap();
     assert_eq!(j.load().unwrap(), vec![call(3, 30.0)]);
+    // New ids start above every id it ever held, the forgotten 4's too.
+    assert_eq!(j.next_id().unwrap(), 5);
 }
 
 /// A row whose hops `damage` spoiled is an error naming the connection.
@@ -219,4 +222,61 @@ async fn a_deposed_manager_stops_without_touching_the_switches() {
     // The new leader's journal holds it, as written before the takeover.
     assert_eq!(theirs.load().unwrap().len(), 1);
     net.down().await;
+}
+
+/// A manager restarted on its journal hands out no id a call had before the restart,
+/// not even a released call's: a DeleteConnection retried across the restart (its answer
+/// lost with the old process) must not release a new call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_manager_gives_no_new_call_an_id_it_gave_before() {
+    use atmlab_control::cm::core::{CmConfig, CmKind};
+    use atmlab_control::cm::live::{self, LiveOptions, StaticRouter};
+    let dir = tempfile::tempdir().unwrap();
+    let (_net, clients) = crate::common::line3().await;
+    let opts = LiveOptions {
+        journal: Some(JournalAt::File(dir.path().join("cm.sqlite"))),
+        ..LiveOptions::default()
+    };
+    let start = || async {
+        let router = Box::new(StaticRouter::new().with("a", "b", crate::common::line_route()));
+        live::start_with(
+            CmConfig::new(CmKind::Xbind),
+            clients.clone(),
+            router,
+            opts.clone(),
+        )
+        .await
+        .unwrap()
+        .0
+    };
+    let traffic = TrafficDescriptor::cbr(CellRate(10.0));
+    let cm = start().await;
+    let kept = cm
+        .add("a", "b", traffic, 0.0, "kept")
+        .await
+        .unwrap()
+        .view
+        .id;
+    let gone = cm
+        .add("a", "b", traffic, 0.0, "gone")
+        .await
+        .unwrap()
+        .view
+        .id;
+    assert!(gone > kept);
+    cm.delete(gone).await.unwrap();
+    cm.shutdown().await;
+    let cm = start().await;
+    let new = cm.add("a", "b", traffic, 0.0, "new").await.unwrap().view.id;
+    assert!(
+        new > gone,
+        "the new call took id {new}; {gone} was released before the restart"
+    );
+    // The retried release of the old call finds nothing and leaves the new one up.
+    assert!(cm.delete(gone).await.is_err());
+    assert!(cm.get(new).await.is_some());
+    for id in [kept, new] {
+        cm.delete(id).await.unwrap();
+    }
+    cm.shutdown().await;
 }

@@ -272,6 +272,12 @@ impl CmCore {
         self.send(now, None, Purpose::Unreserve, sw, port, cmd);
     }
 
+    /// New calls get ids from `next` up, at least (a restarted manager: the ids a journal
+    /// ever held, released calls' included, are not handed out again).
+    pub fn skip_ids_below(&mut self, next: u64) {
+        self.next_call = self.next_call.max(next);
+    }
+
     /// Takes back an established call from a journal (a restarted manager): the call is
     /// held as if this manager had set it up, under the same id, and can be listed and
     /// deleted. Later calls get larger ids. Refused if the id is taken or the view has

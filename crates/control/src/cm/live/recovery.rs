@@ -40,6 +40,10 @@ pub async fn recover(
 ) -> Result<Recovered, CallError> {
     let owner = core.config().owner.clone();
     let now = LiveClock::start().now();
+    // New calls get ids above every id the journal held, not only above the calls it
+    // still holds (`CmJournal::next_id`).
+    let next = journal.next_id().map_err(|e| unavailable(e.to_string()))?;
+    core.skip_ids_below(next);
     let mut take_back = |c: &JournaledCall| core.adopt(now, &c.view).map_err(str::to_string);
     audit(&owner, journal, switches, strays, &mut take_back).await
 }
