@@ -718,6 +718,20 @@ pub async fn start_with(
     let lnc = Lnc::new(root, router, config, totals);
     let mut recovery = Vec::new();
     if let Some((path, journal)) = journal {
+        // New calls get ids above every id the journal held (`CmJournal::next_id`): a
+        // released call's id given to a new call would let a release retried across the
+        // restart take the new call down.
+        let next = match journal.next_id() {
+            Ok(n) => n,
+            Err(e) => {
+                stop_all(servers).await;
+                return Err(ControlError::Serve {
+                    what: "the TINA manager",
+                    reason: format!("journal {path}: {e}"),
+                });
+            }
+        };
+        lnc.driver.with(|m| m.core.skip_ids_below(next));
         // Each call taken back goes into the LNC and, segment by segment, into the
         // performers below it; nothing is invoked.
         let mut take_back = |c: &JournaledCall| -> Result<(), String> {

@@ -773,6 +773,15 @@ async fn a_restarted_tina_manager_takes_back_whole_calls_and_repairs_the_rest() 
             t.recovery,
             vec!["journal: 0 connections, 0 taken back, 0 rolled back"]
         );
+        // And gives no new call an id a call had before (a release retried across the
+        // restart must not take a new call down).
+        let new = t.lnc.add("a", "b", cell(10.0), "new").await.unwrap();
+        assert!(
+            calls.iter().all(|c| new.id > c.id),
+            "{mode:?}: the new call took id {}",
+            new.id
+        );
+        t.lnc.delete(new.id).await.unwrap();
         t.shutdown().await;
     }
     net.down().await;

@@ -41,6 +41,12 @@ impl LncCore {
         })
     }
 
+    /// New calls get ids from `next` up, at least (a restarted manager: the ids its
+    /// journal ever held are not handed out again).
+    pub fn skip_ids_below(&mut self, next: u64) {
+        self.next_call = self.next_call.max(next);
+    }
+
     /// Takes back call `view.id` from `source` with `contract`, as the switches hold it:
     /// its tree rebuilt as its setup grew it, each segment taken back below by `root`
     /// (which answers the root NML-CP's SNC id). Refused, nothing is kept here (what
