@@ -115,6 +115,10 @@ impl CmHandle {
         use std::sync::atomic::Ordering::Relaxed;
         if self.gate.shut.load(Relaxed) {
             self.gate.refused.fetch_add(1, Relaxed);
+            // A refusal that needed no await would let a caller retrying at once spin
+            // on a runtime thread and starve the manager's task, which alone opens the
+            // gate: give way first.
+            tokio::task::yield_now().await;
             return Err(CallError {
                 kind: atmlab_fabric::error::ErrorKind::ResourceExhausted,
                 message: "the connection manager is overloaded (at its bound of calls being \
