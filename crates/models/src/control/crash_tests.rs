@@ -10,6 +10,7 @@ use atmlab_sim::scenario::{Params, RunLength, Warmup};
 
 use super::ControlConfig;
 use super::crash::{Node, When};
+use super::tests::metric;
 
 fn config(params: &str) -> ControlConfig {
     let line3 = format!("{}/../../topologies/line3.toml", env!("CARGO_MANIFEST_DIR"));
@@ -31,13 +32,6 @@ fn run(c: &ControlConfig, seconds: u64, replication: u32) -> Vec<(&'static str, 
     })
     .expect("the run completes")
     .metrics
-}
-
-fn metric(m: &[(&'static str, f64)], name: &str) -> f64 {
-    m.iter()
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| *v)
-        .unwrap_or_else(|| panic!("no {name} in {m:?}"))
 }
 
 const PLANE: &str = r#"

@@ -35,11 +35,12 @@ fn run(c: &ControlConfig, seconds: u64, warmup: u64, replication: u32) -> Vec<(&
     .metrics
 }
 
-fn metric(m: &[(&'static str, f64)], name: &str) -> f64 {
+/// The metric `name` of a replication's metrics (shared with the crash tests).
+pub(super) fn metric(m: &[(&'static str, f64)], name: &str) -> f64 {
     m.iter()
         .find(|(k, _)| *k == name)
         .map(|(_, v)| *v)
-        .expect(name)
+        .unwrap_or_else(|| panic!("no {name} in {m:?}"))
 }
 
 /// The switches admit 12 calls per port (1,250 cells/s of 100 cells/s calls), every call
