@@ -163,6 +163,13 @@ pub struct RouteObject {
     /// Each switch's links out, as (peer, output port, edge) in the graph's order: read
     /// for every switch the search reaches.
     adj: Vec<Vec<(NodeIndex, u16, EdgeIndex)>>,
+    /// Each switch's links in, as the peers they come from: the searches backwards.
+    radj: Vec<Vec<NodeIndex>>,
+    /// Per destination switch, every switch's hop count to it over the links (bandwidth
+    /// aside; `u16::MAX`: none), computed the first time a route ends there and kept
+    /// until the view is replaced. It confines the search to the links that lie on a
+    /// fewest-hop path ([`RouteObject::best_path`]).
+    hops_to: Vec<std::sync::OnceLock<Box<[u16]>>>,
 }
 
 impl RouteObject {
@@ -282,12 +289,23 @@ impl RouteObject {
                     .collect()
             })
             .collect();
+        let mut radj: Vec<Vec<NodeIndex>> = vec![Vec::new(); graph.node_count()];
+        for u in graph.node_indices() {
+            for e in graph.edges(u) {
+                radj[e.target().index()].push(u);
+            }
+        }
+        let hops_to = (0..graph.node_count())
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
         RouteObject {
             graph,
             index,
             hosts,
             problems,
             adj,
+            radj,
+            hops_to,
         }
     }
 
@@ -491,6 +509,14 @@ impl RouteObject {
     /// of one length, so a path's key compares as its parent's place among them (its
     /// rank) and then its own last (switch, port). The same paths as comparing the
     /// copies, without copying a path for every edge tried.
+    ///
+    /// The search first follows only the links that bring it one hop closer to `to` (the
+    /// fewest-hop paths, bandwidth aside): when one of those paths has room, the widest
+    /// of them is the answer, and only the switches between the two ends are read
+    /// (a few on a large network, not all of them). The labels and ranks of those
+    /// switches are the ones the whole search gives them, as every path of the fewest
+    /// hops to a switch on the way runs through such links alone; the answer is the
+    /// same. When none has room, the whole search runs.
     fn best_path(
         &self,
         from: NodeIndex,
@@ -498,6 +524,56 @@ impl RouteObject {
         bandwidth: f64,
         banned_nodes: &[NodeIndex],
         banned_edges: &BTreeSet<EdgeIndex>,
+    ) -> Option<Path> {
+        if from != to {
+            let hops = self.hops_to(to);
+            if hops[from.index()] == u16::MAX {
+                return None; // no path at all, whatever has room
+            }
+            let shortest = self.search(from, to, bandwidth, banned_nodes, banned_edges, Some(hops));
+            if shortest.is_some() {
+                return shortest;
+            }
+        }
+        self.search(from, to, bandwidth, banned_nodes, banned_edges, None)
+    }
+
+    /// Every switch's hop count to `to` (see `hops_to`'s field), by a breadth-first
+    /// search backwards from it.
+    fn hops_to(&self, to: NodeIndex) -> &[u16] {
+        self.hops_to[to.index()].get_or_init(|| {
+            let mut hops = vec![u16::MAX; self.radj.len()];
+            hops[to.index()] = 0;
+            let mut frontier = vec![to];
+            let mut next = Vec::new();
+            let mut d = 0u16;
+            while !frontier.is_empty() {
+                d = d.saturating_add(1);
+                for &v in &frontier {
+                    for &u in &self.radj[v.index()] {
+                        if hops[u.index()] == u16::MAX {
+                            hops[u.index()] = d;
+                            next.push(u);
+                        }
+                    }
+                }
+                frontier.clear();
+                std::mem::swap(&mut frontier, &mut next);
+            }
+            hops.into_boxed_slice()
+        })
+    }
+
+    /// [`RouteObject::best_path`]'s breadth-first search, over every link or, with
+    /// `closer`, only over links to a switch one hop closer to `to`.
+    fn search(
+        &self,
+        from: NodeIndex,
+        to: NodeIndex,
+        bandwidth: f64,
+        banned_nodes: &[NodeIndex],
+        banned_edges: &BTreeSet<EdgeIndex>,
+        closer: Option<&[u16]>,
     ) -> Option<Path> {
         if from == to {
             return Some(Path {
@@ -549,6 +625,7 @@ impl RouteObject {
                 for &(v, port, edge) in &self.adj[u.index()] {
                     if settled[v.index()]
                         || (!banned_edges.is_empty() && banned_edges.contains(&edge))
+                        || closer.is_some_and(|h| h[v.index()].wrapping_add(1) != h[u.index()])
                     {
                         continue;
                     }
