@@ -124,7 +124,8 @@ impl CmCore {
                 // Every output identifier the hop carried: xbind released with
                 // keep_reserved, so they are ours again (back to the cache); sequential
                 // released them to the pool.
-                let mut back = Vec::new();
+                let mut back: super::PerCall<(usize, u16, atmlab_core::ids::VcId)> =
+                    super::PerCall::new();
                 for j in call.hop_slots(hop) {
                     call.on_switch[j] = false;
                     if let Some(vc) = call.ids[j].take()
