@@ -78,11 +78,11 @@ impl Net {
         let mut sent = 0;
         while let Some(t) = core.poll_transmit(self.now) {
             sent += 1;
-            *self.messages.entry(t.switch.clone()).or_default() += 1;
-            if self.dead.contains(&t.switch) {
+            *self.messages.entry(t.switch.to_string()).or_default() += 1;
+            if self.dead.contains(&*t.switch) {
                 continue;
             }
-            let sw = self.switches.get_mut(&t.switch).unwrap();
+            let sw = self.switches.get_mut(&*t.switch).unwrap();
             for (req, cmd) in t.commands {
                 if self.lose_request.remove(&req) {
                     continue;
@@ -92,7 +92,7 @@ impl Net {
                     .entry(req)
                     .or_insert_with(|| sw.apply(&cmd))
                     .clone();
-                if self.lose_reply.remove(&req) || self.mute.contains(&t.switch) {
+                if self.lose_reply.remove(&req) || self.mute.contains(&*t.switch) {
                     continue;
                 }
                 replies.push((req, r));

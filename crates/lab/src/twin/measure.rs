@@ -522,7 +522,7 @@ fn manager_core_step(lab: &Lab) -> Result<f64, LabError> {
                 let mut next = Vec::new();
                 for t in std::mem::take(&mut out) {
                     let sw = switches
-                        .get_mut(&t.switch)
+                        .get_mut(&*t.switch)
                         .ok_or_else(|| probe(format!("no switch {}", t.switch)))?;
                     let mut answers: Vec<_> =
                         t.commands.iter().map(|(r, c)| (*r, sw.apply(c))).collect();

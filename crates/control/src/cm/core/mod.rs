@@ -247,8 +247,9 @@ pub enum CallEvent {
 /// A batch of commands for one switch: one remote invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transmit {
-    /// The switch's name.
-    pub switch: String,
+    /// The switch's name (shared with the manager's own list: a message's name is a
+    /// count, not an allocation).
+    pub switch: std::sync::Arc<str>,
     /// The switch's index among the switches this manager knows, in the order it met
     /// them (a shell that numbers the switches can map it once instead of looking the
     /// name up per message).
@@ -542,7 +543,7 @@ pub struct CmCore {
     /// `config.owner`, shared by every command that carries it.
     owner: std::sync::Arc<str>,
     switch_index: FxHashMap<String, usize>,
-    switches: Vec<String>,
+    switches: Vec<std::sync::Arc<str>>,
     aggregators: Vec<MessageAggregator>,
     caches: FxHashMap<(usize, u16), VciCache>,
     calls: FxHashMap<u64, Call>,
@@ -687,7 +688,7 @@ impl CmCore {
         let mut v: Vec<(String, u16, usize)> = self
             .caches
             .iter()
-            .map(|(&(s, p), c)| (self.switches[s].clone(), p, c.len()))
+            .map(|(&(s, p), c)| (self.switches[s].to_string(), p, c.len()))
             .collect();
         v.sort();
         v
@@ -700,7 +701,7 @@ impl CmCore {
             .caches
             .iter()
             .filter(|(_, c)| c.nv.arrivals() > 0)
-            .map(|(&(s, p), c)| (self.switches[s].clone(), p, c.nv.clone()))
+            .map(|(&(s, p), c)| (self.switches[s].to_string(), p, c.nv.clone()))
             .collect();
         v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         v
@@ -732,7 +733,7 @@ impl CmCore {
     /// [`CmCore::switch`] on the fields it needs, so a caller may hold a call meanwhile.
     fn switch_in(
         switch_index: &mut FxHashMap<String, usize>,
-        switches: &mut Vec<String>,
+        switches: &mut Vec<std::sync::Arc<str>>,
         aggregators: &mut Vec<MessageAggregator>,
         config: &CmConfig,
         name: &str,
@@ -741,7 +742,7 @@ impl CmCore {
             return i;
         }
         let i = switches.len();
-        switches.push(name.to_string());
+        switches.push(name.into());
         switch_index.insert(name.to_string(), i);
         aggregators.push(MessageAggregator::new(
             config.threshold,

@@ -377,7 +377,7 @@ impl Shell {
 
     fn transmit(&mut self, now: Instant) {
         while let Some(t) = self.core.poll_transmit(now) {
-            match self.links.get(&t.switch) {
+            match self.links.get(&*t.switch) {
                 Some(link) => {
                     let _ = link.send(t.commands);
                 }

@@ -106,10 +106,10 @@ fn reconcile_completes_a_commit_whose_answer_died_with_the_switch_and_releases_s
     let id = core.add(net.now, call(100.0));
     let mut lost = None;
     while let Some(t) = core.poll_transmit(net.now) {
-        let sw = net.switches.get_mut(&t.switch).unwrap();
+        let sw = net.switches.get_mut(&*t.switch).unwrap();
         for (req, cmd) in t.commands {
             let r = sw.apply(&cmd);
-            if t.switch == "s2" {
+            if &*t.switch == "s2" {
                 lost = Some(req);
             } else {
                 core.handle_reply(net.now, req, r);
