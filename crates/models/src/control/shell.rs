@@ -66,8 +66,9 @@ enum Work {
     Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
     /// The core's timer fired.
     Timeout,
-    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]).
-    Listed(usize, recovery::Listing),
+    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]); boxed, as
+    /// the route is, so that the common work (and every event) stays small.
+    Listed(usize, Box<recovery::Listing>),
 }
 
 /// What leaves when a manager thread finishes.
@@ -133,6 +134,9 @@ struct Mgr {
     core: CmCore,
     router: CachedRouter,
     server: Server<Work, Vec<Output>>,
+    /// Emptied output lists of finished steps, for the next steps to fill (a step
+    /// otherwise allocates one and its end frees it).
+    spare: Vec<Vec<Output>>,
     /// Its links, one per switch, when the profile has `links`.
     links: Vec<Link>,
     /// The core's switch numbers (`Transmit::switch_index`) to ours, learnt once each.
@@ -188,6 +192,9 @@ struct Plane<'a> {
     stall_rng: SimRng,
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
+    /// Emptied lists of a switch's answers, for the switches' next answers (each
+    /// message's would otherwise be allocated by its switch and freed by its manager).
+    spare_answers: Vec<Answers>,
     /// The users' hang-ups, earliest first, each with its place among the events due
     /// then ([`EventSet::take_seq`]) and its manager's client (the manager and, with
     /// crashes, its incarnation) and core call: held outside the event set, whose heap
@@ -306,6 +313,7 @@ impl<'a> Plane<'a> {
                 core: CmCore::new(c).map_err(model_err)?,
                 router: CachedRouter::new(Arc::clone(&route), cfg.manager.route_ttl),
                 server: Server::new(cfg.manager.threads as usize),
+                spare: Vec::new(),
                 links: (0..n).map(|_| Link::default()).collect(),
                 core_index: Vec::new(),
                 by_core: FxHashMap::default(),
@@ -357,6 +365,7 @@ impl<'a> Plane<'a> {
             fault_rng: rngs.stream(1),
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
+            spare_answers: Vec::new(),
             hangups: BinaryHeap::new(),
             crash: None,
         };
@@ -612,7 +621,7 @@ impl<'a> Plane<'a> {
         let c = &cfg.costs;
         let now = self.now;
         let mut work = c.manager_step;
-        let mut out = Vec::new();
+        let mut out = self.mgrs[m].spare.pop().unwrap_or_default();
         let unmarshal = |commands: usize| c.per_message + times(c.per_command, commands as u64);
         match w {
             Work::Setup(u) => {
@@ -679,12 +688,12 @@ impl<'a> Plane<'a> {
                 }
                 self.mgrs[m].core.delete(now, id);
             }
-            Work::Replies(s, replies) => {
+            Work::Replies(s, mut replies) => {
                 if !c.links {
                     work += unmarshal(replies.len()) + self.oneway();
                 }
                 let client = self.client(m);
-                for (req, r) in replies {
+                for (req, r) in replies.drain(..) {
                     self.mgrs[m].core.handle_reply(now, req, r);
                     if !self.answers_kept {
                         if self.mgrs[m].core.stats().retries == 0 {
@@ -696,6 +705,7 @@ impl<'a> Plane<'a> {
                         }
                     }
                 }
+                self.spare_answers.push(replies);
             }
             Work::Timeout => {
                 self.mgrs[m].timeout_queued = false;
@@ -790,47 +800,53 @@ impl<'a> Plane<'a> {
     /// The next event due by `end`: the event set's earliest, or a core's timer or a
     /// hang-up when it comes first (by time, then by when it was armed or scheduled).
     fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
-        // The managers' timers: the earliest, by time then by when it was armed.
-        let first = self
-            .mgrs
-            .iter()
-            .enumerate()
-            .filter_map(|(m, g)| g.timer.map(|(_, at, seq)| ((at, seq), m)))
-            .min();
-        let hangup = self
-            .hangups
-            .peek()
-            .map(|Reverse((at, seq, _, _))| (*at, *seq));
-        let set = self.events.peek_key();
-        let timer_first = first
-            .is_some_and(|(key, _)| set.is_none_or(|k| key < k) && hangup.is_none_or(|h| key < h));
-        if let Some(((at, _), m)) = first
-            && timer_first
-        {
-            if at > end {
-                return None;
+        // The earliest event held outside the set: a manager's timer (by time, then by
+        // when it was armed) or a hang-up, whichever comes first (`None` for a hang-up).
+        let mut outside: Option<((Instant, u64), Option<usize>)> = None;
+        for (m, g) in self.mgrs.iter().enumerate() {
+            if let Some((_, at, seq)) = g.timer
+                && outside.is_none_or(|(k, _)| (at, seq) < k)
+            {
+                outside = Some(((at, seq), Some(m)));
             }
-            self.mgrs[m].timer = None;
-            return Some((at, Ev::Timer(m)));
         }
-        if let Some(h) = hangup
-            && set.is_none_or(|k| h < k)
+        if let Some(Reverse((at, seq, _, _))) = self.hangups.peek()
+            && outside.is_none_or(|(k, _)| (*at, *seq) < k)
         {
-            if h.0 > end {
-                return None;
-            }
-            let Reverse((at, _, m, call)) = self.hangups.pop()?;
-            return Some((at, Ev::Hangup(m, call)));
+            outside = Some(((*at, *seq), None));
         }
-        self.events.pop_until(end)
+        // The set's next event, if it comes first and is due by `end`, in one look at its
+        // heap's top: before the outside one when that is due by `end` (and so everything
+        // before it is), else by `end` (nothing outside is due).
+        let bound = match outside {
+            Some((key, _)) if key.0 <= end => key,
+            _ => (end, u64::MAX),
+        };
+        if let Some(next) = self.events.pop_before(bound) {
+            return Some(next);
+        }
+        let ((at, _), which) = outside?;
+        if at > end {
+            return None;
+        }
+        match which {
+            Some(m) => {
+                self.mgrs[m].timer = None;
+                Some((at, Ev::Timer(m)))
+            }
+            None => {
+                let Reverse((at, _, m, call)) = self.hangups.pop()?;
+                Some((at, Ev::Hangup(m, call)))
+            }
+        }
     }
 
     fn manager_done(&mut self, m: usize, t: usize) {
-        let outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
+        let mut outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
         self.release_cpu();
         let c = &self.cfg.costs;
         let to = self.client(m);
-        for o in outputs {
+        for o in outputs.drain(..) {
             match o {
                 Output::Transmit(s, commands) if c.links => {
                     self.push_link(m, s, LinkJob::Out(commands));
@@ -848,6 +864,7 @@ impl<'a> Plane<'a> {
                 Output::Event(e) => self.call_event(m, e),
             }
         }
+        self.mgrs[m].spare.push(outputs);
         self.serve_manager(m);
         self.serve_others();
     }
@@ -923,13 +940,14 @@ impl<'a> Plane<'a> {
             }
             let kept = self.answers_kept;
             let stall = self.stall();
+            let mut replies = self.spare_answers.pop().unwrap_or_default();
             let sw = &mut self.switches[s];
             let Some((m, msg)) = sw.server.queue.pop_front() else {
                 return;
             };
             let cold = sw.cold.pop_front().unwrap_or(true);
             let k = msg.len() as u64;
-            let mut replies = Vec::with_capacity(msg.len());
+            replies.reserve(msg.len());
             for (req, cmd) in &msg {
                 let key = request_key(m, *req);
                 // Until answers are kept, no request reaches a switch twice (see

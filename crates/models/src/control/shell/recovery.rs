@@ -353,7 +353,7 @@ impl Plane<'_> {
                 let at = self.now + self.cfg.costs.latency;
                 let to = self.client(m);
                 self.events
-                    .schedule(at, Ev::AtManager(to, Work::Listed(s, listing)));
+                    .schedule(at, Ev::AtManager(to, Work::Listed(s, Box::new(listing))));
             }
             FaultEv::Sweep(m) => {
                 let Some(st) = self.crash.as_deref_mut() else {
