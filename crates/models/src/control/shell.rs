@@ -26,8 +26,7 @@ use atmlab_control::cm::routes::{CachedRouter, Router};
 use atmlab_control::route::RouteObject;
 use atmlab_core::time::{Duration, Instant};
 use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_fabric::FabricError;
-use atmlab_fabric::switch::{Command, Reply, Switch};
+use atmlab_fabric::switch::{Command, Switch};
 use atmlab_sim::SimError;
 use atmlab_sim::event_set::EventSet;
 use atmlab_sim::model::{RepResult, Replication};
@@ -39,7 +38,7 @@ use rand::Rng;
 use rustc_hash::FxHashMap;
 
 use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_err, times};
-use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
+use super::servers::{Answer, Answers, Given, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, METRICS, probes};
 
 mod links;
@@ -63,7 +62,7 @@ enum Work {
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
     /// Switch `s`'s answer message.
-    Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
+    Replies(usize, Answers),
     /// The core's timer fired.
     Timeout,
     /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]); boxed, as
@@ -333,6 +332,7 @@ impl<'a> Plane<'a> {
                 core,
                 server: Server::new(threads),
                 replies: (0..threads).map(|_| None).collect(),
+                given: Given::default(),
                 answered: FxHashMap::default(),
                 answered_order: VecDeque::new(),
                 cold: VecDeque::new(),
@@ -692,18 +692,22 @@ impl<'a> Plane<'a> {
                 if !c.links {
                     work += unmarshal(replies.len()) + self.oneway();
                 }
-                let client = self.client(m);
-                for (req, r) in replies.drain(..) {
-                    self.mgrs[m].core.handle_reply(now, req, r);
-                    if !self.answers_kept {
-                        if self.mgrs[m].core.stats().retries == 0 {
-                            // Answered, and no request was ever sent twice: nothing will
-                            // ask the switch for this answer again.
-                            self.switches[s].answered.remove(&request_key(client, req));
-                        } else {
-                            self.keep_answers();
-                        }
+                for (req, i) in replies.drain(..) {
+                    if !self.answers_kept && self.mgrs[m].core.stats().retries > 0 {
+                        // The first request sent twice: this answer and those after it
+                        // are still the switch's records when answers start to be kept.
+                        self.keep_answers();
                     }
+                    // Taken, it is no longer the switch's record: until a request is
+                    // sent twice, nothing will ask the switch for it again.
+                    let Some(a) = self.switches[s].given.take(i) else {
+                        continue;
+                    };
+                    let retries = self.mgrs[m].core.stats().retries;
+                    self.mgrs[m].core.handle_reply(now, req, a.reply);
+                    // Requests are sent again only on a time-out, so the look before
+                    // each answer is as good as one after the last (as it was).
+                    debug_assert_eq!(retries, self.mgrs[m].core.stats().retries);
                 }
                 self.spare_answers.push(replies);
             }
@@ -953,18 +957,26 @@ impl<'a> Plane<'a> {
                 // Until answers are kept, no request reaches a switch twice (see
                 // `answers_kept`): nothing to look up.
                 let given = if kept { sw.answered.get(&key) } else { None };
-                let r = match given {
+                let reply = match given {
                     Some((_, r)) => r.clone(),
                     None => {
                         let r = sw.core.apply(cmd);
-                        sw.answered.insert(key, (now, r.clone()));
                         if kept {
+                            sw.answered.insert(key, (now, r.clone()));
                             sw.answered_order.push_back((now, key));
                         }
                         r
                     }
                 };
-                replies.push((*req, r));
+                // Until answers are kept, the answer on its way is the record.
+                let i = sw.given.put(Answer {
+                    at: now,
+                    key,
+                    reply,
+                    recorded: !kept,
+                    sent: true,
+                });
+                replies.push((*req, i));
             }
             // Answers are kept as long as the manager may re-send (its retries).
             sw.forget_answers(now);
@@ -989,15 +1001,18 @@ impl<'a> Plane<'a> {
         let sw = &mut self.switches[s];
         sw.server.threads[t] = None;
         self.release_cpu();
-        if let Some((m, replies)) = self.switches[s].replies[t].take()
-            && let Some(at) = self.wire(self.cfg.costs.latency)
-        {
-            let ev = if self.cfg.costs.links {
-                Ev::AtLink(m, s, replies)
-            } else {
-                Ev::AtManager(m, Work::Replies(s, replies))
-            };
-            self.events.schedule(at, ev);
+        if let Some((m, replies)) = self.switches[s].replies[t].take() {
+            match self.wire(self.cfg.costs.latency) {
+                Some(at) => {
+                    let ev = if self.cfg.costs.links {
+                        Ev::AtLink(m, s, replies)
+                    } else {
+                        Ev::AtManager(m, Work::Replies(s, replies))
+                    };
+                    self.events.schedule(at, ev);
+                }
+                None => self.switches[s].lost(&replies),
+            }
         }
         self.serve_switch(s);
         self.serve_others();
@@ -1007,20 +1022,11 @@ impl<'a> Plane<'a> {
     /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`](super::servers::ANSWER_KEEP), as the live
     /// server keeps it. The answers still held (those the manager has not yet had) are
     /// put in the order they were given, and those the live server would have forgotten
-    /// by now are forgotten.
+    /// by now are forgotten ([`SwitchServer::keep_answers`]).
     fn keep_answers(&mut self) {
         self.answers_kept = true;
         for sw in &mut self.switches {
-            let mut order: Vec<(Instant, u64)> = sw
-                .answered
-                .iter()
-                .map(|(&req, &(at, _))| (at, req))
-                .collect();
-            order.sort_unstable();
-            sw.answered_order = order.into();
-            if let Some(at) = sw.pruned_at {
-                sw.forget_answers(at);
-            }
+            sw.keep_answers();
         }
     }
 
