@@ -238,6 +238,18 @@ impl Driven for Plane<'_> {
         self.handle(ev);
         Some(false)
     }
+    fn advance_to_mark(&mut self, end: Instant) -> (u64, bool) {
+        let mut n = 0;
+        while let Some((t, ev)) = self.next_event(end) {
+            self.now = t;
+            n += 1;
+            if let Ev::Mark = ev {
+                return (n, true);
+            }
+            self.handle(ev);
+        }
+        (n, false)
+    }
     fn new_period(&mut self) {
         self.start_period();
     }
@@ -660,7 +672,7 @@ impl<'a> Plane<'a> {
                 }
                 let queries = u64::from(qos_remote) + u64::from(route_remote);
                 if queries == 0 {
-                    self.start_setup(m, u, route, now);
+                    self.start_setup(m, u, b, route, now);
                 } else {
                     // The remote queries' round trips: the manager marshals each request
                     // (and unmarshals each answer, when it comes back).
@@ -680,7 +692,8 @@ impl<'a> Plane<'a> {
             }
             Work::Resolved(u, answers, route) => {
                 work += times(c.per_message + c.per_command + self.oneway(), answers);
-                self.start_setup(m, u, *route, now);
+                let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
+                self.start_setup(m, u, b, *route, now);
             }
             Work::Delete(id) => {
                 if !c.colocated {
@@ -763,12 +776,18 @@ impl<'a> Plane<'a> {
         Some(s)
     }
 
-    /// The route is known: the core starts the setup, or the call is refused before any
-    /// switch is asked.
-    fn start_setup(&mut self, m: usize, u: usize, route: Result<Route, String>, now: Instant) {
+    /// The route to host `b` is known: the core starts the setup, or the call is refused
+    /// before any switch is asked.
+    fn start_setup(
+        &mut self,
+        m: usize,
+        u: usize,
+        b: usize,
+        route: Result<Route, String>,
+        now: Instant,
+    ) {
         match route {
             Ok((hops, traffic, clr)) => {
-                let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
                 let dst = &self.cfg.hosts[b];
                 let req = SetupRequest {
                     routes: vec![(dst.clone(), hops)],
@@ -803,6 +822,7 @@ impl<'a> Plane<'a> {
 
     /// The next event due by `end`: the event set's earliest, or a core's timer or a
     /// hang-up when it comes first (by time, then by when it was armed or scheduled).
+    #[inline]
     fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
         // The earliest event held outside the set: a manager's timer (by time, then by
         // when it was armed) or a hang-up, whichever comes first (`None` for a hang-up).
@@ -891,7 +911,8 @@ impl<'a> Plane<'a> {
                 let latency = (heard - user.arrived).as_secs_f64();
                 self.stats.calls.latency_sum += latency;
                 self.latency.record(latency);
-                self.decided(u, Outcome::Established);
+                // Already removed from the calls in progress.
+                self.count(Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
                 let by = self.client(m);
@@ -920,6 +941,10 @@ impl<'a> Plane<'a> {
 
     fn decided(&mut self, u: usize, outcome: Outcome) {
         self.calls.remove(&u);
+        self.count(outcome);
+    }
+
+    fn count(&mut self, outcome: Outcome) {
         match outcome {
             Outcome::Established => self.stats.calls.established += 1,
             Outcome::Blocked => self.stats.calls.blocked += 1,
