@@ -43,6 +43,7 @@ use super::{ControlConfig, METRICS, probes};
 
 mod links;
 mod recovery;
+mod switches;
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
@@ -116,6 +117,68 @@ struct UserCall {
     /// Source and destination, indices into the hosts.
     pair: (usize, usize),
     arrived: Instant,
+}
+
+/// A user's hang-up, held outside the event set: due at `at`, in its place among the
+/// events due then (`seq`, from [`EventSet::take_seq`]), for core call `call` of the
+/// manager's client `client`. Ordered by `(at, seq)` alone (the numbers are unique) as
+/// one 128-bit number: the heap of the established calls' hang-ups (a thousand and
+/// more) compares them at each of its levels.
+#[derive(Debug, Clone, Copy)]
+struct Hangup {
+    key: u128,
+    client: usize,
+    call: u64,
+}
+
+impl Hangup {
+    fn new(at: Instant, seq: u64, client: usize, call: u64) -> Self {
+        Hangup {
+            key: u128::from(at.as_picos()) << 64 | u128::from(seq),
+            client,
+            call,
+        }
+    }
+
+    /// When it is due and its place among the events due then.
+    fn when(&self) -> (Instant, u64) {
+        (
+            Instant::from_picos((self.key >> 64) as u64),
+            self.key as u64,
+        )
+    }
+}
+
+impl PartialEq for Hangup {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Hangup {}
+
+impl PartialOrd for Hangup {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+    fn lt(&self, other: &Self) -> bool {
+        self.key < other.key
+    }
+    fn le(&self, other: &Self) -> bool {
+        self.key <= other.key
+    }
+    fn gt(&self, other: &Self) -> bool {
+        self.key > other.key
+    }
+    fn ge(&self, other: &Self) -> bool {
+        self.key >= other.key
+    }
+}
+
+impl Ord for Hangup {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
 }
 
 /// The counters of one measured period.
@@ -199,7 +262,7 @@ struct Plane<'a> {
     /// crashes, its incarnation) and core call: held outside the event set, whose heap
     /// then holds only the next steps (tens of events) instead of every established
     /// call's hang-up, and sifts through fewer levels per event.
-    hangups: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+    hangups: BinaryHeap<Reverse<Hangup>>,
     /// The crash faults' state, when the scenario has any (see [`recovery`]).
     crash: Option<Box<recovery::CrashState>>,
 }
@@ -607,10 +670,18 @@ impl<'a> Plane<'a> {
         }
     }
 
+    /// Manager `m` starts its queued work on its idle threads. Inlined, so that the
+    /// common case after a step (nothing queued) costs a test rather than a call.
+    #[inline]
     fn serve_manager(&mut self, m: usize) {
-        if self.mgrs[m].server.waking {
+        let server = &self.mgrs[m].server;
+        if server.waking || server.queue.is_empty() {
             return;
         }
+        self.serve_manager_queue(m);
+    }
+
+    fn serve_manager_queue(&mut self, m: usize) {
         while let Some(t) = self.mgrs[m].server.idle_thread() {
             if self.mgrs[m].server.queue.is_empty() || !self.take_cpu() {
                 return;
@@ -834,10 +905,10 @@ impl<'a> Plane<'a> {
                 outside = Some(((at, seq), Some(m)));
             }
         }
-        if let Some(Reverse((at, seq, _, _))) = self.hangups.peek()
-            && outside.is_none_or(|(k, _)| (*at, *seq) < k)
+        if let Some(Reverse(h)) = self.hangups.peek()
+            && outside.is_none_or(|(k, _)| h.when() < k)
         {
-            outside = Some(((*at, *seq), None));
+            outside = Some((h.when(), None));
         }
         // The set's next event, if it comes first and is due by `end`, in one look at its
         // heap's top: before the outside one when that is due by `end` (and so everything
@@ -859,8 +930,8 @@ impl<'a> Plane<'a> {
                 Some((at, Ev::Timer(m)))
             }
             None => {
-                let Reverse((at, _, m, call)) = self.hangups.pop()?;
-                Some((at, Ev::Hangup(m, call)))
+                let Reverse(h) = self.hangups.pop()?;
+                Some((at, Ev::Hangup(h.client, h.call)))
             }
         }
     }
@@ -917,7 +988,8 @@ impl<'a> Plane<'a> {
                 self.stats.calls.invocations += 1;
                 let by = self.client(m);
                 let seq = self.events.take_seq();
-                self.hangups.push(Reverse((heard + hold, seq, by, call)));
+                self.hangups
+                    .push(Reverse(Hangup::new(heard + hold, seq, by, call)));
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -949,109 +1021,6 @@ impl<'a> Plane<'a> {
             Outcome::Established => self.stats.calls.established += 1,
             Outcome::Blocked => self.stats.calls.blocked += 1,
             Outcome::Failed => self.stats.calls.failed += 1,
-        }
-    }
-
-    fn serve_switch(&mut self, s: usize) {
-        if self.switches[s].server.waking {
-            return;
-        }
-        let cfg = self.cfg;
-        let c = &cfg.costs;
-        let now = self.now;
-        let oneway = self.oneway();
-        while let Some(t) = self.switches[s].server.idle_thread() {
-            if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
-                return;
-            }
-            if !self.answers_kept && self.mgrs.iter().any(|g| g.core.stats().retries > 0) {
-                self.keep_answers();
-            }
-            let kept = self.answers_kept;
-            let stall = self.stall();
-            let mut replies = self.spare_answers.pop().unwrap_or_default();
-            let sw = &mut self.switches[s];
-            let Some((m, msg)) = sw.server.queue.pop_front() else {
-                return;
-            };
-            let cold = sw.cold.pop_front().unwrap_or(true);
-            let k = msg.len() as u64;
-            replies.reserve(msg.len());
-            for (req, cmd) in &msg {
-                let key = request_key(m, *req);
-                // Until answers are kept, no request reaches a switch twice (see
-                // `answers_kept`): nothing to look up.
-                let given = if kept { sw.answered.get(&key) } else { None };
-                let reply = match given {
-                    Some((_, r)) => r.clone(),
-                    None => {
-                        let r = sw.core.apply(cmd);
-                        if kept {
-                            sw.answered.insert(key, (now, r.clone()));
-                            sw.answered_order.push_back((now, key));
-                        }
-                        r
-                    }
-                };
-                // Until answers are kept, the answer on its way is the record.
-                let i = sw.given.put(Answer {
-                    at: now,
-                    key,
-                    reply,
-                    recorded: !kept,
-                    sent: true,
-                });
-                replies.push((*req, i));
-            }
-            // Answers are kept as long as the manager may re-send (its retries).
-            sw.forget_answers(now);
-            // Receiving the message and sending the answers; a server that was busy
-            // when the message came reads it with others, no wakeup of its own.
-            let per_message = if cold || !c.coalesce {
-                c.per_message
-            } else {
-                Duration::ZERO
-            };
-            let work = times(per_message + times(c.per_command, k) + oneway, 2)
-                + times(c.switch_per_command, k)
-                + stall;
-            sw.server.threads[t] = Some(());
-            sw.replies[t] = Some((m, replies));
-            sw.server.busy += work;
-            self.events.schedule(now + work, Ev::SwitchDone(s, t));
-        }
-    }
-
-    fn switch_done(&mut self, s: usize, t: usize) {
-        let sw = &mut self.switches[s];
-        sw.server.threads[t] = None;
-        self.release_cpu();
-        if let Some((m, replies)) = self.switches[s].replies[t].take() {
-            match self.wire(self.cfg.costs.latency) {
-                Some(at) => {
-                    let ev = if self.cfg.costs.links {
-                        Ev::AtLink(m, s, replies)
-                    } else {
-                        Ev::AtManager(m, Work::Replies(s, replies))
-                    };
-                    self.events.schedule(at, ev);
-                }
-                None => self.switches[s].lost(&replies),
-            }
-        }
-        self.serve_switch(s);
-        self.serve_others();
-    }
-
-    /// The manager re-sent a request for the first time: from now on a switch may be
-    /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`](super::servers::ANSWER_KEEP), as the live
-    /// server keeps it. The answers still held (those the manager has not yet had) are
-    /// put in the order they were given, and those the live server would have forgotten
-    /// by now are forgotten ([`SwitchServer::keep_answers`]).
-    fn keep_answers(&mut self) {
-        self.answers_kept = true;
-        for sw in &mut self.switches {
-            sw.keep_answers();
         }
     }
 
@@ -1100,10 +1069,17 @@ impl<'a> Plane<'a> {
 
     /// With a shared pool, a processor just freed may start any server's waiting work:
     /// the manager first, then the links and the switches in order (deterministic).
+    /// Inlined, as a test: with no shared pool (the papers' testbeds) there is nothing to
+    /// do.
+    #[inline]
     fn serve_others(&mut self) {
         if self.cpu_free.is_none_or(|n| n == 0) {
             return;
         }
+        self.serve_all();
+    }
+
+    fn serve_all(&mut self) {
         for m in 0..self.mgrs.len() {
             self.serve_manager(m);
             for s in 0..self.mgrs[m].links.len() {
