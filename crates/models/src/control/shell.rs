@@ -257,6 +257,10 @@ struct Plane<'a> {
     /// Emptied lists of a switch's answers, for the switches' next answers (each
     /// message's would otherwise be allocated by its switch and freed by its manager).
     spare_answers: Vec<Answers>,
+    /// The earliest of the managers' timers (by when it fires, then by when it was
+    /// armed) and its manager, noted whenever a timer changes ([`Plane::set_timer`]):
+    /// the next event is found on every event, a timer changes once a step at most.
+    first_timer: Option<((Instant, u64), usize)>,
     /// The users' hang-ups, earliest first, each with its place among the events due
     /// then ([`EventSet::take_seq`]) and its manager's client (the manager and, with
     /// crashes, its incarnation) and core call: held outside the event set, whose heap
@@ -441,6 +445,7 @@ impl<'a> Plane<'a> {
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
             spare_answers: Vec::new(),
+            first_timer: None,
             hangups: BinaryHeap::new(),
             crash: None,
         };
@@ -886,9 +891,20 @@ impl<'a> Plane<'a> {
                 // Re-armed: as if the old timer event were cancelled and a new one
                 // scheduled now.
                 let timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
-                self.mgrs[m].timer = timer;
+                self.set_timer(m, timer);
             }
         }
+    }
+
+    /// Sets manager `m`'s timer and notes which timer is now the earliest.
+    pub(super) fn set_timer(&mut self, m: usize, timer: Option<(Instant, Instant, u64)>) {
+        self.mgrs[m].timer = timer;
+        self.first_timer = self
+            .mgrs
+            .iter()
+            .enumerate()
+            .filter_map(|(m, g)| g.timer.map(|(_, at, seq)| ((at, seq), m)))
+            .min();
     }
 
     /// The next event due by `end`: the event set's earliest, or a core's timer or a
@@ -897,14 +913,7 @@ impl<'a> Plane<'a> {
     fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
         // The earliest event held outside the set: a manager's timer (by time, then by
         // when it was armed) or a hang-up, whichever comes first (`None` for a hang-up).
-        let mut outside: Option<((Instant, u64), Option<usize>)> = None;
-        for (m, g) in self.mgrs.iter().enumerate() {
-            if let Some((_, at, seq)) = g.timer
-                && outside.is_none_or(|(k, _)| (at, seq) < k)
-            {
-                outside = Some(((at, seq), Some(m)));
-            }
-        }
+        let mut outside = self.first_timer.map(|(key, m)| (key, Some(m)));
         if let Some(Reverse(h)) = self.hangups.peek()
             && outside.is_none_or(|(k, _)| h.when() < k)
         {
@@ -926,7 +935,7 @@ impl<'a> Plane<'a> {
         }
         match which {
             Some(m) => {
-                self.mgrs[m].timer = None;
+                self.set_timer(m, None);
                 Some((at, Ev::Timer(m)))
             }
             None => {

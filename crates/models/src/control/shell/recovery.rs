@@ -489,8 +489,8 @@ impl Plane<'_> {
         g.by_core.clear();
         g.in_progress = 0;
         g.waiting_ops.clear();
-        g.timer = None;
         g.timeout_queued = false;
+        self.set_timer(m, None);
         // What it had queued at the switches dies with its connections to them.
         for sw in &mut self.switches {
             let mut kept = std::collections::VecDeque::new();
