@@ -704,6 +704,23 @@ mod tests {
     }
 
     #[test]
+    fn pop_before_pops_only_what_comes_before_the_bound() {
+        let mut s = EventSet::new();
+        s.schedule(t(5), "a");
+        let outside = (t(5), s.take_seq());
+        s.schedule(t(5), "b");
+        s.schedule(t(2), "x");
+        assert_eq!(s.pop_before(outside), Some((t(2), "x")));
+        // "a" was scheduled before the outside event's number was taken, "b" after.
+        assert_eq!(s.pop_before(outside), Some((t(5), "a")));
+        assert_eq!(s.pop_before(outside), None);
+        // A refusal takes nothing away.
+        assert_eq!(s.pop_until(t(4)), None);
+        assert_eq!(s.pop_until(t(5)), Some((t(5), "b")));
+        assert_eq!(s.pop_before((t(9), 0)), None);
+    }
+
+    #[test]
     fn time_then_fifo_order() {
         let mut s = EventSet::new();
         s.schedule(t(5), "c");

@@ -49,9 +49,9 @@ pub(super) struct Answer {
     /// Its request key (the manager's number and its request id).
     pub(super) key: u64,
     pub(super) reply: Result<Reply, FabricError>,
-    /// It is also the switch's record of the answer, for a repeated request: so until
-    /// answers are kept (see the shell's `Plane::answers_kept`), when the records are
-    /// moved to [`SwitchServer::answered`].
+    /// It is also the switch's record of the answer, for a repeated request: from when
+    /// it is given until answers are kept (see the shell's `Plane::answers_kept`; the
+    /// records move to [`SwitchServer::answered`] then) or the switch crashes.
     pub(super) recorded: bool,
     /// On its way to the manager (false: lost, and held only as the record).
     pub(super) sent: bool,
@@ -239,4 +239,34 @@ pub(super) struct Link {
     pub(super) job: Option<LinkJob>,
     /// Idle when a job came: it starts once awake (`wakeup` profiles).
     pub(super) waking: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atmlab_fabric::switch::Reply;
+
+    fn answer(key: u64) -> Answer {
+        Answer {
+            at: Instant::ZERO,
+            key,
+            reply: Ok(Reply::Released),
+            recorded: true,
+            sent: true,
+        }
+    }
+
+    #[test]
+    fn given_answers_are_taken_once_and_their_slots_reused() {
+        let mut g = Given::default();
+        let a = g.put(answer(1));
+        let b = g.put(answer(2));
+        assert_eq!(g.take(a).map(|x| x.key), Some(1));
+        assert!(g.take(a).is_none(), "taken once");
+        let c = g.put(answer(3));
+        assert_eq!(c, a, "the freed slot is reused");
+        let keys: Vec<u64> = g.iter_mut().map(|(_, x)| x.key).collect();
+        assert_eq!(keys, [3, 2]);
+        assert_eq!(g.take(b).map(|x| x.key), Some(2));
+    }
 }
