@@ -636,6 +636,7 @@ impl<'a> Plane<'a> {
 
     /// Work for the manager: it starts at once, or after `wakeup` if the manager was
     /// idle.
+    #[inline]
     fn give_manager(&mut self, m: usize, w: Work) {
         let server = &mut self.mgrs[m].server;
         let wake = server.idle() && !server.waking;
@@ -1103,6 +1104,7 @@ impl<'a> Plane<'a> {
     /// When a message between the manager and a switch arrives, `None` if it is lost
     /// (the faults of the scenario: the core's re-sends and the switches' answers to
     /// repeated requests recover, as they do live).
+    #[inline]
     fn wire(&mut self, latency: Duration) -> Option<Instant> {
         let f = self.cfg.faults;
         if f.loss > 0.0 && self.fault_rng.random::<f64>() < f.loss {
