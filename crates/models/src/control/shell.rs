@@ -44,6 +44,7 @@ use super::{ControlConfig, METRICS, probes};
 mod links;
 mod recovery;
 mod switches;
+mod users;
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
@@ -233,7 +234,7 @@ struct Plane<'a> {
     /// each server has its own.
     cpu_free: Option<usize>,
     index: FxHashMap<String, usize>,
-    calls: FxHashMap<usize, UserCall>,
+    calls: users::InProgress,
     next_call: usize,
     /// Whether the switches keep every answer [`ANSWER_KEEP`](super::servers::ANSWER_KEEP) (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
@@ -428,7 +429,7 @@ impl<'a> Plane<'a> {
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
-            calls: FxHashMap::default(),
+            calls: users::InProgress::default(),
             next_call: 0,
             answers_kept: false,
             stats: Stats {

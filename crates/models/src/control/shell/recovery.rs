@@ -461,8 +461,7 @@ impl Plane<'_> {
         let hung: Vec<u64> = st.hung[m].iter().copied().collect();
         st.retry_deletes[m].extend(hung);
         // The calls it was setting up fail (their users' AddConnection breaks off).
-        let mut setting_up: Vec<usize> =
-            self.calls.keys().copied().filter(|u| u % n == m).collect();
+        let mut setting_up: Vec<usize> = self.calls.keys().filter(|u| u % n == m).collect();
         setting_up.sort_unstable();
         st.lost += setting_up.len() as u64;
         for u in setting_up {
