@@ -603,15 +603,37 @@ impl<E> EventSet<E> {
     #[inline]
     pub fn pop_until(&mut self, end: Instant) -> Option<(Instant, E)> {
         let end = end.as_picos();
+        self.pop_if(|k| k.time <= end)
+    }
+
+    /// Removes and returns the earliest pending event if its key (time, sequence number)
+    /// is before `bound`: where the caller holds events outside the set (numbered by
+    /// [`EventSet::take_seq`]), the set's next event pops only if it comes before the
+    /// earliest of them, in one pass over the heap top where `peek_key` then `pop` would
+    /// make two. `None` when the set is empty or its earliest event is not before `bound`.
+    #[inline]
+    pub fn pop_before(&mut self, bound: (Instant, u64)) -> Option<(Instant, E)> {
+        let bound = Key {
+            time: bound.0.as_picos(),
+            seq: bound.1,
+            tag: 0,
+        };
+        self.pop_if(|k| k.before(&bound))
+    }
+
+    /// Removes and returns the earliest pending event if `due` says so of its key.
+    #[inline(always)]
+    fn pop_if(&mut self, due: impl Fn(&Key) -> bool) -> Option<(Instant, E)> {
         loop {
             let Some(k) = self.heap.peek() else {
                 cold_path();
                 return None;
             };
-            if k.time > end {
-                // Once per call of the run loop at most.
+            if !due(&k) {
+                // Once per call of the run loop at most, or per event held outside the
+                // set (`pop_before`).
                 cold_path();
-                // A stale key later than `end` may hide nothing earlier: the heap is ordered.
+                // A stale key not due may hide nothing earlier: the heap is ordered.
                 return None;
             }
             if k.lane() != NO_LANE {
@@ -679,6 +701,23 @@ mod tests {
             s.peek_key().is_some_and(|k| k > outside),
             "c skipped, d after"
         );
+    }
+
+    #[test]
+    fn pop_before_pops_only_what_comes_before_the_bound() {
+        let mut s = EventSet::new();
+        s.schedule(t(5), "a");
+        let outside = (t(5), s.take_seq());
+        s.schedule(t(5), "b");
+        s.schedule(t(2), "x");
+        assert_eq!(s.pop_before(outside), Some((t(2), "x")));
+        // "a" was scheduled before the outside event's number was taken, "b" after.
+        assert_eq!(s.pop_before(outside), Some((t(5), "a")));
+        assert_eq!(s.pop_before(outside), None);
+        // A refusal takes nothing away.
+        assert_eq!(s.pop_until(t(4)), None);
+        assert_eq!(s.pop_until(t(5)), Some((t(5), "b")));
+        assert_eq!(s.pop_before((t(9), 0)), None);
     }
 
     #[test]

@@ -26,8 +26,7 @@ use atmlab_control::cm::routes::{CachedRouter, Router};
 use atmlab_control::route::RouteObject;
 use atmlab_core::time::{Duration, Instant};
 use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_fabric::FabricError;
-use atmlab_fabric::switch::{Command, Reply, Switch};
+use atmlab_fabric::switch::{Command, Switch};
 use atmlab_sim::SimError;
 use atmlab_sim::event_set::EventSet;
 use atmlab_sim::model::{RepResult, Replication};
@@ -39,11 +38,13 @@ use rand::Rng;
 use rustc_hash::FxHashMap;
 
 use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_err, times};
-use super::servers::{Answers, Link, LinkJob, Server, SwitchServer};
+use super::servers::{Answer, Answers, Given, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, METRICS, probes};
 
 mod links;
 mod recovery;
+mod switches;
+mod users;
 
 /// A call's route and the contract the QoS mapper gave it (traffic, cell loss ratio).
 type Route = (
@@ -63,11 +64,12 @@ enum Work {
     /// A user's DeleteConnection for core call `id`.
     Delete(u64),
     /// Switch `s`'s answer message.
-    Replies(usize, Vec<(u64, Result<Reply, FabricError>)>),
+    Replies(usize, Answers),
     /// The core's timer fired.
     Timeout,
-    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]).
-    Listed(usize, recovery::Listing),
+    /// Switch `s`'s listing, for a reconcile or a sweep (see [`recovery`]); boxed, as
+    /// the route is, so that the common work (and every event) stays small.
+    Listed(usize, Box<recovery::Listing>),
 }
 
 /// What leaves when a manager thread finishes.
@@ -118,6 +120,68 @@ struct UserCall {
     arrived: Instant,
 }
 
+/// A user's hang-up, held outside the event set: due at `at`, in its place among the
+/// events due then (`seq`, from [`EventSet::take_seq`]), for core call `call` of the
+/// manager's client `client`. Ordered by `(at, seq)` alone (the numbers are unique) as
+/// one 128-bit number: the heap of the established calls' hang-ups (a thousand and
+/// more) compares them at each of its levels.
+#[derive(Debug, Clone, Copy)]
+struct Hangup {
+    key: u128,
+    client: usize,
+    call: u64,
+}
+
+impl Hangup {
+    fn new(at: Instant, seq: u64, client: usize, call: u64) -> Self {
+        Hangup {
+            key: u128::from(at.as_picos()) << 64 | u128::from(seq),
+            client,
+            call,
+        }
+    }
+
+    /// When it is due and its place among the events due then.
+    fn when(&self) -> (Instant, u64) {
+        (
+            Instant::from_picos((self.key >> 64) as u64),
+            self.key as u64,
+        )
+    }
+}
+
+impl PartialEq for Hangup {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Hangup {}
+
+impl PartialOrd for Hangup {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+    fn lt(&self, other: &Self) -> bool {
+        self.key < other.key
+    }
+    fn le(&self, other: &Self) -> bool {
+        self.key <= other.key
+    }
+    fn gt(&self, other: &Self) -> bool {
+        self.key > other.key
+    }
+    fn ge(&self, other: &Self) -> bool {
+        self.key >= other.key
+    }
+}
+
+impl Ord for Hangup {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
 /// The counters of one measured period.
 #[derive(Debug, Clone, Default)]
 struct Stats {
@@ -133,6 +197,9 @@ struct Mgr {
     core: CmCore,
     router: CachedRouter,
     server: Server<Work, Vec<Output>>,
+    /// Emptied output lists of finished steps, for the next steps to fill (a step
+    /// otherwise allocates one and its end frees it).
+    spare: Vec<Vec<Output>>,
     /// Its links, one per switch, when the profile has `links`.
     links: Vec<Link>,
     /// The core's switch numbers (`Transmit::switch_index`) to ours, learnt once each.
@@ -167,7 +234,7 @@ struct Plane<'a> {
     /// each server has its own.
     cpu_free: Option<usize>,
     index: FxHashMap<String, usize>,
-    calls: FxHashMap<usize, UserCall>,
+    calls: users::InProgress,
     next_call: usize,
     /// Whether the switches keep every answer [`ANSWER_KEEP`](super::servers::ANSWER_KEEP) (once the manager has
     /// re-sent a request), or forget it as soon as the manager has it: until a request
@@ -188,12 +255,19 @@ struct Plane<'a> {
     stall_rng: SimRng,
     /// No more calls arrive (draining at the end of a leak check).
     arrivals_stopped: bool,
+    /// Emptied lists of a switch's answers, for the switches' next answers (each
+    /// message's would otherwise be allocated by its switch and freed by its manager).
+    spare_answers: Vec<Answers>,
+    /// The earliest of the managers' timers (by when it fires, then by when it was
+    /// armed) and its manager, noted whenever a timer changes ([`Plane::set_timer`]):
+    /// the next event is found on every event, a timer changes once a step at most.
+    first_timer: Option<((Instant, u64), usize)>,
     /// The users' hang-ups, earliest first, each with its place among the events due
     /// then ([`EventSet::take_seq`]) and its manager's client (the manager and, with
     /// crashes, its incarnation) and core call: held outside the event set, whose heap
     /// then holds only the next steps (tens of events) instead of every established
     /// call's hang-up, and sifts through fewer levels per event.
-    hangups: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+    hangups: BinaryHeap<Reverse<Hangup>>,
     /// The crash faults' state, when the scenario has any (see [`recovery`]).
     crash: Option<Box<recovery::CrashState>>,
 }
@@ -231,6 +305,18 @@ impl Driven for Plane<'_> {
         }
         self.handle(ev);
         Some(false)
+    }
+    fn advance_to_mark(&mut self, end: Instant) -> (u64, bool) {
+        let mut n = 0;
+        while let Some((t, ev)) = self.next_event(end) {
+            self.now = t;
+            n += 1;
+            if let Ev::Mark = ev {
+                return (n, true);
+            }
+            self.handle(ev);
+        }
+        (n, false)
     }
     fn new_period(&mut self) {
         self.start_period();
@@ -306,6 +392,7 @@ impl<'a> Plane<'a> {
                 core: CmCore::new(c).map_err(model_err)?,
                 router: CachedRouter::new(Arc::clone(&route), cfg.manager.route_ttl),
                 server: Server::new(cfg.manager.threads as usize),
+                spare: Vec::new(),
                 links: (0..n).map(|_| Link::default()).collect(),
                 core_index: Vec::new(),
                 by_core: FxHashMap::default(),
@@ -325,6 +412,7 @@ impl<'a> Plane<'a> {
                 core,
                 server: Server::new(threads),
                 replies: (0..threads).map(|_| None).collect(),
+                given: Given::default(),
                 answered: FxHashMap::default(),
                 answered_order: VecDeque::new(),
                 cold: VecDeque::new(),
@@ -341,7 +429,7 @@ impl<'a> Plane<'a> {
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             switches,
             index,
-            calls: FxHashMap::default(),
+            calls: users::InProgress::default(),
             next_call: 0,
             answers_kept: false,
             stats: Stats {
@@ -357,6 +445,8 @@ impl<'a> Plane<'a> {
             fault_rng: rngs.stream(1),
             stall_rng: rngs.stream(2),
             arrivals_stopped: false,
+            spare_answers: Vec::new(),
+            first_timer: None,
             hangups: BinaryHeap::new(),
             crash: None,
         };
@@ -547,6 +637,7 @@ impl<'a> Plane<'a> {
 
     /// Work for the manager: it starts at once, or after `wakeup` if the manager was
     /// idle.
+    #[inline]
     fn give_manager(&mut self, m: usize, w: Work) {
         let server = &mut self.mgrs[m].server;
         let wake = server.idle() && !server.waking;
@@ -586,10 +677,18 @@ impl<'a> Plane<'a> {
         }
     }
 
+    /// Manager `m` starts its queued work on its idle threads. Inlined, so that the
+    /// common case after a step (nothing queued) costs a test rather than a call.
+    #[inline]
     fn serve_manager(&mut self, m: usize) {
-        if self.mgrs[m].server.waking {
+        let server = &self.mgrs[m].server;
+        if server.waking || server.queue.is_empty() {
             return;
         }
+        self.serve_manager_queue(m);
+    }
+
+    fn serve_manager_queue(&mut self, m: usize) {
         while let Some(t) = self.mgrs[m].server.idle_thread() {
             if self.mgrs[m].server.queue.is_empty() || !self.take_cpu() {
                 return;
@@ -612,7 +711,7 @@ impl<'a> Plane<'a> {
         let c = &cfg.costs;
         let now = self.now;
         let mut work = c.manager_step;
-        let mut out = Vec::new();
+        let mut out = self.mgrs[m].spare.pop().unwrap_or_default();
         let unmarshal = |commands: usize| c.per_message + times(c.per_command, commands as u64);
         match w {
             Work::Setup(u) => {
@@ -651,7 +750,7 @@ impl<'a> Plane<'a> {
                 }
                 let queries = u64::from(qos_remote) + u64::from(route_remote);
                 if queries == 0 {
-                    self.start_setup(m, u, route, now);
+                    self.start_setup(m, u, b, route, now);
                 } else {
                     // The remote queries' round trips: the manager marshals each request
                     // (and unmarshals each answer, when it comes back).
@@ -671,7 +770,8 @@ impl<'a> Plane<'a> {
             }
             Work::Resolved(u, answers, route) => {
                 work += times(c.per_message + c.per_command + self.oneway(), answers);
-                self.start_setup(m, u, *route, now);
+                let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
+                self.start_setup(m, u, b, *route, now);
             }
             Work::Delete(id) => {
                 if !c.colocated {
@@ -679,23 +779,28 @@ impl<'a> Plane<'a> {
                 }
                 self.mgrs[m].core.delete(now, id);
             }
-            Work::Replies(s, replies) => {
+            Work::Replies(s, mut replies) => {
                 if !c.links {
                     work += unmarshal(replies.len()) + self.oneway();
                 }
-                let client = self.client(m);
-                for (req, r) in replies {
-                    self.mgrs[m].core.handle_reply(now, req, r);
-                    if !self.answers_kept {
-                        if self.mgrs[m].core.stats().retries == 0 {
-                            // Answered, and no request was ever sent twice: nothing will
-                            // ask the switch for this answer again.
-                            self.switches[s].answered.remove(&request_key(client, req));
-                        } else {
-                            self.keep_answers();
-                        }
+                for (req, i) in replies.drain(..) {
+                    if !self.answers_kept && self.mgrs[m].core.stats().retries > 0 {
+                        // The first request sent twice: this answer and those after it
+                        // are still the switch's records when answers start to be kept.
+                        self.keep_answers();
                     }
+                    // Taken, it is no longer the switch's record: until a request is
+                    // sent twice, nothing will ask the switch for it again.
+                    let Some(a) = self.switches[s].given.take(i) else {
+                        continue;
+                    };
+                    let retries = self.mgrs[m].core.stats().retries;
+                    self.mgrs[m].core.handle_reply(now, req, a.reply);
+                    // Requests are sent again only on a time-out, so the look before
+                    // each answer is as good as one after the last (as it was).
+                    debug_assert_eq!(retries, self.mgrs[m].core.stats().retries);
                 }
+                self.spare_answers.push(replies);
             }
             Work::Timeout => {
                 self.mgrs[m].timeout_queued = false;
@@ -749,12 +854,18 @@ impl<'a> Plane<'a> {
         Some(s)
     }
 
-    /// The route is known: the core starts the setup, or the call is refused before any
-    /// switch is asked.
-    fn start_setup(&mut self, m: usize, u: usize, route: Result<Route, String>, now: Instant) {
+    /// The route to host `b` is known: the core starts the setup, or the call is refused
+    /// before any switch is asked.
+    fn start_setup(
+        &mut self,
+        m: usize,
+        u: usize,
+        b: usize,
+        route: Result<Route, String>,
+        now: Instant,
+    ) {
         match route {
             Ok((hops, traffic, clr)) => {
-                let b = self.calls.get(&u).map_or(0, |c| c.pair.1);
                 let dst = &self.cfg.hosts[b];
                 let req = SetupRequest {
                     routes: vec![(dst.clone(), hops)],
@@ -782,55 +893,66 @@ impl<'a> Plane<'a> {
                 // Re-armed: as if the old timer event were cancelled and a new one
                 // scheduled now.
                 let timer = want.map(|t| (t, t.max(self.now), self.events.take_seq()));
-                self.mgrs[m].timer = timer;
+                self.set_timer(m, timer);
             }
         }
     }
 
-    /// The next event due by `end`: the event set's earliest, or a core's timer or a
-    /// hang-up when it comes first (by time, then by when it was armed or scheduled).
-    fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
-        // The managers' timers: the earliest, by time then by when it was armed.
-        let first = self
+    /// Sets manager `m`'s timer and notes which timer is now the earliest.
+    pub(super) fn set_timer(&mut self, m: usize, timer: Option<(Instant, Instant, u64)>) {
+        self.mgrs[m].timer = timer;
+        self.first_timer = self
             .mgrs
             .iter()
             .enumerate()
             .filter_map(|(m, g)| g.timer.map(|(_, at, seq)| ((at, seq), m)))
             .min();
-        let hangup = self
-            .hangups
-            .peek()
-            .map(|Reverse((at, seq, _, _))| (*at, *seq));
-        let set = self.events.peek_key();
-        let timer_first = first
-            .is_some_and(|(key, _)| set.is_none_or(|k| key < k) && hangup.is_none_or(|h| key < h));
-        if let Some(((at, _), m)) = first
-            && timer_first
+    }
+
+    /// The next event due by `end`: the event set's earliest, or a core's timer or a
+    /// hang-up when it comes first (by time, then by when it was armed or scheduled).
+    #[inline]
+    fn next_event(&mut self, end: Instant) -> Option<(Instant, Ev)> {
+        // The earliest event held outside the set: a manager's timer (by time, then by
+        // when it was armed) or a hang-up, whichever comes first (`None` for a hang-up).
+        let mut outside = self.first_timer.map(|(key, m)| (key, Some(m)));
+        if let Some(Reverse(h)) = self.hangups.peek()
+            && outside.is_none_or(|(k, _)| h.when() < k)
         {
-            if at > end {
-                return None;
-            }
-            self.mgrs[m].timer = None;
-            return Some((at, Ev::Timer(m)));
+            outside = Some((h.when(), None));
         }
-        if let Some(h) = hangup
-            && set.is_none_or(|k| h < k)
-        {
-            if h.0 > end {
-                return None;
-            }
-            let Reverse((at, _, m, call)) = self.hangups.pop()?;
-            return Some((at, Ev::Hangup(m, call)));
+        // The set's next event, if it comes first and is due by `end`, in one look at its
+        // heap's top: before the outside one when that is due by `end` (and so everything
+        // before it is), else by `end` (nothing outside is due).
+        let bound = match outside {
+            Some((key, _)) if key.0 <= end => key,
+            _ => (end, u64::MAX),
+        };
+        if let Some(next) = self.events.pop_before(bound) {
+            return Some(next);
         }
-        self.events.pop_until(end)
+        let ((at, _), which) = outside?;
+        if at > end {
+            return None;
+        }
+        match which {
+            Some(m) => {
+                self.set_timer(m, None);
+                Some((at, Ev::Timer(m)))
+            }
+            None => {
+                let Reverse(h) = self.hangups.pop()?;
+                Some((at, Ev::Hangup(h.client, h.call)))
+            }
+        }
     }
 
     fn manager_done(&mut self, m: usize, t: usize) {
-        let outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
+        let mut outputs = self.mgrs[m].server.threads[t].take().unwrap_or_default();
         self.release_cpu();
         let c = &self.cfg.costs;
         let to = self.client(m);
-        for o in outputs {
+        for o in outputs.drain(..) {
             match o {
                 Output::Transmit(s, commands) if c.links => {
                     self.push_link(m, s, LinkJob::Out(commands));
@@ -848,6 +970,7 @@ impl<'a> Plane<'a> {
                 Output::Event(e) => self.call_event(m, e),
             }
         }
+        self.mgrs[m].spare.push(outputs);
         self.serve_manager(m);
         self.serve_others();
     }
@@ -870,12 +993,14 @@ impl<'a> Plane<'a> {
                 let latency = (heard - user.arrived).as_secs_f64();
                 self.stats.calls.latency_sum += latency;
                 self.latency.record(latency);
-                self.decided(u, Outcome::Established);
+                // Already removed from the calls in progress.
+                self.count(Outcome::Established);
                 let hold = draw_hold(self.cfg, &mut self.rng);
                 self.stats.calls.invocations += 1;
                 let by = self.client(m);
                 let seq = self.events.take_seq();
-                self.hangups.push(Reverse((heard + hold, seq, by, call)));
+                self.hangups
+                    .push(Reverse(Hangup::new(heard + hold, seq, by, call)));
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -899,110 +1024,14 @@ impl<'a> Plane<'a> {
 
     fn decided(&mut self, u: usize, outcome: Outcome) {
         self.calls.remove(&u);
+        self.count(outcome);
+    }
+
+    fn count(&mut self, outcome: Outcome) {
         match outcome {
             Outcome::Established => self.stats.calls.established += 1,
             Outcome::Blocked => self.stats.calls.blocked += 1,
             Outcome::Failed => self.stats.calls.failed += 1,
-        }
-    }
-
-    fn serve_switch(&mut self, s: usize) {
-        if self.switches[s].server.waking {
-            return;
-        }
-        let cfg = self.cfg;
-        let c = &cfg.costs;
-        let now = self.now;
-        let oneway = self.oneway();
-        while let Some(t) = self.switches[s].server.idle_thread() {
-            if self.switches[s].server.queue.is_empty() || !self.take_cpu() {
-                return;
-            }
-            if !self.answers_kept && self.mgrs.iter().any(|g| g.core.stats().retries > 0) {
-                self.keep_answers();
-            }
-            let kept = self.answers_kept;
-            let stall = self.stall();
-            let sw = &mut self.switches[s];
-            let Some((m, msg)) = sw.server.queue.pop_front() else {
-                return;
-            };
-            let cold = sw.cold.pop_front().unwrap_or(true);
-            let k = msg.len() as u64;
-            let mut replies = Vec::with_capacity(msg.len());
-            for (req, cmd) in &msg {
-                let key = request_key(m, *req);
-                // Until answers are kept, no request reaches a switch twice (see
-                // `answers_kept`): nothing to look up.
-                let given = if kept { sw.answered.get(&key) } else { None };
-                let r = match given {
-                    Some((_, r)) => r.clone(),
-                    None => {
-                        let r = sw.core.apply(cmd);
-                        sw.answered.insert(key, (now, r.clone()));
-                        if kept {
-                            sw.answered_order.push_back((now, key));
-                        }
-                        r
-                    }
-                };
-                replies.push((*req, r));
-            }
-            // Answers are kept as long as the manager may re-send (its retries).
-            sw.forget_answers(now);
-            // Receiving the message and sending the answers; a server that was busy
-            // when the message came reads it with others, no wakeup of its own.
-            let per_message = if cold || !c.coalesce {
-                c.per_message
-            } else {
-                Duration::ZERO
-            };
-            let work = times(per_message + times(c.per_command, k) + oneway, 2)
-                + times(c.switch_per_command, k)
-                + stall;
-            sw.server.threads[t] = Some(());
-            sw.replies[t] = Some((m, replies));
-            sw.server.busy += work;
-            self.events.schedule(now + work, Ev::SwitchDone(s, t));
-        }
-    }
-
-    fn switch_done(&mut self, s: usize, t: usize) {
-        let sw = &mut self.switches[s];
-        sw.server.threads[t] = None;
-        self.release_cpu();
-        if let Some((m, replies)) = self.switches[s].replies[t].take()
-            && let Some(at) = self.wire(self.cfg.costs.latency)
-        {
-            let ev = if self.cfg.costs.links {
-                Ev::AtLink(m, s, replies)
-            } else {
-                Ev::AtManager(m, Work::Replies(s, replies))
-            };
-            self.events.schedule(at, ev);
-        }
-        self.serve_switch(s);
-        self.serve_others();
-    }
-
-    /// The manager re-sent a request for the first time: from now on a switch may be
-    /// asked again for any answer it gave, so each is kept [`ANSWER_KEEP`](super::servers::ANSWER_KEEP), as the live
-    /// server keeps it. The answers still held (those the manager has not yet had) are
-    /// put in the order they were given, and those the live server would have forgotten
-    /// by now are forgotten.
-    fn keep_answers(&mut self) {
-        self.answers_kept = true;
-        for sw in &mut self.switches {
-            let mut order: Vec<(Instant, u64)> = sw
-                .answered
-                .iter()
-                .map(|(&req, &(at, _))| (at, req))
-                .collect();
-            order.sort_unstable();
-            sw.answered_order = order.into();
-            if let Some(at) = sw.pruned_at {
-                sw.forget_answers(at);
-            }
         }
     }
 
@@ -1051,10 +1080,17 @@ impl<'a> Plane<'a> {
 
     /// With a shared pool, a processor just freed may start any server's waiting work:
     /// the manager first, then the links and the switches in order (deterministic).
+    /// Inlined, as a test: with no shared pool (the papers' testbeds) there is nothing to
+    /// do.
+    #[inline]
     fn serve_others(&mut self) {
         if self.cpu_free.is_none_or(|n| n == 0) {
             return;
         }
+        self.serve_all();
+    }
+
+    fn serve_all(&mut self) {
         for m in 0..self.mgrs.len() {
             self.serve_manager(m);
             for s in 0..self.mgrs[m].links.len() {
@@ -1069,6 +1105,7 @@ impl<'a> Plane<'a> {
     /// When a message between the manager and a switch arrives, `None` if it is lost
     /// (the faults of the scenario: the core's re-sends and the switches' answers to
     /// repeated requests recover, as they do live).
+    #[inline]
     fn wire(&mut self, latency: Duration) -> Option<Instant> {
         let f = self.cfg.faults;
         if f.loss > 0.0 && self.fault_rng.random::<f64>() < f.loss {

@@ -47,7 +47,7 @@ use atmlab_fabric::switch::{Atomicity, Connection, Reservation, Switch};
 use atmlab_sim::rng::{RngFactory, SimRng, exp1};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Ev, Outcome, Plane, Sleeper, Work, probes};
+use super::{Ev, LinkJob, Outcome, Plane, Sleeper, Work, probes};
 use crate::control::crash::{Crash, Node, When};
 
 /// How long a manager whose restart found a switch down waits before trying again.
@@ -219,13 +219,18 @@ impl Plane<'_> {
                     Work::Delete(id) if current => {
                         st.retry_deletes[m].insert(id);
                     }
+                    Work::Replies(s, answers) => self.switches[s].lost(&answers),
                     _ => {}
                 }
                 None
             }
             Ev::AtLink(client, s, answers) => {
                 let (m, current) = st.who(client);
-                (current && !st.mgr_down[m]).then_some(Ev::AtLink(m, s, answers))
+                if current && !st.mgr_down[m] {
+                    return Some(Ev::AtLink(m, s, answers));
+                }
+                self.switches[s].lost(&answers);
+                None
             }
             Ev::LinkDone(client, s) => {
                 let (m, current) = st.who(client);
@@ -233,7 +238,9 @@ impl Plane<'_> {
                     return Some(Ev::LinkDone(m, s));
                 }
                 // The dead process's link job: its processor is free, its output lost.
-                self.mgrs[m].links[s].job = None;
+                if let Some(LinkJob::In(answers)) = self.mgrs[m].links[s].job.take() {
+                    self.switches[s].lost(&answers);
+                }
                 self.release_cpu();
                 if !self.crash.as_ref().is_some_and(|st| st.mgr_down[m]) {
                     self.serve_link(m, s);
@@ -353,7 +360,7 @@ impl Plane<'_> {
                 let at = self.now + self.cfg.costs.latency;
                 let to = self.client(m);
                 self.events
-                    .schedule(at, Ev::AtManager(to, Work::Listed(s, listing)));
+                    .schedule(at, Ev::AtManager(to, Work::Listed(s, Box::new(listing))));
             }
             FaultEv::Sweep(m) => {
                 let Some(st) = self.crash.as_deref_mut() else {
@@ -402,12 +409,7 @@ impl Plane<'_> {
         sw.server.queue.clear();
         sw.cold.clear();
         // The answers being given die with it; its threads free when their work ends.
-        for r in &mut sw.replies {
-            *r = None;
-        }
-        sw.answered.clear();
-        sw.answered_order.clear();
-        sw.pruned_at = None;
+        sw.crashed();
     }
 
     /// Switch server `s` is back: each manager's link finds it open again and lists its
@@ -459,28 +461,35 @@ impl Plane<'_> {
         let hung: Vec<u64> = st.hung[m].iter().copied().collect();
         st.retry_deletes[m].extend(hung);
         // The calls it was setting up fail (their users' AddConnection breaks off).
-        let mut setting_up: Vec<usize> =
-            self.calls.keys().copied().filter(|u| u % n == m).collect();
+        let mut setting_up: Vec<usize> = self.calls.keys().filter(|u| u % n == m).collect();
         setting_up.sort_unstable();
         st.lost += setting_up.len() as u64;
         for u in setting_up {
             self.decided(u, Outcome::Failed);
         }
         let g = &mut self.mgrs[m];
-        g.server.queue.clear();
+        for w in g.server.queue.drain(..) {
+            if let Work::Replies(s, answers) = w {
+                self.switches[s].lost(&answers);
+            }
+        }
         for t in g.server.threads.iter_mut().flatten() {
             // Its processor is held until the step's end; what it would emit is lost.
             t.clear();
         }
-        for link in &mut g.links {
+        for (s, link) in g.links.iter_mut().enumerate() {
             // A job in progress ends (fenced) and frees its processor.
-            link.queue.clear();
+            for (job, _) in link.queue.drain(..) {
+                if let LinkJob::In(answers) = job {
+                    self.switches[s].lost(&answers);
+                }
+            }
         }
         g.by_core.clear();
         g.in_progress = 0;
         g.waiting_ops.clear();
-        g.timer = None;
         g.timeout_queued = false;
+        self.set_timer(m, None);
         // What it had queued at the switches dies with its connections to them.
         for sw in &mut self.switches {
             let mut kept = std::collections::VecDeque::new();
