@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Do two atmlab binaries write the same simulation results? For a refactor that must not
-# change behaviour: runs `sim run` on every example and paper scenario and the rdma and
-# gateway reproductions with each binary, then compares every file byte for byte, except
+# change behaviour: runs `sim run` on every example and paper scenario (the simulated
+# control plane's too) and the rdma and gateway reproductions with each binary, then
+# compares every file byte for byte, except
 # what holds wall-clock time (run.json's timing fields, the reports' "Cost:" and "wall"
 # lines, the RDMA report's table of run times). Exits 1 on any other difference.
 #
@@ -22,7 +23,8 @@ trap 'rm -rf "$work"' EXIT
 
 run() {
   local bin=$1 out=$2
-  for f in scenarios/examples/*.toml scenarios/gateway/*.toml scenarios/rdma/*.toml; do
+  for f in scenarios/examples/*.toml scenarios/gateway/*.toml scenarios/rdma/*.toml \
+    scenarios/control/*.toml; do
     n=$(basename "$f" .toml)
     "$bin" sim run "$f" --out "$out/sim/$n" --threads 2 >/dev/null
   done
