@@ -299,6 +299,7 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         let dedup = self.dedup.clone();
         tokio::spawn(async move {
             let mut batch: Vec<pb::StreamRequest> = Vec::with_capacity(STREAM_BATCH);
+            let mut client: Arc<str> = Arc::from("");
             loop {
                 // Wait for one request, then take whatever else has already arrived.
                 match inbound.next().await {
@@ -318,13 +319,18 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 // A copy of a request already in this batch (a duplicated message) is
                 // answered with the first copy's result, not run again: the memory of
                 // answers only covers requests of earlier batches.
-                let mut first_in_batch: HashMap<(Arc<str>, u64), usize> = HashMap::new();
+                let mut first_in_batch: rustc_hash::FxHashMap<(Arc<str>, u64), usize> =
+                    rustc_hash::FxHashMap::default();
                 let mut copies: Vec<(usize, usize)> = Vec::new();
                 {
                     let d = dedup.lock().unwrap_or_else(|e| e.into_inner());
                     for (i, req) in batch.iter().enumerate() {
-                        let key: (Arc<str>, u64) =
-                            (Arc::from(req.client_id.as_str()), req.request_id);
+                        // A stream's requests nearly always come from one client: its
+                        // name is shared, not allocated again per request.
+                        if *client != *req.client_id {
+                            client = Arc::from(req.client_id.as_str());
+                        }
+                        let key: (Arc<str>, u64) = (client.clone(), req.request_id);
                         if let Some(prev) = d.get(&key) {
                             replies.push(Some(pb::StreamReply {
                                 request_id: req.request_id,
