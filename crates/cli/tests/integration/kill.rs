@@ -85,6 +85,7 @@ fn a_killed_switch_server_fails_its_client_and_restarts_with_its_table() {
                     client_id: "killer".into(),
                     request_id: u64::from(i),
                     command: Some(commit_request(i)),
+                    more: Vec::new(),
                 };
                 if tx.send(req).await.is_err() {
                     break;

@@ -285,9 +285,11 @@ fn hops_json(v: &CallView) -> String {
     // Serialized from borrowed tuples, not built as a `serde_json::Value` (whose
     // allocations showed in a loaded manager's profile): the same text, key order
     // included (a `Value` object's keys are sorted, and "entries" < "leaves").
+    /// switch, in port, out port, connection, in VPI, in VCI, out VPI, out VCI, parent.
+    type Entry<'a> = (&'a str, u16, u16, u64, u16, u16, u16, u16, Option<usize>);
     #[derive(serde::Serialize)]
     struct Tree<'a> {
-        entries: Vec<(&'a str, u16, u16, u64, u16, u16, u16, u16, Option<usize>)>,
+        entries: Vec<Entry<'a>>,
         leaves: &'a [(String, usize)],
     }
     let tree = Tree {

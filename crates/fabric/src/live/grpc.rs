@@ -313,7 +313,17 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                         None => break,
                     }
                 }
-                let mut replies: Vec<Option<pb::StreamReply>> = Vec::with_capacity(batch.len());
+                // Every command of the batch, a request's `more` included, in order:
+                // (the request it came in, its id, its command).
+                let mut entries: Vec<(usize, u64, Option<&pb::Command>)> =
+                    Vec::with_capacity(batch.len());
+                for (r, req) in batch.iter().enumerate() {
+                    entries.push((r, req.request_id, req.command.as_ref()));
+                    for m in &req.more {
+                        entries.push((r, m.request_id, m.command.as_ref()));
+                    }
+                }
+                let mut answers: Vec<Option<pb::CommandResult>> = Vec::with_capacity(entries.len());
                 let mut to_run: Vec<Command> = Vec::new();
                 let mut run_index: Vec<(usize, (Arc<str>, u64))> = Vec::new();
                 // A copy of a request already in this batch (a duplicated message) is
@@ -324,42 +334,34 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 let mut copies: Vec<(usize, usize)> = Vec::new();
                 {
                     let d = dedup.lock().unwrap_or_else(|e| e.into_inner());
-                    for (i, req) in batch.iter().enumerate() {
+                    for (i, &(r, id, command)) in entries.iter().enumerate() {
                         // A stream's requests nearly always come from one client: its
                         // name is shared, not allocated again per request.
-                        if *client != *req.client_id {
-                            client = Arc::from(req.client_id.as_str());
+                        let name = batch[r].client_id.as_str();
+                        if *client != *name {
+                            client = Arc::from(name);
                         }
-                        let key: (Arc<str>, u64) = (client.clone(), req.request_id);
+                        let key: (Arc<str>, u64) = (client.clone(), id);
                         if let Some(prev) = d.get(&key) {
-                            replies.push(Some(pb::StreamReply {
-                                request_id: req.request_id,
-                                result: Some(prev),
-                            }));
+                            answers.push(Some(prev));
                             continue;
                         }
                         if let Some(&first) = first_in_batch.get(&key) {
                             copies.push((i, first));
-                            replies.push(None);
+                            answers.push(None);
                             continue;
                         }
                         first_in_batch.insert(key.clone(), i);
-                        match req.command.as_ref().map(cv::command) {
+                        match command.map(cv::command) {
                             Some(Ok(cmd)) => {
                                 to_run.push(cmd);
                                 run_index.push((i, key));
-                                replies.push(None);
+                                answers.push(None);
                             }
-                            Some(Err(e)) => replies.push(Some(pb::StreamReply {
-                                request_id: req.request_id,
-                                result: Some(cv::pb_result(&Err(e))),
-                            })),
-                            None => replies.push(Some(pb::StreamReply {
-                                request_id: req.request_id,
-                                result: Some(cv::pb_result(&Err(FabricError::Invalid(
-                                    "the request has no command",
-                                )))),
-                            })),
+                            Some(Err(e)) => answers.push(Some(cv::pb_result(&Err(e)))),
+                            None => answers.push(Some(cv::pb_result(&Err(FabricError::Invalid(
+                                "the request has no command",
+                            ))))),
                         }
                     }
                 }
@@ -375,19 +377,39 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                     for ((i, key), res) in run_index.into_iter().zip(results.iter()) {
                         let pr = cv::pb_result(res);
                         d.put(key, pr.clone());
-                        replies[i] = Some(pb::StreamReply {
-                            request_id: batch[i].request_id,
-                            result: Some(pr),
-                        });
+                        answers[i] = Some(pr);
                     }
                 }
                 for (i, first) in copies {
-                    replies[i] = replies[first].clone();
+                    answers[i] = answers[first].clone();
                 }
-                for r in replies.into_iter().flatten() {
-                    if tx.send(Ok(r)).await.is_err() {
-                        return;
+                // One reply per request, its `more` answered in the same reply.
+                let mut reply: Option<pb::StreamReply> = None;
+                let mut at = usize::MAX;
+                for ((r, id, _), answer) in entries.iter().zip(answers) {
+                    if *r != at {
+                        if let Some(done) = reply.take()
+                            && tx.send(Ok(done)).await.is_err()
+                        {
+                            return;
+                        }
+                        at = *r;
+                        reply = Some(pb::StreamReply {
+                            request_id: *id,
+                            result: answer,
+                            more: Vec::with_capacity(batch[*r].more.len()),
+                        });
+                    } else if let Some(rp) = reply.as_mut() {
+                        rp.more.push(pb::StreamResult {
+                            request_id: *id,
+                            result: answer,
+                        });
                     }
+                }
+                if let Some(done) = reply
+                    && tx.send(Ok(done)).await.is_err()
+                {
+                    return;
                 }
                 batch.clear();
             }

@@ -211,6 +211,7 @@ async fn stream(
             client_id: client_id.clone(),
             request_id: id,
             command: Some(cv::pb_command(&cmd)),
+            more: Vec::new(),
         };
         let tx = tx.clone();
         async move {

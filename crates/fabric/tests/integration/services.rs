@@ -95,6 +95,7 @@ async fn a_retried_stream_request_gets_its_first_answer_and_runs_once() {
             replenish: 0,
             ..commit(vci)
         }))),
+        more: Vec::new(),
     };
     // First stream: request 7 commits 0/50.
     let (tx, mut replies) = open_stream(&c).await;
@@ -135,6 +136,7 @@ async fn a_duplicated_stream_request_runs_once_even_within_one_batch() {
             replenish: 0,
             ..commit(60)
         }))),
+        more: Vec::new(),
     };
     let mut replies = c
         .raw()
@@ -147,6 +149,84 @@ async fn a_duplicated_stream_request_runs_once_even_within_one_batch() {
     assert_eq!(a.result.as_ref().unwrap().code, 0, "{a:?}");
     assert_eq!(a, b, "the copy gets the first copy's answer");
     assert_eq!(c.connections().await.unwrap().len(), 1, "and runs once");
+    sw.stop().await;
+}
+
+/// A request carrying several commands (`more`) gets one reply with an answer for each,
+/// in order: a command already answered on an earlier request is answered from memory
+/// and not run again, a copy within the request gets the first copy's answer, and a
+/// request without a command is refused alone.
+#[tokio::test]
+async fn a_request_of_several_commands_gets_one_reply_answering_each() {
+    let sw = server::start(&file(), None).await.unwrap();
+    let c = grpc_client(sw.grpc_addr, None).await;
+    let commit_of = |vci: u16| {
+        Some(pb_command(&Command::Commit(Commit {
+            replenish: 0,
+            ..commit(vci)
+        })))
+    };
+    let (tx, mut replies) = open_stream(&c).await;
+    tx.send(pb::StreamRequest {
+        client_id: "cm-batch".into(),
+        request_id: 1,
+        command: commit_of(70),
+        more: Vec::new(),
+    })
+    .await
+    .unwrap();
+    let first = replies.next().await.unwrap().unwrap();
+    assert_eq!(first.result.as_ref().unwrap().code, 0, "{first:?}");
+    assert!(first.more.is_empty());
+    tx.send(pb::StreamRequest {
+        client_id: "cm-batch".into(),
+        request_id: 2,
+        command: commit_of(71),
+        more: vec![
+            pb::StreamCommand {
+                request_id: 1,
+                command: commit_of(70),
+            },
+            pb::StreamCommand {
+                request_id: 3,
+                command: None,
+            },
+            pb::StreamCommand {
+                request_id: 4,
+                command: commit_of(72),
+            },
+            pb::StreamCommand {
+                request_id: 2,
+                command: commit_of(71),
+            },
+        ],
+    })
+    .await
+    .unwrap();
+    let r = replies.next().await.unwrap().unwrap();
+    let ids: Vec<u64> = std::iter::once(r.request_id)
+        .chain(r.more.iter().map(|m| m.request_id))
+        .collect();
+    assert_eq!(ids, [2, 1, 3, 4, 2], "one answer per command, in order");
+    let codes: Vec<i32> = std::iter::once(r.result.as_ref().unwrap().code)
+        .chain(r.more.iter().map(|m| m.result.as_ref().unwrap().code))
+        .collect();
+    assert_eq!(codes[0], 0, "{r:?}");
+    assert_eq!(
+        r.more[0].result, first.result,
+        "request 1 answered from memory"
+    );
+    assert_ne!(codes[2], 0, "a command-less entry is refused: {r:?}");
+    assert_eq!(codes[3], 0, "{r:?}");
+    assert_eq!(
+        r.more[3].result, r.result,
+        "the copy gets the first copy's answer"
+    );
+    assert_eq!(
+        c.connections().await.unwrap().len(),
+        3,
+        "70, 71 and 72, each run once"
+    );
     sw.stop().await;
 }
 

@@ -207,7 +207,8 @@ async fn timed(
 }
 
 /// [`cycles`] over the SwitchServer command stream, as the live manager's links send:
-/// the k requests of an exchange go out back to back and the k answers are awaited.
+/// the k commands of an exchange go out as one stream request (the first in its own
+/// fields, the rest in `more`) and its one answer is awaited.
 async fn stream_cycles(
     client: &atmlab_fabric::live::grpc::GrpcSwitch,
     k: u32,
@@ -229,27 +230,48 @@ async fn stream_cycles(
     let mut next = 0u64;
     let exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
         let n = commands.len();
-        for c in commands {
+        let mut ids = Vec::with_capacity(n);
+        let mut pbs = Vec::with_capacity(n);
+        for c in &commands {
             next += 1;
-            let r = pb::StreamRequest {
-                client_id: client_id.clone(),
-                request_id: next,
-                command: Some(cv::pb_command(&c)),
-            };
-            tx.send(r).await.map_err(|e| probe(e.to_string()))?;
+            ids.push(next);
+            pbs.push(cv::pb_command(c));
         }
+        let mut pbs = pbs.into_iter();
+        let r = pb::StreamRequest {
+            client_id: client_id.clone(),
+            request_id: ids[0],
+            command: pbs.next(),
+            more: ids[1..]
+                .iter()
+                .zip(pbs)
+                .map(|(&id, c)| pb::StreamCommand {
+                    request_id: id,
+                    command: Some(c),
+                })
+                .collect(),
+        };
+        tx.send(r).await.map_err(|e| probe(e.to_string()))?;
+        let r = replies
+            .message()
+            .await
+            .map_err(|e| probe(e.to_string()))?
+            .ok_or_else(|| probe("the stream ended".into()))?;
         let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let r = replies
-                .message()
-                .await
-                .map_err(|e| probe(e.to_string()))?
-                .ok_or_else(|| probe("the stream ended".into()))?;
-            let result = r
+        let first = r
+            .result
+            .as_ref()
+            .ok_or_else(|| probe("an answer without a result".into()))?;
+        out.push(cv::result(first));
+        for m in &r.more {
+            let result = m
                 .result
                 .as_ref()
                 .ok_or_else(|| probe("an answer without a result".into()))?;
             out.push(cv::result(result));
+        }
+        if out.len() != n {
+            return Err(probe(format!("{} answers to {n} commands", out.len())));
         }
         Ok(out)
     };

@@ -120,15 +120,22 @@ impl Link {
         self.stream_tx.clone()
     }
 
-    fn requests(&self, batch: Vec<(u64, Command)>) -> Vec<pb::StreamRequest> {
-        batch
-            .into_iter()
-            .map(|(req, cmd)| pb::StreamRequest {
-                client_id: self.client_id.clone(),
-                request_id: req,
-                command: Some(cv::pb_command(&cmd)),
-            })
-            .collect()
+    /// A batch as one stream request: its first command in the request's own fields,
+    /// the rest in `more` (one gRPC message and one answer for the batch, not one each).
+    fn request(&self, batch: Vec<(u64, Command)>) -> Option<pb::StreamRequest> {
+        let mut commands = batch.into_iter();
+        let (id, first) = commands.next()?;
+        Some(pb::StreamRequest {
+            client_id: self.client_id.clone(),
+            request_id: id,
+            command: Some(cv::pb_command(&first)),
+            more: commands
+                .map(|(id, cmd)| pb::StreamCommand {
+                    request_id: id,
+                    command: Some(cv::pb_command(&cmd)),
+                })
+                .collect(),
+        })
     }
 
     async fn send(&mut self, batch: Vec<(u64, Command)>) {
@@ -137,30 +144,29 @@ impl Link {
             // after its command time-out, and we try to reconnect then.
             return;
         };
-        for r in self.requests(batch) {
-            if tx.send(r).await.is_err() {
-                self.stream_tx = None;
-                break;
-            }
+        if let Some(r) = self.request(batch)
+            && tx.send(r).await.is_err()
+        {
+            self.stream_tx = None;
         }
     }
 
     /// Sends `batch` on the stream open now, once `d` has passed (later batches may
     /// overtake it); lost if the switch is unreachable.
     async fn send_after(&mut self, d: Duration, batch: Vec<(u64, Command)>) {
-        if let Some(tx) = self.stream().await {
-            let reqs = self.requests(batch);
+        if let Some(tx) = self.stream().await
+            && let Some(r) = self.request(batch)
+        {
             tokio::spawn(async move {
                 delay(d).await;
-                for r in reqs {
-                    if tx.send(r).await.is_err() {
-                        break;
-                    }
-                }
+                let _ = tx.send(r).await;
             });
         }
     }
 }
+
+/// The most commands a link merges from batches waiting into one stream message.
+const MERGED_COMMANDS: usize = 256;
 
 /// A link's task: each batch the manager sends goes out as its faults decide.
 pub(super) async fn run_link(
@@ -169,11 +175,31 @@ pub(super) async fn run_link(
 ) {
     let mut faults = FaultyChannel::new(link.faults, stream_id(&link.name, true));
     while let Some(batch) = batches.recv().await {
-        for delivery in faults.apply(batch) {
-            match delivery {
-                Delivery::Now(b) => link.send(b).await,
-                Delivery::After(d, b) => link.send_after(d, b).await,
+        // The batches the manager has sent meanwhile go out with this one, as one
+        // message: under load the stream carries fewer, larger messages by itself.
+        let mut now: Vec<(u64, Command)> = Vec::new();
+        let mut next = Some(batch);
+        while let Some(batch) = next {
+            for delivery in faults.apply(batch) {
+                match delivery {
+                    Delivery::Now(mut b) => {
+                        if now.is_empty() {
+                            now = b;
+                        } else {
+                            now.append(&mut b);
+                        }
+                    }
+                    Delivery::After(d, b) => link.send_after(d, b).await,
+                }
             }
+            next = if now.len() < MERGED_COMMANDS {
+                batches.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if !now.is_empty() {
+            link.send(now).await;
         }
     }
 }
@@ -207,11 +233,17 @@ async fn open_stream(
         while let Some(r) = replies.next().await {
             match r {
                 Ok(r) => {
-                    let result = match r.result.as_ref() {
+                    let result = |x: Option<&pb::CommandResult>| match x {
                         Some(x) => cv::result(x),
                         None => Err(FabricError::Invalid("a stream reply without a result")),
                     };
-                    for delivery in faults.apply((r.request_id, result)) {
+                    let answers = std::iter::once((r.request_id, result(r.result.as_ref()))).chain(
+                        r.more
+                            .iter()
+                            .map(|m| (m.request_id, result(m.result.as_ref()))),
+                    );
+                    // Each answer meets the faults on its own, as it would alone.
+                    for delivery in answers.flat_map(|a| faults.apply(a)) {
                         match delivery {
                             Delivery::Now(answer) => {
                                 // The manager stopped: nobody listens any more.
