@@ -13,7 +13,7 @@
 //! Each (client id, request id) is answered once: a retry of an id already answered gets
 //! the first answer again from a bounded memory of recent answers ([`DEDUP_CAPACITY`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -38,28 +38,49 @@ pub const DEDUP_CAPACITY: usize = 1 << 17;
 /// The most stream requests run as one batch.
 const STREAM_BATCH: usize = 512;
 
+/// The memory of answers: the last [`DEDUP_CAPACITY`] answered commands, by client and
+/// request id. The answers sit in a ring in the order they were given, and the map holds
+/// only each one's place in it: a map of small entries, which a loaded switch server
+/// probes three times per command (a lookup before running it, an insert and the oldest
+/// one's removal after), stays in cache far better than one holding every answer.
 #[derive(Default)]
 struct Dedup {
     // Fx, not SipHash: the keys come from authenticated clients, and SipHash showed in
     // the profile of an overloaded run.
-    answers: rustc_hash::FxHashMap<(Arc<str>, u64), pb::CommandResult>,
-    order: VecDeque<(Arc<str>, u64)>,
+    places: rustc_hash::FxHashMap<(Arc<str>, u64), u32>,
+    ring: Vec<((Arc<str>, u64), pb::CommandResult)>,
+    /// Once the ring is full: the place of the oldest answer, overwritten next.
+    oldest: usize,
 }
 
 impl Dedup {
     fn get(&self, key: &(Arc<str>, u64)) -> Option<pb::CommandResult> {
-        self.answers.get(key).cloned()
+        self.places
+            .get(key)
+            .map(|&at| self.ring[at as usize].1.clone())
     }
 
     fn put(&mut self, key: (Arc<str>, u64), r: pb::CommandResult) {
-        if self.answers.insert(key.clone(), r).is_none() {
-            self.order.push_back(key);
-            if self.order.len() > DEDUP_CAPACITY
-                && let Some(old) = self.order.pop_front()
-            {
-                self.answers.remove(&old);
+        use std::collections::hash_map::Entry;
+        let full = self.ring.len() >= DEDUP_CAPACITY;
+        let at = if full { self.oldest } else { self.ring.len() };
+        match self.places.entry(key) {
+            Entry::Occupied(e) => {
+                self.ring[*e.get() as usize].1 = r;
+                return;
+            }
+            Entry::Vacant(e) => {
+                let key = e.key().clone();
+                e.insert(at as u32);
+                if !full {
+                    self.ring.push((key, r));
+                    return;
+                }
+                let (old, _) = std::mem::replace(&mut self.ring[at], (key, r));
+                self.places.remove(&old);
             }
         }
+        self.oldest = (at + 1) % DEDUP_CAPACITY;
     }
 }
 
@@ -775,4 +796,44 @@ pub async fn serve_incoming<B: SwitchBackend>(
     atmlab_rpc::serve_incoming("switch server", incoming, routes, shutdown)
         .await
         .map_err(|e| FabricError::Unavailable(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: i32) -> pb::CommandResult {
+        pb::CommandResult {
+            code,
+            ..Default::default()
+        }
+    }
+
+    /// The memory keeps the last DEDUP_CAPACITY answers, by client and id: the oldest
+    /// goes first, a client's id is not another's, and a second answer to one key
+    /// replaces the first without taking another place.
+    #[test]
+    fn the_memory_of_answers_keeps_the_last_ones() {
+        let mut d = Dedup::default();
+        let a: Arc<str> = Arc::from("cm-a");
+        let b: Arc<str> = Arc::from("cm-b");
+        d.put((a.clone(), 0), answer(1));
+        d.put((a.clone(), 0), answer(2));
+        assert_eq!(d.get(&(a.clone(), 0)), Some(answer(2)));
+        assert_eq!(d.get(&(b.clone(), 0)), None);
+        for id in 1..(DEDUP_CAPACITY as u64 + 3) {
+            d.put((b.clone(), id), answer(id as i32));
+        }
+        assert_eq!(d.places.len(), DEDUP_CAPACITY);
+        assert_eq!(d.get(&(a.clone(), 0)), None, "the oldest went first");
+        assert_eq!(d.get(&(b.clone(), 1)), None);
+        assert_eq!(d.get(&(b.clone(), 2)), None);
+        assert_eq!(d.get(&(b.clone(), 3)), Some(answer(3)));
+        let last = DEDUP_CAPACITY as u64 + 2;
+        assert_eq!(d.get(&(b.clone(), last)), Some(answer(last as i32)));
+        // Every place the map names holds its key.
+        for (k, &at) in &d.places {
+            assert_eq!(&d.ring[at as usize].0, k);
+        }
+    }
 }
