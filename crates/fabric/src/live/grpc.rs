@@ -72,6 +72,11 @@ impl Dedup {
             Entry::Vacant(e) => {
                 let key = e.key().clone();
                 e.insert(at as u32);
+                if self.ring.capacity() == 0 {
+                    // Whole at once (untouched pages cost no memory): growing by
+                    // doubling would copy the answers kept so far each time.
+                    self.ring.reserve_exact(DEDUP_CAPACITY);
+                }
                 if !full {
                     self.ring.push((key, r));
                     return;
