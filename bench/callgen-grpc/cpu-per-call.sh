@@ -19,12 +19,9 @@ root="$(cd "$here/../.." && pwd)"
 rate="${RATE:-15000}"
 seconds="${SECONDS_PER_RUN:-4}"
 rounds="${ROUNDS:-3}"
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-  bin="${CARGO_TARGET_DIR:-$root/target}/release/atmlab"
-  [ -x "$bin" ] || (cd "$root" && cargo build --release -p atmlab)
-  bins=("$bin")
-fi
+# shellcheck source=common.sh
+. "$here/common.sh"
+pick_bins "$@"
 work="$(mktemp -d)"
 up_pid=""
 cleanup() {
@@ -41,11 +38,7 @@ for round in $(seq 1 "$rounds"); do
     rm -rf "$work/data"
     "$bin" up --threshold 10 --data "$work/data" --listen "127.0.0.1:$port" >"$work/up.log" 2>&1 &
     up_pid=$!
-    for _ in $(seq 1 600); do
-      grep -q "network up" "$work/up.log" 2>/dev/null && break
-      sleep 0.1
-    done
-    grep -q "network up" "$work/up.log" || { echo "atmlab up did not start:" >&2; cat "$work/up.log" >&2; exit 1; }
+    wait_up "$work/up.log"
     before="$(cpu "$up_pid")"
     /usr/bin/time -f "%U %S" -o "$work/callgen.time" "$bin" callgen --cm "127.0.0.1:$port" \
       --data "$work/data" --stream --rate "$rate" --seconds "$seconds" --json \

@@ -41,12 +41,9 @@ case "${TLS:-off}" in
   on) sec=() ;;
   *) echo "TLS is off or on" >&2; exit 2 ;;
 esac
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-  bin="${CARGO_TARGET_DIR:-$root/target}/release/atmlab"
-  [ -x "$bin" ] || (cd "$root" && cargo build --release -p atmlab)
-  bins=("$bin")
-fi
+# shellcheck source=common.sh
+. "$here/common.sh"
+pick_bins "$@"
 
 work="$(mktemp -d)"
 up_pid=""
@@ -76,13 +73,7 @@ for round in $(seq 1 "$rounds"); do
       "$bin" up --threshold 10 "${sec[@]}" --data "$work/data" --listen "127.0.0.1:$port" \
         "${extra[@]}" >"$work/up.log" 2>&1 &
       up_pid=$!
-      # Up to a minute: with TLS a fresh data directory's certificates are made first,
-      # and the machine may be busy.
-      for _ in $(seq 1 600); do
-        grep -q "network up" "$work/up.log" 2>/dev/null && break
-        sleep 0.1
-      done
-      grep -q "network up" "$work/up.log" || { echo "atmlab up did not start:" >&2; cat "$work/up.log" >&2; exit 1; }
+      wait_up "$work/up.log"
       if [ "$mode" = on ]; then
         # Scraped as a Prometheus at a 1 s interval would (the heavy test's interval).
         url="$(sed -n 's/^  metrics *//p' "$work/up.log")"
