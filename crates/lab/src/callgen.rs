@@ -31,6 +31,13 @@ pub trait CallTarget: Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<u64, CallError>> + Send;
     /// Releases it.
     fn release(&self, id: u64) -> impl std::future::Future<Output = Result<(), CallError>> + Send;
+    /// The refusal of a setup the target turns away before any work (an overloaded
+    /// manager's closed door), or None: the generator counts it without starting a
+    /// call's task. Past the knee most arrivals are such refusals, and a task, a lock
+    /// and a cause's string each took the cores the manager was carrying calls on.
+    fn refuse_now(&self) -> Option<CallError> {
+        None
+    }
 }
 
 impl CallTarget for CmHandle {
@@ -47,6 +54,10 @@ impl CallTarget for CmHandle {
 
     async fn release(&self, id: u64) -> Result<(), CallError> {
         self.delete(id).await
+    }
+
+    fn refuse_now(&self) -> Option<CallError> {
+        self.refused_at_the_door()
     }
 }
 
@@ -644,8 +655,13 @@ struct Tally {
 impl Tally {
     /// A call refused or failed with `message`.
     fn cause(&mut self, message: &str) {
+        self.cause_n(message, 1);
+    }
+
+    /// `n` calls refused or failed with `message`.
+    fn cause_n(&mut self, message: &str, n: u64) {
         let cause: String = message.chars().take(CAUSE_CHARS).collect();
-        *self.causes.entry(cause).or_default() += 1;
+        *self.causes.entry(cause).or_default() += n;
     }
 }
 
@@ -721,6 +737,9 @@ pub async fn run_with_deadline<T: CallTarget>(
         rx
     });
     let mut offered = 0u64;
+    // Setups the target refused at its door (`CallTarget::refuse_now`), and the first
+    // refusal's error.
+    let mut door: (u64, Option<CallError>) = (0, None);
     loop {
         if let Some(ticks) = ticks.as_mut() {
             // The pacer thread draws the arrival instants and says when each is due; the
@@ -745,6 +764,17 @@ pub async fn run_with_deadline<T: CallTarget>(
         } else {
             Duration::from_secs_f64(holds.sample(&mut hold_rng))
         };
+        if let Some(e) = target.refuse_now() {
+            // Counted here and added to the tally once, at the end.
+            door.0 += 1;
+            door.1.get_or_insert(e);
+            // Refusals need no await: give the runtime's other tasks (the manager's,
+            // which alone opens the door) a turn now and then.
+            if door.0.is_multiple_of(64) {
+                tokio::task::yield_now().await;
+            }
+            continue;
+        }
         let (t, h, c) = (target.clone(), hist.clone(), tally.clone());
         let traffic = load.traffic;
         tasks.spawn(async move {
@@ -838,7 +868,15 @@ pub async fn run_with_deadline<T: CallTarget>(
     let arrivals_end = Instant::now();
     while tasks.join_next().await.is_some() {}
     let h = hist.lock().unwrap_or_else(|e| e.into_inner());
-    let c = tally.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = tally.lock().unwrap_or_else(|e| e.into_inner());
+    if let (n, Some(e)) = door {
+        if e.blocked() {
+            c.blocked += n;
+        } else {
+            c.failed += n;
+        }
+        c.cause_n(&e.message, n);
+    }
     let span = c
         .last
         .map_or(arrivals_end, |l| l.max(arrivals_end))
@@ -910,6 +948,51 @@ mod tests {
         let report = run(Instant0::default(), &load).await;
         assert_eq!(report.offered, expected);
         assert_eq!(report.established, expected);
+    }
+
+    /// A target that refuses every other call at its door and sets the rest up at once.
+    #[derive(Clone, Default)]
+    struct HalfShut {
+        asked: Arc<std::sync::atomic::AtomicU64>,
+        set_up: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl CallTarget for HalfShut {
+        async fn setup(&self, _: &str, _: &str, _: TrafficDescriptor) -> Result<u64, CallError> {
+            Ok(self
+                .set_up
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        }
+        async fn release(&self, _: u64) -> Result<(), CallError> {
+            Ok(())
+        }
+        fn refuse_now(&self) -> Option<CallError> {
+            let n = self
+                .asked
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            n.is_multiple_of(2).then(|| CallError {
+                kind: atmlab_fabric::ErrorKind::ResourceExhausted,
+                message: "shut".into(),
+            })
+        }
+    }
+
+    /// Refusals at the door are calls offered and blocked, with their cause, and start
+    /// no setup.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refusals_at_the_door_are_counted_as_blocked_calls() {
+        let load = Load {
+            holding: Duration::from_micros(100),
+            ..Load::poisson(5_000.0, Duration::from_millis(200), "a", "b")
+        };
+        let target = HalfShut::default();
+        let report = run(target.clone(), &load).await;
+        let set_up = target.set_up.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(report.offered > 500, "{}", report.offered);
+        assert_eq!(report.established, set_up);
+        assert_eq!(report.blocked + report.established, report.offered);
+        assert_eq!(report.blocked, report.offered.div_ceil(2));
+        assert_eq!(report.causes, vec![("shut".to_string(), report.blocked)]);
     }
 
     /// A target that accepts every call at once and notes when each was set up and

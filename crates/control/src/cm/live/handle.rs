@@ -89,6 +89,24 @@ pub(super) struct Gate {
 }
 
 impl CmHandle {
+    /// The refusal a setup gets now without being queued, while the manager is at its
+    /// bound of calls in setup (counted with its blocked calls), or None. A caller that
+    /// offers many calls (a call generator) can ask before it starts a call's work; one
+    /// that retries at once must give the runtime a turn between tries.
+    pub fn refused_at_the_door(&self) -> Option<CallError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.gate.shut.load(Relaxed) {
+            return None;
+        }
+        self.gate.refused.fetch_add(1, Relaxed);
+        Some(CallError {
+            kind: atmlab_fabric::error::ErrorKind::ResourceExhausted,
+            message: "the connection manager is overloaded (at its bound of calls being set \
+                      up; refused before it was queued)"
+                .into(),
+        })
+    }
+
     /// Sets up a call from `source` to `destination` (host names).
     pub async fn add(
         &self,
@@ -112,19 +130,12 @@ impl CmHandle {
         clr: f64,
         tag: &str,
     ) -> Result<CallInfo, CallError> {
-        use std::sync::atomic::Ordering::Relaxed;
-        if self.gate.shut.load(Relaxed) {
-            self.gate.refused.fetch_add(1, Relaxed);
+        if let Some(e) = self.refused_at_the_door() {
             // A refusal that needed no await would let a caller retrying at once spin
             // on a runtime thread and starve the manager's task, which alone opens the
             // gate: give way first.
             tokio::task::yield_now().await;
-            return Err(CallError {
-                kind: atmlab_fabric::error::ErrorKind::ResourceExhausted,
-                message: "the connection manager is overloaded (at its bound of calls being \
-                          set up; refused before it was queued)"
-                    .into(),
-            });
+            return Err(e);
         }
         let (reply, rx) = oneshot::channel();
         self.tx
