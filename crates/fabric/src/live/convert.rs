@@ -267,6 +267,41 @@ pub fn pb_command(c: &Command) -> pb::Command {
     pb::Command { op: Some(op) }
 }
 
+/// Commands with their request ids as one Stream request from `client_id`: the first
+/// in the request's own fields, the rest in `more`, so that they travel as one gRPC
+/// message and are answered in one reply. None for no command.
+pub fn stream_request(client_id: &str, commands: &[(u64, Command)]) -> Option<pb::StreamRequest> {
+    let ((id, first), rest) = commands.split_first()?;
+    Some(pb::StreamRequest {
+        client_id: client_id.to_string(),
+        request_id: *id,
+        command: Some(pb_command(first)),
+        more: rest
+            .iter()
+            .map(|(id, c)| pb::StreamCommand {
+                request_id: *id,
+                command: Some(pb_command(c)),
+            })
+            .collect(),
+    })
+}
+
+/// A Stream reply's answers in order, each with its request id: the reply's own, then
+/// its `more`.
+pub fn stream_answers(
+    r: &pb::StreamReply,
+) -> impl Iterator<Item = (u64, Result<Reply, FabricError>)> + '_ {
+    let answer = |x: Option<&pb::CommandResult>| match x {
+        Some(x) => result(x),
+        None => Err(FabricError::Invalid("a stream reply without a result")),
+    };
+    std::iter::once((r.request_id, answer(r.result.as_ref()))).chain(
+        r.more
+            .iter()
+            .map(move |m| (m.request_id, answer(m.result.as_ref()))),
+    )
+}
+
 /// A command's result to the wire.
 pub fn pb_result(r: &Result<Reply, FabricError>) -> pb::CommandResult {
     use pb::command_result::Reply as PR;

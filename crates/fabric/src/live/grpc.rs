@@ -409,33 +409,25 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 for (i, first) in copies {
                     answers[i] = answers[first].clone();
                 }
-                // One reply per request, its `more` answered in the same reply.
-                let mut reply: Option<pb::StreamReply> = None;
-                let mut at = usize::MAX;
-                for ((r, id, _), answer) in entries.iter().zip(answers) {
-                    if *r != at {
-                        if let Some(done) = reply.take()
-                            && tx.send(Ok(done)).await.is_err()
-                        {
-                            return;
-                        }
-                        at = *r;
-                        reply = Some(pb::StreamReply {
-                            request_id: *id,
-                            result: answer,
-                            more: Vec::with_capacity(batch[*r].more.len()),
-                        });
-                    } else if let Some(rp) = reply.as_mut() {
-                        rp.more.push(pb::StreamResult {
-                            request_id: *id,
-                            result: answer,
-                        });
+                // One reply per request, its `more` answered in the same reply: the
+                // answers are in `entries`' order, a request's own command then its `more`.
+                let mut answers = answers.into_iter();
+                for req in &batch {
+                    let reply = pb::StreamReply {
+                        request_id: req.request_id,
+                        result: answers.next().flatten(),
+                        more: req
+                            .more
+                            .iter()
+                            .map(|m| pb::StreamResult {
+                                request_id: m.request_id,
+                                result: answers.next().flatten(),
+                            })
+                            .collect(),
+                    };
+                    if tx.send(Ok(reply)).await.is_err() {
+                        return;
                     }
-                }
-                if let Some(done) = reply
-                    && tx.send(Ok(done)).await.is_err()
-                {
-                    return;
                 }
                 batch.clear();
             }

@@ -230,46 +230,25 @@ async fn stream_cycles(
     let mut next = 0u64;
     let exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
         let n = commands.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut pbs = Vec::with_capacity(n);
-        for c in &commands {
-            next += 1;
-            ids.push(next);
-            pbs.push(cv::pb_command(c));
-        }
-        let mut pbs = pbs.into_iter();
-        let r = pb::StreamRequest {
-            client_id: client_id.clone(),
-            request_id: ids[0],
-            command: pbs.next(),
-            more: ids[1..]
-                .iter()
-                .zip(pbs)
-                .map(|(&id, c)| pb::StreamCommand {
-                    request_id: id,
-                    command: Some(c),
-                })
-                .collect(),
-        };
+        let batch: Vec<(u64, Command)> = commands
+            .into_iter()
+            .map(|c| {
+                next += 1;
+                (next, c)
+            })
+            .collect();
+        let r = cv::stream_request(&client_id, &batch)
+            .ok_or_else(|| probe("an exchange of no command".into()))?;
         tx.send(r).await.map_err(|e| probe(e.to_string()))?;
         let r = replies
             .message()
             .await
             .map_err(|e| probe(e.to_string()))?
             .ok_or_else(|| probe("the stream ended".into()))?;
-        let mut out = Vec::with_capacity(n);
-        let first = r
-            .result
-            .as_ref()
-            .ok_or_else(|| probe("an answer without a result".into()))?;
-        out.push(cv::result(first));
-        for m in &r.more {
-            let result = m
-                .result
-                .as_ref()
-                .ok_or_else(|| probe("an answer without a result".into()))?;
-            out.push(cv::result(result));
+        if r.result.is_none() || r.more.iter().any(|m| m.result.is_none()) {
+            return Err(probe("an answer without a result".into()));
         }
+        let out: BatchAnswers = cv::stream_answers(&r).map(|(_, a)| a).collect();
         if out.len() != n {
             return Err(probe(format!("{} answers to {n} commands", out.len())));
         }

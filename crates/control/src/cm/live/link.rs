@@ -120,22 +120,9 @@ impl Link {
         self.stream_tx.clone()
     }
 
-    /// A batch as one stream request: its first command in the request's own fields,
-    /// the rest in `more` (one gRPC message and one answer for the batch, not one each).
-    fn request(&self, batch: Vec<(u64, Command)>) -> Option<pb::StreamRequest> {
-        let mut commands = batch.into_iter();
-        let (id, first) = commands.next()?;
-        Some(pb::StreamRequest {
-            client_id: self.client_id.clone(),
-            request_id: id,
-            command: Some(cv::pb_command(&first)),
-            more: commands
-                .map(|(id, cmd)| pb::StreamCommand {
-                    request_id: id,
-                    command: Some(cv::pb_command(&cmd)),
-                })
-                .collect(),
-        })
+    /// A batch as one stream request (one gRPC message and one answer for the batch).
+    fn request(&self, batch: &[(u64, Command)]) -> Option<pb::StreamRequest> {
+        cv::stream_request(&self.client_id, batch)
     }
 
     async fn send(&mut self, batch: Vec<(u64, Command)>) {
@@ -144,7 +131,7 @@ impl Link {
             // after its command time-out, and we try to reconnect then.
             return;
         };
-        if let Some(r) = self.request(batch)
+        if let Some(r) = self.request(&batch)
             && tx.send(r).await.is_err()
         {
             self.stream_tx = None;
@@ -155,7 +142,7 @@ impl Link {
     /// overtake it); lost if the switch is unreachable.
     async fn send_after(&mut self, d: Duration, batch: Vec<(u64, Command)>) {
         if let Some(tx) = self.stream().await
-            && let Some(r) = self.request(batch)
+            && let Some(r) = self.request(&batch)
         {
             tokio::spawn(async move {
                 delay(d).await;
@@ -233,17 +220,8 @@ async fn open_stream(
         while let Some(r) = replies.next().await {
             match r {
                 Ok(r) => {
-                    let result = |x: Option<&pb::CommandResult>| match x {
-                        Some(x) => cv::result(x),
-                        None => Err(FabricError::Invalid("a stream reply without a result")),
-                    };
-                    let answers = std::iter::once((r.request_id, result(r.result.as_ref()))).chain(
-                        r.more
-                            .iter()
-                            .map(|m| (m.request_id, result(m.result.as_ref()))),
-                    );
                     // Each answer meets the faults on its own, as it would alone.
-                    for delivery in answers.flat_map(|a| faults.apply(a)) {
+                    for delivery in cv::stream_answers(&r).flat_map(|a| faults.apply(a)) {
                         match delivery {
                             Delivery::Now(answer) => {
                                 // The manager stopped: nobody listens any more.
