@@ -20,7 +20,7 @@ work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 sec=(--certs "$work/certs")
 if [ "${INSECURE:-0}" = 1 ]; then sec=(--insecure); fi
-"$ATMLAB_BIN" certs init --dir "$work/certs" s1 >/dev/null
+"$ATMLAB_BIN" certs init --dir "$work/certs" switch:s1 >/dev/null
 cat > "$work/s1.toml" <<TOML
 name = "s1"
 raw = "127.0.0.1:0"

@@ -33,59 +33,181 @@ use crate::live::local::{LocalSwitch, SwitchEvent};
 use crate::switch::{Atomicity, BranchChange, Command, Connection, Release, Reply, Reservation};
 use atmlab_core::ids::PortId;
 
-/// How many recent stream answers the server remembers for duplicate suppression.
+/// How many recent stream answers the server remembers at least, for duplicate
+/// suppression (it remembers up to twice as many).
 pub const DEDUP_CAPACITY: usize = 1 << 17;
 /// The most stream requests run as one batch.
 const STREAM_BATCH: usize = 512;
 
-/// The memory of answers: the last [`DEDUP_CAPACITY`] answered commands, by client and
-/// request id. The answers sit in a ring in the order they were given, and the map holds
-/// only each one's place in it: a map of small entries, which a loaded switch server
-/// probes three times per command (a lookup before running it, an insert and the oldest
-/// one's removal after), stays in cache far better than one holding every answer.
-#[derive(Default)]
+/// A remembered answer's key: the client's name as a keyed hash, and its request id.
+type DedupKey = (u64, u64);
+
+/// The memory of answers: at least the last [`DEDUP_CAPACITY`] answered commands, by
+/// client and request id. The answers sit in a ring in the order they were given, and
+/// two generations of a map hold each one's place: when the current generation has
+/// [`DEDUP_CAPACITY`] keys it becomes the previous one, and the previous one is
+/// forgotten whole. So an answer costs one insertion and nothing to forget, where a
+/// single map must find and remove the oldest key each time (a probe of a cold table:
+/// a loaded switch server spent a tenth of its time there). The ring holds two
+/// generations, and a place is trusted only while its slot still holds its key.
 struct Dedup {
-    // Fx, not SipHash: the keys come from authenticated clients, and SipHash showed in
-    // the profile of an overloaded run.
-    places: rustc_hash::FxHashMap<(Arc<str>, u64), u32>,
-    ring: Vec<((Arc<str>, u64), pb::CommandResult)>,
-    /// Once the ring is full: the place of the oldest answer, overwritten next.
-    oldest: usize,
+    /// Hashes a client's name into its key. Keyed (SipHash, a random key per process)
+    /// so that no client can choose a name whose key is another client's.
+    names: std::hash::RandomState,
+    current: rustc_hash::FxHashMap<DedupKey, u32>,
+    previous: rustc_hash::FxHashMap<DedupKey, u32>,
+    ring: Vec<(DedupKey, pb::CommandResult)>,
+    /// The slot the next answer takes once the ring is full.
+    next: usize,
+    /// Each client's highest request id answered: a higher one is not in the memory.
+    highest: rustc_hash::FxHashMap<u64, u64>,
+}
+
+impl Default for Dedup {
+    fn default() -> Self {
+        Dedup {
+            names: std::hash::RandomState::new(),
+            current: Default::default(),
+            previous: Default::default(),
+            ring: Vec::new(),
+            next: 0,
+            highest: Default::default(),
+        }
+    }
 }
 
 impl Dedup {
-    fn get(&self, key: &(Arc<str>, u64)) -> Option<pb::CommandResult> {
-        self.places
-            .get(key)
-            .map(|&at| self.ring[at as usize].1.clone())
+    const RING: usize = 2 * DEDUP_CAPACITY;
+    /// The most clients whose highest id is kept. Past it the memory starts afresh,
+    /// answers and all: forgetting a client's highest id but not its answers could take
+    /// an old id for a new one.
+    const CLIENTS: usize = 4096;
+
+    /// The client named `name`, as the first half of its keys.
+    fn client(&self, name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.names.hash_one(name)
     }
 
-    fn put(&mut self, key: (Arc<str>, u64), r: pb::CommandResult) {
-        use std::collections::hash_map::Entry;
-        let full = self.ring.len() >= DEDUP_CAPACITY;
-        let at = if full { self.oldest } else { self.ring.len() };
-        match self.places.entry(key) {
-            Entry::Occupied(e) => {
-                self.ring[*e.get() as usize].1 = r;
-                return;
+    fn get(&self, key: &DedupKey) -> Option<pb::CommandResult> {
+        let at = *self.current.get(key).or_else(|| self.previous.get(key))?;
+        let (held, answer) = &self.ring[at as usize];
+        (held == key).then(|| answer.clone())
+    }
+
+    fn put(&mut self, key: DedupKey, r: pb::CommandResult) {
+        if self.highest.len() >= Self::CLIENTS && !self.highest.contains_key(&key.0) {
+            self.highest.clear();
+            self.current.clear();
+            self.previous.clear();
+        }
+        let highest = self.highest.entry(key.0).or_insert(key.1);
+        *highest = (*highest).max(key.1);
+        if self.current.len() >= DEDUP_CAPACITY {
+            std::mem::swap(&mut self.current, &mut self.previous);
+            self.current.clear();
+        }
+        let at = if self.ring.len() < Self::RING {
+            if self.ring.capacity() == 0 {
+                // Whole at once (untouched pages cost no memory): growing by
+                // doubling would copy the answers kept so far each time.
+                self.ring.reserve_exact(Self::RING);
             }
-            Entry::Vacant(e) => {
-                let key = e.key().clone();
-                e.insert(at as u32);
-                if self.ring.capacity() == 0 {
-                    // Whole at once (untouched pages cost no memory): growing by
-                    // doubling would copy the answers kept so far each time.
-                    self.ring.reserve_exact(DEDUP_CAPACITY);
+            self.ring.push((key, r));
+            self.ring.len() - 1
+        } else {
+            let at = self.next;
+            self.next = (at + 1) % Self::RING;
+            self.ring[at] = (key, r);
+            at
+        };
+        // A second answer to a key shadows the first: `current` is asked first.
+        self.current.insert(key, at as u32);
+    }
+}
+
+/// What the server does with one command of a batch.
+#[derive(Debug, PartialEq)]
+enum Sifted {
+    /// Answered before: the answer again.
+    Answered(pb::CommandResult),
+    /// A copy of the batch's command at this index: its answer.
+    CopyOf(usize),
+    /// New: run it.
+    New,
+}
+
+/// Sorts one batch's commands, in order, into answered before, copies of one earlier in
+/// the batch, and new. Nearly every command is new, from the stream's one client, with
+/// its id above every id of that client the memory has answered and above those before
+/// it in the batch: such a command is new without a lookup, and the map of the batch's
+/// commands is built only when one is not.
+struct Sieve<'a> {
+    dedup: &'a Dedup,
+    rising: Rising,
+    /// The batch's new commands so far, by key: built from `news` on first need.
+    seen: Option<rustc_hash::FxHashMap<DedupKey, usize>>,
+    news: Vec<(DedupKey, usize)>,
+}
+
+/// Whether the batch's ids have risen so far, and from which client.
+#[derive(Clone, Copy)]
+enum Rising {
+    /// Nothing seen yet.
+    Start,
+    /// One client, and its highest id so far (answered or in the batch).
+    One { who: u64, last: u64 },
+    /// A second client, or one the memory knows nothing of: every command looked up.
+    Off,
+}
+
+impl<'a> Sieve<'a> {
+    fn new(dedup: &'a Dedup) -> Self {
+        Sieve {
+            dedup,
+            rising: Rising::Start,
+            seen: None,
+            news: Vec::new(),
+        }
+    }
+
+    /// Sorts the command with `key` at `index` in the batch.
+    fn sift(&mut self, index: usize, key: DedupKey) -> Sifted {
+        let (who, id) = key;
+        let above = match self.rising {
+            Rising::Start => match self.dedup.highest.get(&who) {
+                Some(&last) => id > last,
+                None => {
+                    self.rising = Rising::Off;
+                    false
                 }
-                if !full {
-                    self.ring.push((key, r));
-                    return;
-                }
-                let (old, _) = std::mem::replace(&mut self.ring[at], (key, r));
-                self.places.remove(&old);
+            },
+            Rising::One { who: w, last } if w == who => id > last,
+            Rising::One { .. } => {
+                self.rising = Rising::Off;
+                false
+            }
+            Rising::Off => false,
+        };
+        if above {
+            self.rising = Rising::One { who, last: id };
+        } else {
+            if let Some(prev) = self.dedup.get(&key) {
+                return Sifted::Answered(prev);
+            }
+            let news = &self.news;
+            let seen = self
+                .seen
+                .get_or_insert_with(|| news.iter().copied().collect());
+            if let Some(&first) = seen.get(&key) {
+                return Sifted::CopyOf(first);
             }
         }
-        self.oldest = (at + 1) % DEDUP_CAPACITY;
+        if let Some(seen) = &mut self.seen {
+            seen.insert(key, index);
+        }
+        self.news.push((key, index));
+        Sifted::New
     }
 }
 
@@ -325,7 +447,8 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
         let dedup = self.dedup.clone();
         tokio::spawn(async move {
             let mut batch: Vec<pb::StreamRequest> = Vec::with_capacity(STREAM_BATCH);
-            let mut client: Arc<str> = Arc::from("");
+            // The last client named, and its half of the keys.
+            let mut client: Option<(String, u64)> = None;
             loop {
                 // Wait for one request, then take whatever else has already arrived.
                 match inbound.next().await {
@@ -351,33 +474,39 @@ impl<B: SwitchBackend> SwitchServer for SwitchService<B> {
                 }
                 let mut answers: Vec<Option<pb::CommandResult>> = Vec::with_capacity(entries.len());
                 let mut to_run: Vec<Command> = Vec::new();
-                let mut run_index: Vec<(usize, (Arc<str>, u64))> = Vec::new();
+                let mut run_index: Vec<(usize, DedupKey)> = Vec::new();
                 // A copy of a request already in this batch (a duplicated message) is
                 // answered with the first copy's result, not run again: the memory of
                 // answers only covers requests of earlier batches.
-                let mut first_in_batch: rustc_hash::FxHashMap<(Arc<str>, u64), usize> =
-                    rustc_hash::FxHashMap::default();
                 let mut copies: Vec<(usize, usize)> = Vec::new();
                 {
                     let d = dedup.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut sieve = Sieve::new(&d);
                     for (i, &(r, id, command)) in entries.iter().enumerate() {
                         // A stream's requests nearly always come from one client: its
-                        // name is shared, not allocated again per request.
+                        // name is hashed once, not per request.
                         let name = batch[r].client_id.as_str();
-                        if *client != *name {
-                            client = Arc::from(name);
+                        let who = match &client {
+                            Some((n, who)) if n == name => *who,
+                            _ => {
+                                let who = d.client(name);
+                                client = Some((name.to_owned(), who));
+                                who
+                            }
+                        };
+                        let key: DedupKey = (who, id);
+                        match sieve.sift(i, key) {
+                            Sifted::Answered(prev) => {
+                                answers.push(Some(prev));
+                                continue;
+                            }
+                            Sifted::CopyOf(first) => {
+                                copies.push((i, first));
+                                answers.push(None);
+                                continue;
+                            }
+                            Sifted::New => {}
                         }
-                        let key: (Arc<str>, u64) = (client.clone(), id);
-                        if let Some(prev) = d.get(&key) {
-                            answers.push(Some(prev));
-                            continue;
-                        }
-                        if let Some(&first) = first_in_batch.get(&key) {
-                            copies.push((i, first));
-                            answers.push(None);
-                            continue;
-                        }
-                        first_in_batch.insert(key.clone(), i);
                         match command.map(cv::command) {
                             Some(Ok(cmd)) => {
                                 to_run.push(cmd);
@@ -806,30 +935,101 @@ mod tests {
         }
     }
 
-    /// The memory keeps the last DEDUP_CAPACITY answers, by client and id: the oldest
-    /// goes first, a client's id is not another's, and a second answer to one key
-    /// replaces the first without taking another place.
+    /// A batch's commands sorted: rising ids from one client are new without a lookup;
+    /// a copy within the batch, an id answered before and a second client's commands
+    /// are still found, whichever way the batch began.
+    #[test]
+    fn the_sieve_finds_every_answer_and_copy() {
+        let mut d = Dedup::default();
+        let (a, b) = (d.client("cm-a"), d.client("cm-b"));
+        for id in 1..=10 {
+            d.put((a, id), answer(id as i32));
+        }
+        d.put((b, 4), answer(40));
+        // The usual batch: ids above the client's highest, rising.
+        let mut s = Sieve::new(&d);
+        for (i, id) in (11..20).enumerate() {
+            assert_eq!(s.sift(i, (a, id)), Sifted::New);
+        }
+        assert!(s.seen.is_none(), "no lookup for rising ids");
+        assert_eq!(s.sift(9, (a, 15)), Sifted::CopyOf(4));
+        assert_eq!(s.sift(10, (a, 7)), Sifted::Answered(answer(7)));
+        assert_eq!(s.sift(11, (a, 20)), Sifted::New);
+        assert_eq!(s.sift(12, (a, 20)), Sifted::CopyOf(11));
+        // A second client: its ids are its own, and the first's are still known.
+        assert_eq!(s.sift(13, (b, 15)), Sifted::New);
+        assert_eq!(s.sift(14, (b, 4)), Sifted::Answered(answer(40)));
+        assert_eq!(s.sift(15, (a, 17)), Sifted::CopyOf(6), "above b's, not a's");
+        assert_eq!(s.sift(16, (a, 21)), Sifted::New);
+        assert_eq!(s.sift(17, (a, 21)), Sifted::CopyOf(16));
+        assert_eq!(s.sift(18, (b, 15)), Sifted::CopyOf(13));
+        // A batch that begins below the client's highest, then rises past it.
+        let mut s = Sieve::new(&d);
+        assert_eq!(s.sift(0, (a, 3)), Sifted::Answered(answer(3)));
+        assert_eq!(s.sift(1, (b, 2)), Sifted::New, "forgotten or never given");
+        assert_eq!(s.sift(2, (b, 5)), Sifted::New);
+        assert_eq!(s.sift(3, (b, 2)), Sifted::CopyOf(1));
+        assert_eq!(s.sift(4, (b, 5)), Sifted::CopyOf(2));
+        // A client the memory has never answered: looked up, and still sorted.
+        let c = d.client("cm-c");
+        let mut s = Sieve::new(&d);
+        assert_eq!(s.sift(0, (c, 1)), Sifted::New);
+        assert_eq!(s.sift(1, (c, 2)), Sifted::New);
+        assert_eq!(s.sift(2, (c, 1)), Sifted::CopyOf(0));
+    }
+
+    /// Past `Dedup::CLIENTS` clients the memory starts afresh, and a client it then
+    /// knows again is not taken to have answered nothing below its new highest id.
+    #[test]
+    fn too_many_clients_start_the_memory_afresh() {
+        let mut d = Dedup::default();
+        let a = d.client("cm-a");
+        d.put((a, 100), answer(100));
+        for n in 0..Dedup::CLIENTS {
+            d.put((d.client(&format!("cm-{n}")), 1), answer(1));
+        }
+        assert_eq!(d.get(&(a, 100)), None, "forgotten with its client's highest id");
+        d.put((a, 5), answer(5));
+        let mut s = Sieve::new(&d);
+        assert_eq!(s.sift(0, (a, 5)), Sifted::Answered(answer(5)));
+        assert_eq!(s.sift(1, (a, 100)), Sifted::New);
+    }
+
+    /// The memory keeps at least the last DEDUP_CAPACITY answers, by client and id: the
+    /// oldest go first, a client's id is not another's, and a second answer to one key
+    /// replaces the first.
     #[test]
     fn the_memory_of_answers_keeps_the_last_ones() {
         let mut d = Dedup::default();
-        let a: Arc<str> = Arc::from("cm-a");
-        let b: Arc<str> = Arc::from("cm-b");
-        d.put((a.clone(), 0), answer(1));
-        d.put((a.clone(), 0), answer(2));
-        assert_eq!(d.get(&(a.clone(), 0)), Some(answer(2)));
-        assert_eq!(d.get(&(b.clone(), 0)), None);
-        for id in 1..(DEDUP_CAPACITY as u64 + 3) {
-            d.put((b.clone(), id), answer(id as i32));
+        let (a, b) = (d.client("cm-a"), d.client("cm-b"));
+        assert_ne!(a, b);
+        assert_eq!(a, d.client("cm-a"), "one name, one key");
+        d.put((a, 0), answer(1));
+        d.put((a, 0), answer(2));
+        assert_eq!(d.get(&(a, 0)), Some(answer(2)));
+        assert_eq!(d.get(&(b, 0)), None);
+        // Three generations' worth: every answer among the last DEDUP_CAPACITY is
+        // kept, whichever generation holds it, and the first ones are gone.
+        let n = 3 * DEDUP_CAPACITY as u64;
+        for id in 1..=n {
+            d.put((b, id), answer(id as i32));
+            if id % 50_021 == 0 {
+                for back in [0, 1, id.min(DEDUP_CAPACITY as u64) - 1] {
+                    let k = id - back;
+                    assert_eq!(d.get(&(b, k)), Some(answer(k as i32)), "id {k} at {id}");
+                }
+            }
         }
-        assert_eq!(d.places.len(), DEDUP_CAPACITY);
-        assert_eq!(d.get(&(a.clone(), 0)), None, "the oldest went first");
-        assert_eq!(d.get(&(b.clone(), 1)), None);
-        assert_eq!(d.get(&(b.clone(), 2)), None);
-        assert_eq!(d.get(&(b.clone(), 3)), Some(answer(3)));
-        let last = DEDUP_CAPACITY as u64 + 2;
-        assert_eq!(d.get(&(b.clone(), last)), Some(answer(last as i32)));
-        // Every place the map names holds its key.
-        for (k, &at) in &d.places {
+        assert_eq!(d.get(&(a, 0)), None, "the oldest went first");
+        assert_eq!(d.get(&(b, 1)), None);
+        assert_eq!(d.get(&(b, n - 2 * DEDUP_CAPACITY as u64)), None);
+        for k in (n - DEDUP_CAPACITY as u64 + 1)..=n {
+            assert_eq!(d.get(&(b, k)), Some(answer(k as i32)), "id {k}");
+        }
+        assert!(d.ring.len() <= Dedup::RING);
+        assert!(d.current.len() + d.previous.len() <= Dedup::RING);
+        // Every place a map names holds its key, or is past and refused by `get`.
+        for (k, &at) in d.current.iter() {
             assert_eq!(&d.ring[at as usize].0, k);
         }
     }
