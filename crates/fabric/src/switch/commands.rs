@@ -16,7 +16,7 @@ use atmlab_core::traffic::{ServiceClass, TrafficDescriptor};
 use super::{
     Branch, BranchChange, Commit, ConnectionKind, Entry, Hot, IdState, MAX_BRANCHES, MAX_RESERVE,
     MIN_CELL_RATE, Modify, Police, Port, Release, Reserve, Rewrite, Switch, Unreserve, header_for,
-    out_key, vc_key, vp_key,
+    vc_key, vp_key,
 };
 use crate::cac;
 use crate::error::FabricError;
@@ -63,7 +63,7 @@ impl Switch {
 
     fn out_state(p: &Port, kind: ConnectionKind, id: VcId) -> Option<IdState> {
         match kind {
-            ConnectionKind::Vc => p.vc_ids.get(&out_key(id)).copied(),
+            ConnectionKind::Vc => p.vc_ids.get(id.vpi.0, id.vci.0),
             ConnectionKind::Vp => p.vp_ids.get(&id.vpi.0).copied(),
         }
     }
@@ -161,10 +161,7 @@ impl Switch {
     ) {
         let p = &mut self.ports[pi];
         let old = match kind {
-            ConnectionKind::Vc => match st {
-                Some(s) => p.vc_ids.insert(out_key(id), s),
-                None => p.vc_ids.remove(&out_key(id)),
-            },
+            ConnectionKind::Vc => p.vc_ids.set(id.vpi.0, id.vci.0, st),
             ConnectionKind::Vp => match st {
                 Some(s) => p.vp_ids.insert(id.vpi.0, s),
                 None => p.vp_ids.remove(&id.vpi.0),

@@ -91,12 +91,12 @@ impl Switch {
     pub fn reservations(&self) -> Vec<Reservation> {
         let mut v = Vec::new();
         for p in &self.ports {
-            for (&k, st) in &p.vc_ids {
+            for (vpi, vci, st) in p.vc_ids.iter() {
                 if let IdState::Reserved(o) = st {
                     v.push(Reservation {
                         port: p.config.id,
-                        id: VcId::new((k >> 16) as u16, k as u16),
-                        owner: self.owners[*o as usize].clone(),
+                        id: VcId::new(vpi, vci),
+                        owner: self.owners[o as usize].clone(),
                     });
                 }
             }

@@ -49,6 +49,7 @@
 mod cells;
 mod commands;
 mod control;
+mod ids;
 mod types;
 mod undo;
 
@@ -180,8 +181,8 @@ struct Port {
     config: PortConfig,
     allocated: f64,
     buffer_allocated: u32,
-    /// Output identifiers in use: VCs keyed by `vpi << 16 | vci`.
-    vc_ids: FxHashMap<u32, IdState>,
+    /// Output VC identifiers in use.
+    vc_ids: ids::VcIds,
     /// Whole VPIs held by VP connections or reservations.
     vp_ids: FxHashMap<u16, IdState>,
     /// Output VC identifiers held per VPI (a VPI with any cannot be taken whole).
@@ -272,11 +273,6 @@ fn vp_key(port: PortId, vpi: u16) -> u32 {
     (u32::from(port.0) << 16) | u32::from(vpi)
 }
 
-#[inline]
-fn out_key(id: VcId) -> u32 {
-    (u32::from(id.vpi.0) << 16) | u32::from(id.vci.0)
-}
-
 /// The 4 header octets with VPI and VCI set and PTI/CLP zero (GFC zero at a UNI).
 fn header_for(interface: Interface, id: VcId) -> [u8; 4] {
     let vpi = id.vpi.0;
@@ -306,7 +302,7 @@ impl Switch {
                 config: p.clone(),
                 allocated: 0.0,
                 buffer_allocated: 0,
-                vc_ids: FxHashMap::default(),
+                vc_ids: ids::VcIds::default(),
                 vp_ids: FxHashMap::default(),
                 vcs_per_vpi: PerVpi::default(),
                 vc_bits: PerVpi::default(),
