@@ -757,7 +757,7 @@ pub async fn run_with_deadline<T: CallTarget>(
                 tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
             }
         }
-        let (src, dst) = load.pairs[(offered as usize) % load.pairs.len()].clone();
+        let pair = (offered as usize) % load.pairs.len();
         offered += 1;
         let hold = if load.fixed_holding {
             load.holding
@@ -775,6 +775,8 @@ pub async fn run_with_deadline<T: CallTarget>(
             }
             continue;
         }
+        // Named only for a call that goes ahead: a refusal allocates nothing.
+        let (src, dst) = load.pairs[pair].clone();
         let (t, h, c) = (target.clone(), hist.clone(), tally.clone());
         let traffic = load.traffic;
         tasks.spawn(async move {

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use atmlab_core::time::Instant;
 use atmlab_fabric::error::{ErrorKind, FabricError};
 use atmlab_fabric::live::grpc::GrpcSwitch;
@@ -28,10 +30,11 @@ struct Shell {
     router: Box<dyn Router>,
     clock: LiveClock,
     links: HashMap<String, mpsc::UnboundedSender<Vec<(u64, Command)>>>,
-    add_waiters: HashMap<u64, AddWaiter>,
-    delete_waiters: HashMap<u64, oneshot::Sender<Result<(), CallError>>>,
-    change_waiters: HashMap<u64, ChangeWaiter>,
-    hosts: HashMap<u64, (String, String)>,
+    // Keyed by call id, which the manager issues: Fx, not SipHash (a few lookups a call).
+    add_waiters: FxHashMap<u64, AddWaiter>,
+    delete_waiters: FxHashMap<u64, oneshot::Sender<Result<(), CallError>>>,
+    change_waiters: FxHashMap<u64, ChangeWaiter>,
+    hosts: FxHashMap<u64, (String, String)>,
     journal: Option<std::sync::mpsc::Sender<JournalJob>>,
     /// Transactions the journal's writer committed (counted by its thread).
     journal_writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -455,16 +458,16 @@ pub(super) async fn run_manager(
             r.findings,
             r.hosts.into_iter().map(|(id, s, d)| (id, (s, d))).collect(),
         ),
-        None => (None, Vec::new(), HashMap::new()),
+        None => (None, Vec::new(), FxHashMap::default()),
     };
     let mut sh = Shell {
         core,
         router,
         clock: LiveClock::start(),
         links,
-        add_waiters: HashMap::new(),
-        delete_waiters: HashMap::new(),
-        change_waiters: HashMap::new(),
+        add_waiters: FxHashMap::default(),
+        delete_waiters: FxHashMap::default(),
+        change_waiters: FxHashMap::default(),
         hosts,
         journal,
         journal_writes,
