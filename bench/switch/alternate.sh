@@ -12,27 +12,19 @@ secs="${SECS:-3}"
 rounds="${ROUNDS:-3}"
 workers="${WORKERS:-4}"
 [ "$#" -ge 1 ] || { echo "usage: $0 BIN..." >&2; exit 2; }
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=common.sh
+. "$here/common.sh"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 tick="$(getconf CLK_TCK)"
 cpu() { awk -v t="$tick" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
 for round in $(seq "$rounds"); do
   for bin in "$@"; do
-    rm -rf "$work/certs"
-    "$bin" certs init --dir "$work/certs" switch:s1 >/dev/null
-    cat > "$work/s1.toml" <<TOML
-name = "s1"
-raw = "127.0.0.1:0"
-[[ports]]
-id = 0
-vci = [32, 65535]
-[[ports]]
-id = 1
-vci = [32, 65535]
-TOML
+    switch_files "$bin" "$work"
     RUST_LOG=warn "$bin" switch serve --config "$work/s1.toml" --certs "$work/certs" > "$work/serve.out" &
     spid=$!
-    for _ in $(seq 100); do grep -q "raw TCP" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
+    wait_serving "$work/serve.out"
     grpc="$(sed -n 's/.*gRPC https\?:\/\/\(.*\)/\1/p' "$work/serve.out")"
     c0="$(cpu "$spid")"
     out="$("$bin" switch bench --certs "$work/certs" --seconds "$secs" --addr "$grpc" \

@@ -20,19 +20,11 @@ work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 sec=(--certs "$work/certs")
 if [ "${INSECURE:-0}" = 1 ]; then sec=(--insecure); fi
-"$ATMLAB_BIN" certs init --dir "$work/certs" switch:s1 >/dev/null
-cat > "$work/s1.toml" <<TOML
-name = "s1"
-raw = "127.0.0.1:0"
-[[ports]]
-id = 0
-vci = [32, 65535]
-[[ports]]
-id = 1
-vci = [32, 65535]
-TOML
+# shellcheck source=common.sh
+. "$root/bench/switch/common.sh"
+switch_files "$ATMLAB_BIN" "$work"
 RUST_LOG=warn "$ATMLAB_BIN" switch serve --config "$work/s1.toml" "${sec[@]}" > "$work/serve.out" &
-for _ in $(seq 100); do grep -q "raw TCP" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
+wait_serving "$work/serve.out"
 grpc="$(sed -n 's/.*gRPC https\?:\/\/\(.*\)/\1/p' "$work/serve.out")"
 raw="$(sed -n 's/.*raw TCP \(.*\)/\1/p' "$work/serve.out")"
 RUST_LOG=warn "$ATMLAB_BIN" switch proxy --raw "$raw" "${sec[@]}" > "$work/proxy.out" &
