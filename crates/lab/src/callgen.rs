@@ -31,11 +31,12 @@ pub trait CallTarget: Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = Result<u64, CallError>> + Send;
     /// Releases it.
     fn release(&self, id: u64) -> impl std::future::Future<Output = Result<(), CallError>> + Send;
-    /// The refusal of a setup the target turns away before any work (an overloaded
-    /// manager's closed door), or None: the generator counts it without starting a
-    /// call's task. Past the knee most arrivals are such refusals, and a task, a lock
-    /// and a cause's string each took the cores the manager was carrying calls on.
-    fn refuse_now(&self) -> Option<CallError> {
+    /// For a setup the target turns away before any work (an overloaded manager's
+    /// closed door), how to build its refusal; None if it would take the call. The
+    /// generator counts such a refusal without starting a call's task, and builds the
+    /// error once: past the knee most arrivals are refusals, and a task, a lock and a
+    /// cause's string each took the cores the manager was carrying calls on.
+    fn refuse_now(&self) -> Option<fn() -> CallError> {
         None
     }
 }
@@ -56,8 +57,9 @@ impl CallTarget for CmHandle {
         self.delete(id).await
     }
 
-    fn refuse_now(&self) -> Option<CallError> {
+    fn refuse_now(&self) -> Option<fn() -> CallError> {
         self.refused_at_the_door()
+            .then_some(CmHandle::door_refusal as fn() -> CallError)
     }
 }
 
@@ -764,10 +766,10 @@ pub async fn run_with_deadline<T: CallTarget>(
         } else {
             Duration::from_secs_f64(holds.sample(&mut hold_rng))
         };
-        if let Some(e) = target.refuse_now() {
+        if let Some(refusal) = target.refuse_now() {
             // Counted here and added to the tally once, at the end.
             door.0 += 1;
-            door.1.get_or_insert(e);
+            door.1.get_or_insert_with(refusal);
             // Refusals need no await: give the runtime's other tasks (the manager's,
             // which alone opens the door) a turn now and then.
             if door.0.is_multiple_of(64) {
@@ -968,11 +970,11 @@ mod tests {
         async fn release(&self, _: u64) -> Result<(), CallError> {
             Ok(())
         }
-        fn refuse_now(&self) -> Option<CallError> {
+        fn refuse_now(&self) -> Option<fn() -> CallError> {
             let n = self
                 .asked
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            n.is_multiple_of(2).then(|| CallError {
+            n.is_multiple_of(2).then_some(|| CallError {
                 kind: atmlab_fabric::ErrorKind::ResourceExhausted,
                 message: "shut".into(),
             })

@@ -35,9 +35,15 @@ impl VcIds {
     #[inline]
     pub(super) fn set(&mut self, vpi: u16, vci: u16, st: Option<IdState>) -> Option<IdState> {
         let (c, i) = (usize::from(vci) / CHUNK, usize::from(vci) % CHUNK);
-        if st.is_none() && self.get(vpi, vci).is_none() {
-            // Freeing a free identifier makes no chunk.
-            return None;
+        if st.is_none() {
+            // Freeing makes no chunk.
+            return self
+                .chunks
+                .0
+                .get_mut(usize::from(vpi))?
+                .get_mut(c)?
+                .as_mut()?[i]
+                .take();
         }
         let chunks = self.chunks.at(vpi);
         if c >= chunks.len() {

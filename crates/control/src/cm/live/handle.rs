@@ -89,22 +89,29 @@ pub(super) struct Gate {
 }
 
 impl CmHandle {
-    /// The refusal a setup gets now without being queued, while the manager is at its
-    /// bound of calls in setup (counted with its blocked calls), or None. A caller that
-    /// offers many calls (a call generator) can ask before it starts a call's work; one
-    /// that retries at once must give the runtime a turn between tries.
-    pub fn refused_at_the_door(&self) -> Option<CallError> {
+    /// Whether a setup is refused now without being queued, the manager being at its
+    /// bound of calls in setup (then counted with its blocked calls; the refusal is
+    /// [`CmHandle::door_refusal`]). A caller that offers many calls (a call generator)
+    /// can ask before it starts a call's work; one that retries at once must give the
+    /// runtime a turn between tries.
+    pub fn refused_at_the_door(&self) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.gate.shut.load(Relaxed) {
-            return None;
+            return false;
         }
         self.gate.refused.fetch_add(1, Relaxed);
-        Some(CallError {
+        true
+    }
+
+    /// The error of a setup refused at the door: built only when someone reads it, so
+    /// that counting refusals allocates nothing.
+    pub fn door_refusal() -> CallError {
+        CallError {
             kind: atmlab_fabric::error::ErrorKind::ResourceExhausted,
             message: "the connection manager is overloaded (at its bound of calls being set \
                       up; refused before it was queued)"
                 .into(),
-        })
+        }
     }
 
     /// Sets up a call from `source` to `destination` (host names).
@@ -130,12 +137,12 @@ impl CmHandle {
         clr: f64,
         tag: &str,
     ) -> Result<CallInfo, CallError> {
-        if let Some(e) = self.refused_at_the_door() {
+        if self.refused_at_the_door() {
             // A refusal that needed no await would let a caller retrying at once spin
             // on a runtime thread and starve the manager's task, which alone opens the
             // gate: give way first.
             tokio::task::yield_now().await;
-            return Err(e);
+            return Err(Self::door_refusal());
         }
         let (reply, rx) = oneshot::channel();
         self.tx
