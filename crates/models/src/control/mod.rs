@@ -94,6 +94,9 @@ pub struct ManagerSpec {
     /// Managers sharing the switches, each on its own partition of every port's VCI
     /// range (paper 000 §II-C1); calls are dealt to them in turn.
     pub managers: u32,
+    /// Releases ride: they count not toward T (xbind, `releases = "ride"`; the reading
+    /// of paper 000 §IV-A that its Table I fits; `CmConfig::releases_ride`).
+    pub releases_ride: bool,
 }
 
 /// The shape of a TINA deployment (paper 001 §1.2.1, §4.3), as
@@ -263,7 +266,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "manager",
-        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), managers = n (default 1: several managers on disjoint partitions of every port's VCI range, calls dealt in turn), adaptive = \"paper\" | { bounds = [calls/s...], thresholds = [T...], window = duration } (xbind: T follows the arrival rate, §IV-B), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
+        doc: "{ kind = \"xbind\" | \"sequential\" | \"threaded\", threshold = T (xbind, default 1), flush = duration (xbind, default \"1 s\", the paper's), threads = n (threaded, default 4), route_ttl = duration (xbind, default \"5 s\"), managers = n (default 1: several managers on disjoint partitions of every port's VCI range, calls dealt in turn), adaptive = \"paper\" | { bounds = [calls/s...], thresholds = [T...], window = duration } (xbind: T follows the arrival rate, §IV-B), cache_fill, cache_low, cache_max = identifiers per fill, refill mark, most kept (xbind, defaults 64, 16, 256), releases = \"count\" | \"ride\" (xbind, default count: releases count toward T, §II-C4; ride: they wait for the next message without counting, the reading §IV-A's Table I fits) }; or { kind = \"tina\", mode = \"sequential\" | \"parallel\" (default sequential), depth = NML-CP levels (default 2), fanout = children per NML-CP (default 2), colocate = EML-CPs in their NML-CP's process (default false), threads = per performer (default 1), route_ttl = duration (default \"0 s\": the route object asked every call) }",
     },
     ParamDoc {
         key: "arrival",
@@ -685,6 +688,20 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             },
             tina: None,
             managers: whole("managers", 1, 64)?,
+            releases_ride: match m
+                .has("releases")
+                .then(|| m.string("releases"))
+                .transpose()?
+            {
+                None | Some("count") => false,
+                Some("ride") => true,
+                Some(other) => {
+                    return Err(m.error(
+                        "releases",
+                        format!("{other:?}: expected \"count\" or \"ride\""),
+                    ));
+                }
+            },
         },
         "sequential" | "threaded" => ManagerSpec {
             kind: CmKind::Sequential,
@@ -709,6 +726,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             },
             tina: None,
             managers: whole("managers", 1, 64)?,
+            releases_ride: false,
         },
         "tina" => {
             let mode = if m.has("mode") {
@@ -738,6 +756,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
                     colocate,
                 }),
                 managers: 1,
+                releases_ride: false,
             }
         }
         other => {

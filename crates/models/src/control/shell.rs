@@ -376,6 +376,7 @@ impl<'a> Plane<'a> {
         core_cfg.sweep_interval = None;
         (core_cfg.cache_fill, core_cfg.cache_low, core_cfg.cache_max) = cfg.manager.cache;
         core_cfg.max_setups = usize::MAX / 2;
+        core_cfg.releases_ride = cfg.manager.releases_ride;
         let route = RouteObject::new(cfg.view.clone()).map_err(|e| model_err(e.to_string()))?;
         let route = Arc::new(Mutex::new(route));
         let count = cfg.manager.managers.max(1) as usize;

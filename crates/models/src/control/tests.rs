@@ -262,6 +262,55 @@ profile = "paper-000"
 /// delay on each: the core re-sends what was lost (the switches answer a repeated
 /// request once), every call is set up or refused cleanly, and once the calls end no
 /// connection and no bandwidth is left on any switch.
+/// §IV-A's second reading: releases that ride count not toward T, so setups alone fill
+/// the batches. At T = 5 the three switch servers then get about 3/5 messages a call
+/// (against 6/5 when releases count), and each commit waits for more setups, so N_v
+/// (λ times the wait) grows. A rule that is neither "count" nor "ride" is refused by name.
+#[test]
+fn releases_that_ride_leave_setups_to_fill_the_batches() {
+    let scenario = |releases: &str| {
+        config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 5, flush = "1 s", cache_fill = 256, cache_low = 64, cache_max = 2048, releases = "{releases}" }}
+arrival = {{ kind = "poisson", rate = "40 /s" }}
+holding = {{ kind = "exponential", mean = "500 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = "paper-000"
+"#
+        ))
+    };
+    let count = run(&scenario("count"), 60, 2, 0);
+    let ride = run(&scenario("ride"), 60, 2, 0);
+    let messages = |m: &[(&'static str, f64)]| metric(m, "switch_messages_per_call");
+    assert!(
+        (messages(&count) - 1.2).abs() < 0.05,
+        "{}",
+        messages(&count)
+    );
+    assert!((messages(&ride) - 0.6).abs() < 0.03, "{}", messages(&ride));
+    let nv = |m: &[(&'static str, f64)]| metric(m, "nv_arrival_mean");
+    assert!(
+        nv(&ride) > 1.3 * nv(&count),
+        "{} against {}",
+        nv(&ride),
+        nv(&count)
+    );
+    // Every call set up was released: riding delays a release, it never loses one.
+    assert_eq!(metric(&ride, "failure_probability"), 0.0);
+
+    let text = format!(
+        "topology = {:?}\nmanager = {{ kind = \"xbind\", releases = \"later\" }}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [\"a:b\"]\nprofile = \"paper-000\"\n",
+        line3()
+    );
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let e = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap_err();
+    assert!(
+        e.to_string().contains("releases") && e.to_string().contains("later"),
+        "{e}"
+    );
+}
+
 #[test]
 fn lost_messages_are_recovered_and_nothing_leaks() {
     let c = config(

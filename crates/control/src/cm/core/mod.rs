@@ -155,6 +155,11 @@ pub struct CmConfig {
     /// ([`SetupLimit`](crate::cm::overload::SetupLimit)); `None`: the bound is
     /// `max_setups`, fixed (the simulated managers, whose costs the paper fixes).
     pub setup_target: Option<Duration>,
+    /// Releases ride (xbind): they count not toward T, and leave in their switch's next
+    /// message or at the flush time-out. `false` (the default) is §II-C4's rule, "the
+    /// message threshold parameter takes into account both add and delete requests";
+    /// `true` is the reading that §IV-A's Table I fits (docs/reproductions/xbind.md).
+    pub releases_ride: bool,
 }
 
 impl CmConfig {
@@ -176,6 +181,7 @@ impl CmConfig {
             sweep_interval: Some(Duration::from_secs(10)),
             max_setup_age: None,
             setup_target: None,
+            releases_ride: false,
         }
     }
 }
@@ -744,10 +750,9 @@ impl CmCore {
         let i = switches.len();
         switches.push(name.into());
         switch_index.insert(name.to_string(), i);
-        aggregators.push(MessageAggregator::new(
-            config.threshold,
-            config.flush_timeout,
-        ));
+        let mut a = MessageAggregator::new(config.threshold, config.flush_timeout);
+        a.set_rides(config.releases_ride);
+        aggregators.push(a);
         i
     }
 
@@ -890,7 +895,7 @@ impl CmCore {
         if was_empty {
             self.note_flush(switch);
         }
-        if self.aggregators[switch].len() >= self.aggregators[switch].threshold() as usize {
+        if self.aggregators[switch].ready() {
             self.ready.push_back(switch);
         }
         self.outstanding.insert(

@@ -383,6 +383,7 @@ impl CmCore {
             if !self.aggregators[sw].is_empty() {
                 self.ready.push_back(sw);
                 self.aggregators[sw].tune(1, self.config.flush_timeout);
+                self.aggregators[sw].set_rides(false);
             }
         }
     }
