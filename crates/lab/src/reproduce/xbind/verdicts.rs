@@ -58,6 +58,72 @@ fn peak(points: &[&CurvePoint]) -> Option<f64> {
         .max_by(f64::total_cmp)
 }
 
+/// A curve's capacity: the most setups/s it measured, and whether that is its capacity
+/// (some load it was offered was not carried) or only a lower bound on it (it carried
+/// every load offered, so the grid stopped below its knee).
+#[derive(Debug, Clone, Copy)]
+struct Capacity {
+    peak: f64,
+    reached: bool,
+}
+
+impl Capacity {
+    fn of(points: &[&CurvePoint]) -> Option<Capacity> {
+        Some(Capacity {
+            peak: peak(points)?,
+            reached: points.iter().any(|c| !c.carried()),
+        })
+    }
+
+    fn show(&self) -> String {
+        if self.reached {
+            per_s(self.peak)
+        } else {
+            format!("at least {} (carried every load)", per_s(self.peak))
+        }
+    }
+}
+
+/// Whether `more` has more capacity than `less`, judged only as far as the grid shows: a
+/// lower bound above a capacity reproduces, a lower bound at or above the capacity it
+/// should stay under differs, and two lower bounds (or a lower bound under a capacity)
+/// cannot tell.
+fn more_capacity(more: Capacity, less: Capacity) -> Verdict {
+    match (more.reached, less.reached) {
+        (true, true) if more.peak > less.peak => Verdict::Reproduces,
+        (true, true) => Verdict::Differs,
+        (false, true) if more.peak > less.peak => Verdict::Reproduces,
+        (true, false) if less.peak >= more.peak => Verdict::Differs,
+        _ => Verdict::Undecided,
+    }
+}
+
+/// A check that `more` (named first) has more capacity than `less`.
+fn capacity_order(
+    item: &str,
+    claim: &str,
+    (more_name, more): (&str, Capacity),
+    (less_name, less): (&str, Capacity),
+) -> Check {
+    let verdict = more_capacity(more, less);
+    let why = match verdict {
+        Verdict::Reproduces => format!("{more_name} > {less_name}"),
+        Verdict::Differs => format!("{more_name} > {less_name} reversed"),
+        _ => format!(
+            "{more_name} > {less_name}: cannot tell, a curve that carried every load offered gives only a lower bound on its capacity"
+        ),
+    };
+    Check::new(
+        item,
+        claim,
+        format!("{more_name} {}, {less_name} {}", more.show(), less.show()),
+        verdict,
+        format!(
+            "{why}; most setups/s at any load, a capacity only where some load was not carried"
+        ),
+    )
+}
+
 /// The highest load a curve carried (95% of it set up).
 fn carried_up_to(points: &[&CurvePoint]) -> Option<f64> {
     points
@@ -169,7 +235,7 @@ fn baseline(r: &XbindResults, v: &mut Verdicts) {
 fn fig6(r: &XbindResults, v: &mut Verdicts) {
     let seq = curve(r, "sequential");
     let t1 = curve(r, "xbind T=1");
-    let (Some(seq_peak), Some(t1_peak)) = (peak(&seq), peak(&t1)) else {
+    let (Some(seq_cap), Some(t1_cap)) = (Capacity::of(&seq), Capacity::of(&t1)) else {
         v.push(missing(
             "Fig. 6: sequential saturates first",
             "sequential at about 25 calls/s",
@@ -177,13 +243,13 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
         ));
         return;
     };
-    v.push(order(
+    v.push(capacity_order(
         "Fig. 6: sequential saturates first (most setups/s)",
         "sequential at about 25 calls/s; xbind beyond 60",
-        ("sequential", &point(seq_peak)),
-        Relation::Less,
-        ("xbind T=1", &point(t1_peak)),
+        ("xbind T=1", t1_cap),
+        ("sequential", seq_cap),
     ));
+    let seq_peak = seq_cap.peak;
     let mut c = value(
         "Fig. 6: sequential's saturation throughput (ours x 1/100)",
         25.0,
@@ -196,6 +262,13 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
         sig(seq_peak / SCALE),
         per_s(seq_peak)
     );
+    if !seq_cap.reached {
+        c.verdict = Verdict::Undecided;
+        c.why = format!(
+            "{}; but it carried every load offered, so this is a lower bound",
+            c.why
+        );
+    }
     v.push(c);
 
     // The paper's 10-25 calls/s region, at our scale: where both were offered.
@@ -284,44 +357,51 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
 
 fn fig7(r: &XbindResults, v: &mut Verdicts) {
     let ts = [1u32, 4, 10, 15];
-    let peaks: Vec<(u32, f64)> = ts
+    let caps: Vec<(u32, Capacity)> = ts
         .iter()
-        .filter_map(|t| peak(&curve(r, &format!("xbind T={t}"))).map(|p| (*t, p)))
+        .filter_map(|t| Capacity::of(&curve(r, &format!("xbind T={t}"))).map(|c| (*t, c)))
         .collect();
     let item = "Fig. 7: the throughput supported grows with T";
-    if peaks.len() < 2 {
+    if caps.len() < 2 {
         v.push(missing(item, "T = 15 highest", "curves of two thresholds"));
     } else {
-        let mut ranked = peaks.clone();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut ranked = caps.clone();
+        ranked.sort_by(|a, b| b.1.peak.total_cmp(&a.1.peak));
         let ours = ranked
             .iter()
-            .map(|(t, p)| format!("T = {t}: {}", per_s(*p)))
+            .map(|(t, c)| format!("T = {t}: {}", c.show()))
             .collect::<Vec<_>>()
             .join(" > ");
-        let increasing = peaks.windows(2).all(|w| w[1].1 > w[0].1);
+        // Each T against the next: one reversal differs; all in order reproduces; a
+        // pair the grid cannot order leaves the whole undecided.
+        let pairs: Vec<Verdict> = caps
+            .windows(2)
+            .map(|w| more_capacity(w[1].1, w[0].1))
+            .collect();
+        let verdict = if pairs.contains(&Verdict::Differs) {
+            Verdict::Differs
+        } else if pairs.iter().all(|p| *p == Verdict::Reproduces) {
+            Verdict::Reproduces
+        } else {
+            Verdict::Undecided
+        };
         v.push(Check::new(
             item,
             "T = 1 below 100 calls/s; T = 15 up to 170 calls/s",
             format!("most setups/s measured: {ours}"),
-            if increasing {
-                Verdict::Reproduces
-            } else {
-                Verdict::Differs
-            },
-            "the peak setups/s of each T, at any load, must rise with T",
+            verdict,
+            "each T's capacity must exceed the next smaller T's; a curve that carried every load offered gives only a lower bound, and a pair the grid cannot order is undecided",
         ));
     }
     let t1 = curve(r, "xbind T=1");
     let t15 = curve(r, "xbind T=15");
-    match (peak(&t1), peak(&t15)) {
+    match (Capacity::of(&t1), Capacity::of(&t15)) {
         (Some(a), Some(b)) => {
-            v.push(order(
+            v.push(capacity_order(
                 "Fig. 7: T = 15 carries more than T = 1",
                 "170 against under 100 calls/s",
-                ("T = 15", &point(b)),
-                Relation::Greater,
-                ("T = 1", &point(a)),
+                ("T = 15", b),
+                ("T = 1", a),
             ));
         }
         _ => {
@@ -986,17 +1066,38 @@ pub(crate) mod tests {
         let v = verdicts(&r);
         assert_eq!(v.verdict(FIG7), Some(Verdict::Differs));
         assert_eq!(v.verdict(ORDER), Some(Verdict::Differs));
-        assert!(
-            v.get(ORDER)
-                .unwrap()
-                .ours
-                .starts_with("most setups/s measured: T = 1: 40000/s")
-        );
-        // Let T = 15 carry 50,000/s: the paper's ordering of T = 1 and 15 holds.
+        assert!(v.get(ORDER).unwrap().ours.starts_with(
+            "most setups/s measured: T = 1: at least 40000/s (carried every load) > T = 10: 35000/s"
+        ));
+        // T = 1 carried every load: its 40,000/s is a lower bound, above T = 15's
+        // capacity (26,000/s), so the reversal shows. Let T = 15 carry every load too:
+        // two lower bounds cannot be ordered.
         for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=15") {
-            c.report.setups_per_s = 50_000.0;
+            c.report.setups_per_s = c.report.offered_per_s;
+        }
+        let v = verdicts(&r);
+        assert_eq!(
+            v.verdict(FIG7),
+            Some(Verdict::Undecided),
+            "{:?}",
+            v.get(FIG7)
+        );
+        assert!(v.get(FIG7).unwrap().ours.contains("at least 40000/s"));
+        // T = 1 saturates at 30,000/s offered 40,000: T = 15's lower bound of 40,000/s
+        // is above its capacity, and the paper's ordering of T = 1 and 15 holds.
+        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=1") {
+            if c.report.offered_per_s == 40_000.0 {
+                c.report.setups_per_s = 30_000.0;
+            }
         }
         assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Reproduces));
+        // T = 15 saturating at 20,000/s against T = 1's 30,000/s: reversed.
+        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=15") {
+            if c.report.offered_per_s == 40_000.0 {
+                c.report.setups_per_s = 20_000.0;
+            }
+        }
+        assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Differs));
     }
 
     #[test]
