@@ -219,6 +219,11 @@ pub struct CmTuning {
     /// overloaded; "off": the bound stays at 2,000 calls.
     #[arg(long, default_value = "10 ms")]
     setup_target: String,
+    /// Whether releases count toward the message threshold T (xbind): "count", the
+    /// paper's §II-C4 rule; "ride": a release waits without counting and leaves in its
+    /// switch's next message or at the flush time-out, the reading §IV-A's Table I fits.
+    #[arg(long, default_value = "count", value_parser = ["count", "ride"])]
+    releases: String,
 }
 
 impl CmTuning {
@@ -318,6 +323,7 @@ impl CmTuning {
             adaptive: self.adaptive.then(Regions::default),
             partition,
             owner: self.owner.clone().unwrap_or(base.owner.clone()),
+            releases_ride: self.releases == "ride",
             ..base
         })
     }
