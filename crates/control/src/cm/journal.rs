@@ -868,6 +868,42 @@ pub struct JournalWriter {
     tx: std::sync::mpsc::Sender<WriterJob>,
 }
 
+/// What a group of jobs leaves to write, each job's calls to write and ids to forget
+/// taken in order: a call's last word wins. A call written and forgotten in one group
+/// ends forgotten; one forgotten and then written (an id reused) ends written. Each id
+/// is in one list at most (the order within a list does not change what the journal
+/// holds). Linear in the group's size: a writer that fell behind (a slow disk) takes a
+/// large group, and a merge that rescanned the lists per call would grow it further.
+fn merge(
+    jobs: impl Iterator<Item = (Vec<JournaledCall>, Vec<u64>)>,
+) -> (Vec<JournaledCall>, Vec<u64>) {
+    // Each id's last word: a call to write, or None to forget it; in first-seen order.
+    let mut last: rustc_hash::FxHashMap<u64, Option<JournaledCall>> = Default::default();
+    let mut order = Vec::new();
+    for (u, g) in jobs {
+        for c in u {
+            let id = c.view.id;
+            if last.insert(id, Some(c)).is_none() {
+                order.push(id);
+            }
+        }
+        for id in g {
+            if last.insert(id, None).is_none() {
+                order.push(id);
+            }
+        }
+    }
+    let (mut up, mut gone) = (Vec::new(), Vec::new());
+    for id in order {
+        match last.remove(&id) {
+            Some(Some(c)) => up.push(c),
+            Some(None) => gone.push(id),
+            None => {}
+        }
+    }
+    (up, gone)
+}
+
 /// A journal's writer thread, the one group commit of every manager: it takes every
 /// job waiting, merges what they write (`split` takes a job's calls to write and ids to
 /// forget), writes them in one transaction, then hands the jobs, the calls written and
@@ -885,22 +921,7 @@ pub(crate) fn group_commit<J: Send + 'static>(
             while let Ok(more) = rx.try_recv() {
                 jobs.push(more);
             }
-            let mut up = Vec::new();
-            let mut gone = Vec::new();
-            for j in &mut jobs {
-                let (u, g) = split(j);
-                // A call written and forgotten in one group ends forgotten; one
-                // forgotten and then written (an id reused) ends written.
-                for c in u {
-                    gone.retain(|id| *id != c.view.id);
-                    up.retain(|x: &JournaledCall| x.view.id != c.view.id);
-                    up.push(c);
-                }
-                for id in g {
-                    up.retain(|x: &JournaledCall| x.view.id != id);
-                    gone.push(id);
-                }
-            }
+            let (up, gone) = merge(jobs.iter_mut().map(&mut split));
             let r = journal.apply(&up, &gone).map_err(|e| e.to_string());
             if let Err(e) = &r {
                 tracing::error!(error = %e, "the journal could not be written");
@@ -939,6 +960,54 @@ impl JournalWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The merge of a group against its plain reading: every job in order, a write
+    /// replacing the id's earlier words, a forget replacing its write.
+    #[test]
+    fn a_group_keeps_each_calls_last_word() {
+        fn reference(jobs: &[(Vec<u64>, Vec<u64>)]) -> (Vec<u64>, Vec<u64>) {
+            let (mut up, mut gone): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+            for (u, g) in jobs {
+                for &c in u {
+                    gone.retain(|id| *id != c);
+                    up.retain(|x| *x != c);
+                    up.push(c);
+                }
+                for &id in g {
+                    up.retain(|x| *x != id);
+                    gone.push(id);
+                }
+            }
+            gone.sort_unstable();
+            gone.dedup();
+            up.sort_unstable();
+            (up, gone)
+        }
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for _ in 0..200 {
+            let jobs: Vec<(Vec<u64>, Vec<u64>)> = (0..next(5))
+                .map(|_| {
+                    let u = (0..next(4)).map(|_| next(8)).collect();
+                    let g = (0..next(4)).map(|_| next(8)).collect();
+                    (u, g)
+                })
+                .collect();
+            let (up, mut gone) = merge(
+                jobs.iter()
+                    .map(|(u, g)| (u.iter().map(|&id| call(id)).collect(), g.clone())),
+            );
+            let mut up: Vec<u64> = up.iter().map(|c| c.view.id).collect();
+            up.sort_unstable();
+            gone.sort_unstable();
+            assert_eq!((up, gone), reference(&jobs), "{jobs:?}");
+        }
+    }
 
     impl CmJournal {
         fn db(&self) -> &Connection {
