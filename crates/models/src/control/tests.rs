@@ -149,16 +149,21 @@ profile = "paper-000"
 /// Bad parameters name the key.
 #[test]
 fn bad_parameters_name_their_key() {
+    let e = refused(r#"{ kind = "xbind" }"#, "a:zz", "fast");
+    assert!(e.contains("params.pairs") && e.contains("zz"), "{e}");
+}
+
+/// The error of a scenario on the line with these manager, pairs and profile, which
+/// must be refused.
+fn refused(manager: &str, pair: &str, profile: &str) -> String {
     let text = format!(
-        "topology = {:?}\nmanager = {{ kind = \"xbind\" }}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [\"a:zz\"]\nprofile = \"fast\"\n",
+        "topology = {:?}\nmanager = {manager}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [{pair:?}]\nprofile = {profile:?}\n",
         line3()
     );
     let table: toml::Table = toml::from_str(&text).unwrap();
-    let e = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap_err();
-    assert!(
-        e.to_string().contains("params.pairs") && e.to_string().contains("zz"),
-        "{e}"
-    );
+    ControlConfig::from_params(&Params::new("t.toml", &table))
+        .unwrap_err()
+        .to_string()
 }
 
 /// §IV-A: the identifiers in use at a cache (taken at a call's arrival, back when its
@@ -299,16 +304,12 @@ profile = "paper-000"
     // Every call set up was released: riding delays a release, it never loses one.
     assert_eq!(metric(&ride, "failure_probability"), 0.0);
 
-    let text = format!(
-        "topology = {:?}\nmanager = {{ kind = \"xbind\", releases = \"later\" }}\narrival = {{ kind = \"poisson\", rate = \"1 /s\" }}\nholding = {{ kind = \"exponential\", mean = \"1 s\" }}\npcr = \"1 /s\"\npairs = [\"a:b\"]\nprofile = \"paper-000\"\n",
-        line3()
+    let e = refused(
+        r#"{ kind = "xbind", releases = "later" }"#,
+        "a:b",
+        "paper-000",
     );
-    let table: toml::Table = toml::from_str(&text).unwrap();
-    let e = ControlConfig::from_params(&Params::new("t.toml", &table)).unwrap_err();
-    assert!(
-        e.to_string().contains("releases") && e.to_string().contains("later"),
-        "{e}"
-    );
+    assert!(e.contains("releases") && e.contains("later"), "{e}");
 }
 
 #[test]

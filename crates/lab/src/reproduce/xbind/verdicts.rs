@@ -1083,20 +1083,20 @@ pub(crate) mod tests {
             v.get(FIG7)
         );
         assert!(v.get(FIG7).unwrap().ours.contains("at least 40000/s"));
+        // The setups/s `manager` carried at the top load, 40,000 offered.
+        let carry = |r: &mut XbindResults, manager: &str, setups: f64| {
+            for c in r.curves.iter_mut().filter(|c| c.manager == manager) {
+                if c.report.offered_per_s == 40_000.0 {
+                    c.report.setups_per_s = setups;
+                }
+            }
+        };
         // T = 1 saturates at 30,000/s offered 40,000: T = 15's lower bound of 40,000/s
         // is above its capacity, and the paper's ordering of T = 1 and 15 holds.
-        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=1") {
-            if c.report.offered_per_s == 40_000.0 {
-                c.report.setups_per_s = 30_000.0;
-            }
-        }
+        carry(&mut r, "xbind T=1", 30_000.0);
         assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Reproduces));
         // T = 15 saturating at 20,000/s against T = 1's 30,000/s: reversed.
-        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=15") {
-            if c.report.offered_per_s == 40_000.0 {
-                c.report.setups_per_s = 20_000.0;
-            }
-        }
+        carry(&mut r, "xbind T=15", 20_000.0);
         assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Differs));
     }
 
