@@ -84,16 +84,21 @@ impl Capacity {
     }
 }
 
-/// Whether `more` has more capacity than `less`, judged only as far as the grid shows: a
-/// lower bound above a capacity reproduces, a lower bound at or above the capacity it
-/// should stay under differs, and two lower bounds (or a lower bound under a capacity)
-/// cannot tell.
+/// How much more one live curve must carry than another for one run to order them
+/// (ours): a live capacity has no interval, and peaks within this share of each other
+/// cannot be told apart by one run (between runs they have moved by more).
+const CAPACITY_MARGIN: f64 = 0.10;
+
+/// Whether `more` has more capacity than `less`, judged only as far as the grid shows
+/// and beyond [`CAPACITY_MARGIN`]: a capacity or a lower bound past the other's
+/// capacity by the margin reproduces; a lower bound (or a capacity) of `less` past
+/// `more`'s capacity by the margin differs; peaks within the margin, two lower bounds,
+/// or a lower bound under a capacity cannot tell.
 fn more_capacity(more: Capacity, less: Capacity) -> Verdict {
+    let past = |a: f64, b: f64| a > b * (1.0 + CAPACITY_MARGIN);
     match (more.reached, less.reached) {
-        (true, true) if more.peak > less.peak => Verdict::Reproduces,
-        (true, true) => Verdict::Differs,
-        (false, true) if more.peak > less.peak => Verdict::Reproduces,
-        (true, false) if less.peak >= more.peak => Verdict::Differs,
+        (_, true) if past(more.peak, less.peak) => Verdict::Reproduces,
+        (true, _) if past(less.peak, more.peak) => Verdict::Differs,
         _ => Verdict::Undecided,
     }
 }
@@ -110,7 +115,8 @@ fn capacity_order(
         Verdict::Reproduces => format!("{more_name} > {less_name}"),
         Verdict::Differs => format!("{more_name} > {less_name} reversed"),
         _ => format!(
-            "{more_name} > {less_name}: cannot tell, a curve that carried every load offered gives only a lower bound on its capacity"
+            "{more_name} > {less_name}: cannot tell (peaks within {}% of each other, or a curve that carried every load offered, which gives only a lower bound on its capacity)",
+            sig(CAPACITY_MARGIN * 100.0)
         ),
     };
     Check::new(
@@ -327,13 +333,12 @@ fn fig6(r: &XbindResults, v: &mut Verdicts) {
             v.push(missing(item, "60 calls/s", "carried point of T = 1"));
         }
     }
+    // The lightest load against the highest load carried: the paper's 60 calls/s is
+    // about 60% of its T = 1's capacity, where its curve has risen; 6,000/s (x 100) is
+    // under a tenth of ours, where latencies at light loads differ by noise (a run read
+    // 0.86 ms there, the next 0.22 ms).
     let item = "Fig. 6: T = 1's latency grows with load";
-    match (
-        t1.first(),
-        t1.iter()
-            .rev()
-            .find(|c| c.carried() && c.report.offered_per_s <= 60.0 * SCALE),
-    ) {
+    match (t1.first(), t1.iter().rev().find(|c| c.carried())) {
         (Some(lo), Some(hi)) if hi.report.offered_per_s > lo.report.offered_per_s => {
             v.push(order(
                 item,
@@ -390,7 +395,7 @@ fn fig7(r: &XbindResults, v: &mut Verdicts) {
             "T = 1 below 100 calls/s; T = 15 up to 170 calls/s",
             format!("most setups/s measured: {ours}"),
             verdict,
-            "each T's capacity must exceed the next smaller T's; a curve that carried every load offered gives only a lower bound, and a pair the grid cannot order is undecided",
+            format!("each T's capacity must exceed the next smaller T's by {}% (one run's margin, ours); a curve that carried every load offered gives only a lower bound, and a pair the grid or the margin cannot order is undecided", sig(CAPACITY_MARGIN * 100.0)),
         ));
     }
     let t1 = curve(r, "xbind T=1");
@@ -1095,9 +1100,39 @@ pub(crate) mod tests {
         // is above its capacity, and the paper's ordering of T = 1 and 15 holds.
         carry(&mut r, "xbind T=1", 30_000.0);
         assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Reproduces));
-        // T = 15 saturating at 20,000/s against T = 1's 30,000/s: reversed.
+        // T = 15 saturating at 32,000/s against T = 1's 30,000/s: within one run's
+        // margin, so one run cannot order them.
+        carry(&mut r, "xbind T=15", 32_000.0);
+        assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Undecided));
+        // At 20,000/s: reversed.
         carry(&mut r, "xbind T=15", 20_000.0);
         assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Differs));
+    }
+
+    /// T = 1's latency at its lightest load against its highest load carried, however
+    /// far above the paper's 60 calls/s (x 100) that is.
+    #[test]
+    fn t1_latency_growth_is_judged_up_to_the_highest_load_carried() {
+        const GROWS: &str = "Fig. 6: T = 1's latency grows with load";
+        let mut r = results();
+        let mean = |r: &mut XbindResults, offered: f64, ms: f64| {
+            for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=1") {
+                if c.report.offered_per_s == offered {
+                    c.report.mean_setup_ms = ms;
+                }
+            }
+        };
+        mean(&mut r, 40_000.0, 2.0);
+        let v = verdicts(&r);
+        assert_eq!(
+            v.verdict(GROWS),
+            Some(Verdict::Reproduces),
+            "{:?}",
+            v.get(GROWS)
+        );
+        assert!(v.get(GROWS).unwrap().ours.contains("at 40000/s"));
+        mean(&mut r, 1_000.0, 3.0);
+        assert_eq!(verdicts(&r).verdict(GROWS), Some(Verdict::Differs));
     }
 
     #[test]
