@@ -7,6 +7,19 @@ use crate::callgen::Report;
 use atmlab_control::cm::core::CmStats;
 use atmlab_control::cm::dimension::NvProbe;
 
+/// Asserts `item`'s verdict, showing the row when it is another.
+fn expect(v: &Verdicts, item: &str, verdict: Verdict) {
+    assert_eq!(v.verdict(item), Some(verdict), "{:?}", v.get(item));
+}
+
+/// `manager`'s point at `offered` calls/s.
+fn at_load<'a>(r: &'a mut XbindResults, manager: &str, offered: f64) -> &'a mut CurvePoint {
+    r.curves
+        .iter_mut()
+        .find(|c| c.manager == manager && c.report.offered_per_s == offered)
+        .expect("a point of the results")
+}
+
 fn report(offered: f64, carried: f64, mean_ms: f64) -> Report {
     Report {
         offered_per_s: offered,
@@ -188,20 +201,11 @@ fn fig7_follows_the_peaks() {
         c.report.setups_per_s = c.report.offered_per_s;
     }
     let v = verdicts(&r);
-    assert_eq!(
-        v.verdict(FIG7),
-        Some(Verdict::Undecided),
-        "{:?}",
-        v.get(FIG7)
-    );
+    expect(&v, FIG7, Verdict::Undecided);
     assert!(v.get(FIG7).unwrap().ours.contains("at least 40000/s"));
     // The setups/s `manager` carried at the top load, 40,000 offered.
     let carry = |r: &mut XbindResults, manager: &str, setups: f64| {
-        for c in r.curves.iter_mut().filter(|c| c.manager == manager) {
-            if c.report.offered_per_s == 40_000.0 {
-                c.report.setups_per_s = setups;
-            }
-        }
+        at_load(r, manager, 40_000.0).report.setups_per_s = setups;
     };
     // T = 1 saturates at 30,000/s offered 40,000: T = 15's lower bound of 40,000/s
     // is above its capacity, and the paper's ordering of T = 1 and 15 holds.
@@ -223,20 +227,11 @@ fn t1_latency_growth_is_judged_up_to_the_highest_load_carried() {
     const GROWS: &str = "Fig. 6: T = 1's latency grows with load";
     let mut r = results();
     let mean = |r: &mut XbindResults, offered: f64, ms: f64| {
-        for c in r.curves.iter_mut().filter(|c| c.manager == "xbind T=1") {
-            if c.report.offered_per_s == offered {
-                c.report.mean_setup_ms = ms;
-            }
-        }
+        at_load(r, "xbind T=1", offered).report.mean_setup_ms = ms;
     };
     mean(&mut r, 40_000.0, 2.0);
     let v = verdicts(&r);
-    assert_eq!(
-        v.verdict(GROWS),
-        Some(Verdict::Reproduces),
-        "{:?}",
-        v.get(GROWS)
-    );
+    expect(&v, GROWS, Verdict::Reproduces);
     assert!(v.get(GROWS).unwrap().ours.contains("at 40000/s"));
     mean(&mut r, 1_000.0, 3.0);
     assert_eq!(verdicts(&r).verdict(GROWS), Some(Verdict::Differs));
