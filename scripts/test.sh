@@ -32,14 +32,14 @@ if need_tshark; then
   # wireshark-common asks whether non-root users may capture; the default answer is fine.
   apt_install tshark
 fi
-tshark --version | head -n 1
+tshark --version | sed -n 1p
 
 # GNU parallel runs the shards of a sweep in the sharding test (docs/cluster.md).
 if ! command -v parallel >/dev/null 2>&1; then
   echo "== installing GNU parallel (Debian package) for the sharding test"
   apt_install parallel
 fi
-parallel --version | head -n 1
+parallel --version | sed -n 1p
 
 # iproute2 builds the network namespaces of the test hosts (scripts/netns.sh, issue 26);
 # that test needs root, as CI runs this script.
@@ -63,14 +63,14 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   echo "== installing chromium and chromium-driver (Debian packages) for the dashboard test"
   apt_install chromium chromium-driver
 fi
-chromedriver --version | head -n 1
+chromedriver --version | sed -n 1p
 
 # Prometheus scrapes a running network in the metrics test (issue 25): Debian's server.
 if ! command -v prometheus >/dev/null 2>&1; then
   echo "== installing prometheus (Debian package) for the metrics test"
   apt_install prometheus
 fi
-prometheus --version 2>&1 | head -n 1
+prometheus --version 2>&1 | sed -n 1p
 
 # etcd is the registry and the managers' election store across hosts (issue 26); the
 # etcd tests start their own members on loopback: Debian's server.
@@ -78,7 +78,7 @@ if ! command -v etcd >/dev/null 2>&1; then
   echo "== installing etcd-server (Debian package) for the etcd tests"
   apt_install etcd-server
 fi
-etcd --version 2>&1 | head -n 1
+etcd --version 2>&1 | sed -n 1p
 
 # grpcurl, the operators' gRPC tool, for the test that lists, describes and health-checks
 # a running manager and switch through reflection (issue 25). Debian 12 has no package:
@@ -93,7 +93,7 @@ if [ -n "${ATMLAB_GRPCURL:-}" ]; then
   echo "grpcurl: $ATMLAB_GRPCURL (ATMLAB_GRPCURL)"
 else
   if [ ! -x "$grpcurl" ] || ! "${go_bin:-false}" version -m "$grpcurl" 2>/dev/null \
-      | grep -q "mod[[:space:]]*github.com/fullstorydev/grpcurl[[:space:]]*$GRPCURL_VERSION"; then
+      | grep "mod[[:space:]]*github.com/fullstorydev/grpcurl[[:space:]]*$GRPCURL_VERSION" >/dev/null; then
     if [ -z "$go_bin" ]; then
       echo "error: the grpcurl test needs grpcurl $GRPCURL_VERSION, built with Go, and this" >&2
       echo "  machine has no Go toolchain (neither go on PATH nor /usr/local/go/bin/go)." >&2
