@@ -647,6 +647,23 @@ fn adaptive(m: &Params<'_>) -> Result<Option<Regions>, SimError> {
     Ok(Some(regions))
 }
 
+/// xbind's `releases`: whether they ride ("ride") or count toward T ("count", the
+/// default).
+fn releases_ride(m: &Params<'_>) -> Result<bool, SimError> {
+    match if m.has("releases") {
+        m.string("releases")?
+    } else {
+        "count"
+    } {
+        "count" => Ok(false),
+        "ride" => Ok(true),
+        other => Err(m.error(
+            "releases",
+            format!("{other:?}: expected \"count\" or \"ride\""),
+        )),
+    }
+}
+
 fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
     let m = p.table("manager")?;
     let name = m.string("kind")?;
@@ -688,20 +705,7 @@ fn manager(p: &Params<'_>) -> Result<ManagerSpec, SimError> {
             },
             tina: None,
             managers: whole("managers", 1, 64)?,
-            releases_ride: match m
-                .has("releases")
-                .then(|| m.string("releases"))
-                .transpose()?
-            {
-                None | Some("count") => false,
-                Some("ride") => true,
-                Some(other) => {
-                    return Err(m.error(
-                        "releases",
-                        format!("{other:?}: expected \"count\" or \"ride\""),
-                    ));
-                }
-            },
+            releases_ride: releases_ride(&m)?,
         },
         "sequential" | "threaded" => ManagerSpec {
             kind: CmKind::Sequential,

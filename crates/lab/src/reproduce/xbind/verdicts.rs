@@ -50,14 +50,6 @@ fn curve<'a>(r: &'a XbindResults, manager: &str) -> Vec<&'a CurvePoint> {
     v
 }
 
-/// The most setups per second a curve measured, at any load.
-fn peak(points: &[&CurvePoint]) -> Option<f64> {
-    points
-        .iter()
-        .map(|c| c.report.setups_per_s)
-        .max_by(f64::total_cmp)
-}
-
 /// A curve's capacity: the most setups/s it measured, and whether that is its capacity
 /// (some load it was offered was not carried) or only a lower bound on it (it carried
 /// every load offered, so the grid stopped below its knee).
@@ -70,7 +62,10 @@ struct Capacity {
 impl Capacity {
     fn of(points: &[&CurvePoint]) -> Option<Capacity> {
         Some(Capacity {
-            peak: peak(points)?,
+            peak: points
+                .iter()
+                .map(|c| c.report.setups_per_s)
+                .max_by(f64::total_cmp)?,
             reached: points.iter().any(|c| !c.carried()),
         })
     }
