@@ -156,6 +156,16 @@ pub const PAPER_TABLE_I: [(&str, [TableIRow; 4]); 2] = [
     ),
 ];
 
+/// Passes that measure each curve's capacity again, after the sweep (the full form).
+/// One run of the sweep is one sample of each capacity, and on a shared machine the
+/// peaks of one build move by 25-40% between runs: Figs. 6 and 7 order the managers by
+/// the median, over the sweep and these passes, of the ratio of their peaks in the same
+/// pass (`verdicts`). Each pass warms a fresh manager up at the grid's load below its
+/// peak in the sweep, then offers it the load of that peak and the grid's next loads
+/// until one is not carried (three at most), the managers one after another, so two
+/// managers' peaks in one pass are measured seconds apart.
+pub const CAPACITY_PASSES: usize = 2;
+
 /// The run lengths and points of the full and quick forms.
 #[derive(Debug, Clone)]
 struct Plan {
@@ -170,6 +180,7 @@ struct Plan {
     flush_thresholds: Vec<u32>,
     flush_rate: f64,
     flush_seconds: f64,
+    capacity_passes: usize,
 }
 
 impl Plan {
@@ -189,6 +200,7 @@ impl Plan {
                 flush_thresholds: vec![15],
                 flush_rate: 100.0,
                 flush_seconds: 0.3,
+                capacity_passes: 1,
             }
         } else {
             Plan {
@@ -210,6 +222,7 @@ impl Plan {
                 flush_thresholds: vec![15],
                 flush_rate: 100.0,
                 flush_seconds: 2.0,
+                capacity_passes: CAPACITY_PASSES,
             }
         }
     }
@@ -451,6 +464,11 @@ pub struct XbindResults {
     pub baseline: Vec<Baseline>,
     /// Figs. 6, 7, 11.
     pub curves: Vec<CurvePoint>,
+    /// Figs. 6 and 7's capacities measured again: `capacity_passes[k]` holds pass k + 1,
+    /// every curve's manager offered the load of its peak in the sweep and the grid's
+    /// next loads until one is not carried, the managers one after another
+    /// ([`CAPACITY_PASSES`]).
+    pub capacity_passes: Vec<Vec<CurvePoint>>,
     /// The flush time-out of the curves, ms.
     pub flush_ms: f64,
     /// The light-load latency of large T against the flush time-out.
@@ -627,6 +645,112 @@ async fn measured_load(cm: &CmHandle, load: &Load) -> Result<(Report, u32, CmSta
     Ok((report, threshold, stats_delta(&after.stats, &before.stats)))
 }
 
+/// The loads a capacity pass may offer `manager`: from the load of its peak in the
+/// sweep up the grid (the pass stops at the first load not carried, [`PASS_LOADS`] at
+/// most).
+fn pass_loads(plan: &Plan, curves: &[CurvePoint], manager: &str) -> Vec<f64> {
+    // The sweep offered a manager the grid's loads in order, from the first.
+    let Some((at, _)) = curves
+        .iter()
+        .filter(|c| c.manager == manager)
+        .enumerate()
+        .max_by(|a, b| a.1.report.setups_per_s.total_cmp(&b.1.report.setups_per_s))
+    else {
+        return Vec::new();
+    };
+    plan.loads
+        .iter()
+        .skip(at)
+        .take(PASS_LOADS)
+        .copied()
+        .collect()
+}
+
+/// The most loads a capacity pass offers one manager.
+const PASS_LOADS: usize = 3;
+
+/// Figs. 6 and 7's capacities again, [`Plan::capacity_passes`] times after the sweep.
+async fn capacity_passes(
+    lab: &Lab,
+    say: &mut impl FnMut(&str),
+    plan: &Plan,
+    flush: Duration,
+    curves: &[CurvePoint],
+    experiments: &mut Experiments,
+) -> Result<Vec<Vec<CurvePoint>>, LabError> {
+    let mut passes = Vec::new();
+    for pass in 1..=plan.capacity_passes {
+        experiments.start(&format!(
+            "Figs. 6 and 7: capacity pass {pass} of {}",
+            plan.capacity_passes
+        ));
+        let mut points = Vec::new();
+        for (name, config) in curve_managers(flush) {
+            let loads = pass_loads(plan, curves, &name);
+            if loads.is_empty() {
+                continue;
+            }
+            let cm = lab.manager(config).await?;
+            // Warm up first, unmeasured, at the grid's load below the first (half of
+            // it at the grid's bottom) for half a point's time: the sweep reached its
+            // peak with caches filled and the flows of commands going, and a manager
+            // offered its peak load cold spends the first part of the run filling its
+            // caches by two-phase misses, with every call of the backlog waiting.
+            let warm = plan
+                .loads
+                .iter()
+                .rev()
+                .find(|&&l| l < loads[0])
+                .copied()
+                .unwrap_or(loads[0] / 2.0);
+            let warm_up = Load {
+                holding: StdDuration::from_secs_f64(0.5 / SCALE),
+                seed: 1_000 + pass as u64,
+                ..Load::poisson(
+                    warm,
+                    StdDuration::from_secs_f64(plan.load_seconds / 2.0),
+                    "a",
+                    "b",
+                )
+            };
+            callgen::run(cm.clone(), &warm_up).await;
+            for rate in loads {
+                let load = Load {
+                    holding: StdDuration::from_secs_f64(0.5 / SCALE),
+                    seed: 1 + pass as u64,
+                    ..Load::poisson(
+                        rate,
+                        StdDuration::from_secs_f64(plan.load_seconds),
+                        "a",
+                        "b",
+                    )
+                };
+                let (report, threshold, stats) = measured_load(&cm, &load).await?;
+                say(&format!(
+                    "capacity pass {pass} {name:>15} offered {rate:>7.0}/s: {:>8.0} setups/s, mean {:>8.3} ms",
+                    report.setups_per_s, report.mean_setup_ms
+                ));
+                let point = CurvePoint {
+                    manager: name.clone(),
+                    report,
+                    threshold,
+                    stats,
+                };
+                let past_knee = !point.carried();
+                points.push(point);
+                // Its capacity is reached: a higher load measures only the guard.
+                if past_knee {
+                    break;
+                }
+            }
+            cm.shutdown().await;
+            lab.audit(&format!("{name}, capacity pass {pass}")).await?;
+        }
+        passes.push(points);
+    }
+    Ok(passes)
+}
+
 async fn run_on(
     opts: &XbindOptions,
     lab: &Lab,
@@ -696,6 +820,8 @@ async fn run_on(
         cm.shutdown().await;
         lab.audit(&name).await?;
     }
+
+    let capacity_passes = capacity_passes(lab, say, &plan, flush, &curves, experiments).await?;
 
     // The light-load latency of a large T against the flush time-out.
     experiments.start("light-load latency against the flush time-out");
@@ -890,6 +1016,7 @@ async fn run_on(
     Ok(XbindResults {
         baseline,
         curves,
+        capacity_passes,
         flush_ms: flush.as_secs_f64() * 1e3,
         flush_sweep,
         nv,

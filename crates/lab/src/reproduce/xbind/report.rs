@@ -140,6 +140,55 @@ fn curves_table(r: &XbindResults) -> (Table, SeriesSet) {
     (t, series)
 }
 
+/// Figs. 6 and 7's capacities: each manager's peak in the sweep, then every point of the
+/// capacity passes after it.
+fn capacity_table(r: &XbindResults) -> Table {
+    let mut t = Table::new([
+        Column::new("manager", "manager"),
+        Column::new("pass", "pass").right(),
+        Column::new("offered/s", "offered_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("setups/s", "setups_per_s").right().fixed(0, 1),
+        Column::new("mean ms", "mean_setup_ms").right().fixed(3, 4),
+        Column::new("blocked", "blocked").right(),
+    ]);
+    let mut managers: Vec<&str> = Vec::new();
+    for c in &r.curves {
+        if !managers.contains(&c.manager.as_str()) {
+            managers.push(&c.manager);
+        }
+    }
+    for m in managers {
+        let sweep = r
+            .curves
+            .iter()
+            .filter(|c| c.manager == m)
+            .max_by(|a, b| a.report.setups_per_s.total_cmp(&b.report.setups_per_s));
+        let passes = r.capacity_passes.iter().enumerate().flat_map(|(k, pass)| {
+            pass.iter()
+                .filter(move |c| c.manager == m)
+                .map(move |c| (format!("{}", k + 1), c))
+        });
+        for (pass, c) in sweep
+            .map(|c| ("sweep (peak)".to_string(), c))
+            .into_iter()
+            .chain(passes)
+        {
+            let p = &c.report;
+            t.row(cells![
+                m,
+                pass,
+                p.offered_per_s,
+                p.setups_per_s,
+                p.mean_setup_ms,
+                p.blocked
+            ]);
+        }
+    }
+    t
+}
+
 /// Fig. 9: one line per case.
 fn nv_table(r: &XbindResults) -> Table {
     let num = |md: &str, csv: &str| Column::new(md, csv).right();
@@ -571,6 +620,9 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
         series.as_slice(),
     )?;
 
+    let capacity = capacity_table(r);
+    write(dir, "capacity.csv", &capacity.csv())?;
+
     let simulated = simulated_table(r);
     write(dir, "simulated.csv", &simulated.csv())?;
     let mut sim_series = SeriesSet::new();
@@ -624,6 +676,8 @@ pub fn write_report(dir: &Path, r: &XbindResults) -> Result<(), LabError> {
                 .join(" and "),
             baseline => baseline.markdown(),
             curves => curves.markdown(),
+            capacity => (!r.capacity_passes.is_empty()).then(|| capacity.markdown()),
+            capacity_passes => r.capacity_passes.len(),
             profile => profile.markdown(),
             profile_summary => profile_summary(r),
             flush_sweep => flush_sweep.markdown(),
@@ -655,6 +709,12 @@ fn results_json(r: &XbindResults) -> serde_json::Value {
             "manager": b.manager, "calls": b.calls, "min_ms": b.min_ms, "mean_ms": b.mean_ms,
             "max_ms": b.max_ms, "p5_ms": b.p5_ms, "p95_ms": b.p95_ms,
         })).collect::<Vec<_>>(),
+        "capacity_passes": r.capacity_passes.iter().map(|pass| pass.iter().map(|c| {
+            let mut v = c.report.to_json();
+            v["manager"] = json!(c.manager);
+            v["threshold_during"] = json!(c.threshold);
+            v
+        }).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "curves": r.curves.iter().map(|c| {
             let mut v = c.report.to_json();
             v["manager"] = json!(c.manager);
@@ -790,5 +850,31 @@ mod tests {
         );
         let csv = std::fs::read_to_string(dir.path().join("table1.csv")).unwrap();
         assert!(csv.starts_with("panel,source,cache_size,estimated,papers_reading,measured\n(b) medium load,paper,5,,0.9529,0.9859\n"));
+        // Without capacity passes, no section for them.
+        assert!(!md.contains("### Capacity, measured again"), "{md}");
+    }
+
+    /// The capacity passes get their section: each manager's peak in the sweep, then
+    /// the points of each pass.
+    #[test]
+    fn the_capacity_passes_are_shown_beside_the_sweeps_peak() {
+        let mut r = super::super::verdicts::tests::results();
+        let mut again = r
+            .curves
+            .iter()
+            .find(|c| c.manager == "xbind T=4" && c.report.offered_per_s == 40_000.0)
+            .expect("a point")
+            .clone();
+        again.report.setups_per_s = 31_000.0;
+        r.capacity_passes = vec![vec![again]];
+        let (dir, md) = crate::reproduce::written(|dir| write_report(dir, &r));
+        assert!(md.contains("### Capacity, measured again"), "{md}");
+        assert!(md.contains("After the sweep, 1 more pass(es)"), "{md}");
+        let csv = std::fs::read_to_string(dir.path().join("capacity.csv")).unwrap();
+        assert!(
+            csv.contains("xbind T=4,sweep (peak),40000.0,33000.0,")
+                && csv.contains("xbind T=4,1,40000.0,31000.0,"),
+            "{csv}"
+        );
     }
 }

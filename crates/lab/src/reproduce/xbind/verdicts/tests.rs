@@ -118,6 +118,7 @@ pub(crate) fn results() -> XbindResults {
         curves.push(point_of("xbind adaptive", load, load, 0.45, 1));
     }
     XbindResults {
+        capacity_passes: Vec::new(),
         simulated: simulated_points(),
         simulated_dimension: super::super::sim_dimension::tests::results(),
         baseline: vec![
@@ -218,6 +219,45 @@ fn fig7_follows_the_peaks() {
     // At 20,000/s: reversed.
     carry(&mut r, "xbind T=15", 20_000.0);
     assert_eq!(verdicts(&r).verdict(FIG7), Some(Verdict::Differs));
+}
+
+/// The capacity passes: two managers are ordered on the median over the passes of the
+/// ratio of their peaks in the same pass, so one pass the machine was slow for (or one
+/// lucky sweep) does not decide, and a pass slow for both leaves the order as it was.
+#[test]
+fn fig7_orders_on_the_median_ratio_over_the_passes() {
+    let mut r = results();
+    // T = 1 saturates at 30,000/s and T = 15 at 40,000/s in the sweep: reproduces.
+    at_load(&mut r, "xbind T=1", 40_000.0).report.setups_per_s = 30_000.0;
+    at_load(&mut r, "xbind T=15", 40_000.0).report.setups_per_s = 40_000.0;
+    at_load(&mut r, "xbind T=15", 40_000.0).report.offered_per_s = 45_000.0;
+    expect(&verdicts(&r), FIG7, Verdict::Reproduces);
+    // Each pass: (T = 1's peak, T = 15's peak), each offered 45,000/s.
+    let pass = |t1: f64, t15: f64| {
+        vec![
+            point_of("xbind T=1", 45_000.0, t1, 5.0, 1),
+            point_of("xbind T=15", 45_000.0, t15, 5.0, 15),
+        ]
+    };
+    // Two passes where T = 1 carried more: the sweep alone is outvoted.
+    r.capacity_passes = vec![pass(36_000.0, 30_000.0), pass(38_000.0, 31_000.0)];
+    let v = verdicts(&r);
+    expect(&v, FIG7, Verdict::Differs);
+    let ours = &v.get(FIG7).unwrap().ours;
+    assert!(
+        ours.contains("passes 40000/s / 30000/s / 31000/s"),
+        "{ours}"
+    );
+    // A slow pass for both (half the sweep's peaks): the ratio, 1.33, is what counts.
+    r.capacity_passes = vec![pass(15_000.0, 20_000.0), pass(30_000.0, 40_000.0)];
+    expect(&verdicts(&r), FIG7, Verdict::Reproduces);
+    // Ratios 1.33, 1.05 and 0.95: the median is within the margin.
+    r.capacity_passes = vec![pass(30_000.0, 31_500.0), pass(31_500.0, 30_000.0)];
+    expect(&verdicts(&r), FIG7, Verdict::Undecided);
+    // A pass that missed a manager counts for neither.
+    r.capacity_passes = vec![pass(30_000.0, 31_500.0)];
+    r.capacity_passes[0].retain(|c| c.manager == "xbind T=1");
+    expect(&verdicts(&r), FIG7, Verdict::Reproduces);
 }
 
 /// T = 1's latency at its lightest load against its highest load carried, however
