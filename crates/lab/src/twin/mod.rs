@@ -15,13 +15,18 @@
 //!   "twice the light-load latency": an aggregating manager's light-load setup is its
 //!   wait for the flush, which falls as the load rises, and a live curve is ragged by
 //!   tens of microseconds below saturation. A curve that never crosses has no knee in
-//!   the sweep: undecided.
+//!   the sweep: undecided. The live knee is the median of the knees of the sweep and of
+//!   [`TwinOptions::passes`] - 1 passes after it, each offering the sweep's last three
+//!   rates again (T = 1 and T = 4 one after another): on this shared machine one live
+//!   sweep's knee moves by a factor 1.3-1.8 from one run to the next, so one sample
+//!   would judge the machine's state more than the model.
 //!
 //! The live sweep climbs from `start` calls/s by half again each point until the live
 //! manager stops carrying what is offered (or its latency passes ten times light load,
 //! or more than 1% of its calls fail),
 //! so the sweep finds this machine's knee whatever its speed; the simulation runs the
-//! same rates.
+//! same rates and [`SIM_BEYOND`] more, so that a simulated knee past the live one is
+//! found too.
 
 pub mod measure;
 
@@ -43,6 +48,7 @@ use crate::callgen::{self, Load};
 use crate::launch::Lab;
 use crate::report::verdict::{self, Check, Verdict, Verdicts};
 use crate::report::{Column, Table};
+use atmlab_control::cm::live::CmHandle;
 
 pub use measure::Measurement;
 
@@ -75,6 +81,8 @@ pub struct TwinOptions {
     pub replications: u32,
     /// The relative tolerance of the criteria.
     pub tolerance: f64,
+    /// Live samples of each knee: the sweep and `passes - 1` passes after it.
+    pub passes: usize,
 }
 
 impl TwinOptions {
@@ -90,6 +98,7 @@ impl TwinOptions {
             max_points: if quick { 8 } else { 17 },
             replications: if quick { 2 } else { 3 },
             tolerance: 0.15,
+            passes: if quick { 2 } else { 3 },
         }
     }
 }
@@ -111,6 +120,39 @@ pub struct CurvePoint {
     pub sim_latency_s: Estimate,
 }
 
+/// A live point of a pass after the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassPoint {
+    /// T.
+    pub threshold: u32,
+    /// The pass, from 1 (the sweep is pass 0).
+    pub pass: usize,
+    /// Offered calls/s.
+    pub rate: f64,
+    /// Setups carried per second.
+    pub setups_per_s: f64,
+    /// Mean setup latency, seconds.
+    pub latency_s: f64,
+}
+
+/// A simulated point past the live sweep's last rate, for the simulated knee.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimOnly {
+    /// T.
+    pub threshold: u32,
+    /// Offered calls/s.
+    pub rate: f64,
+    /// Setups carried per second.
+    pub setups_per_s: Estimate,
+    /// Mean setup latency, seconds.
+    pub latency_s: Estimate,
+}
+
+/// How many rates past the live sweep's last the simulation runs, each half again the
+/// one before: the live sweep stops once the live manager saturates, and a simulated
+/// curve that has not crossed by then would leave the knee undecided.
+pub const SIM_BEYOND: usize = 3;
+
 /// What the check found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TwinResults {
@@ -118,6 +160,10 @@ pub struct TwinResults {
     pub measurement: Measurement,
     /// Both curves of each T, rate by rate.
     pub points: Vec<CurvePoint>,
+    /// The live passes after the sweep, near each knee.
+    pub passes: Vec<PassPoint>,
+    /// The simulated curves continued past each live sweep ([`SIM_BEYOND`] rates).
+    pub sim_beyond: Vec<SimOnly>,
     /// The relative tolerance.
     pub tolerance: f64,
 }
@@ -149,6 +195,64 @@ pub fn knee(curve: &[(f64, f64)]) -> Option<f64> {
     })
 }
 
+/// The live knees of T = `t`: the sweep's, then each pass's (the sweep's points below
+/// the pass's rates, then the pass's own), where the curve crosses.
+pub fn live_knees(r: &TwinResults, t: u32) -> Vec<Option<f64>> {
+    let sweep: Vec<(f64, f64)> = r
+        .points
+        .iter()
+        .filter(|p| p.threshold == t)
+        .map(|p| (p.rate, p.live_latency_s))
+        .collect();
+    let mut knees = vec![knee(&sweep)];
+    let passes = r.passes.iter().filter(|p| p.threshold == t).map(|p| p.pass);
+    for pass in 1..=passes.max().unwrap_or(0) {
+        let mine: Vec<(f64, f64)> = r
+            .passes
+            .iter()
+            .filter(|p| p.threshold == t && p.pass == pass)
+            .map(|p| (p.rate, p.latency_s))
+            .collect();
+        let Some(&(from, _)) = mine.first() else {
+            continue;
+        };
+        let mut curve: Vec<(f64, f64)> = sweep.iter().copied().filter(|p| p.0 < from).collect();
+        curve.extend(mine);
+        knees.push(knee(&curve));
+    }
+    knees
+}
+
+/// The simulated curve of T = `t`: at the live sweep's rates, then beyond them.
+pub fn sim_curve(r: &TwinResults, t: u32) -> Vec<(f64, f64)> {
+    let at_live = r
+        .points
+        .iter()
+        .filter(|p| p.threshold == t)
+        .map(|p| (p.rate, p.sim_latency_s.mean));
+    let beyond = r
+        .sim_beyond
+        .iter()
+        .filter(|p| p.threshold == t)
+        .map(|p| (p.rate, p.latency_s.mean));
+    at_live.chain(beyond).collect()
+}
+
+/// The median of the knees found; `None` unless most samples crossed.
+pub fn median_knee(knees: &[Option<f64>]) -> Option<f64> {
+    let mut found: Vec<f64> = knees.iter().flatten().copied().collect();
+    if 2 * found.len() <= knees.len() {
+        return None;
+    }
+    found.sort_by(f64::total_cmp);
+    let n = found.len();
+    Some(if n % 2 == 1 {
+        found[n / 2]
+    } else {
+        (found[n / 2 - 1] + found[n / 2]) / 2.0
+    })
+}
+
 /// The verdicts: per T, the latency at every rate below the live knee, and the knee.
 pub fn verdicts(r: &TwinResults) -> Verdicts {
     let mut v = Verdicts::new();
@@ -158,9 +262,9 @@ pub fn verdicts(r: &TwinResults) -> Verdicts {
         if pts.is_empty() {
             continue;
         }
-        let live: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.live_latency_s)).collect();
-        let sim: Vec<(f64, f64)> = pts.iter().map(|p| (p.rate, p.sim_latency_s.mean)).collect();
-        let live_knee = knee(&live);
+        let sim = sim_curve(r, t);
+        let knees = live_knees(r, t);
+        let live_knee = median_knee(&knees);
         for p in pts.iter().filter(|p| live_knee.is_none_or(|k| p.rate < k)) {
             let ms = Estimate {
                 mean: p.sim_latency_s.mean * 1e3,
@@ -185,24 +289,27 @@ pub fn verdicts(r: &TwinResults) -> Verdicts {
                         Verdict::Differs
                     },
                     format!(
-                        "simulated knee {}% off the live one (tolerance {}%)",
+                        "simulated knee {}% off the live one, the median of {} live samples (tolerance {}%)",
                         verdict::sig(off * 100.0),
+                        knees.len(),
                         verdict::sig(tol * 100.0)
                     ),
                 )
             }
             _ => (
                 Verdict::Undecided,
-                format!("a curve never crossed {KNEE_FACTOR} x its smallest latency in the sweep"),
+                format!(
+                    "the simulated curve, or most live samples, never crossed {KNEE_FACTOR} x its smallest latency in the sweep"
+                ),
             ),
         };
-        v.push(Check::new(
-            item,
-            show(live_knee),
-            show(knee(&sim)),
-            verdict,
-            why,
-        ));
+        let samples: Vec<String> = knees.iter().map(|&k| show(k)).collect();
+        let live_shown = if knees.len() > 1 {
+            format!("{} (samples {})", show(live_knee), samples.join(" / "))
+        } else {
+            show(live_knee)
+        };
+        v.push(Check::new(item, live_shown, show(knee(&sim)), verdict, why));
     }
     v
 }
@@ -217,7 +324,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
     let live = lab
         .within(async |lab| live_part(opts, lab, say).await)
         .await?;
-    let (measurement, curves) = live;
+    let (measurement, curves, passes) = live;
     let profile_file = opts.out.join("measured.toml");
     crate::report::write(
         &opts.out,
@@ -225,9 +332,32 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
         &measurement.profile.to_toml(&measurement.provenance()),
     )?;
     let mut points = Vec::new();
+    let mut sim_beyond = Vec::new();
     for (t, curve) in curves {
-        let rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
-        let sim = simulate(t, &rates, &profile_file, opts.replications, opts.seconds)?;
+        let mut rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
+        let live_rates = rates.len();
+        if let Some(&last) = rates.last() {
+            let mut rate = last;
+            for _ in 0..SIM_BEYOND {
+                rate = (rate * 1.5).round();
+                rates.push(rate);
+            }
+        }
+        let mut sim = simulate(t, &rates, &profile_file, opts.replications, opts.seconds)?;
+        let beyond = sim.split_off(live_rates.min(sim.len()));
+        for (&rate, (setups, latency)) in rates[live_rates..].iter().zip(beyond) {
+            say(&format!(
+                "T={t} at {rate:.0}/s: simulated {:.3} ms ({:.0} setups/s), past the live sweep",
+                latency.mean * 1e3,
+                setups.mean
+            ));
+            sim_beyond.push(SimOnly {
+                threshold: t,
+                rate,
+                setups_per_s: setups,
+                latency_s: latency,
+            });
+        }
         for ((rate, report), (setups, latency)) in curve.into_iter().zip(sim) {
             say(&format!(
                 "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s), simulated {:.3} ms ({:.0} setups/s)",
@@ -249,6 +379,8 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
     let results = TwinResults {
         measurement,
         points,
+        passes,
+        sim_beyond,
         tolerance: opts.tolerance,
     };
     write_report(&opts.out, &results)?;
@@ -257,33 +389,76 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
 
 type Curves = Vec<(u32, Vec<(f64, callgen::Report)>)>;
 
+/// One live load on `cm`: `rate` calls/s for `opts.seconds`, with `seed`.
+async fn live_load(cm: &CmHandle, opts: &TwinOptions, rate: f64, seed: u64) -> callgen::Report {
+    let load = Load {
+        holding: HOLDING,
+        precise: true,
+        seed,
+        traffic: TrafficDescriptor::cbr(CellRate(10.0)),
+        ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
+    };
+    callgen::run(cm.clone(), &load).await
+}
+
+/// The xbind manager of T = `t`, flushing after [`FLUSH`].
+async fn manager(lab: &Lab, t: u32) -> Result<CmHandle, LabError> {
+    lab.manager(CmConfig {
+        flush_timeout: Duration::from_secs_f64(FLUSH.as_secs_f64()),
+        ..crate::launch::xbind_config(t)
+    })
+    .await
+}
+
+/// The passes after the sweeps: each offers every T, one after another, the last three
+/// rates of its sweep again (the knee's neighbourhood).
+async fn live_passes(
+    opts: &TwinOptions,
+    lab: &Lab,
+    curves: &Curves,
+    say: &mut impl FnMut(&str),
+) -> Result<Vec<PassPoint>, LabError> {
+    let mut points = Vec::new();
+    for pass in 1..opts.passes {
+        for (t, curve) in curves {
+            let from = curve.len().saturating_sub(3);
+            let cm = manager(lab, *t).await?;
+            for (k, (rate, _)) in curve.iter().enumerate().skip(from) {
+                let report = live_load(&cm, opts, *rate, (pass * 100 + k + 1) as u64).await;
+                say(&format!(
+                    "live pass {pass} xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms",
+                    report.setups_per_s, report.mean_setup_ms
+                ));
+                points.push(PassPoint {
+                    threshold: *t,
+                    pass,
+                    rate: *rate,
+                    setups_per_s: report.setups_per_s,
+                    latency_s: report.mean_setup_ms / 1e3,
+                });
+            }
+            cm.shutdown().await;
+            lab.audit(&format!("xbind T={t}, pass {pass}")).await?;
+        }
+    }
+    Ok(points)
+}
+
 async fn live_part(
     opts: &TwinOptions,
     lab: &Lab,
     say: &mut impl FnMut(&str),
-) -> Result<(Measurement, Curves), LabError> {
+) -> Result<(Measurement, Curves, Vec<PassPoint>), LabError> {
     let span = StdDuration::from_secs_f64((opts.seconds / 2.0).clamp(0.2, 1.0));
     let m = measure::measure(lab, span, 300, say).await?;
     lab.audit("the cost probe").await?;
     let mut curves = Vec::new();
     for t in THRESHOLDS {
-        let cm = lab
-            .manager(CmConfig {
-                flush_timeout: Duration::from_secs_f64(FLUSH.as_secs_f64()),
-                ..crate::launch::xbind_config(t)
-            })
-            .await?;
+        let cm = manager(lab, t).await?;
         let mut curve: Vec<(f64, callgen::Report)> = Vec::new();
         let mut rate = opts.start;
         while curve.len() < opts.max_points {
-            let load = Load {
-                holding: HOLDING,
-                precise: true,
-                seed: curve.len() as u64 + 1,
-                traffic: TrafficDescriptor::cbr(CellRate(10.0)),
-                ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
-            };
-            let report = callgen::run(cm.clone(), &load).await;
+            let report = live_load(&cm, opts, rate, curve.len() as u64 + 1).await;
             say(&format!(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
                 report.setups_per_s, report.mean_setup_ms, report.failed
@@ -307,7 +482,8 @@ async fn live_part(
         lab.audit(&format!("xbind T={t}")).await?;
         curves.push((t, curve));
     }
-    Ok((m, curves))
+    let passes = live_passes(opts, lab, &curves, say).await?;
+    Ok((m, curves, passes))
 }
 
 /// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency) per rate.
@@ -400,6 +576,50 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         ]);
     }
     crate::report::write(out, "curves.csv", &table.csv())?;
+    let mut passes = Table::new([
+        Column::new("T", "threshold"),
+        Column::new("pass", "pass").right(),
+        Column::new("offered (calls/s)", "rate").right(),
+        Column::new("live setups/s", "setups_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("live mean (ms)", "latency_ms")
+            .right()
+            .fixed(3, 4),
+    ]);
+    for p in &r.passes {
+        passes.row(crate::cells![
+            u64::from(p.threshold),
+            p.pass as u64,
+            p.rate,
+            p.setups_per_s,
+            p.latency_s * 1e3,
+        ]);
+    }
+    crate::report::write(out, "passes.csv", &passes.csv())?;
+    let mut beyond = Table::new([
+        Column::new("T", "threshold"),
+        Column::new("offered (calls/s)", "rate").right(),
+        Column::new("simulated setups/s", "sim_setups_per_s")
+            .right()
+            .fixed(0, 1),
+        Column::new("simulated mean (ms)", "sim_latency_ms")
+            .right()
+            .fixed(3, 4),
+        Column::new("± (ms)", "sim_latency_ci95_ms")
+            .right()
+            .fixed(3, 4),
+    ]);
+    for p in &r.sim_beyond {
+        beyond.row(crate::cells![
+            u64::from(p.threshold),
+            p.rate,
+            p.setups_per_s.mean,
+            p.latency_s.mean * 1e3,
+            p.latency_s.ci95 * 1e3,
+        ]);
+    }
+    crate::report::write(out, "sim_beyond.csv", &beyond.csv())?;
     // The toolkit's table is the papers'; here the reference is the live system.
     let verdicts = verdicts(r).write(out)?.replacen(
         "| Paper's item | Paper | atmlab (95% CI) |",
@@ -409,30 +629,19 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
     let m = &r.measurement;
     let mut knees = String::new();
     for t in THRESHOLDS {
-        let curve = |live: bool| -> Vec<(f64, f64)> {
-            r.points
-                .iter()
-                .filter(|p| p.threshold == t)
-                .map(|p| {
-                    let l = if live {
-                        p.live_latency_s
-                    } else {
-                        p.sim_latency_s.mean
-                    };
-                    (p.rate, l)
-                })
-                .collect()
-        };
         let show =
             |k: Option<f64>| k.map_or("beyond the sweep".to_owned(), |k| format!("{k:.0} calls/s"));
-        let (live, sim) = (knee(&curve(true)), knee(&curve(false)));
+        let samples = live_knees(r, t);
+        let (live, sim) = (median_knee(&samples), knee(&sim_curve(r, t)));
         let ratio = match (live, sim) {
             (Some(l), Some(s)) => format!(" (the simulated knee at {:.2} of the live one)", s / l),
             _ => String::new(),
         };
+        let each: Vec<String> = samples.iter().map(|&k| show(k)).collect();
         knees.push_str(&format!(
-            "- xbind T={t}: live knee {}, simulated {}{ratio}.\n",
+            "- xbind T={t}: live knee {} (the median of the sweep's and the passes': {}), simulated {}{ratio}.\n",
             show(live),
+            each.join(", "),
             show(sim)
         ));
     }
@@ -451,17 +660,29 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          simulated knee later than the live one means the live system spends work the \
          profile does not charge (the call generator shares the processors, and its own \
          work per call is not in the profile); an earlier one, that the live work per \
-         command under load is less than a train of eight shows (longer trains, fewer \
+         command under load is less than a train of sixty-four shows (longer trains, fewer \
          system calls). Both are readings, not measured here. Past its \
          knee the simulated manager's backlog grows, calls waiting for their setup hold \
          identifiers, and new calls are refused (the simulated blocking climbs), so what it \
          carries falls (a setup-age guard is the issue \
          \"The live paths at the speed of the machine\").\n\n\
-         ## The profile\n\n```\n{provenance}```\n\n## The curves\n\n{curves}\n",
+         ## The profile\n\n```\n{provenance}```\n\n## The curves\n\n{curves}\n\n\
+         ## The live passes after the sweeps\n\n\
+         Each knee's live samples beyond the sweep's: every T offered the last three rates \
+         of its sweep again, one T after another. A pass's knee reads its curve as the \
+         sweep's points below these rates followed by the pass's own.\n\n{passes}\n\n\
+         ## The simulated curves past the live sweeps\n\n\
+         The live sweep stops once the live manager saturates; the simulation goes on \
+         {beyond_n} rates further, each half again the one before, so that a simulated \
+         knee later than the live one is found rather than left beyond the sweep.\n\n\
+         {beyond}\n",
         flush = FLUSH.as_millis(),
         hold = HOLDING.as_millis(),
         provenance = m.provenance(),
-        curves = table.markdown()
+        curves = table.markdown(),
+        passes = passes.markdown(),
+        beyond_n = SIM_BEYOND,
+        beyond = beyond.markdown()
     );
     crate::report::write(out, "README.md", &text)
 }
@@ -494,6 +715,7 @@ mod tests {
                 route_us: 1.0,
                 manager_step_us: 1.0,
                 live_setup_ms: 1.0,
+                live_spaced_ms: 1.0,
                 sim_setup_ms: 1.0,
                 calls: 1,
             },
@@ -508,6 +730,8 @@ mod tests {
                     sim_latency_s: est(lat * sim_scale),
                 })
                 .collect(),
+            passes: Vec::new(),
+            sim_beyond: Vec::new(),
             tolerance: 0.15,
         }
     }
@@ -527,6 +751,81 @@ mod tests {
         assert!((k - (800.0 + 800.0 * 3.5 / 7.5)).abs() < 1e-9, "{k}");
         assert_eq!(knee(&[(100.0, 1.0), (200.0, 4.9)]), None);
         assert_eq!(knee(&[(100.0, 1.0), (200.0, f64::NAN)]), Some(200.0));
+    }
+
+    /// The live knee is the median of the sweep's and the passes': one slow pass (or
+    /// one lucky sweep) does not move it, two do.
+    #[test]
+    fn the_live_knee_is_the_median_of_the_samples() {
+        let knee_item = "xbind T=1: the knee (calls/s)";
+        let pass = |pass: usize, lat: [f64; 3]| {
+            [200.0, 400.0, 800.0]
+                .iter()
+                .zip(lat)
+                .map(move |(&rate, l)| PassPoint {
+                    threshold: 1,
+                    pass,
+                    rate,
+                    setups_per_s: rate,
+                    latency_s: l,
+                })
+        };
+        let mut r = results(1.0);
+        // The sweep's knee: 400 + 400 x 3.5/4.5 = 711. One pass whose knee comes
+        // early (its 400 point already past 5 x 1 ms: 200 + 200 x 3.9/4.9 = 359) and
+        // one like the sweep: the median is the sweep's.
+        r.passes = pass(1, [1.1e-3, 6.0e-3, 9.0e-3])
+            .chain(pass(2, [1.1e-3, 1.5e-3, 6.0e-3]))
+            .collect();
+        let knees = live_knees(&r, 1);
+        assert_eq!(knees.len(), 3);
+        let sweep = knees[0].unwrap();
+        assert!((knees[2].unwrap() - sweep).abs() < 1e-9, "{knees:?}");
+        assert!(knees[1].unwrap() < 400.0, "{knees:?}");
+        assert_eq!(median_knee(&knees), Some(sweep));
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(knee_item), Some(Verdict::Reproduces), "{v:?}");
+        assert!(v.get(knee_item).unwrap().paper.contains("samples"), "{v:?}");
+        // Both passes early: the median moves, and the simulated knee (the sweep's
+        // shape) is now late.
+        r.passes = pass(1, [1.1e-3, 6.0e-3, 9.0e-3])
+            .chain(pass(2, [1.1e-3, 7.0e-3, 9.0e-3]))
+            .collect();
+        assert_eq!(verdicts(&r).verdict(knee_item), Some(Verdict::Differs));
+        // Most samples never crossing: no live knee, undecided.
+        assert_eq!(median_knee(&[Some(1.0), None, None]), None);
+        assert_eq!(median_knee(&[Some(1.0), Some(3.0), None]), Some(2.0));
+    }
+
+    /// A simulated curve that has not crossed within the live sweep is followed past
+    /// it: its knee is found there, and judged late.
+    #[test]
+    fn the_simulated_knee_is_found_past_the_live_sweep() {
+        let knee_item = "xbind T=1: the knee (calls/s)";
+        let mut r = results(1.0);
+        // Flat to the sweep's end: no simulated knee there.
+        r.points[3].sim_latency_s = est(1.5e-3);
+        assert_eq!(verdicts(&r).verdict(knee_item), Some(Verdict::Undecided));
+        r.sim_beyond = [(1200.0, 2.0e-3), (1800.0, 8.0e-3)]
+            .iter()
+            .map(|&(rate, l)| SimOnly {
+                threshold: 1,
+                rate,
+                setups_per_s: est(rate),
+                latency_s: est(l),
+            })
+            .collect();
+        // Crossing 5 ms between 1,200 and 1,800: 1,200 + 600 x 3/6 = 1,500, against the
+        // live 711: late by more than the tolerance.
+        let sim = knee(&sim_curve(&r, 1)).unwrap();
+        assert!((sim - 1500.0).abs() < 1e-9, "{sim}");
+        let v = verdicts(&r);
+        assert_eq!(v.verdict(knee_item), Some(Verdict::Differs), "{v:?}");
+        // The points past the live sweep are not judged on latency: there is no live one.
+        assert_eq!(
+            v.verdict("xbind T=1 at 1200 calls/s: mean setup (ms)"),
+            None
+        );
     }
 
     /// Change the simulated numbers, the verdicts follow.

@@ -7,8 +7,10 @@
 //! factor 2 (the fit of `wakeup`; a wide tolerance, for a probe that runs beside
 //! other tests); and at light load, where T = 4's setup is spent waiting for
 //! the aggregator to fill or its flush time-out (the core's logic, not the costs), the
-//! simulated mean setup is within 50% of the live one. The full check (the knee, 15% below
-//! it) is `atmlab sim twin`, whose committed run is `docs/reproductions/twin/`.
+//! simulated mean setup is within 50% of the live one; and the pass after the sweeps runs
+//! at the sweeps' own rates. The full check (the knee, the median of three live samples,
+//! and 15% below it) is `atmlab sim twin`, whose committed run is
+//! `docs/reproductions/twin/`.
 
 use atmlab_lab::twin::{self, TwinOptions};
 use atmlab_models::control::CostProfile;
@@ -66,5 +68,19 @@ async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
         "T = 4 at {} calls/s: simulated {sim} s, live {live} s",
         light.rate
     );
+    // The quick form's one pass after the sweeps, at rates of each T's own sweep (its
+    // last three), for the knee's second sample.
+    assert!(!r.passes.is_empty(), "no pass");
+    for p in &r.passes {
+        assert_eq!(p.pass, 1, "{p:?}");
+        assert!(
+            r.points
+                .iter()
+                .any(|q| q.threshold == p.threshold && q.rate == p.rate),
+            "{p:?} is not a rate of its sweep"
+        );
+    }
+    assert_eq!(twin::live_knees(&r, 1).len(), 2);
     assert!(dir.path().join("out/README.md").exists());
+    assert!(dir.path().join("out/passes.csv").exists());
 }
