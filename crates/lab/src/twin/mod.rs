@@ -543,17 +543,9 @@ profile = {{ file = {file:?} }}
         .collect()
 }
 
-/// `README.md`, `curves.csv`, `verdicts.csv` and `measured.toml` in `out`.
-pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
-    let mut table = Table::new([
-        Column::new("T", "threshold"),
-        Column::new("offered (calls/s)", "rate").right(),
-        Column::new("live setups/s", "live_setups_per_s")
-            .right()
-            .fixed(0, 1),
-        Column::new("live mean (ms)", "live_latency_ms")
-            .right()
-            .fixed(3, 4),
+/// The simulated columns of a curve's table: setups/s, mean latency and its interval.
+fn sim_columns() -> [Column; 3] {
+    [
         Column::new("simulated setups/s", "sim_setups_per_s")
             .right()
             .fixed(0, 1),
@@ -563,7 +555,25 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         Column::new("± (ms)", "sim_latency_ci95_ms")
             .right()
             .fixed(3, 4),
-    ]);
+    ]
+}
+
+/// `README.md`, `curves.csv`, `verdicts.csv` and `measured.toml` in `out`.
+pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
+    let mut table = Table::new(
+        [
+            Column::new("T", "threshold"),
+            Column::new("offered (calls/s)", "rate").right(),
+            Column::new("live setups/s", "live_setups_per_s")
+                .right()
+                .fixed(0, 1),
+            Column::new("live mean (ms)", "live_latency_ms")
+                .right()
+                .fixed(3, 4),
+        ]
+        .into_iter()
+        .chain(sim_columns()),
+    );
     for p in &r.points {
         table.row(crate::cells![
             u64::from(p.threshold),
@@ -597,19 +607,14 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         ]);
     }
     crate::report::write(out, "passes.csv", &passes.csv())?;
-    let mut beyond = Table::new([
-        Column::new("T", "threshold"),
-        Column::new("offered (calls/s)", "rate").right(),
-        Column::new("simulated setups/s", "sim_setups_per_s")
-            .right()
-            .fixed(0, 1),
-        Column::new("simulated mean (ms)", "sim_latency_ms")
-            .right()
-            .fixed(3, 4),
-        Column::new("± (ms)", "sim_latency_ci95_ms")
-            .right()
-            .fixed(3, 4),
-    ]);
+    let mut beyond = Table::new(
+        [
+            Column::new("T", "threshold"),
+            Column::new("offered (calls/s)", "rate").right(),
+        ]
+        .into_iter()
+        .chain(sim_columns()),
+    );
     for p in &r.sim_beyond {
         beyond.row(crate::cells![
             u64::from(p.threshold),

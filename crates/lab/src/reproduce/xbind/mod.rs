@@ -645,6 +645,15 @@ async fn measured_load(cm: &CmHandle, load: &Load) -> Result<(Report, u32, CmSta
     Ok((report, threshold, stats_delta(&after.stats, &before.stats)))
 }
 
+/// A load of Figs. 6, 7 and 11's curves: Poisson calls a -> b at `rate` for `seconds`,
+/// held the paper's 0.5 s scaled.
+fn curve_load(rate: f64, seconds: f64) -> Load {
+    Load {
+        holding: StdDuration::from_secs_f64(0.5 / SCALE),
+        ..Load::poisson(rate, StdDuration::from_secs_f64(seconds), "a", "b")
+    }
+}
+
 /// The loads a capacity pass may offer `manager`: from the load of its peak in the
 /// sweep up the grid (the pass stops at the first load not carried, [`PASS_LOADS`] at
 /// most).
@@ -704,26 +713,14 @@ async fn capacity_passes(
                 .copied()
                 .unwrap_or(loads[0] / 2.0);
             let warm_up = Load {
-                holding: StdDuration::from_secs_f64(0.5 / SCALE),
                 seed: 1_000 + pass as u64,
-                ..Load::poisson(
-                    warm,
-                    StdDuration::from_secs_f64(plan.load_seconds / 2.0),
-                    "a",
-                    "b",
-                )
+                ..curve_load(warm, plan.load_seconds / 2.0)
             };
             callgen::run(cm.clone(), &warm_up).await;
             for rate in loads {
                 let load = Load {
-                    holding: StdDuration::from_secs_f64(0.5 / SCALE),
                     seed: 1 + pass as u64,
-                    ..Load::poisson(
-                        rate,
-                        StdDuration::from_secs_f64(plan.load_seconds),
-                        "a",
-                        "b",
-                    )
+                    ..curve_load(rate, plan.load_seconds)
                 };
                 let (report, threshold, stats) = measured_load(&cm, &load).await?;
                 say(&format!(
@@ -786,15 +783,7 @@ async fn run_on(
     for (name, config) in curve_managers(flush) {
         let cm = lab.manager(config).await?;
         for &rate in &plan.loads {
-            let load = Load {
-                holding: StdDuration::from_secs_f64(0.5 / SCALE),
-                ..Load::poisson(
-                    rate,
-                    StdDuration::from_secs_f64(plan.load_seconds),
-                    "a",
-                    "b",
-                )
-            };
+            let load = curve_load(rate, plan.load_seconds);
             let (report, threshold, stats) = measured_load(&cm, &load).await?;
             let p = Profile::of(&stats, report.established);
             say(&format!(
