@@ -8,7 +8,8 @@ use crate::common::atmlab;
 fn reproduce_xbind_quick_writes_every_table_and_figure() {
     let _cpu = crate::common::measuring_alone();
     let r = crate::common::reproduce_quick("xbind");
-    crate::common::assert_names_its_experiments(&r.stderr, 7);
+    // Seven experiments and the quick form's one capacity pass.
+    crate::common::assert_names_its_experiments(&r.stderr, 8);
     let out = &r.out;
     for f in [
         "README.md",
@@ -25,6 +26,7 @@ fn reproduce_xbind_quick_writes_every_table_and_figure() {
         "table1.csv",
         "invocations.csv",
         "invocations.png",
+        "capacity.csv",
     ] {
         assert!(out.join(f).exists(), "{f} missing; stdout:\n{}", r.stdout);
     }
@@ -38,6 +40,7 @@ fn reproduce_xbind_quick_writes_every_table_and_figure() {
         "N_v",
         "Table I",
         "Fig. 10",
+        "Capacity, measured again",
     ] {
         assert!(md.contains(heading), "{heading} missing:\n{md}");
     }

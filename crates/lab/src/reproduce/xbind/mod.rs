@@ -592,13 +592,15 @@ impl CallTarget for Gauged {
     }
 }
 
-/// The experiments of [`run`]: five on the live lab, two simulated.
+/// The experiments of [`run`]: five on the live lab, two simulated (besides each
+/// capacity pass, an experiment of its own).
 const EXPERIMENTS: usize = 7;
 
 /// Runs the reproduction on a fresh lab; `say` hears progress lines.
 pub async fn run(opts: &XbindOptions, mut say: impl FnMut(&str)) -> Result<XbindResults, LabError> {
     let started = std::time::Instant::now();
-    let mut experiments = Experiments::new("xbind", EXPERIMENTS);
+    let passes = Plan::new(opts.quick).capacity_passes;
+    let mut experiments = Experiments::new("xbind", EXPERIMENTS + passes);
     let lab = Lab::up(&opts.data_dir, opts.insecure, &mut say).await?;
     let mut results = lab
         .within(async |lab| run_on(opts, lab, &mut say, &mut experiments).await)
