@@ -154,6 +154,17 @@ pub fn show(e: &Estimate) -> String {
     }
 }
 
+/// The median of `v` (NaN when empty): the live reproductions' reading of a few
+/// repeated samples.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// `x` with four significant digits, in the shorter of plain and exponent form.
 pub fn sig(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {

@@ -240,17 +240,8 @@ pub fn sim_curve(r: &TwinResults, t: u32) -> Vec<(f64, f64)> {
 
 /// The median of the knees found; `None` unless most samples crossed.
 pub fn median_knee(knees: &[Option<f64>]) -> Option<f64> {
-    let mut found: Vec<f64> = knees.iter().flatten().copied().collect();
-    if 2 * found.len() <= knees.len() {
-        return None;
-    }
-    found.sort_by(f64::total_cmp);
-    let n = found.len();
-    Some(if n % 2 == 1 {
-        found[n / 2]
-    } else {
-        (found[n / 2 - 1] + found[n / 2]) / 2.0
-    })
+    let found: Vec<f64> = knees.iter().flatten().copied().collect();
+    (2 * found.len() > knees.len()).then(|| verdict::median(found))
 }
 
 /// The verdicts: per T, the latency at every rate below the live knee, and the knee.

@@ -13,7 +13,7 @@ use atmlab_control::cm::dimension::poisson_cdf;
 use super::simulated::SimPoint;
 use super::{CurvePoint, NvResult, PAPER_TABLE_I, SCALE, XbindResults};
 use crate::report::verdict::{
-    Check, Relation, Verdict, Verdicts, at_least, at_most, order, point, sig, value,
+    Check, Relation, Verdict, Verdicts, at_least, at_most, median, order, point, sig, value,
 };
 
 /// The paper's §III-B means, ms: sequential, threaded, and xbind's smallest (Fig. 6, at
@@ -98,16 +98,6 @@ impl Capacity {
                 per_s(self.peak())
             )
         }
-    }
-}
-
-/// The median of `v` (NaN when empty).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
