@@ -38,7 +38,7 @@ use atmlab_control::net::Topology;
 use atmlab_core::time::Duration;
 use atmlab_core::traffic::TrafficDescriptor;
 use atmlab_core::units::CellRate;
-use atmlab_models::control::ControlKind;
+use atmlab_models::control::{ControlKind, CostProfile};
 use atmlab_sim::runner::{self, RunOptions};
 use atmlab_sim::scenario::Scenario;
 use atmlab_sim::stats::Estimate;
@@ -164,6 +164,9 @@ pub struct TwinResults {
     pub passes: Vec<PassPoint>,
     /// The simulated curves continued past each live sweep ([`SIM_BEYOND`] rates).
     pub sim_beyond: Vec<SimOnly>,
+    /// The simulated curves at every rate (the sweep's and those beyond) with
+    /// `awake_message` charged in full, the bound the profile's waiver leaves open.
+    pub charged: Vec<SimOnly>,
     /// The relative tolerance.
     pub tolerance: f64,
 }
@@ -236,6 +239,15 @@ pub fn sim_curve(r: &TwinResults, t: u32) -> Vec<(f64, f64)> {
         .filter(|p| p.threshold == t)
         .map(|p| (p.rate, p.latency_s.mean));
     at_live.chain(beyond).collect()
+}
+
+/// The simulated curve of T = `t` with `awake_message` charged in full.
+pub fn charged_curve(r: &TwinResults, t: u32) -> Vec<(f64, f64)> {
+    r.charged
+        .iter()
+        .filter(|p| p.threshold == t)
+        .map(|p| (p.rate, p.latency_s.mean))
+        .collect()
 }
 
 /// The median of the knees found; `None` unless most samples crossed.
@@ -322,8 +334,18 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
         "measured.toml",
         &measurement.profile.to_toml(&measurement.provenance()),
     )?;
+    // The same profile with a message to an idle server on busy processors charged its
+    // whole `per_message`: written beside the report, removed after.
+    let charged_file = opts.out.join("charged.toml");
+    let charged_profile = CostProfile {
+        name: "measured, awake_message charged".into(),
+        awake_message: measurement.profile.per_message,
+        ..measurement.profile.clone()
+    };
+    crate::report::write(&opts.out, "charged.toml", &charged_profile.to_toml(""))?;
     let mut points = Vec::new();
     let mut sim_beyond = Vec::new();
+    let mut charged = Vec::new();
     for (t, curve) in curves {
         let mut rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
         let live_rates = rates.len();
@@ -335,6 +357,15 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
             }
         }
         let mut sim = simulate(t, &rates, &profile_file, opts.replications, opts.seconds)?;
+        let other = simulate(t, &rates, &charged_file, opts.replications, opts.seconds)?;
+        for (&rate, (setups, latency)) in rates.iter().zip(other) {
+            charged.push(SimOnly {
+                threshold: t,
+                rate,
+                setups_per_s: setups,
+                latency_s: latency,
+            });
+        }
         let beyond = sim.split_off(live_rates.min(sim.len()));
         for (&rate, (setups, latency)) in rates[live_rates..].iter().zip(beyond) {
             say(&format!(
@@ -367,11 +398,13 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
             });
         }
     }
+    let _ = std::fs::remove_file(&charged_file);
     let results = TwinResults {
         measurement,
         points,
         passes,
         sim_beyond,
+        charged,
         tolerance: opts.tolerance,
     };
     write_report(&opts.out, &results)?;
@@ -616,6 +649,24 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         ]);
     }
     crate::report::write(out, "sim_beyond.csv", &beyond.csv())?;
+    let mut charged = Table::new(
+        [
+            Column::new("T", "threshold"),
+            Column::new("offered (calls/s)", "rate").right(),
+        ]
+        .into_iter()
+        .chain(sim_columns()),
+    );
+    for p in &r.charged {
+        charged.row(crate::cells![
+            u64::from(p.threshold),
+            p.rate,
+            p.setups_per_s.mean,
+            p.latency_s.mean * 1e3,
+            p.latency_s.ci95 * 1e3,
+        ]);
+    }
+    crate::report::write(out, "charged.csv", &charged.csv())?;
     // The toolkit's table is the papers'; here the reference is the live system.
     let verdicts = verdicts(r).write(out)?.replacen(
         "| Paper's item | Paper | atmlab (95% CI) |",
@@ -629,16 +680,21 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             |k: Option<f64>| k.map_or("beyond the sweep".to_owned(), |k| format!("{k:.0} calls/s"));
         let samples = live_knees(r, t);
         let (live, sim) = (median_knee(&samples), knee(&sim_curve(r, t)));
-        let ratio = match (live, sim) {
-            (Some(l), Some(s)) => format!(" (the simulated knee at {:.2} of the live one)", s / l),
+        let full = knee(&charged_curve(r, t));
+        let ratio = |k: Option<f64>| match (live, k) {
+            (Some(l), Some(s)) => format!(" ({:.2} of the live one)", s / l),
             _ => String::new(),
         };
         let each: Vec<String> = samples.iter().map(|&k| show(k)).collect();
         knees.push_str(&format!(
-            "- xbind T={t}: live knee {} (the median of the sweep's and the passes': {}), simulated {}{ratio}.\n",
+            "- xbind T={t}: live knee {} (the median of the sweep's and the passes': {}); \
+             simulated {}{}, or {}{} with `awake_message` charged in full.\n",
             show(live),
             each.join(", "),
-            show(sim)
+            show(sim),
+            ratio(sim),
+            show(full),
+            ratio(full)
         ));
     }
     let text = format!(
@@ -671,14 +727,25 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          The live sweep stops once the live manager saturates; the simulation goes on \
          {beyond_n} rates further, each half again the one before, so that a simulated \
          knee later than the live one is found rather than left beyond the sweep.\n\n\
-         {beyond}\n",
+         {beyond}\n\n\
+         ## The simulated curves with a message's whole cost charged on busy processors\n\n\
+         The profile waives `per_message` for a message that finds its server idle while \
+         every processor works (`awake_message` = 0: a worker already awake takes it up, \
+         no thread is woken). What such a message still costs (its own socket read and \
+         frame, not shared with others in hand) is not measured: a lone exchange's CPU \
+         is mostly its threads' wakes, but how much is not known (the profile's \
+         readings). These curves charge it in full (`awake_message` = `per_message`), the \
+         other bound; the knees above give both. Neither is fitted to the live curve, and \
+         neither is the check's prediction beyond the verdicts, which use the profile as \
+         measured.\n\n{charged}\n",
         flush = FLUSH.as_millis(),
         hold = HOLDING.as_millis(),
         provenance = m.provenance(),
         curves = table.markdown(),
         passes = passes.markdown(),
         beyond_n = SIM_BEYOND,
-        beyond = beyond.markdown()
+        beyond = beyond.markdown(),
+        charged = charged.markdown()
     );
     crate::report::write(out, "README.md", &text)
 }
@@ -686,7 +753,6 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use atmlab_models::control::CostProfile;
 
     fn est(mean: f64) -> Estimate {
         Estimate {
@@ -707,6 +773,9 @@ mod tests {
             measurement: Measurement {
                 profile: CostProfile::named("fast").unwrap(),
                 round_trips: vec![],
+                lone_parks: 2.0,
+                wake_us: 1.0,
+                train: (64, 1.0),
                 switch_command_us: 1.0,
                 route_us: 1.0,
                 manager_step_us: 1.0,
@@ -728,6 +797,7 @@ mod tests {
                 .collect(),
             passes: Vec::new(),
             sim_beyond: Vec::new(),
+            charged: Vec::new(),
             tolerance: 0.15,
         }
     }

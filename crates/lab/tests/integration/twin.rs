@@ -8,8 +8,9 @@
 //! other tests); and at light load, where T = 4's setup is spent waiting for
 //! the aggregator to fill or its flush time-out (the core's logic, not the costs), the
 //! simulated mean setup is within 50% of the live one; and the pass after the sweeps runs
-//! at the sweeps' own rates. The full check (the knee, the median of three live samples,
-//! and 15% below it) is `atmlab sim twin`, whose committed run is
+//! at the sweeps' own rates, and the curve with `awake_message` charged at the
+//! simulation's. The full check (the knee, the median of three live samples, and 15%
+//! below it) is `atmlab sim twin`, whose committed run is
 //! `docs/reproductions/twin/`.
 
 use atmlab_lab::twin::{self, TwinOptions};
@@ -83,4 +84,16 @@ async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
     assert_eq!(twin::live_knees(&r, 1).len(), 2);
     assert!(dir.path().join("out/README.md").exists());
     assert!(dir.path().join("out/passes.csv").exists());
+    // The other reading of the unmeasured `awake_message`: the same rates simulated
+    // with it charged in full (what it does to a setup is the model's test
+    // `a_message_to_an_idle_server_on_a_busy_processor_pays_awake_message`), its
+    // profile file not left behind.
+    for t in twin::THRESHOLDS {
+        let rates = |c: Vec<(f64, f64)>| c.iter().map(|p| p.0).collect::<Vec<_>>();
+        let charged = rates(twin::charged_curve(&r, t));
+        assert_eq!(charged, rates(twin::sim_curve(&r, t)), "T = {t}");
+        assert!(!charged.is_empty(), "T = {t}");
+    }
+    assert!(dir.path().join("out/charged.csv").exists());
+    assert!(!dir.path().join("out/charged.toml").exists());
 }

@@ -120,6 +120,14 @@ pub struct CostProfile {
     /// difference; under load it is what a busy machine saves. False for the papers'
     /// testbeds (every message paid).
     pub coalesce: bool,
+    /// With `coalesce`, what a message costs that finds its own server idle while every
+    /// processor of the shared pool works: its server's thread need not be woken (a
+    /// worker already awake takes it up), but its reading is its own, not shared with
+    /// others in hand (the socket read and the frame decoded for it alone). The
+    /// `measured` profile sets it to `per_message` less the processor time of waking a
+    /// parked thread, measured one wake at a time; zero (the message costs nothing, as
+    /// one already in hand) in a profile that does not give it.
+    pub awake_message: Duration,
     /// How long a server that is idle when work reaches it (the manager, a link, a
     /// switch server) takes to start it, holding no processor meanwhile: a parked
     /// thread being scheduled. Work that reaches a server already working or waking
@@ -140,6 +148,32 @@ pub struct CostProfile {
     /// The mean of a stall, exponentially distributed; the server does nothing else
     /// meanwhile.
     pub stall_mean: Duration,
+}
+
+/// How a message reached its server, which decides what taking it up costs
+/// ([`CostProfile::message_cost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Its server was idle and no processor of a shared pool was free of work to take
+    /// it up at once: a parked thread is woken for it (`per_message`).
+    Cold,
+    /// Its server was idle but every processor of the shared pool was working: a
+    /// worker already awake takes it up (`awake_message`).
+    Awake,
+    /// Its server was working: it is read with the others already in hand (nothing).
+    InHand,
+}
+
+impl Reading {
+    /// The reading of a message that finds its server `idle` (or not) while the shared
+    /// pool is `pool_awake` (every processor working) or not.
+    pub fn of(idle: bool, pool_awake: bool) -> Reading {
+        match (idle, pool_awake) {
+            (false, _) => Reading::InHand,
+            (true, true) => Reading::Awake,
+            (true, false) => Reading::Cold,
+        }
+    }
 }
 
 impl CostProfile {
@@ -167,6 +201,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                awake_message: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: us(423.1),
                 stall_probability: 0.0724,
@@ -188,6 +223,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                awake_message: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
@@ -207,6 +243,7 @@ impl CostProfile {
                 links: false,
                 cpus: 0,
                 coalesce: false,
+                awake_message: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
@@ -234,6 +271,18 @@ impl CostProfile {
             Duration::from_secs_f64(exp1(rng) * self.stall_mean.as_secs_f64())
         } else {
             Duration::ZERO
+        }
+    }
+
+    /// What taking up one message costs its server (a switch server, or a link at the
+    /// manager's end), by how it reached it (`coalesce`).
+    #[inline]
+    pub fn message_cost(&self, reading: Reading) -> Duration {
+        match reading {
+            _ if !self.coalesce => self.per_message,
+            Reading::Cold => self.per_message,
+            Reading::Awake => self.awake_message,
+            Reading::InHand => Duration::ZERO,
         }
     }
 
@@ -340,6 +389,7 @@ impl CostProfile {
         set("route_work", &mut c.route_work)?;
         set("qos_work", &mut c.qos_work)?;
         set("wakeup", &mut c.wakeup)?;
+        set("awake_message", &mut c.awake_message)?;
         set("oneway", &mut c.oneway)?;
         set("stall_mean", &mut c.stall_mean)?;
         if t.has("stall_probability") {
@@ -387,6 +437,7 @@ impl CostProfile {
             ("route_work", self.route_work),
             ("qos_work", self.qos_work),
             ("wakeup", self.wakeup),
+            ("awake_message", self.awake_message),
             ("oneway", self.oneway),
             ("stall_mean", self.stall_mean),
         ] {
@@ -416,6 +467,27 @@ mod tests {
         assert!(CostProfile::named("nope").is_none());
     }
 
+    /// What taking up a message costs by how it reached its server: in full when the
+    /// profile does not coalesce; with `coalesce`, in full when a thread must be woken,
+    /// `awake_message` when a worker already awake takes it, nothing when it is read
+    /// with others in hand.
+    #[test]
+    fn a_message_costs_by_how_it_reached_its_server() {
+        let mut p = CostProfile::named("fast").unwrap();
+        p.awake_message = Duration::from_micros(3);
+        for r in [Reading::Cold, Reading::Awake, Reading::InHand] {
+            assert_eq!(p.message_cost(r), p.per_message, "{r:?}");
+        }
+        p.coalesce = true;
+        assert_eq!(p.message_cost(Reading::Cold), p.per_message);
+        assert_eq!(p.message_cost(Reading::Awake), Duration::from_micros(3));
+        assert_eq!(p.message_cost(Reading::InHand), Duration::ZERO);
+        assert_eq!(Reading::of(false, false), Reading::InHand);
+        assert_eq!(Reading::of(false, true), Reading::InHand);
+        assert_eq!(Reading::of(true, true), Reading::Awake);
+        assert_eq!(Reading::of(true, false), Reading::Cold);
+    }
+
     /// A profile written to a file reads back as itself (to the file's nanosecond
     /// precision), and a bad value or key is named.
     #[test]
@@ -427,6 +499,7 @@ mod tests {
         p.coalesce = true;
         p.cpus = 2;
         p.wakeup = Duration::from_secs_f64(30.5e-6);
+        p.awake_message = Duration::from_secs_f64(12.25e-6);
         p.manager_step = Duration::from_secs_f64(3.25e-6);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.toml");

@@ -10,6 +10,8 @@ use atmlab_fabric::FabricError;
 use atmlab_fabric::switch::{Command, Reply, Switch};
 use rustc_hash::FxHashMap;
 
+use super::costs::Reading;
+
 /// A FIFO server with threads.
 pub(super) struct Server<W, O = ()> {
     pub(super) queue: VecDeque<W>,
@@ -127,7 +129,7 @@ pub(super) struct SwitchServer {
     /// filled only once answers are kept (a repeated request may come).
     pub(super) answered_order: VecDeque<(Instant, u64)>,
     /// Per queued message: whether it found the server idle (see `Link`).
-    pub(super) cold: VecDeque<bool>,
+    pub(super) cold: VecDeque<Reading>,
     /// When the server last finished a message (and forgot the answers older than
     /// [`ANSWER_KEEP`] then).
     pub(super) pruned_at: Option<Instant>,
@@ -235,7 +237,7 @@ pub(super) enum LinkJob {
 /// idle (`coalesce` profiles charge `per_message` only then).
 #[derive(Default)]
 pub(super) struct Link {
-    pub(super) queue: VecDeque<(LinkJob, bool)>,
+    pub(super) queue: VecDeque<(LinkJob, Reading)>,
     pub(super) job: Option<LinkJob>,
     /// Idle when a job came: it starts once awake (`wakeup` profiles).
     pub(super) waking: bool,

@@ -37,6 +37,7 @@ use atmlab_sim::stats::Histogram;
 use rand::Rng;
 use rustc_hash::FxHashMap;
 
+use super::costs::Reading;
 use super::driver::{Calls, Driven, draw_hold, draw_pair, drive, lengths, model_err, times};
 use super::servers::{Answer, Answers, Given, Link, LinkJob, Server, SwitchServer};
 use super::{ControlConfig, METRICS, probes};
@@ -555,7 +556,7 @@ impl<'a> Plane<'a> {
                 let wake = idle && !sw.server.waking;
                 let awake = self.pool_awake();
                 let sw = &mut self.switches[s];
-                sw.cold.push_back(idle && !awake);
+                sw.cold.push_back(Reading::of(idle, awake));
                 sw.server.queue.push_back((m, msg));
                 if wake && self.wake(Sleeper::Switch(s)) {
                     self.switches[s].server.waking = true;

@@ -816,3 +816,34 @@ profile = "fast"
     );
     assert_eq!(super::shell::partitions(&c, 1).unwrap(), vec![None]);
 }
+
+/// `coalesce`'s three readings of a message (`Reading`): on one shared processor under
+/// load, charging `awake_message` (a message to an idle server while the processor
+/// works) lengthens the setups over waiving it, and giving up `coalesce` altogether
+/// (the messages in hand pay too) lengthens them more; with a processor per server the
+/// pool is never busy, so `awake_message` changes nothing at all.
+#[test]
+fn a_message_to_an_idle_server_on_a_busy_processor_pays_awake_message() {
+    let setup = |cpus: u32, coalesce: bool, awake: &str| {
+        let c = config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
+arrival = {{ kind = "poisson", rate = "300 /s" }}
+holding = {{ kind = "exponential", mean = "10 ms" }}
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 us", per_message = "100 us", per_command = "5 us", switch_per_command = "5 us", manager_step = "5 us", route_work = "0 us", qos_work = "0 us", colocated = true, links = true, cpus = {cpus}, coalesce = {coalesce}, awake_message = "{awake}" }}
+"#
+        ));
+        let m = run(&c, 20, 2, 0);
+        metric(&m, "mean_setup_latency")
+    };
+    let waived = setup(1, true, "0 us");
+    let charged = setup(1, true, "100 us");
+    let every = setup(1, false, "0 us");
+    assert!(
+        waived < charged && charged < every,
+        "waived {waived}, charged {charged}, every message {every}"
+    );
+    assert_eq!(setup(0, true, "0 us"), setup(0, true, "100 us"));
+}

@@ -13,7 +13,7 @@ impl Plane<'_> {
         if link.waking || link.job.is_some() || link.queue.is_empty() || !self.take_cpu() {
             return;
         }
-        let Some((job, cold)) = self.mgrs[m].links[s].queue.pop_front() else {
+        let Some((job, reading)) = self.mgrs[m].links[s].queue.pop_front() else {
             return;
         };
         let c = &self.cfg.costs;
@@ -22,11 +22,7 @@ impl Plane<'_> {
             LinkJob::In(answers) => answers.len(),
         };
         // The link's own thread: not the manager's utilisation.
-        let per_message = if cold || !c.coalesce {
-            c.per_message
-        } else {
-            Duration::ZERO
-        };
+        let per_message = c.message_cost(reading);
         let work = per_message + times(c.per_command, k as u64) + self.oneway();
         let work = work + self.stall();
         self.mgrs[m].links[s].job = Some(job);
@@ -40,7 +36,7 @@ impl Plane<'_> {
         let link = &mut self.mgrs[m].links[s];
         let idle = link.job.is_none() && link.queue.is_empty();
         let wake = idle && !link.waking;
-        link.queue.push_back((job, idle && !awake));
+        link.queue.push_back((job, Reading::of(idle, awake)));
         if wake && self.wake(Sleeper::Link(m, s)) {
             self.mgrs[m].links[s].waking = true;
         } else {

@@ -40,7 +40,7 @@ impl Plane<'_> {
             let Some((m, msg)) = sw.server.queue.pop_front() else {
                 return;
             };
-            let cold = sw.cold.pop_front().unwrap_or(true);
+            let reading = sw.cold.pop_front().unwrap_or(Reading::Cold);
             let k = msg.len() as u64;
             replies.reserve(msg.len());
             for (req, cmd) in &msg {
@@ -73,11 +73,7 @@ impl Plane<'_> {
             sw.forget_answers(now);
             // Receiving the message and sending the answers; a server that was busy
             // when the message came reads it with others, no wakeup of its own.
-            let per_message = if cold || !c.coalesce {
-                c.per_message
-            } else {
-                Duration::ZERO
-            };
+            let per_message = c.message_cost(reading);
             let work = times(per_message + times(c.per_command, k) + oneway, 2)
                 + times(c.switch_per_command, k)
                 + stall;
