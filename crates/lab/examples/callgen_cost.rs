@@ -1,50 +1,19 @@
-//! What the call generator itself costs per call: calls placed with a target that sets
-//! up and releases at once, at several rates, paced precisely (an OS thread sleeping to
-//! each arrival) and by the runtime's timer; the process's CPU and the threads' parks
-//! per call offered.
+//! What the call generator itself costs per call (the twin check's `client_work`,
+//! `atmlab_lab::twin::generator`): calls offered to a target that sets up and releases at
+//! once, at several rates, paced precisely (an OS thread sleeping to each arrival, as the
+//! twin check and the xbind reproduction pace) and by the runtime's timer (arrivals due
+//! within 0.5 ms go at once); the process's CPU and the threads' parks per call.
 //!
 //! `cargo run --release -p atmlab-lab --example callgen_cost`
 
 use std::time::Duration;
 
-use atmlab_control::cm::core::CallError;
-use atmlab_core::traffic::TrafficDescriptor;
-use atmlab_lab::callgen::{self, CallTarget, Load};
-
-#[derive(Clone, Default)]
-struct Null;
-
-impl CallTarget for Null {
-    async fn setup(&self, _: &str, _: &str, _: TrafficDescriptor) -> Result<u64, CallError> {
-        Ok(1)
-    }
-    async fn release(&self, _: u64) -> Result<(), CallError> {
-        Ok(())
-    }
-}
-
-fn cpu() -> f64 {
-    let t = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let a = &t[t.rfind(')').unwrap() + 1..];
-    let f: Vec<&str> = a.split_whitespace().collect();
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
-}
-
-fn parks() -> u64 {
-    let mut n = 0;
-    for e in std::fs::read_dir("/proc/self/task").unwrap() {
-        let s = std::fs::read_to_string(e.unwrap().path().join("status")).unwrap_or_default();
-        n += s
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .map(|v| v.trim().parse::<u64>().unwrap())
-            .unwrap_or(0);
-    }
-    n
-}
+use atmlab_lab::callgen::Load;
+use atmlab_lab::twin::generator;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+async fn main() -> Result<(), atmlab_lab::LabError> {
+    println!("calls/s  pacing   us of CPU a call  parks a call");
     for rate in [2_000.0, 10_000.0, 20_000.0, 40_000.0] {
         for precise in [true, false] {
             let load = Load {
@@ -52,16 +21,13 @@ async fn main() {
                 precise,
                 ..Load::poisson(rate, Duration::from_secs(2), "a", "b")
             };
-            let (c0, p0) = (cpu(), parks());
-            let r = callgen::run(Null, &load).await;
-            let (c, p) = (cpu() - c0, parks().saturating_sub(p0));
-            let n = r.offered.max(1) as f64;
+            let g = generator::measure(&load).await?;
+            let pacing = if precise { "precise" } else { "timer" };
             println!(
-                "rate {rate:>6} precise {precise:>5}: {} calls, {:.1} us CPU a call, {:.2} parks a call",
-                r.offered,
-                c / n * 1e6,
-                p as f64 / n
+                "{rate:>7}  {pacing:<7}  {:>16.1}  {:>12.2}",
+                g.cpu_us, g.parks
             );
         }
     }
+    Ok(())
 }

@@ -160,23 +160,12 @@ impl Measurement {
     }
 }
 
-/// The process's CPU time (user + system, all threads), seconds: `/proc/self/stat`,
-/// whose times are in USER_HZ ticks, 100 per second on every Linux.
-fn process_cpu() -> Result<f64, LabError> {
-    let text = std::fs::read_to_string("/proc/self/stat")
-        .map_err(|e| LabError::run("reading /proc/self/stat (the probe needs Linux)", e))?;
-    let after = text
-        .rfind(')')
-        .map(|i| &text[i + 1..])
-        .ok_or_else(|| LabError::run("reading /proc/self/stat", "no ')' after the name"))?;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| -> Result<f64, LabError> {
-        f.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .ok_or_else(|| LabError::run("reading /proc/self/stat", format!("field {}", i + 3)))
-    };
-    // Fields 14 and 15 (utime, stime); `f` starts at field 3.
-    Ok((tick(11)? + tick(12)?) / 100.0)
+/// The process's CPU time (user + system, all threads), seconds, from its CPU clock
+/// (nanoseconds; `/proc/self/stat` counts ticks of 10 ms, too coarse for a generator's
+/// probe at 200 calls/s).
+pub(super) fn process_cpu() -> Result<f64, LabError> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Ok(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
 }
 
 /// The processor time of a thread's park and wake, microseconds: two threads hand a
@@ -225,7 +214,7 @@ const WAKES: u64 = 200_000;
 
 /// The voluntary context switches of every thread of the process so far: each is a
 /// thread that parked (to be woken later), from `/proc/self/task/*/status`.
-fn parks() -> Result<u64, LabError> {
+pub(super) fn parks() -> Result<u64, LabError> {
     let err =
         |e: std::io::Error| LabError::run("reading /proc/self/task (the probe needs Linux)", e);
     let mut n = 0;
@@ -341,6 +330,28 @@ struct Timed {
     parks: f64,
 }
 
+/// A SwitchServer command stream on `client`: its requests' sender (`depth` of them
+/// queued at most) and its answers.
+async fn open_stream(
+    client: &atmlab_fabric::live::grpc::GrpcSwitch,
+    depth: usize,
+) -> Result<
+    (
+        tokio::sync::mpsc::Sender<atmlab_rpc::v1::StreamRequest>,
+        tonic::Streaming<atmlab_rpc::v1::StreamReply>,
+    ),
+    String,
+> {
+    let (tx, rx) = tokio::sync::mpsc::channel(depth);
+    let replies = client
+        .raw()
+        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .map_err(|e| e.to_string())?
+        .into_inner();
+    Ok((tx, replies))
+}
+
 /// [`cycles`] over the SwitchServer command stream, as the live manager's links send:
 /// the k commands of an exchange go out as one stream request (the first in its own
 /// fields, the rest in `more`) and its one answer is awaited.
@@ -350,15 +361,8 @@ async fn stream_cycles(
     span: StdDuration,
 ) -> Result<Timed, LabError> {
     use atmlab_fabric::live::convert as cv;
-    use atmlab_rpc::v1 as pb;
     let probe = |e: String| LabError::run("the cost probe's command stream", e);
-    let (tx, rx) = tokio::sync::mpsc::channel::<pb::StreamRequest>(1024);
-    let mut replies = client
-        .raw()
-        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .map_err(|e| probe(e.to_string()))?
-        .into_inner();
+    let (tx, mut replies) = open_stream(client, 1024).await.map_err(probe)?;
     // The switch answers a repeated (client, request) pair from memory, across
     // streams: each stream its own client id.
     let client_id = format!("{OWNER}-{k}-{}", std::process::id());
@@ -401,15 +405,8 @@ async fn pipelined_cycles(
     span: StdDuration,
 ) -> Result<Timed, LabError> {
     use atmlab_fabric::live::convert as cv;
-    use atmlab_rpc::v1 as pb;
     let probe = |e: String| LabError::run("the cost probe's pipelined stream", e);
-    let (tx, rx) = tokio::sync::mpsc::channel::<pb::StreamRequest>(4096);
-    let mut replies = client
-        .raw()
-        .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .map_err(|e| probe(e.to_string()))?
-        .into_inner();
+    let (tx, mut replies) = open_stream(client, 4096).await.map_err(probe)?;
     let client_id = format!("{OWNER}-train-{k}-{}", std::process::id());
     let mut next = 0u64;
     let exchange = async |commands: Vec<Command>| -> Result<BatchAnswers, LabError> {
@@ -606,6 +603,8 @@ pub async fn measure(
         // Not measured (see the module doc): the twin check reports the knee both with
         // it waived (this) and charged in full.
         awake_message: Duration::ZERO,
+        // The twin check measures the generator's work at each rate it simulates.
+        client_work: Duration::ZERO,
         wakeup: Duration::ZERO,
         oneway: Duration::ZERO,
         stall_probability: 0.0,

@@ -26,8 +26,13 @@
 //! or more than 1% of its calls fail),
 //! so the sweep finds this machine's knee whatever its speed; the simulation runs the
 //! same rates and [`SIM_BEYOND`] more, so that a simulated knee past the live one is
-//! found too.
+//! found too. Each rate is simulated with the call generator's own work at that rate
+//! ([`generator`]), which shares the live processors, and twice: with the profile as
+//! measured (the verdicts) and with a message to an idle server on busy processors
+//! charged its whole `per_message` (`awake_message`, which nothing one at a time
+//! measures), so that the report gives the knee at both readings.
 
+pub mod generator;
 pub mod measure;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +55,7 @@ use crate::report::verdict::{self, Check, Verdict, Verdicts};
 use crate::report::{Column, Table};
 use atmlab_control::cm::live::CmHandle;
 
+pub use generator::GeneratorCost;
 pub use measure::Measurement;
 
 /// The line of three switches (`topologies/line3.toml`).
@@ -167,6 +173,9 @@ pub struct TwinResults {
     /// The simulated curves at every rate (the sweep's and those beyond) with
     /// `awake_message` charged in full, the bound the profile's waiver leaves open.
     pub charged: Vec<SimOnly>,
+    /// The call generator's own work at each rate simulated, charged to the simulated
+    /// processors there (`client_work`).
+    pub generator: Vec<GeneratorCost>,
     /// The relative tolerance.
     pub tolerance: f64,
 }
@@ -328,27 +337,14 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
         .within(async |lab| live_part(opts, lab, say).await)
         .await?;
     let (measurement, curves, passes) = live;
-    let profile_file = opts.out.join("measured.toml");
     crate::report::write(
         &opts.out,
         "measured.toml",
         &measurement.profile.to_toml(&measurement.provenance()),
     )?;
-    // The same profile with a message to an idle server on busy processors charged its
-    // whole `per_message`: written beside the report, removed after.
-    let charged_file = opts.out.join("charged.toml");
-    let charged_profile = CostProfile {
-        name: "measured, awake_message charged".into(),
-        awake_message: measurement.profile.per_message,
-        ..measurement.profile.clone()
-    };
-    crate::report::write(&opts.out, "charged.toml", &charged_profile.to_toml(""))?;
-    let mut points = Vec::new();
-    let mut sim_beyond = Vec::new();
-    let mut charged = Vec::new();
-    for (t, curve) in curves {
+    // Every rate simulated: each T's sweep and [`SIM_BEYOND`] more.
+    let rates_of = |curve: &[(f64, callgen::Report)]| {
         let mut rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
-        let live_rates = rates.len();
         if let Some(&last) = rates.last() {
             let mut rate = last;
             for _ in 0..SIM_BEYOND {
@@ -356,15 +352,74 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 rates.push(rate);
             }
         }
-        let mut sim = simulate(t, &rates, &profile_file, opts.replications, opts.seconds)?;
-        let other = simulate(t, &rates, &charged_file, opts.replications, opts.seconds)?;
-        for (&rate, (setups, latency)) in rates.iter().zip(other) {
-            charged.push(SimOnly {
-                threshold: t,
-                rate,
-                setups_per_s: setups,
-                latency_s: latency,
-            });
+        rates
+    };
+    // The generator's own work at each of them (the network is down: nothing else runs).
+    let mut all: Vec<f64> = curves.iter().flat_map(|(_, c)| rates_of(c)).collect();
+    all.sort_by(f64::total_cmp);
+    all.dedup();
+    let mut generator = Vec::new();
+    for &rate in &all {
+        let mut load = twin_load(rate, 1, opts.seconds);
+        load.duration = generator::span(opts.seconds);
+        let g = generator::measure(&load).await?;
+        say(&format!(
+            "the call generator alone at {rate:.0}/s: {:.1} us of CPU a call, {:.2} parks a call",
+            g.cpu_us, g.parks
+        ));
+        generator.push(g);
+    }
+    // Each rate simulated at the profile with the generator's work at that rate, and
+    // again with a message to an idle server on busy processors charged its whole
+    // `per_message`: profiles written beside the report, removed after.
+    let profile_at = |rate: f64, charged: bool| -> Result<PathBuf, LabError> {
+        let work = generator
+            .iter()
+            .find(|g| g.rate == rate)
+            .map_or(0.0, |g| g.cpu_us);
+        let p = &measurement.profile;
+        let profile = CostProfile {
+            client_work: Duration::from_secs_f64(work * 1e-6),
+            awake_message: if charged {
+                p.per_message
+            } else {
+                p.awake_message
+            },
+            ..p.clone()
+        };
+        let name = format!(
+            "sim-{}-{rate}.toml",
+            if charged { "charged" } else { "waived" }
+        );
+        crate::report::write(&opts.out, &name, &profile.to_toml(""))?;
+        Ok(opts.out.join(name))
+    };
+    let mut points = Vec::new();
+    let mut sim_beyond = Vec::new();
+    let mut charged = Vec::new();
+    for (t, curve) in curves {
+        let rates = rates_of(&curve);
+        let live_rates = curve.len();
+        let mut sim = Vec::new();
+        for &rate in &rates {
+            for reading in [false, true] {
+                let file = profile_at(rate, reading)?;
+                let one = simulate(t, &[rate], &file, opts.replications, opts.seconds);
+                let _ = std::fs::remove_file(&file);
+                let (setups, latency) = one?.into_iter().next().ok_or_else(|| {
+                    LabError::run("the twin check", format!("no simulated point at {rate}"))
+                })?;
+                if reading {
+                    charged.push(SimOnly {
+                        threshold: t,
+                        rate,
+                        setups_per_s: setups,
+                        latency_s: latency,
+                    });
+                } else {
+                    sim.push((setups, latency));
+                }
+            }
         }
         let beyond = sim.split_off(live_rates.min(sim.len()));
         for (&rate, (setups, latency)) in rates[live_rates..].iter().zip(beyond) {
@@ -398,13 +453,13 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
             });
         }
     }
-    let _ = std::fs::remove_file(&charged_file);
     let results = TwinResults {
         measurement,
         points,
         passes,
         sim_beyond,
         charged,
+        generator,
         tolerance: opts.tolerance,
     };
     write_report(&opts.out, &results)?;
@@ -413,16 +468,21 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
 
 type Curves = Vec<(u32, Vec<(f64, callgen::Report)>)>;
 
-/// One live load on `cm`: `rate` calls/s for `opts.seconds`, with `seed`.
-async fn live_load(cm: &CmHandle, opts: &TwinOptions, rate: f64, seed: u64) -> callgen::Report {
-    let load = Load {
+/// The twin's load: `rate` Poisson calls/s a -> b for `seconds`, paced precisely, held
+/// [`HOLDING`], with `seed`.
+fn twin_load(rate: f64, seed: u64, seconds: f64) -> Load {
+    Load {
         holding: HOLDING,
         precise: true,
         seed,
         traffic: TrafficDescriptor::cbr(CellRate(10.0)),
-        ..Load::poisson(rate, StdDuration::from_secs_f64(opts.seconds), "a", "b")
-    };
-    callgen::run(cm.clone(), &load).await
+        ..Load::poisson(rate, StdDuration::from_secs_f64(seconds), "a", "b")
+    }
+}
+
+/// One live load on `cm`: `rate` calls/s for `opts.seconds`, with `seed`.
+async fn live_load(cm: &CmHandle, opts: &TwinOptions, rate: f64, seed: u64) -> callgen::Report {
+    callgen::run(cm.clone(), &twin_load(rate, seed, opts.seconds)).await
 }
 
 /// The xbind manager of T = `t`, flushing after [`FLUSH`].
@@ -582,6 +642,28 @@ fn sim_columns() -> [Column; 3] {
     ]
 }
 
+/// A table of simulated points without a live one beside them.
+fn sim_only_table(points: &[SimOnly]) -> Table {
+    let mut table = Table::new(
+        [
+            Column::new("T", "threshold"),
+            Column::new("offered (calls/s)", "rate").right(),
+        ]
+        .into_iter()
+        .chain(sim_columns()),
+    );
+    for p in points {
+        table.row(crate::cells![
+            u64::from(p.threshold),
+            p.rate,
+            p.setups_per_s.mean,
+            p.latency_s.mean * 1e3,
+            p.latency_s.ci95 * 1e3,
+        ]);
+    }
+    table
+}
+
 /// `README.md`, `curves.csv`, `verdicts.csv` and `measured.toml` in `out`.
 pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
     let mut table = Table::new(
@@ -631,42 +713,25 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         ]);
     }
     crate::report::write(out, "passes.csv", &passes.csv())?;
-    let mut beyond = Table::new(
-        [
-            Column::new("T", "threshold"),
-            Column::new("offered (calls/s)", "rate").right(),
-        ]
-        .into_iter()
-        .chain(sim_columns()),
-    );
-    for p in &r.sim_beyond {
-        beyond.row(crate::cells![
-            u64::from(p.threshold),
-            p.rate,
-            p.setups_per_s.mean,
-            p.latency_s.mean * 1e3,
-            p.latency_s.ci95 * 1e3,
-        ]);
-    }
+    let beyond = sim_only_table(&r.sim_beyond);
     crate::report::write(out, "sim_beyond.csv", &beyond.csv())?;
-    let mut charged = Table::new(
-        [
-            Column::new("T", "threshold"),
-            Column::new("offered (calls/s)", "rate").right(),
-        ]
-        .into_iter()
-        .chain(sim_columns()),
-    );
-    for p in &r.charged {
-        charged.row(crate::cells![
-            u64::from(p.threshold),
-            p.rate,
-            p.setups_per_s.mean,
-            p.latency_s.mean * 1e3,
-            p.latency_s.ci95 * 1e3,
+    let charged = sim_only_table(&r.charged);
+    crate::report::write(out, "charged.csv", &charged.csv())?;
+    let mut generator = Table::new([
+        Column::new("offered (calls/s)", "rate").right(),
+        Column::new("CPU a call (us)", "cpu_us").right().fixed(1, 2),
+        Column::new("parks a call", "parks").right().fixed(2, 3),
+        Column::new("share of a core", "cores").right().fixed(3, 4),
+    ]);
+    for g in &r.generator {
+        generator.row(crate::cells![
+            g.rate,
+            g.cpu_us,
+            g.parks,
+            g.rate * g.cpu_us * 1e-6
         ]);
     }
-    crate::report::write(out, "charged.csv", &charged.csv())?;
+    crate::report::write(out, "generator.csv", &generator.csv())?;
     // The toolkit's table is the papers'; here the reference is the live system.
     let verdicts = verdicts(r).write(out)?.replacen(
         "| Paper's item | Paper | atmlab (95% CI) |",
@@ -702,16 +767,17 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          Written by `atmlab sim twin`. The live xbind manager (T = 1 and T = 4, flush after \
          {flush} ms, calls held {hold} ms on average) on the line of three switches, and \
          its core in virtual time at the `measured` profile taken one operation at a time \
-         from the same network ([measured.toml](measured.toml)). The simulated curves are \
-         predictions; the criteria are in `atmlab_lab::twin`.\n\n\
+         from the same network ([measured.toml](measured.toml)), with the call \
+         generator's work measured at each rate. The simulated curves are predictions; the \
+         criteria are in `atmlab_lab::twin`.\n\n\
          {verdicts}\n\n{knees}\n\
          How to read a miss: the profile's work is measured in process and in trains of \
          commands, and its wake-up (the delay before an idle server starts, holding no \
          processor) is the one number fitted, to the live setup one call at a time; the \
          simulated knee follows from those and the profile's structure alone. A \
          simulated knee later than the live one means the live system spends work the \
-         profile does not charge (the call generator shares the processors, and its own \
-         work per call is not in the profile); an earlier one, that the live work per \
+         profile does not charge (what a message costs a server on busy processors is \
+         not measured: the knees are given both waiving and charging it); an earlier one, that the live work per \
          command under load is less than a train of sixty-four shows (longer trains, fewer \
          system calls). Both are readings, not measured here. Past its \
          knee the simulated manager's backlog grows, calls waiting for their setup hold \
@@ -728,6 +794,14 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          {beyond_n} rates further, each half again the one before, so that a simulated \
          knee later than the live one is found rather than left beyond the sweep.\n\n\
          {beyond}\n\n\
+         ## The call generator's own work\n\n\
+         The live calls come from a generator in the same process, on the same cores, \
+         pacing each arrival precisely (an OS thread sleeping to each Poisson instant). \
+         Its work per call, measured apart at each rate simulated against a target that \
+         answers at once, is charged to the simulated processors at that rate \
+         (`client_work`): the servers lose what it takes. With the target idle the \
+         runtime's workers park between calls more than under load, so this reads it high \
+         by the wakes a busy runtime saves.\n\n{generator}\n\n\
          ## The simulated curves with a message's whole cost charged on busy processors\n\n\
          The profile waives `per_message` for a message that finds its server idle while \
          every processor works (`awake_message` = 0: a worker already awake takes it up, \
@@ -745,7 +819,8 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         passes = passes.markdown(),
         beyond_n = SIM_BEYOND,
         beyond = beyond.markdown(),
-        charged = charged.markdown()
+        charged = charged.markdown(),
+        generator = generator.markdown()
     );
     crate::report::write(out, "README.md", &text)
 }
@@ -798,6 +873,7 @@ mod tests {
             passes: Vec::new(),
             sim_beyond: Vec::new(),
             charged: Vec::new(),
+            generator: Vec::new(),
             tolerance: 0.15,
         }
     }

@@ -95,5 +95,22 @@ async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
         assert!(!charged.is_empty(), "T = {t}");
     }
     assert!(dir.path().join("out/charged.csv").exists());
-    assert!(!dir.path().join("out/charged.toml").exists());
+    // The generator's work, measured at every rate simulated and nowhere else.
+    let mut simulated: Vec<f64> = twin::THRESHOLDS
+        .iter()
+        .flat_map(|&t| twin::sim_curve(&r, t).into_iter().map(|p| p.0))
+        .collect();
+    simulated.sort_by(f64::total_cmp);
+    simulated.dedup();
+    let measured: Vec<f64> = r.generator.iter().map(|g| g.rate).collect();
+    assert_eq!(measured, simulated);
+    for g in &r.generator {
+        assert!(g.cpu_us > 0.0 && g.cpu_us < 10_000.0, "{g:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("sim-"))
+        .collect();
+    assert!(left.is_empty(), "profiles left behind: {left:?}");
 }

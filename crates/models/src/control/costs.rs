@@ -128,6 +128,13 @@ pub struct CostProfile {
     /// parked thread, measured one wake at a time; zero (the message costs nothing, as
     /// one already in hand) in a profile that does not give it.
     pub awake_message: Duration,
+    /// The call generator's own work per call on the shared processors (`cpus` > 0):
+    /// atmlab's live lab drives its managers from a generator in the same process, on
+    /// the same cores, whose work per call (drawing the arrival, waking to it, starting
+    /// the call's task, taking its answers, its hang-up and release) the servers lose.
+    /// Zero for the papers' testbeds, whose users had workstations of their own. The
+    /// twin check measures it against a target that answers at once, at each rate.
+    pub client_work: Duration,
     /// How long a server that is idle when work reaches it (the manager, a link, a
     /// switch server) takes to start it, holding no processor meanwhile: a parked
     /// thread being scheduled. Work that reaches a server already working or waking
@@ -202,6 +209,7 @@ impl CostProfile {
                 cpus: 0,
                 coalesce: false,
                 awake_message: Duration::ZERO,
+                client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: us(423.1),
                 stall_probability: 0.0724,
@@ -224,6 +232,7 @@ impl CostProfile {
                 cpus: 0,
                 coalesce: false,
                 awake_message: Duration::ZERO,
+                client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
@@ -244,6 +253,7 @@ impl CostProfile {
                 cpus: 0,
                 coalesce: false,
                 awake_message: Duration::ZERO,
+                client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
@@ -390,6 +400,7 @@ impl CostProfile {
         set("qos_work", &mut c.qos_work)?;
         set("wakeup", &mut c.wakeup)?;
         set("awake_message", &mut c.awake_message)?;
+        set("client_work", &mut c.client_work)?;
         set("oneway", &mut c.oneway)?;
         set("stall_mean", &mut c.stall_mean)?;
         if t.has("stall_probability") {
@@ -438,6 +449,7 @@ impl CostProfile {
             ("qos_work", self.qos_work),
             ("wakeup", self.wakeup),
             ("awake_message", self.awake_message),
+            ("client_work", self.client_work),
             ("oneway", self.oneway),
             ("stall_mean", self.stall_mean),
         ] {
@@ -500,6 +512,7 @@ mod tests {
         p.cpus = 2;
         p.wakeup = Duration::from_secs_f64(30.5e-6);
         p.awake_message = Duration::from_secs_f64(12.25e-6);
+        p.client_work = Duration::from_secs_f64(7.5e-6);
         p.manager_step = Duration::from_secs_f64(3.25e-6);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.toml");

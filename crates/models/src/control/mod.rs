@@ -294,7 +294,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "profile",
-        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, stall_probability, stall_mean, switch_threads, colocated, links, cpus, coalesce, awake_message, wakeup }",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, stall_probability, stall_mean, switch_threads, colocated, links, cpus, coalesce, awake_message, client_work, wakeup }",
     },
 ];
 

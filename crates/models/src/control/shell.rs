@@ -43,6 +43,7 @@ use super::servers::{Answer, Answers, Given, Link, LinkJob, Server, SwitchServer
 use super::{ControlConfig, METRICS, probes};
 
 mod links;
+mod pool;
 mod recovery;
 mod switches;
 mod users;
@@ -104,6 +105,8 @@ enum Ev {
     /// Switch `s`'s answers reach manager `m`'s link to it (`links` profiles).
     AtLink(usize, usize, Answers),
     LinkDone(usize, usize),
+    /// A call's work at the call generator (`client_work`) is done.
+    GeneratorDone,
     /// Manager `m`'s user hangs up core call `id`.
     Hangup(usize, u64),
     /// Manager `m`'s core's timer.
@@ -234,6 +237,8 @@ struct Plane<'a> {
     /// Processors free when the profile shares `cpus` among every server; `None` when
     /// each server has its own.
     cpu_free: Option<usize>,
+    /// The call generator's work waiting for a processor (`client_work`), in calls.
+    generator: u64,
     index: FxHashMap<String, usize>,
     calls: users::InProgress,
     next_call: usize,
@@ -429,6 +434,7 @@ impl<'a> Plane<'a> {
             rng: rngs.stream(0),
             mgrs,
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
+            generator: 0,
             switches,
             index,
             calls: users::InProgress::default(),
@@ -567,6 +573,7 @@ impl<'a> Plane<'a> {
             Ev::SwitchDone(s, t) => self.switch_done(s, t),
             Ev::AtLink(m, s, answers) => self.push_link(m, s, LinkJob::In(answers)),
             Ev::LinkDone(m, s) => self.link_done(m, s),
+            Ev::GeneratorDone => self.generator_done(),
             Ev::Hangup(m, id) => {
                 // The user's DeleteConnection reaches the manager.
                 let at = self.now + self.cfg.costs.client_latency();
@@ -600,6 +607,7 @@ impl<'a> Plane<'a> {
         );
         self.stats.calls.attempts += 1;
         self.stats.calls.invocations += 1;
+        self.generate();
         // The AddConnection crosses the wire to its manager (dealt in turn).
         let at = self.now + cfg.costs.client_latency();
         let m = self.client(u % self.mgrs.len());
@@ -1051,56 +1059,6 @@ impl<'a> Plane<'a> {
             Duration::ZERO
         } else {
             self.cfg.costs.oneway
-        }
-    }
-
-    /// Every processor of a shared pool is working: a message that arrives now is read
-    /// by a worker already awake, as one runtime's workers serve every server (tokio's
-    /// in the live lab), so it costs no wakeup even if its own server was idle.
-    fn pool_awake(&self) -> bool {
-        self.cpu_free == Some(0)
-    }
-
-    /// A processor of the shared pool for the server about to work (always, when each
-    /// server has its own).
-    fn take_cpu(&mut self) -> bool {
-        match &mut self.cpu_free {
-            None => true,
-            Some(0) => false,
-            Some(n) => {
-                *n -= 1;
-                true
-            }
-        }
-    }
-
-    fn release_cpu(&mut self) {
-        if let Some(n) = &mut self.cpu_free {
-            *n += 1;
-        }
-    }
-
-    /// With a shared pool, a processor just freed may start any server's waiting work:
-    /// the manager first, then the links and the switches in order (deterministic).
-    /// Inlined, as a test: with no shared pool (the papers' testbeds) there is nothing to
-    /// do.
-    #[inline]
-    fn serve_others(&mut self) {
-        if self.cpu_free.is_none_or(|n| n == 0) {
-            return;
-        }
-        self.serve_all();
-    }
-
-    fn serve_all(&mut self) {
-        for m in 0..self.mgrs.len() {
-            self.serve_manager(m);
-            for s in 0..self.mgrs[m].links.len() {
-                self.serve_link(m, s);
-            }
-        }
-        for s in 0..self.switches.len() {
-            self.serve_switch(s);
         }
     }
 

@@ -847,3 +847,31 @@ profile = {{ base = "fast", latency = "0 us", per_message = "100 us", per_comman
     );
     assert_eq!(setup(0, true, "0 us"), setup(0, true, "100 us"));
 }
+
+/// The call generator's work (`client_work`) takes a processor of the shared pool at
+/// each arrival: one call at a time on one processor, the manager waits for it, so each
+/// setup is longer by exactly that work; with a processor per server (no shared pool)
+/// the generator has its own and the setup is as without it.
+#[test]
+fn the_generators_work_takes_a_shared_processor() {
+    let setup = |cpus: u32, client: &str| {
+        let c = config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
+arrival = {{ kind = "poisson", rate = "1 /s" }}
+holding = {{ kind = "deterministic", mean = "10 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus}, client_work = "{client}" }}
+"#
+        ));
+        let m = run(&c, 60, 5, 0);
+        metric(&m, "mean_setup_latency") * 1e3
+    };
+    let (free, busy) = (setup(1, "0 us"), setup(1, "50 us"));
+    assert!(
+        (busy - free - 0.05).abs() < 1e-9,
+        "one processor: {free} ms without the generator's work, {busy} ms with it"
+    );
+    assert_eq!(setup(0, "50 us"), setup(0, "0 us"));
+}
