@@ -120,6 +120,9 @@ pub struct CurvePoint {
     pub live_setups_per_s: f64,
     /// Live: mean setup latency, seconds.
     pub live_latency_s: f64,
+    /// Live: the process's threads parked per call offered (voluntary context
+    /// switches; the generator's own are in [`GeneratorCost::parks`]).
+    pub live_parks: f64,
     /// Simulated: setups carried per second.
     pub sim_setups_per_s: Estimate,
     /// Simulated: mean setup latency, seconds.
@@ -343,8 +346,8 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
         &measurement.profile.to_toml(&measurement.provenance()),
     )?;
     // Every rate simulated: each T's sweep and [`SIM_BEYOND`] more.
-    let rates_of = |curve: &[(f64, callgen::Report)]| {
-        let mut rates: Vec<f64> = curve.iter().map(|(r, _)| *r).collect();
+    let rates_of = |curve: &[(f64, callgen::Report, f64)]| {
+        let mut rates: Vec<f64> = curve.iter().map(|(r, _, _)| *r).collect();
         if let Some(&last) = rates.last() {
             let mut rate = last;
             for _ in 0..SIM_BEYOND {
@@ -435,7 +438,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 latency_s: latency,
             });
         }
-        for ((rate, report), (setups, latency)) in curve.into_iter().zip(sim) {
+        for ((rate, report, parks), (setups, latency)) in curve.into_iter().zip(sim) {
             say(&format!(
                 "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s), simulated {:.3} ms ({:.0} setups/s)",
                 report.mean_setup_ms,
@@ -448,6 +451,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 rate,
                 live_setups_per_s: report.setups_per_s,
                 live_latency_s: report.mean_setup_ms / 1e3,
+                live_parks: parks,
                 sim_setups_per_s: setups,
                 sim_latency_s: latency,
             });
@@ -466,7 +470,9 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
     Ok(results)
 }
 
-type Curves = Vec<(u32, Vec<(f64, callgen::Report)>)>;
+/// Each T's live sweep: (offered rate, the generator's report, the process's threads
+/// parked per call offered).
+type Curves = Vec<(u32, Vec<(f64, callgen::Report, f64)>)>;
 
 /// The twin's load: `rate` Poisson calls/s a -> b for `seconds`, paced precisely, held
 /// [`HOLDING`], with `seed`.
@@ -507,7 +513,7 @@ async fn live_passes(
         for (t, curve) in curves {
             let from = curve.len().saturating_sub(3);
             let cm = manager(lab, *t).await?;
-            for (k, (rate, _)) in curve.iter().enumerate().skip(from) {
+            for (k, (rate, _, _)) in curve.iter().enumerate().skip(from) {
                 let report = live_load(&cm, opts, *rate, (pass * 100 + k + 1) as u64).await;
                 say(&format!(
                     "live pass {pass} xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms",
@@ -539,24 +545,26 @@ async fn live_part(
     let mut curves = Vec::new();
     for t in THRESHOLDS {
         let cm = manager(lab, t).await?;
-        let mut curve: Vec<(f64, callgen::Report)> = Vec::new();
+        let mut curve: Vec<(f64, callgen::Report, f64)> = Vec::new();
         let mut rate = opts.start;
         while curve.len() < opts.max_points {
+            let p0 = measure::parks()?;
             let report = live_load(&cm, opts, rate, curve.len() as u64 + 1).await;
+            let parks = measure::parks()?.saturating_sub(p0) as f64 / report.offered.max(1) as f64;
             say(&format!(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
                 report.setups_per_s, report.mean_setup_ms, report.failed
             ));
             let light = curve
                 .first()
-                .map_or(report.mean_setup_ms, |(_, r)| r.mean_setup_ms);
+                .map_or(report.mean_setup_ms, |(_, r, _)| r.mean_setup_ms);
             // Past saturation: it stops carrying what is offered, its latency is far
             // past light load's, or more than 1% of the calls fail.
             let refused = (report.failed + report.blocked) as f64;
             let saturated = report.setups_per_s < 0.9 * rate
                 || report.mean_setup_ms > 10.0 * light
                 || refused > 0.01 * report.offered as f64;
-            curve.push((rate, report));
+            curve.push((rate, report, parks));
             if saturated {
                 break;
             }
@@ -642,6 +650,31 @@ fn sim_columns() -> [Column; 3] {
     ]
 }
 
+/// What a thread's park costs in this runtime, read from the generator's probes: its
+/// CPU per call against its parks per call over the rates, a line fitted by Theil and
+/// Sen (the median of the slopes between every two rates, robust to the lightest
+/// rates' cold work) and its intercept (the median of what each rate leaves), in
+/// microseconds. `None` with fewer than three rates.
+pub fn park_cost(g: &[GeneratorCost]) -> Option<(f64, f64)> {
+    if g.len() < 3 {
+        return None;
+    }
+    let mut slopes = Vec::new();
+    for (i, a) in g.iter().enumerate() {
+        for b in &g[i + 1..] {
+            if (b.parks - a.parks).abs() > 1e-9 {
+                slopes.push((b.cpu_us - a.cpu_us) / (b.parks - a.parks));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return None;
+    }
+    let slope = verdict::median(slopes);
+    let intercept = verdict::median(g.iter().map(|x| x.cpu_us - slope * x.parks).collect());
+    Some((slope, intercept))
+}
+
 /// A table of simulated points without a live one beside them.
 fn sim_only_table(points: &[SimOnly]) -> Table {
     let mut table = Table::new(
@@ -676,6 +709,9 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             Column::new("live mean (ms)", "live_latency_ms")
                 .right()
                 .fixed(3, 4),
+            Column::new("live parks a call", "live_parks")
+                .right()
+                .fixed(2, 3),
         ]
         .into_iter()
         .chain(sim_columns()),
@@ -686,6 +722,7 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             p.rate,
             p.live_setups_per_s,
             p.live_latency_s * 1e3,
+            p.live_parks,
             p.sim_setups_per_s.mean,
             p.sim_latency_s.mean * 1e3,
             p.sim_latency_s.ci95 * 1e3,
@@ -739,6 +776,24 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         1,
     );
     let m = &r.measurement;
+    let park = match (park_cost(&r.generator), m.round_trips.first()) {
+        (Some((slope, intercept)), Some(&(_, _, lone))) => {
+            let wakes = m.lone_parks * slope;
+            format!(
+                "\n\nWhat a park costs in this runtime, from these probes (CPU a call against \
+                 parks a call, Theil-Sen over {} rates): {slope:.1} us, and {intercept:.1} us \
+                 a call besides. At that price a lone exchange's {:.2} parks are {wakes:.0} us \
+                 of its {lone:.0} us of CPU; what is left, shared by its four ends, is \
+                 {:.1} us a message: a reading of `awake_message` taken from another \
+                 workload's parks (a sleeping pacer and idle workers, not a wake from \
+                 `epoll` on an answer), reported and not used.",
+                r.generator.len(),
+                m.lone_parks,
+                ((lone - wakes) / 4.0).max(0.0)
+            )
+        }
+        _ => String::new(),
+    };
     let mut knees = String::new();
     for t in THRESHOLDS {
         let show =
@@ -801,7 +856,9 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          answers at once, is charged to the simulated processors at that rate \
          (`client_work`): the servers lose what it takes. With the target idle the \
          runtime's workers park between calls more than under load, so this reads it high \
-         by the wakes a busy runtime saves.\n\n{generator}\n\n\
+         by the wakes a busy runtime saves. The curves give the live process's parks a \
+         call at each rate (generator and servers together) beside these.\n\n\
+         {generator}{park}\n\n\
          ## The simulated curves with a message's whole cost charged on busy processors\n\n\
          The profile waives `per_message` for a message that finds its server idle while \
          every processor works (`awake_message` = 0: a worker already awake takes it up, \
@@ -866,6 +923,7 @@ mod tests {
                     rate,
                     live_setups_per_s: rate,
                     live_latency_s: lat,
+                    live_parks: 0.0,
                     sim_setups_per_s: est(rate),
                     sim_latency_s: est(lat * sim_scale),
                 })
@@ -987,5 +1045,25 @@ mod tests {
         let mut r = results(1.0);
         r.points[2].sim_latency_s = est(5.5e-3);
         assert_eq!(verdicts(&r).verdict(knee), Some(Verdict::Differs));
+    }
+
+    /// A park's cost is the slope of the generator's CPU over its parks, robust to one
+    /// rate's cold work; fewer than three rates give none.
+    #[test]
+    fn a_parks_cost_is_the_robust_slope_of_the_generators_probes() {
+        let g = |parks: f64, cpu_us: f64| GeneratorCost {
+            rate: 1.0,
+            cpu_us,
+            parks,
+        };
+        let mut probes: Vec<GeneratorCost> = [0.2, 0.5, 1.0, 2.0, 3.0]
+            .iter()
+            .map(|&p| g(p, 2.0 + 16.0 * p))
+            .collect();
+        probes.push(g(4.0, 160.0));
+        let (slope, intercept) = park_cost(&probes).unwrap();
+        assert!((slope - 16.0).abs() < 1e-9, "{slope}");
+        assert!((intercept - 2.0).abs() < 1e-9, "{intercept}");
+        assert_eq!(park_cost(&probes[..2]), None);
     }
 }
