@@ -18,7 +18,7 @@ use std::time::Duration as StdDuration;
 use atmlab_control::cm::core::CallError;
 use atmlab_core::traffic::TrafficDescriptor;
 
-use super::measure::{parks, process_cpu};
+use super::measure::Usage;
 use crate::LabError;
 use crate::callgen::{self, CallTarget, Load};
 
@@ -49,9 +49,9 @@ impl CallTarget for AtOnce {
 /// The generator's work offering `load` (its rate, pacing and holding) to a target that
 /// answers at once.
 pub async fn measure(load: &Load) -> Result<GeneratorCost, LabError> {
-    let (c0, p0) = (process_cpu()?, parks()?);
+    let start = Usage::now()?;
     let report = callgen::run(AtOnce, load).await;
-    let (cpu, parked) = (process_cpu()? - c0, parks()?.saturating_sub(p0));
+    let used = start.since()?;
     if report.offered == 0 {
         return Err(LabError::run(
             "the generator's probe",
@@ -61,8 +61,8 @@ pub async fn measure(load: &Load) -> Result<GeneratorCost, LabError> {
     let n = report.offered as f64;
     Ok(GeneratorCost {
         rate: load.rate,
-        cpu_us: cpu / n * 1e6,
-        parks: parked as f64 / n,
+        cpu_us: used.cpu / n * 1e6,
+        parks: used.parks as f64 / n,
     })
 }
 

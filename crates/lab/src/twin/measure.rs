@@ -163,9 +163,38 @@ impl Measurement {
 /// The process's CPU time (user + system, all threads), seconds, from its CPU clock
 /// (nanoseconds; `/proc/self/stat` counts ticks of 10 ms, too coarse for a generator's
 /// probe at 200 calls/s).
-pub(super) fn process_cpu() -> Result<f64, LabError> {
+fn process_cpu() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Ok(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// What the process has used so far: its CPU and its threads' parks. The probes read
+/// what a piece of work used as the difference of two ([`Usage::since`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Usage {
+    /// CPU seconds.
+    pub cpu: f64,
+    /// Threads that parked.
+    pub parks: u64,
+}
+
+impl Usage {
+    /// The process's usage now.
+    pub fn now() -> Result<Usage, LabError> {
+        Ok(Usage {
+            cpu: process_cpu(),
+            parks: parks()?,
+        })
+    }
+
+    /// What the process used since `self`.
+    pub fn since(&self) -> Result<Usage, LabError> {
+        let now = Usage::now()?;
+        Ok(Usage {
+            cpu: now.cpu - self.cpu,
+            parks: now.parks.saturating_sub(self.parks),
+        })
+    }
 }
 
 /// The processor time of a thread's park and wake, microseconds: two threads hand a
@@ -177,7 +206,7 @@ fn wake_cpu() -> Result<f64, LabError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     let turn = Arc::new(AtomicU64::new(0));
     let main = std::thread::current();
-    let (c0, p0) = (process_cpu()?, parks()?);
+    let start = Usage::now()?;
     let other = {
         let turn = Arc::clone(&turn);
         std::thread::spawn(move || {
@@ -202,11 +231,10 @@ fn wake_cpu() -> Result<f64, LabError> {
     other
         .join()
         .map_err(|_| LabError::run("the cost probe's wake-up", "a thread panicked"))?;
-    let cpu = process_cpu()? - c0;
+    let used = start.since()?;
     // Each turn not yet given when a thread looks parks it once; count them rather than
     // assume one a turn (a turn given before its thread looks costs no wake).
-    let parked = parks()?.saturating_sub(p0).max(1);
-    Ok(cpu / parked as f64 * 1e6)
+    Ok(used.cpu / used.parks.max(1) as f64 * 1e6)
 }
 
 /// Wakes [`wake_cpu`] times: about a second of them.
@@ -214,7 +242,7 @@ const WAKES: u64 = 200_000;
 
 /// The voluntary context switches of every thread of the process so far: each is a
 /// thread that parked (to be woken later), from `/proc/self/task/*/status`.
-pub(super) fn parks() -> Result<u64, LabError> {
+fn parks() -> Result<u64, LabError> {
     let err =
         |e: std::io::Error| LabError::run("reading /proc/self/task (the probe needs Linux)", e);
     let mut n = 0;
@@ -295,7 +323,7 @@ async fn timed(
         let r = exchange(reserves(k)).await?;
         exchange(unreserves(&r)).await?;
     }
-    let (t0, c0, p0) = (Instant::now(), process_cpu()?, parks()?);
+    let (t0, start) = (Instant::now(), Usage::now()?);
     let mut messages = 0u64;
     while t0.elapsed() < span {
         let r = exchange(reserves(k)).await?;
@@ -309,13 +337,12 @@ async fn timed(
         exchange(back).await?;
         messages += 2;
     }
-    let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu()? - c0);
-    let parked = parks()?.saturating_sub(p0) as f64;
+    let (wall, used) = (t0.elapsed().as_secs_f64(), start.since()?);
     let m = messages as f64;
     Ok(Timed {
         wall: wall / m,
-        cpu: cpu / m,
-        parks: parked / m,
+        cpu: used.cpu / m,
+        parks: used.parks as f64 / m,
     })
 }
 

@@ -548,9 +548,9 @@ async fn live_part(
         let mut curve: Vec<(f64, callgen::Report, f64)> = Vec::new();
         let mut rate = opts.start;
         while curve.len() < opts.max_points {
-            let p0 = measure::parks()?;
+            let start = measure::Usage::now()?;
             let report = live_load(&cm, opts, rate, curve.len() as u64 + 1).await;
-            let parks = measure::parks()?.saturating_sub(p0) as f64 / report.offered.max(1) as f64;
+            let parks = start.since()?.parks as f64 / report.offered.max(1) as f64;
             say(&format!(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
                 report.setups_per_s, report.mean_setup_ms, report.failed

@@ -128,8 +128,8 @@ pub(super) struct SwitchServer {
     /// When each answer was given, oldest first, to forget it [`ANSWER_KEEP`] later;
     /// filled only once answers are kept (a repeated request may come).
     pub(super) answered_order: VecDeque<(Instant, u64)>,
-    /// Per queued message: whether it found the server idle (see `Link`).
-    pub(super) cold: VecDeque<Reading>,
+    /// Per queued message: how it reached the server, which prices it (`Reading`).
+    pub(super) readings: VecDeque<Reading>,
     /// When the server last finished a message (and forgot the answers older than
     /// [`ANSWER_KEEP`] then).
     pub(super) pruned_at: Option<Instant>,

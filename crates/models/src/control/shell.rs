@@ -422,7 +422,7 @@ impl<'a> Plane<'a> {
                 given: Given::default(),
                 answered: FxHashMap::default(),
                 answered_order: VecDeque::new(),
-                cold: VecDeque::new(),
+                readings: VecDeque::new(),
                 pruned_at: None,
             });
             index.insert(sc.name.clone(), i);
@@ -562,7 +562,7 @@ impl<'a> Plane<'a> {
                 let wake = idle && !sw.server.waking;
                 let awake = self.pool_awake();
                 let sw = &mut self.switches[s];
-                sw.cold.push_back(Reading::of(idle, awake));
+                sw.readings.push_back(Reading::of(idle, awake));
                 sw.server.queue.push_back((m, msg));
                 if wake && self.wake(Sleeper::Switch(s)) {
                     self.switches[s].server.waking = true;

@@ -407,7 +407,7 @@ impl Plane<'_> {
         }
         sw.core = core;
         sw.server.queue.clear();
-        sw.cold.clear();
+        sw.readings.clear();
         // The answers being given die with it; its threads free when their work ends.
         sw.crashed();
     }
@@ -493,15 +493,15 @@ impl Plane<'_> {
         // What it had queued at the switches dies with its connections to them.
         for sw in &mut self.switches {
             let mut kept = std::collections::VecDeque::new();
-            let mut cold = std::collections::VecDeque::new();
-            for (job, c) in sw.server.queue.drain(..).zip(sw.cold.drain(..)) {
+            let mut readings = std::collections::VecDeque::new();
+            for (job, r) in sw.server.queue.drain(..).zip(sw.readings.drain(..)) {
                 if job.0 != old {
                     kept.push_back(job);
-                    cold.push_back(c);
+                    readings.push_back(r);
                 }
             }
             sw.server.queue = kept;
-            sw.cold = cold;
+            sw.readings = readings;
         }
     }
 

@@ -40,7 +40,7 @@ impl Plane<'_> {
             let Some((m, msg)) = sw.server.queue.pop_front() else {
                 return;
             };
-            let reading = sw.cold.pop_front().unwrap_or(Reading::Cold);
+            let reading = sw.readings.pop_front().unwrap_or(Reading::Cold);
             let k = msg.len() as u64;
             replies.reserve(msg.len());
             for (req, cmd) in &msg {
