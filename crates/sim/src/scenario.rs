@@ -803,6 +803,20 @@ impl<'a> Params<'a> {
             .map_err(|m| self.error(key, m))
     }
 
+    /// A list of durations.
+    pub fn durations(&self, key: &str) -> Result<Vec<Duration>, SimError> {
+        match self.required(key, "a list of durations such as [\"1 ms\", \"2 ms\"]")? {
+            Value::Array(a) => a
+                .iter()
+                .map(|v| parse_duration(v).map_err(|m| self.error(key, m)))
+                .collect(),
+            v => Err(self.error(
+                key,
+                format!("expected a list of durations, got {}", show(v)),
+            )),
+        }
+    }
+
     /// A bit rate in bits per second.
     pub fn bit_rate(&self, key: &str) -> Result<f64, SimError> {
         parse_bit_rate(self.required(key, "a bit rate such as \"155.52 Mb/s\"")?)

@@ -42,12 +42,19 @@
 //!   time, back to back; the simulated one is run one at a time at the profile over
 //!   values of `wakeup` (the delay before an idle server starts) that bracket it, and
 //!   `wakeup` is chosen so that the two setups agree. Every curve under load is then a
-//!   prediction. The lone setup with the network idle between calls ([`IDLE_GAP`] from
-//!   a release to the next setup) is measured too and reported beside it, not fitted: it
-//!   came out at twice the back-to-back one (0.34 against 0.16 ms) and at 1.8 times the
-//!   live mean at the twin check's lightest load, 200 calls/s in Poisson arrivals 5 ms
-//!   apart on average (0.19 ms), so it stands for neither the light load nor the loads
-//!   above.
+//!   prediction.
+//! - **The wake after a quiet** (`idle_wake`): the lone setup after the network has been
+//!   quiet for a while is slower than back to back (0.3-0.5 ms after 5-10 ms of quiet
+//!   against 0.11-0.14 ms back to back here: a processor that has slept longer takes
+//!   longer to start, a virtual machine's most of all). It is measured one call at a
+//!   time after each of [`QUIET_GAPS`] of quiet (from the release's answer to the next
+//!   request), paced as the twin check paces its calls (an OS thread sleeps out the gap
+//!   and hands the call to the runtime, which times it from there), in interleaved
+//!   rounds so that the machine's drift falls on every gap alike; each gap's extra over
+//!   the back-to-back setup, made non-decreasing in the gap (pooled where two readings
+//!   cross), is a point of `idle_wake`. Measured, not fitted: the simulated shell
+//!   charges it to the first wake-up of an exchange that finds the pool quiet, which is
+//!   what one call at a time after a quiet is.
 //! - **What is structure, not measured**: the client, the route object and the QoS
 //!   mapper are in the manager's process (`colocated`); each link marshals on its own
 //!   task (`links`); every server shares this machine's processors (`cpus`, its
@@ -74,13 +81,21 @@ use atmlab_sim::scenario::{Params, RunConfig, RunLength, Warmup};
 
 use crate::LabError;
 use crate::launch::Lab;
+use atmlab_control::cm::live::CmHandle;
 
 /// The owner of the probe's reservations.
 const OWNER: &str = "cost-probe";
-/// The idle time between two one-at-a-time setups of the second lone reading (not
-/// fitted): the mean gap of the twin check's lightest load (200 calls/s), long enough for
-/// the runtime's threads to park.
-pub const IDLE_GAP: StdDuration = StdDuration::from_millis(5);
+/// The quiet times before a lone setup at which `idle_wake` is measured: from a tenth of
+/// a millisecond (threads parked, processors barely asleep) to 10 ms (twice the mean
+/// gap of the twin check's lightest load, 200 calls/s).
+pub const QUIET_GAPS: [StdDuration; 6] = [
+    StdDuration::from_micros(100),
+    StdDuration::from_micros(300),
+    StdDuration::from_millis(1),
+    StdDuration::from_millis(2),
+    StdDuration::from_millis(5),
+    StdDuration::from_millis(10),
+];
 
 /// The batch sizes of the round trips. `per_command` is the slope between them, a
 /// difference of two CPU times that each move by 10-20% between runs: with 1 and 8
@@ -115,8 +130,9 @@ pub struct Measurement {
     /// The live xbind T = 1 setup one call at a time, back to back (each call as soon as
     /// the last is released), mean, milliseconds: what `wakeup` is fitted to.
     pub live_setup_ms: f64,
-    /// The same [`IDLE_GAP`] apart (not fitted).
-    pub live_spaced_ms: f64,
+    /// After each of [`QUIET_GAPS`] of quiet: (gap, mean setup), milliseconds; what
+    /// `idle_wake` is measured from.
+    pub quiet_setups: Vec<(f64, f64)>,
     /// The simulated one at the fitted profile, milliseconds.
     pub sim_setup_ms: f64,
     /// Calls the one-at-a-time figures averaged.
@@ -151,10 +167,14 @@ impl Measurement {
             "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms ({} calls)\n",
             self.live_setup_ms, self.sim_setup_ms, self.calls
         ));
+        let after: Vec<String> = self
+            .quiet_setups
+            .iter()
+            .map(|(gap, ms)| format!("{gap} ms {ms:.3}"))
+            .collect();
         s.push_str(&format!(
-            "xbind T=1 setup one at a time, {} ms apart: live {:.3} ms (not fitted)\n",
-            IDLE_GAP.as_millis(),
-            self.live_spaced_ms
+            "xbind T=1 setup one at a time after a quiet (measured, not fitted): {} ms\n",
+            after.join(", ")
         ));
         s
     }
@@ -633,44 +653,40 @@ pub async fn measure(
         // The twin check measures the generator's work at each rate it simulates.
         client_work: Duration::ZERO,
         wakeup: Duration::ZERO,
+        // Measured below, added after the wake-up's fit.
+        idle_wake: Vec::new(),
         oneway: Duration::ZERO,
         stall_probability: 0.0,
         stall_mean: Duration::ZERO,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     };
 
-    // The live one-at-a-time setup, back to back and with the network idle between
-    // calls; the wake-up is fitted to the first.
+    // The live one-at-a-time setup, back to back and after each quiet gap; the wake-up
+    // is fitted to the first, `idle_wake` measured from the others.
     let cm = lab.manager(crate::launch::xbind_config(1)).await?;
-    let lone = async |gap: StdDuration| -> Result<f64, LabError> {
-        let mut sum = 0.0;
-        for i in 0..calls + 20 {
-            if !gap.is_zero() {
-                tokio::time::sleep(gap).await;
-            }
-            let t0 = Instant::now();
-            let call = crate::launch::call_a_to_b(&cm, 10.0, "probe")
-                .await
-                .map_err(|e| LabError::run("the probe's calls", e.message))?;
-            if i >= 20 {
-                sum += t0.elapsed().as_secs_f64();
-            }
-            cm.delete(call.view.id)
-                .await
-                .map_err(|e| LabError::run("the probe's calls", e.message))?;
-        }
-        Ok(sum / calls.max(1) as f64)
-    };
-    let live = lone(StdDuration::ZERO).await;
-    let spaced = lone(IDLE_GAP).await;
+    let setups = lone_setups(&cm, calls).await;
     cm.shutdown().await;
-    let (live, spaced) = (live?, spaced?);
+    let (live, quiet) = setups?;
     say(&format!(
-        "xbind T=1 one at a time: back to back {:.3} ms, {} ms apart {:.3} ms",
+        "xbind T=1 one at a time: back to back {:.3} ms; after a quiet of {}",
         live * 1e3,
-        IDLE_GAP.as_millis(),
-        spaced * 1e3
+        quiet
+            .iter()
+            .map(|(gap, t)| format!("{} ms {:.3} ms", gap.as_secs_f64() * 1e3, t * 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
+    let extras = non_decreasing(
+        &quiet
+            .iter()
+            .map(|&(_, t)| (t - live).max(0.0))
+            .collect::<Vec<_>>(),
+    );
+    let idle_wake: Vec<(Duration, Duration)> = quiet
+        .iter()
+        .zip(&extras)
+        .map(|(&(gap, _), &x)| (Duration::from_secs_f64(gap.as_secs_f64()), us(x * 1e6)))
+        .collect();
     // The lone setup grows with the wake-up (a chain of servers woken in turn), but not
     // smoothly: where fewer of them wait once a processor is busy it stays nearly flat
     // over a few microseconds, and a secant step across such a stretch flew off to
@@ -711,6 +727,9 @@ pub async fn measure(
         }
     }
     profile.wakeup = us(wakeup * 1e6);
+    // Added after the fit: the fit's back-to-back setup finds no quiet, and its probe's
+    // calls, 50 ms apart, would each find one.
+    profile.idle_wake = idle_wake;
     say(&format!(
         "xbind T=1 one at a time: live {:.3} ms; simulated {:.3} ms with a wake-up of {:.2} us ({per_wakeup:.1} wake-ups a setup)",
         live * 1e3,
@@ -727,10 +746,98 @@ pub async fn measure(
         route_us,
         manager_step_us,
         live_setup_ms: live * 1e3,
-        live_spaced_ms: spaced * 1e3,
+        quiet_setups: quiet
+            .iter()
+            .map(|&(gap, t)| (gap.as_secs_f64() * 1e3, t * 1e3))
+            .collect(),
         sim_setup_ms: fitted * 1e3,
         calls,
     })
+}
+
+/// The live xbind T = 1 setup one call at a time, seconds: back to back (each call as
+/// soon as the last is released), and after each of [`QUIET_GAPS`] of quiet, paced as
+/// `callgen` paces with precise pacing (an OS thread sleeps out the gap, then hands the
+/// call to the runtime, which times it from there). The gaps take turns in three
+/// rounds, so that the machine's drift over the probe falls on each alike.
+async fn lone_setups(
+    cm: &CmHandle,
+    calls: usize,
+) -> Result<(f64, Vec<(StdDuration, f64)>), LabError> {
+    let one = async || -> Result<f64, LabError> {
+        let t0 = Instant::now();
+        let call = crate::launch::call_a_to_b(cm, 10.0, "probe")
+            .await
+            .map_err(|e| LabError::run("the probe's calls", e.message))?;
+        let t = t0.elapsed().as_secs_f64();
+        cm.delete(call.view.id)
+            .await
+            .map_err(|e| LabError::run("the probe's calls", e.message))?;
+        Ok(t)
+    };
+    for _ in 0..20 {
+        one().await?;
+    }
+    let mut sum = 0.0;
+    for _ in 0..calls {
+        sum += one().await?;
+    }
+    let back_to_back = sum / calls.max(1) as f64;
+
+    let (tick, mut ticks) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (go, gaps) = std::sync::mpsc::channel::<StdDuration>();
+    // Ends when `go` is dropped (or the ticks' receiver is).
+    std::thread::spawn(move || {
+        while let Ok(gap) = gaps.recv() {
+            std::thread::sleep(gap);
+            if tick.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    const ROUNDS: usize = 3;
+    let per_round = calls.div_ceil(ROUNDS).max(1);
+    let mut sums = [0.0; QUIET_GAPS.len()];
+    for _ in 0..ROUNDS {
+        for (i, gap) in QUIET_GAPS.iter().enumerate() {
+            for _ in 0..per_round {
+                go.send(*gap)
+                    .map_err(|e| LabError::run("the probe's pacer", e))?;
+                ticks
+                    .recv()
+                    .await
+                    .ok_or_else(|| LabError::run("the probe's pacer", "it stopped"))?;
+                sums[i] += one().await?;
+            }
+        }
+    }
+    let n = (ROUNDS * per_round) as f64;
+    let quiet = QUIET_GAPS
+        .iter()
+        .zip(sums)
+        .map(|(g, s)| (*g, s / n))
+        .collect();
+    Ok((back_to_back, quiet))
+}
+
+/// The non-decreasing sequence nearest `y` in least squares (pool adjacent violators):
+/// two readings that cross are replaced by their mean.
+fn non_decreasing(y: &[f64]) -> Vec<f64> {
+    let mut blocks: Vec<(f64, usize)> = Vec::new();
+    for &v in y {
+        blocks.push((v, 1));
+        while let [.., (a, na), (b, nb)] = *blocks.as_slice()
+            && a > b
+        {
+            blocks.truncate(blocks.len() - 2);
+            let n = na + nb;
+            blocks.push(((a * na as f64 + b * nb as f64) / n as f64, n));
+        }
+    }
+    blocks
+        .into_iter()
+        .flat_map(|(m, n)| std::iter::repeat_n(m, n))
+        .collect()
 }
 
 /// The xbind core's (T = 1, the live lab's configuration) work per input, microseconds:
@@ -839,4 +946,21 @@ fn manager_core_step(lab: &Lab) -> Result<f64, LabError> {
         }
     }
     Ok(inside.as_secs_f64() / inputs.max(1) as f64 * 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::non_decreasing;
+
+    /// Readings that cross are pooled into their mean; an increasing run is kept.
+    #[test]
+    fn crossing_readings_are_pooled() {
+        assert_eq!(non_decreasing(&[1.0, 2.0, 3.0]), vec![1.0, 2.0, 3.0]);
+        assert_eq!(
+            non_decreasing(&[1.0, 3.0, 2.0, 4.0]),
+            vec![1.0, 2.5, 2.5, 4.0]
+        );
+        assert_eq!(non_decreasing(&[3.0, 2.0, 1.0]), vec![2.0, 2.0, 2.0]);
+        assert_eq!(non_decreasing(&[]), Vec::<f64>::new());
+    }
 }

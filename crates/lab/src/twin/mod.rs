@@ -828,8 +828,12 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          {verdicts}\n\n{knees}\n\
          How to read a miss: the profile's work is measured in process and in trains of \
          commands, and its wake-up (the delay before an idle server starts, holding no \
-         processor) is the one number fitted, to the live setup one call at a time; the \
-         simulated knee follows from those and the profile's structure alone. A \
+         processor) is the one number fitted, to the live setup one call at a time, back \
+         to back; what a wake-up adds after the machine has been quiet (`idle_wake`) is \
+         measured one call at a time after quiet gaps, and charged to the first wake-up \
+         of an exchange that finds the processors quiet, which is most of the light \
+         load's mean; the simulated knee follows from those and the profile's structure \
+         alone. A \
          simulated knee later than the live one means the live system spends work the \
          profile does not charge (what a message costs a server on busy processors is \
          not measured: the knees are given both waiving and charging it); an earlier one, that the live work per \
@@ -912,7 +916,7 @@ mod tests {
                 route_us: 1.0,
                 manager_step_us: 1.0,
                 live_setup_ms: 1.0,
-                live_spaced_ms: 1.0,
+                quiet_setups: vec![(1.0, 1.5)],
                 sim_setup_ms: 1.0,
                 calls: 1,
             },

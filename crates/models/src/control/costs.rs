@@ -140,6 +140,16 @@ pub struct CostProfile {
     /// thread being scheduled. Work that reaches a server already working or waking
     /// waits for nothing more. Zero for the papers' testbeds.
     pub wakeup: Duration,
+    /// What a wake-up adds when the whole machine has been quiet (`cpus` > 0: no
+    /// processor of the shared pool working for a server) for a while: points (quiet
+    /// time, extra delay), increasing in quiet time, joined by straight lines from (0, 0)
+    /// and flat past the last. A processor that has slept longer takes longer to start
+    /// (deeper idle states; a virtual machine's processor handed back to its host), so
+    /// a lone call after a long quiet is slower than one back to back. Charged, on top
+    /// of `wakeup`, to a server woken while the pool is quiet; the servers woken after
+    /// it in the same exchange find it warm. Empty (nothing added) for every profile
+    /// but `measured`, which measures it one call at a time after quiet gaps.
+    pub idle_wake: Vec<(Duration, Duration)>,
     /// What an asynchronous (oneway) invocation costs each end beyond its marshalling:
     /// a synchronous call is one invocation for its request and its reply, an
     /// asynchronous exchange two (paper 000 §IV: "a single synchronous call is slightly
@@ -211,6 +221,7 @@ impl CostProfile {
                 awake_message: Duration::ZERO,
                 client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
+                idle_wake: Vec::new(),
                 oneway: us(423.1),
                 stall_probability: 0.0724,
                 stall_mean: us(2431.0),
@@ -234,6 +245,7 @@ impl CostProfile {
                 awake_message: Duration::ZERO,
                 client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
+                idle_wake: Vec::new(),
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
                 stall_mean: Duration::ZERO,
@@ -255,6 +267,7 @@ impl CostProfile {
                 awake_message: Duration::ZERO,
                 client_work: Duration::ZERO,
                 wakeup: Duration::ZERO,
+                idle_wake: Vec::new(),
                 oneway: Duration::ZERO,
                 stall_probability: 0.0,
                 stall_mean: Duration::ZERO,
@@ -294,6 +307,25 @@ impl CostProfile {
             Reading::Awake => self.awake_message,
             Reading::InHand => Duration::ZERO,
         }
+    }
+
+    /// What a wake-up adds after the shared pool has been quiet for `quiet`
+    /// ([`CostProfile::idle_wake`]): zero for a profile without points.
+    pub fn idle_wake_at(&self, quiet: Duration) -> Duration {
+        let mut prev = (Duration::ZERO, Duration::ZERO);
+        for &(at, extra) in &self.idle_wake {
+            if quiet <= at {
+                let span = (at - prev.0).as_secs_f64();
+                if span <= 0.0 {
+                    return extra;
+                }
+                let f = (quiet - prev.0).as_secs_f64() / span;
+                let (a, b) = (prev.1.as_secs_f64(), extra.as_secs_f64());
+                return Duration::from_secs_f64(a + f * (b - a));
+            }
+            prev = (at, extra);
+        }
+        prev.1
     }
 
     /// One synchronous round trip carrying one command between two idle servers: the
@@ -403,6 +435,9 @@ impl CostProfile {
         set("client_work", &mut c.client_work)?;
         set("oneway", &mut c.oneway)?;
         set("stall_mean", &mut c.stall_mean)?;
+        if t.has("idle_wake") {
+            c.idle_wake = idle_wake(&t.table("idle_wake")?)?;
+        }
         if t.has("stall_probability") {
             let p = t.number("stall_probability")?;
             if !(0.0..=1.0).contains(&p) {
@@ -426,6 +461,12 @@ impl CostProfile {
                 return Err(t.error("cpus", "expected a whole number from 0 (unshared) to 4096"));
             }
             c.cpus = n as u32;
+        }
+        if !c.idle_wake.is_empty() && c.cpus == 0 {
+            return Err(t.error(
+                "idle_wake",
+                "needs a shared pool of processors (`cpus` above 0): it is the pool's quiet",
+            ));
         }
         Ok(c)
     }
@@ -455,6 +496,17 @@ impl CostProfile {
         ] {
             out.push_str(&format!("{key} = {}\n", us(d)));
         }
+        if !self.idle_wake.is_empty() {
+            let list = |f: fn(&(Duration, Duration)) -> Duration| {
+                let v: Vec<String> = self.idle_wake.iter().map(|p| us(f(p))).collect();
+                v.join(", ")
+            };
+            out.push_str(&format!(
+                "idle_wake = {{ quiet = [{}], extra = [{}] }}\n",
+                list(|p| p.0),
+                list(|p| p.1)
+            ));
+        }
         out.push_str(&format!("stall_probability = {}\n", self.stall_probability));
         out.push_str(&format!("switch_threads = {}\n", self.switch_threads));
         out.push_str(&format!("colocated = {}\n", self.colocated));
@@ -463,6 +515,31 @@ impl CostProfile {
         out.push_str(&format!("cpus = {}\n", self.cpus));
         out
     }
+}
+
+/// `idle_wake = { quiet = [...], extra = [...] }`: the points of
+/// [`CostProfile::idle_wake`], checked.
+fn idle_wake(t: &Params<'_>) -> Result<Vec<(Duration, Duration)>, SimError> {
+    let quiet = t.durations("quiet")?;
+    let extra = t.durations("extra")?;
+    t.finish()?;
+    if quiet.len() != extra.len() {
+        return Err(t.error(
+            "extra",
+            format!(
+                "expected one extra delay per quiet time: {} quiet times, {} extras",
+                quiet.len(),
+                extra.len()
+            ),
+        ));
+    }
+    if let Some(w) = quiet.windows(2).find(|w| w[1] <= w[0]) {
+        return Err(t.error(
+            "quiet",
+            format!("the quiet times must increase: {} then {}", w[0], w[1]),
+        ));
+    }
+    Ok(quiet.into_iter().zip(extra).collect())
 }
 
 #[cfg(test)]
@@ -514,6 +591,10 @@ mod tests {
         p.awake_message = Duration::from_secs_f64(12.25e-6);
         p.client_work = Duration::from_secs_f64(7.5e-6);
         p.manager_step = Duration::from_secs_f64(3.25e-6);
+        p.idle_wake = vec![
+            (Duration::from_micros(50), Duration::from_secs_f64(20.5e-6)),
+            (Duration::from_millis(5), Duration::from_micros(250)),
+        ];
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("m.toml");
         std::fs::write(&file, p.to_toml("measured here\nby a test")).unwrap();
@@ -524,5 +605,52 @@ mod tests {
         std::fs::write(&file, "lantency = \"1 ms\"\n").unwrap();
         let e = CostProfile::from_file(&file).unwrap_err();
         assert!(e.contains("lantency"), "{e}");
+        for (bad, named) in [
+            (
+                "idle_wake = { quiet = [\"1 ms\"], extra = [] }",
+                "one extra delay per quiet time",
+            ),
+            (
+                "idle_wake = { quiet = [\"2 ms\", \"1 ms\"], extra = [\"1 us\", \"2 us\"] }",
+                "must increase",
+            ),
+            (
+                "idle_wake = { quiet = [\"1 ms\"], extra = [\"-1 us\"] }",
+                "expected a duration",
+            ),
+            (
+                "idle_wake = { quiet = [\"1 ms\"], extra = [\"1 us\"], x = 1 }",
+                "x",
+            ),
+        ] {
+            std::fs::write(&file, format!("{bad}\n")).unwrap();
+            let e = CostProfile::from_file(&file).unwrap_err();
+            assert!(e.contains("idle_wake") && e.contains(named), "{bad}: {e}");
+        }
+    }
+
+    /// The extra delay after a quiet time: straight lines from (0, 0) through the
+    /// points, flat past the last; nothing without points.
+    #[test]
+    fn the_idle_wake_is_interpolated_between_its_points() {
+        let us = Duration::from_micros;
+        let mut p = CostProfile::named("fast").unwrap();
+        assert_eq!(p.idle_wake_at(Duration::from_secs(1)), Duration::ZERO);
+        p.idle_wake = vec![(us(100), us(40)), (us(1_100), us(240))];
+        let at = |q: u64| p.idle_wake_at(us(q)).as_secs_f64() * 1e6;
+        for (q, want) in [
+            (0, 0.0),
+            (50, 20.0),
+            (100, 40.0),
+            (600, 140.0),
+            (1_100, 240.0),
+        ] {
+            assert!(
+                (at(q) - want).abs() < 1e-6,
+                "{q} us: {} against {want}",
+                at(q)
+            );
+        }
+        assert!((at(50_000) - 240.0).abs() < 1e-6);
     }
 }

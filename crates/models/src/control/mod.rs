@@ -294,7 +294,7 @@ const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         key: "profile",
-        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, stall_probability, stall_mean, switch_threads, colocated, links, cpus, coalesce, awake_message, client_work, wakeup }",
+        doc: "the costs: \"paper-000\", \"paper-001\", \"fast\", \"measured\" (profiles/measured.toml, from `atmlab sim measure-costs`), { file = PATH }, or a table { base = NAME, name, latency, per_message, per_command, switch_per_command, manager_step, route_work, qos_work, oneway, stall_probability, stall_mean, switch_threads, colocated, links, cpus, coalesce, awake_message, client_work, wakeup, idle_wake = { quiet = [DURATION...], extra = [DURATION...] } }",
     },
 ];
 
@@ -545,14 +545,15 @@ impl ControlConfig {
                 || costs.links
                 || costs.coalesce
                 || costs.cpus > 0
-                || costs.wakeup != Duration::ZERO)
+                || costs.wakeup != Duration::ZERO
+                || !costs.idle_wake.is_empty())
         {
             // The TINA shell models the papers' testbeds: a server per performer, remote
             // objects, the caller marshalling; a profile of the live lab's structure
             // would be silently misread.
             return Err(p.error(
                 "profile",
-                "the TINA shell does not model `colocated`, `links`, `coalesce`, `wakeup` or shared `cpus` (a `measured` profile's structure)",
+                "the TINA shell does not model `colocated`, `links`, `coalesce`, `wakeup`, `idle_wake` or shared `cpus` (a `measured` profile's structure)",
             ));
         }
         let mut crashes = crash::Crashes {

@@ -239,6 +239,10 @@ struct Plane<'a> {
     cpu_free: Option<usize>,
     /// The call generator's work waiting for a processor (`client_work`), in calls.
     generator: u64,
+    /// Processors of the pool working for the generator.
+    generating: usize,
+    /// When a processor of the pool was last released (`idle_wake`).
+    quiet_since: Instant,
     index: FxHashMap<String, usize>,
     calls: users::InProgress,
     next_call: usize,
@@ -435,6 +439,8 @@ impl<'a> Plane<'a> {
             mgrs,
             cpu_free: (cfg.costs.cpus > 0).then_some(cfg.costs.cpus as usize),
             generator: 0,
+            generating: 0,
+            quiet_since: Instant::ZERO,
             switches,
             index,
             calls: users::InProgress::default(),
@@ -659,9 +665,10 @@ impl<'a> Plane<'a> {
         self.serve_manager(m);
     }
 
-    /// Schedules `who`'s wakeup if the profile has one; false if it has none.
+    /// Schedules `who`'s wakeup if the profile has one (`wakeup`, and `idle_wake` when
+    /// the pool is quiet); false if it has none.
     fn wake(&mut self, who: Sleeper) -> bool {
-        let w = self.cfg.costs.wakeup;
+        let w = self.cfg.costs.wakeup + self.idle_wake();
         if w == Duration::ZERO {
             return false;
         }

@@ -770,6 +770,37 @@ profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command 
     }
 }
 
+/// `idle_wake` is charged once per exchange that finds the machine quiet: lone calls
+/// 50 ms apart on average (each after at least 1 ms of quiet but the 2% that come
+/// sooner), the same five wake-ups as above plus the extra 30 us of the first only (the
+/// manager's: the servers woken after it find the pool warm), and the call generator's
+/// own work at the arrival does not make the pool warm.
+#[test]
+fn an_idle_wake_is_charged_to_the_first_wake_after_a_quiet() {
+    for (cpus, client) in [(1, "0 us"), (2, "0 us"), (2, "5 us")] {
+        let c = config(&format!(
+            r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
+arrival = {{ kind = "poisson", rate = "20 /s" }}
+holding = {{ kind = "deterministic", mean = "1 ms" }}
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command = "0 us", switch_per_command = "0 us", manager_step = "0 us", route_work = "0 us", qos_work = "0 us", wakeup = "10 us", colocated = true, links = true, cpus = {cpus}, client_work = "{client}", idle_wake = {{ quiet = ["100 us", "1 ms"], extra = ["3 us", "30 us"] }} }}
+"#
+        ));
+        let m = run(&c, 20, 1, 0);
+        let mean = metric(&m, "mean_setup_latency");
+        assert!(
+            (metric(&m, "p99_setup_latency") - 80e-6).abs() < 1e-12,
+            "cpus {cpus}"
+        );
+        assert!(
+            mean > 79e-6 && mean <= 80e-6 + 1e-12,
+            "cpus {cpus}, {client}: {mean}"
+        );
+    }
+}
+
 /// Several managers on disjoint partitions (paper 000 §II-C1): two xbind managers share
 /// the switches, each reserving only from its half of every port's VCI range, the calls
 /// dealt to them in turn. Every call is carried, nothing is refused for a clash of

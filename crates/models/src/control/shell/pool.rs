@@ -30,6 +30,25 @@ impl Plane<'_> {
     pub(super) fn release_cpu(&mut self) {
         if let Some(n) = &mut self.cpu_free {
             *n += 1;
+            self.quiet_since = self.now;
+        }
+    }
+
+    /// What a wakeup adds now for the time the pool has been quiet (`idle_wake`): no
+    /// processor working for a server since one was last released. The call generator's
+    /// work does not count: the lone setups `idle_wake` is measured from are timed
+    /// from when the generator has woken, as the twin check's calls are. Zero when a
+    /// processor works for a server (it is warm: the servers woken after the first in
+    /// an exchange find it so), or the profile has no points.
+    pub(super) fn idle_wake(&self) -> Duration {
+        let costs = &self.cfg.costs;
+        match self.cpu_free {
+            Some(free)
+                if !costs.idle_wake.is_empty() && free + self.generating >= costs.cpus as usize =>
+            {
+                costs.idle_wake_at(self.now - self.quiet_since)
+            }
+            _ => Duration::ZERO,
         }
     }
 
@@ -77,6 +96,7 @@ impl Plane<'_> {
     fn serve_generator(&mut self) {
         while self.generator > 0 && self.take_cpu() {
             self.generator -= 1;
+            self.generating += 1;
             let at = self.now + self.cfg.costs.client_work;
             self.events.schedule(at, Ev::GeneratorDone);
         }
@@ -84,6 +104,7 @@ impl Plane<'_> {
 
     /// A call's work at the generator is done: its processor serves what waits.
     pub(super) fn generator_done(&mut self) {
+        self.generating -= 1;
         self.release_cpu();
         self.serve_others();
     }
