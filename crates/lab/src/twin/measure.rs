@@ -45,7 +45,7 @@
 //!   prediction.
 //! - **The wake after a quiet** (`idle_wake`): the lone setup after the network has been
 //!   quiet for a while is slower than back to back (0.3-0.5 ms after 5-10 ms of quiet
-//!   against 0.11-0.14 ms back to back here: a processor that has slept longer takes
+//!   against 0.13-0.16 ms back to back here: a processor that has slept longer takes
 //!   longer to start, a virtual machine's most of all). It is measured one call at a
 //!   time after each of [`QUIET_GAPS`] of quiet (from the release's answer to the next
 //!   request), paced as the twin check paces its calls (an OS thread sleeps out the gap
@@ -53,8 +53,8 @@
 //!   rounds so that the machine's drift falls on every gap alike; each gap's extra over
 //!   the back-to-back setup, made non-decreasing in the gap (pooled where two readings
 //!   cross), is a point of `idle_wake`. Measured, not fitted: the simulated shell
-//!   charges it to the first wake-up of an exchange that finds the pool quiet, which is
-//!   what one call at a time after a quiet is.
+//!   charges it to a wake-up that finds the pool quiet, by how long it has been, and
+//!   one call at a time only an exchange's first wake-up finds it so.
 //! - **What is structure, not measured**: the client, the route object and the QoS
 //!   mapper are in the manager's process (`colocated`); each link marshals on its own
 //!   task (`links`); every server shares this machine's processors (`cpus`, its
@@ -164,7 +164,7 @@ impl Measurement {
             self.switch_command_us, self.route_us, self.manager_step_us
         ));
         s.push_str(&format!(
-            "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms ({} calls)\n",
+            "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms (the wake-up's fit, before idle_wake; {} calls)\n",
             self.live_setup_ms, self.sim_setup_ms, self.calls
         ));
         let after: Vec<String> = self

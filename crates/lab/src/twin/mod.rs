@@ -830,9 +830,9 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          commands, and its wake-up (the delay before an idle server starts, holding no \
          processor) is the one number fitted, to the live setup one call at a time, back \
          to back; what a wake-up adds after the machine has been quiet (`idle_wake`) is \
-         measured one call at a time after quiet gaps, and charged to the first wake-up \
-         of an exchange that finds the processors quiet, which is most of the light \
-         load's mean; the simulated knee follows from those and the profile's structure \
+         measured one call at a time after quiet gaps, and charged to a wake-up that \
+         finds the processors quiet, by how long they have been (most of the light \
+         load's mean); the simulated knee follows from those and the profile's structure \
          alone. A \
          simulated knee later than the live one means the live system spends work the \
          profile does not charge (what a message costs a server on busy processors is \

@@ -146,9 +146,11 @@ pub struct CostProfile {
     /// and flat past the last. A processor that has slept longer takes longer to start
     /// (deeper idle states; a virtual machine's processor handed back to its host), so
     /// a lone call after a long quiet is slower than one back to back. Charged, on top
-    /// of `wakeup`, to a server woken while the pool is quiet; the servers woken after
-    /// it in the same exchange find it warm. Empty (nothing added) for every profile
-    /// but `measured`, which measures it one call at a time after quiet gaps.
+    /// of `wakeup`, to a server woken while the pool is quiet, by how long it has been;
+    /// the servers an exchange wakes as another's processor is released find a quiet of
+    /// zero (with no wire latency, all but the first of a lone exchange). Empty (nothing
+    /// added) for every profile but `measured`, which measures it one call at a time
+    /// after quiet gaps.
     pub idle_wake: Vec<(Duration, Duration)>,
     /// What an asynchronous (oneway) invocation costs each end beyond its marshalling:
     /// a synchronous call is one invocation for its request and its reply, an
@@ -531,6 +533,12 @@ fn idle_wake(t: &Params<'_>) -> Result<Vec<(Duration, Duration)>, SimError> {
                 quiet.len(),
                 extra.len()
             ),
+        ));
+    }
+    if quiet.first() == Some(&Duration::ZERO) {
+        return Err(t.error(
+            "quiet",
+            "the first quiet time must be above zero (the extra starts from none at zero)",
         ));
     }
     if let Some(w) = quiet.windows(2).find(|w| w[1] <= w[0]) {

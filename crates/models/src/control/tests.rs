@@ -752,17 +752,7 @@ profile = "fast"
 #[test]
 fn a_wakeup_delays_an_idle_server_and_holds_no_processor() {
     for cpus in [1, 2] {
-        let c = config(&format!(
-            r#"
-manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
-arrival = {{ kind = "poisson", rate = "20 /s" }}
-holding = {{ kind = "deterministic", mean = "1 ms" }}
-pcr = "10 /s"
-pairs = ["a:b"]
-profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command = "0 us", switch_per_command = "0 us", manager_step = "0 us", route_work = "0 us", qos_work = "0 us", wakeup = "10 us", colocated = true, links = true, cpus = {cpus} }}
-"#
-        ));
-        let m = run(&c, 20, 1, 0);
+        let m = run(&lone_wakes(cpus, ""), 20, 1, 0);
         assert_eq!(metric(&m, "cache_hit_ratio"), 1.0);
         let mean = metric(&m, "mean_setup_latency");
         assert!((mean - 50e-6).abs() < 1e-12, "cpus {cpus}: {mean}");
@@ -770,25 +760,33 @@ profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command 
     }
 }
 
-/// `idle_wake` is charged once per exchange that finds the machine quiet: lone calls
-/// 50 ms apart on average (each after at least 1 ms of quiet but the 2% that come
-/// sooner), the same five wake-ups as above plus the extra 30 us of the first only (the
-/// manager's: the servers woken after it find the pool warm), and the call generator's
-/// own work at the arrival does not make the pool warm.
-#[test]
-fn an_idle_wake_is_charged_to_the_first_wake_after_a_quiet() {
-    for (cpus, client) in [(1, "0 us"), (2, "0 us"), (2, "5 us")] {
-        let c = config(&format!(
-            r#"
+/// Lone xbind calls (20 a second, each held 1 ms) whose only cost is a wake-up of 10 us,
+/// on a pool of `cpus`, the profile's table ending with `more`.
+fn lone_wakes(cpus: u32, more: &str) -> ControlConfig {
+    config(&format!(
+        r#"
 manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
 arrival = {{ kind = "poisson", rate = "20 /s" }}
 holding = {{ kind = "deterministic", mean = "1 ms" }}
 pcr = "10 /s"
 pairs = ["a:b"]
-profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command = "0 us", switch_per_command = "0 us", manager_step = "0 us", route_work = "0 us", qos_work = "0 us", wakeup = "10 us", colocated = true, links = true, cpus = {cpus}, client_work = "{client}", idle_wake = {{ quiet = ["100 us", "1 ms"], extra = ["3 us", "30 us"] }} }}
+profile = {{ base = "fast", latency = "0 us", per_message = "0 us", per_command = "0 us", switch_per_command = "0 us", manager_step = "0 us", route_work = "0 us", qos_work = "0 us", wakeup = "10 us", colocated = true, links = true, cpus = {cpus}{more} }}
 "#
-        ));
-        let m = run(&c, 20, 1, 0);
+    ))
+}
+
+/// `idle_wake` is charged once per exchange that finds the machine quiet: lone calls
+/// 50 ms apart on average (each after at least 1 ms of quiet but the 4% that come
+/// within 2 ms of the last), the same five wake-ups as above plus the extra 30 us of the first only (the
+/// manager's: the servers woken after it find the pool warm), and the call generator's
+/// own work at the arrival does not make the pool warm.
+#[test]
+fn an_idle_wake_is_charged_to_the_first_wake_after_a_quiet() {
+    for (cpus, client) in [(1, "0 us"), (2, "0 us"), (2, "5 us")] {
+        let more = format!(
+            r#", client_work = "{client}", idle_wake = {{ quiet = ["100 us", "1 ms"], extra = ["3 us", "30 us"] }}"#
+        );
+        let m = run(&lone_wakes(cpus, &more), 20, 1, 0);
         let mean = metric(&m, "mean_setup_latency");
         assert!(
             (metric(&m, "p99_setup_latency") - 80e-6).abs() < 1e-12,

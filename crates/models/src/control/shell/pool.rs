@@ -27,6 +27,7 @@ impl Plane<'_> {
         }
     }
 
+    /// A server's processor is free: the pool has been quiet since (`idle_wake`).
     pub(super) fn release_cpu(&mut self) {
         if let Some(n) = &mut self.cpu_free {
             *n += 1;
@@ -103,9 +104,13 @@ impl Plane<'_> {
     }
 
     /// A call's work at the generator is done: its processor serves what waits.
+    /// (Its processor's release does not end the pool's quiet: the generator's work
+    /// does not count, see [`Plane::idle_wake`].)
     pub(super) fn generator_done(&mut self) {
         self.generating -= 1;
-        self.release_cpu();
+        if let Some(n) = &mut self.cpu_free {
+            *n += 1;
+        }
         self.serve_others();
     }
 }
