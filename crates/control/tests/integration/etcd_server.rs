@@ -54,13 +54,21 @@ enum Clients<'a> {
     Tls(&'a std::path::Path, &'a [&'a str]),
 }
 
-/// A free loopback port (released at once: etcd binds it a moment later).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// `n` distinct free loopback ports, each held until all are chosen, then released:
+/// etcd binds them a moment later, and in that moment another process may take one (an
+/// outgoing connection's port, another test's server). [`EtcdCluster::start`] starts
+/// the cluster again on new ports when that happens.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("a bound port").port())
+        .collect()
 }
+
+/// How many times a cluster is started on new ports when a member lost one.
+const PORT_ATTEMPTS: usize = 5;
 
 impl EtcdCluster {
     /// A cluster of `n` members, healthy (with a leader) when this returns.
@@ -80,13 +88,29 @@ impl EtcdCluster {
     }
 
     fn start_as(n: usize, clients: Clients<'_>) -> EtcdCluster {
+        for attempt in 1..=PORT_ATTEMPTS {
+            let mut cluster = EtcdCluster::spawn_all(n, clients);
+            match cluster.healthy_or_exited() {
+                Ok(()) => return cluster,
+                // Dropped: its members are killed, its directory removed.
+                Err(_) if attempt < PORT_ATTEMPTS && cluster.lost_a_port() => continue,
+                Err(e) => panic!("{e}; the logs:\n{}", cluster.logs()),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// `n` members started on fresh ports, not yet waited for.
+    fn spawn_all(n: usize, clients: Clients<'_>) -> EtcdCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut ports = free_ports(3 * n).into_iter();
+        let mut port = || ports.next().expect("three ports a member");
         let mut members: Vec<Member> = (0..n)
             .map(|i| Member {
                 name: format!("m{i}"),
-                client: free_port(),
-                peer: free_port(),
-                health: free_port(),
+                client: port(),
+                peer: port(),
+                health: port(),
                 process: None,
                 log: dir.path().join(format!("m{i}.log")),
             })
@@ -99,7 +123,7 @@ impl EtcdCluster {
         for (i, m) in members.iter_mut().enumerate() {
             m.process = Some(spawn(m, i, dir.path(), &initial_cluster, clients));
         }
-        let cluster = EtcdCluster {
+        EtcdCluster {
             members,
             dir,
             initial_cluster,
@@ -107,9 +131,38 @@ impl EtcdCluster {
                 Clients::Plain => None,
                 Clients::Tls(certs, _) => Some(certs.to_path_buf()),
             },
-        };
-        cluster.wait_healthy();
-        cluster
+        }
+    }
+
+    /// Polls every member's `/health` until each says the cluster is healthy; an error
+    /// as soon as a member has exited, or at the deadline.
+    fn healthy_or_exited(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + START_DEADLINE;
+        for m in &mut self.members {
+            let Some(p) = m.process.as_mut() else {
+                continue;
+            };
+            while !health(m.health) {
+                if let Ok(Some(status)) = p.try_wait() {
+                    return Err(format!("etcd member {} exited ({status})", m.name));
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "etcd member {} is not healthy after {START_DEADLINE:?}",
+                        m.name
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a member could not bind one of its ports.
+    fn lost_a_port(&self) -> bool {
+        self.members.iter().any(|m| {
+            std::fs::read_to_string(&m.log).is_ok_and(|l| l.contains("address already in use"))
+        })
     }
 
     /// Every member, `etcd://127.0.0.1:P,...` (as `--registry` takes it; `etcds://`
