@@ -244,3 +244,39 @@ impl Drop for Proc {
         let _ = self.0.wait();
     }
 }
+
+/// A server the test starts on a free loopback port: `start(port)` spawns it, and it is
+/// up once `http` answers `GET path` on that port with 200. A port is probed free (bound
+/// and released) and another process may take it before the server binds it, which
+/// then exits: it is started again on another port, up to five times. Panics, naming
+/// `what`, when it neither comes up nor exits within `deadline`.
+pub fn serve_on_free_port(
+    what: &str,
+    path: &str,
+    deadline: std::time::Duration,
+    mut start: impl FnMut(u16) -> Child,
+) -> (Proc, std::net::SocketAddr) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut server = Proc(start(port));
+        let until = std::time::Instant::now() + deadline;
+        loop {
+            if let Some((200, _)) = http(addr, "GET", path, None) {
+                return (server, addr);
+            }
+            if let Ok(Some(_)) = server.0.try_wait() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{what} did not answer GET {path} on {addr} within {deadline:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    panic!("{what} exited at once on five free ports in turn");
+}

@@ -12,15 +12,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-use crate::common::{Proc, http};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::common::{Proc, http, serve_on_free_port};
 
 /// `name` on the PATH, or a test failure saying how to get it.
 fn tool(name: &str) -> String {
@@ -181,16 +173,15 @@ fn the_dashboard_shows_the_network_calls_and_a_connection_in_chromium() {
     );
 
     // The browser.
-    let port = free_port();
-    let _driver = Proc(
-        Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (_driver, addr) =
+        serve_on_free_port("chromedriver", "/status", Duration::from_secs(60), |port| {
+            Command::new(&chromedriver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        });
     let caps = serde_json::json!({ "capabilities": { "alwaysMatch": {
         "browserName": "chrome",
         "goog:chromeOptions": {

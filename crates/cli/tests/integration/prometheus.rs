@@ -4,12 +4,11 @@
 //! scraping every second; its query API must show the setups callgen reports and the
 //! cells host recv counted.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{atmlab, bytes};
+use crate::common::{atmlab, bytes, serve_on_free_port};
 
 /// Kills and reaps the process when dropped, so a failed assertion leaves nothing.
 struct Killed(Child);
@@ -24,15 +23,6 @@ impl Drop for Killed {
 fn ok(o: std::process::Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
-}
-
-/// A TCP port free now (bound and released), for Prometheus's own listener.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// GET `path` from `addr`: the body, or `None` when the server is not answering yet.
@@ -119,8 +109,6 @@ fn prometheus_scrapes_setups_and_cells_that_match_callgen_and_host_recv() {
         .to_string();
 
     // Prometheus, scraping every second, from a scratch directory.
-    let prom_port = free_port();
-    let prom: SocketAddr = format!("127.0.0.1:{prom_port}").parse().unwrap();
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -131,18 +119,21 @@ fn prometheus_scrapes_setups_and_cells_that_match_callgen_and_host_recv() {
         ),
     )
     .unwrap();
-    let tsdb = dir.path().join("tsdb");
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let _prom = Killed(
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
-            .arg(format!("--web.listen-address={prom}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let (_prom, prom) =
+        serve_on_free_port("prometheus", "/-/ready", Duration::from_secs(60), |port| {
+            // Its own storage and log per port tried.
+            let tsdb = dir.path().join(format!("tsdb-{port}"));
+            let log =
+                std::fs::File::create(dir.path().join(format!("prometheus-{port}.log"))).unwrap();
+            Command::new(&prometheus)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        });
 
     // A connection a -> b, and frames through it.
     let conn: serde_json::Value = serde_json::from_str(&ok(atmlab(
@@ -303,5 +294,5 @@ fn prometheus_scrapes_setups_and_cells_that_match_callgen_and_host_recv() {
         "atmlab_cm_setup_duration_seconds_count{manager=\"xbind\"}",
         (established + 1) as f64,
     );
-    assert!(Path::new(&tsdb).exists());
+    assert!(dir.path().join(format!("tsdb-{}", prom.port())).exists());
 }
