@@ -353,20 +353,7 @@ faults = { loss = 0.05, delay = "5 ms" }
 /// processors of their own, 12m when one processor does it all in turn.
 #[test]
 fn shared_processors_serialise_the_switches_work() {
-    let setup = |cpus: u32| {
-        let c = config(&format!(
-            r#"
-manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
-arrival = {{ kind = "poisson", rate = "1 /s" }}
-holding = {{ kind = "deterministic", mean = "10 ms" }}
-pcr = "100 /s"
-pairs = ["a:b"]
-profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus} }}
-"#
-        ));
-        let m = run(&c, 60, 5, 0);
-        metric(&m, "mean_setup_latency") * 1e3
-    };
+    let setup = |cpus: u32| lone_messages(cpus, "");
     let (own, one) = (setup(0), setup(1));
     assert!(
         (own - 0.4).abs() < 0.004,
@@ -877,26 +864,32 @@ profile = {{ base = "fast", latency = "0 us", per_message = "100 us", per_comman
     assert_eq!(setup(0, true, "0 us"), setup(0, true, "100 us"));
 }
 
+/// The mean setup (ms) of lone xbind calls (one a second, each held 10 ms, identifiers
+/// from warm caches) whose only cost is 100 us of `per_message`, on `cpus` shared
+/// processors (0: one per server), the profile's table ending with `more`.
+fn lone_messages(cpus: u32, more: &str) -> f64 {
+    let c = config(&format!(
+        r#"
+manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
+arrival = {{ kind = "poisson", rate = "1 /s" }}
+holding = {{ kind = "deterministic", mean = "10 ms" }}
+pcr = "100 /s"
+pairs = ["a:b"]
+profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus}{more} }}
+"#
+    ));
+    let m = run(&c, 60, 5, 0);
+    metric(&m, "mean_setup_latency") * 1e3
+}
+
 /// The call generator's work (`client_work`) takes a processor of the shared pool at
 /// each arrival: one call at a time on one processor, the manager waits for it, so each
 /// setup is longer by exactly that work; with a processor per server (no shared pool)
 /// the generator has its own and the setup is as without it.
 #[test]
 fn the_generators_work_takes_a_shared_processor() {
-    let setup = |cpus: u32, client: &str| {
-        let c = config(&format!(
-            r#"
-manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
-arrival = {{ kind = "poisson", rate = "1 /s" }}
-holding = {{ kind = "deterministic", mean = "10 ms" }}
-pcr = "100 /s"
-pairs = ["a:b"]
-profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus}, client_work = "{client}" }}
-"#
-        ));
-        let m = run(&c, 60, 5, 0);
-        metric(&m, "mean_setup_latency") * 1e3
-    };
+    let setup =
+        |cpus: u32, client: &str| lone_messages(cpus, &format!(", client_work = \"{client}\""));
     let (free, busy) = (setup(1, "0 us"), setup(1, "50 us"));
     assert!(
         (busy - free - 0.05).abs() < 1e-9,
