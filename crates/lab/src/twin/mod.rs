@@ -123,10 +123,16 @@ pub struct CurvePoint {
     /// Live: the process's threads parked per call offered (voluntary context
     /// switches; the generator's own are in [`GeneratorCost::parks`]).
     pub live_parks: f64,
+    /// Live: the process's CPU per call offered, microseconds (the switches', the
+    /// manager's and the call generator's).
+    pub live_cpu_us: f64,
     /// Simulated: setups carried per second.
     pub sim_setups_per_s: Estimate,
     /// Simulated: mean setup latency, seconds.
     pub sim_latency_s: Estimate,
+    /// Simulated: the shared processors' time worked per call offered, microseconds
+    /// (`processor_utilisation`; the generator's `client_work` included).
+    pub sim_cpu_us: f64,
 }
 
 /// A live point of a pass after the sweep.
@@ -346,7 +352,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
         &measurement.profile.to_toml(&measurement.provenance()),
     )?;
     // Every rate simulated: each T's sweep and [`SIM_BEYOND`] more.
-    let rates_of = |curve: &[(f64, callgen::Report, f64)]| {
+    let rates_of = |curve: &[(f64, callgen::Report, LiveCost)]| {
         let mut rates: Vec<f64> = curve.iter().map(|(r, _, _)| *r).collect();
         if let Some(&last) = rates.last() {
             let mut rate = last;
@@ -409,7 +415,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 let file = profile_at(rate, reading)?;
                 let one = simulate(t, &[rate], &file, opts.replications, opts.seconds);
                 let _ = std::fs::remove_file(&file);
-                let (setups, latency) = one?.into_iter().next().ok_or_else(|| {
+                let (setups, latency, cpu) = one?.into_iter().next().ok_or_else(|| {
                     LabError::run("the twin check", format!("no simulated point at {rate}"))
                 })?;
                 if reading {
@@ -420,12 +426,13 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                         latency_s: latency,
                     });
                 } else {
-                    sim.push((setups, latency));
+                    let cpus = f64::from(measurement.profile.cpus);
+                    sim.push((setups, latency, cpu.mean * cpus / rate * 1e6));
                 }
             }
         }
         let beyond = sim.split_off(live_rates.min(sim.len()));
-        for (&rate, (setups, latency)) in rates[live_rates..].iter().zip(beyond) {
+        for (&rate, (setups, latency, _)) in rates[live_rates..].iter().zip(beyond) {
             say(&format!(
                 "T={t} at {rate:.0}/s: simulated {:.3} ms ({:.0} setups/s), past the live sweep",
                 latency.mean * 1e3,
@@ -438,11 +445,12 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 latency_s: latency,
             });
         }
-        for ((rate, report, parks), (setups, latency)) in curve.into_iter().zip(sim) {
+        for ((rate, report, live), (setups, latency, sim_cpu)) in curve.into_iter().zip(sim) {
             say(&format!(
-                "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s), simulated {:.3} ms ({:.0} setups/s)",
+                "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s, {:.1} us of CPU a call), simulated {:.3} ms ({:.0} setups/s, {sim_cpu:.1} us)",
                 report.mean_setup_ms,
                 report.setups_per_s,
+                live.cpu_us,
                 latency.mean * 1e3,
                 setups.mean
             ));
@@ -451,9 +459,11 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 rate,
                 live_setups_per_s: report.setups_per_s,
                 live_latency_s: report.mean_setup_ms / 1e3,
-                live_parks: parks,
+                live_parks: live.parks,
+                live_cpu_us: live.cpu_us,
                 sim_setups_per_s: setups,
                 sim_latency_s: latency,
+                sim_cpu_us: sim_cpu,
             });
         }
     }
@@ -470,9 +480,18 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
     Ok(results)
 }
 
-/// Each T's live sweep: (offered rate, the generator's report, the process's threads
-/// parked per call offered).
-type Curves = Vec<(u32, Vec<(f64, callgen::Report, f64)>)>;
+/// Each T's live sweep: (offered rate, the generator's report, the process's work per
+/// call offered).
+type Curves = Vec<(u32, Vec<(f64, callgen::Report, LiveCost)>)>;
+
+/// What the live process used per call offered at one rate.
+#[derive(Debug, Clone, Copy)]
+struct LiveCost {
+    /// Threads parked.
+    parks: f64,
+    /// CPU, microseconds.
+    cpu_us: f64,
+}
 
 /// The twin's load: `rate` Poisson calls/s a -> b for `seconds`, paced precisely, held
 /// [`HOLDING`], with `seed`.
@@ -545,12 +564,17 @@ async fn live_part(
     let mut curves = Vec::new();
     for t in THRESHOLDS {
         let cm = manager(lab, t).await?;
-        let mut curve: Vec<(f64, callgen::Report, f64)> = Vec::new();
+        let mut curve: Vec<(f64, callgen::Report, LiveCost)> = Vec::new();
         let mut rate = opts.start;
         while curve.len() < opts.max_points {
             let start = measure::Usage::now()?;
             let report = live_load(&cm, opts, rate, curve.len() as u64 + 1).await;
-            let parks = start.since()?.parks as f64 / report.offered.max(1) as f64;
+            let used = start.since()?;
+            let n = report.offered.max(1) as f64;
+            let cost = LiveCost {
+                parks: used.parks as f64 / n,
+                cpu_us: used.cpu / n * 1e6,
+            };
             say(&format!(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
                 report.setups_per_s, report.mean_setup_ms, report.failed
@@ -564,7 +588,7 @@ async fn live_part(
             let saturated = report.setups_per_s < 0.9 * rate
                 || report.mean_setup_ms > 10.0 * light
                 || refused > 0.01 * report.offered as f64;
-            curve.push((rate, report, parks));
+            curve.push((rate, report, cost));
             if saturated {
                 break;
             }
@@ -585,7 +609,7 @@ fn simulate(
     profile: &Path,
     replications: u32,
     seconds: f64,
-) -> Result<Vec<(Estimate, Estimate)>, LabError> {
+) -> Result<Vec<(Estimate, Estimate, Estimate)>, LabError> {
     let list: Vec<String> = rates.iter().map(|r| format!("\"{r} /s\"")).collect();
     let text = format!(
         r#"model = "control"
@@ -630,7 +654,11 @@ profile = {{ file = {file:?} }}
                     .map(|(_, e)| *e)
                     .ok_or_else(|| LabError::run("the twin check", format!("no metric {k}")))
             };
-            Ok((get("setups_per_s")?, get("mean_setup_latency")?))
+            Ok((
+                get("setups_per_s")?,
+                get("mean_setup_latency")?,
+                get("processor_utilisation")?,
+            ))
         })
         .collect()
 }
@@ -712,9 +740,15 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             Column::new("live parks a call", "live_parks")
                 .right()
                 .fixed(2, 3),
+            Column::new("live CPU a call (us)", "live_cpu_us")
+                .right()
+                .fixed(1, 2),
         ]
         .into_iter()
-        .chain(sim_columns()),
+        .chain(sim_columns())
+        .chain([Column::new("simulated CPU a call (us)", "sim_cpu_us")
+            .right()
+            .fixed(1, 2)]),
     );
     for p in &r.points {
         table.row(crate::cells![
@@ -723,9 +757,11 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             p.live_setups_per_s,
             p.live_latency_s * 1e3,
             p.live_parks,
+            p.live_cpu_us,
             p.sim_setups_per_s.mean,
             p.sim_latency_s.mean * 1e3,
             p.sim_latency_s.ci95 * 1e3,
+            p.sim_cpu_us,
         ]);
     }
     crate::report::write(out, "curves.csv", &table.csv())?;
@@ -928,8 +964,10 @@ mod tests {
                     live_setups_per_s: rate,
                     live_latency_s: lat,
                     live_parks: 0.0,
+                    live_cpu_us: 0.0,
                     sim_setups_per_s: est(rate),
                     sim_latency_s: est(lat * sim_scale),
+                    sim_cpu_us: 0.0,
                 })
                 .collect(),
             passes: Vec::new(),

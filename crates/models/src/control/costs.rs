@@ -98,7 +98,9 @@ pub struct CostProfile {
     /// The client, the QoS mapper and the route object live in the manager's process
     /// (atmlab's live lab, where the call generator drives the manager in process): a
     /// user's request and its answer cross no wire, and a query costs the manager's
-    /// thread `qos_work` or `route_work` and nothing else. False for the papers' testbeds,
+    /// thread `qos_work` or `route_work` and nothing else. With a shared pool (`cpus`),
+    /// the caller's task takes its answer up on a processor of the pool: a setup ends
+    /// when one is left free by the servers' work. False for the papers' testbeds,
     /// where each is a remote object.
     pub colocated: bool,
     /// Each of the manager's links to a switch marshals and unmarshals on its own thread

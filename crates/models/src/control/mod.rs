@@ -194,6 +194,10 @@ pub struct ControlKind;
 /// - `nv_cdf_0` .. `nv_cdf_31`: P{N_v <= x} at arrivals; a cache of X identifiers hits
 ///   with `nv_cdf_{X-1}` (Table I).
 ///
+/// `processor_utilisation` is the shared processors' share of their time worked (the
+/// profile's `cpus`, the call generator's work included); 0 when each server has a
+/// processor of its own (the papers' testbeds), whose shares are the two before it.
+///
 /// The managers' probes are read by `probes` from the core's own counters.
 pub const METRICS: &[&str] = &[
     "blocking_probability",
@@ -208,6 +212,7 @@ pub const METRICS: &[&str] = &[
     "cache_hit_ratio",
     "manager_utilisation",
     "switch_utilisation",
+    "processor_utilisation",
     "nv_mean",
     "nv_dispersion",
     "switch_messages_per_call",
@@ -312,6 +317,7 @@ const METRIC_UNITS: &[(&str, &str)] = &[
     ("cache_hit_ratio", "ratio"),
     ("manager_utilisation", "ratio"),
     ("switch_utilisation", "ratio"),
+    ("processor_utilisation", "ratio"),
     ("nv_mean", "identifiers"),
     ("nv_dispersion", "ratio"),
     ("switch_messages_per_call", "per call"),

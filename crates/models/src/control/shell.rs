@@ -192,6 +192,8 @@ struct Stats {
     calls: Calls,
     manager_busy: Duration,
     switch_busy: Vec<Duration>,
+    /// The shared pool's processor time worked (`cpus` > 0), generator included.
+    pool_busy: Duration,
     cache: (u64, u64),
 }
 
@@ -243,6 +245,12 @@ struct Plane<'a> {
     generating: usize,
     /// When a processor of the pool was last released (`idle_wake`).
     quiet_since: Instant,
+    /// Answers of set-up calls waiting for their callers' tasks to take them up on the
+    /// pool: (manager, user call, the core's call).
+    answers: Vec<(usize, usize, u64)>,
+    /// The pool's processor time worked up to `pool_since` (see [`Plane::pool_tick`]).
+    pool_busy: Duration,
+    pool_since: Instant,
     index: FxHashMap<String, usize>,
     calls: users::InProgress,
     next_call: usize,
@@ -441,6 +449,9 @@ impl<'a> Plane<'a> {
             generator: 0,
             generating: 0,
             quiet_since: Instant::ZERO,
+            answers: Vec::new(),
+            pool_busy: Duration::ZERO,
+            pool_since: Instant::ZERO,
             switches,
             index,
             calls: users::InProgress::default(),
@@ -474,6 +485,7 @@ impl<'a> Plane<'a> {
         self.marked = Stats {
             manager_busy: self.managers_busy(),
             switch_busy: self.switches.iter().map(|s| s.server.busy).collect(),
+            pool_busy: self.pool_worked(),
             cache: self.cache_counts(),
             ..Stats::default()
         };
@@ -541,6 +553,14 @@ impl<'a> Plane<'a> {
                     / secs
                     / threads(self.mgrs.len() * self.cfg.manager.threads as usize),
                 switch_busy / secs / threads(self.cfg.costs.switch_threads as usize),
+                match self.cpu_free {
+                    Some(_) => {
+                        (self.pool_worked() - self.marked.pool_busy).as_secs_f64()
+                            / secs
+                            / self.cfg.costs.cpus as f64
+                    }
+                    None => 0.0,
+                },
                 nv_mean,
                 nv_dispersion,
             ])
@@ -1002,22 +1022,20 @@ impl<'a> Plane<'a> {
                 let Some(&u) = self.mgrs[m].by_core.get(&call) else {
                     return;
                 };
-                // The answer crosses the wire to the user.
-                let heard = self.now + c.client_latency();
-                let Some(user) = self.calls.remove(&u) else {
-                    return;
-                };
-                let latency = (heard - user.arrived).as_secs_f64();
-                self.stats.calls.latency_sum += latency;
-                self.latency.record(latency);
-                // Already removed from the calls in progress.
-                self.count(Outcome::Established);
-                let hold = draw_hold(self.cfg, &mut self.rng);
-                self.stats.calls.invocations += 1;
-                let by = self.client(m);
-                let seq = self.events.take_seq();
-                self.hangups
-                    .push(Reverse(Hangup::new(heard + hold, seq, by, call)));
+                if c.colocated && self.cpu_free.is_some() {
+                    // The caller's task takes its answer up on a processor of the pool
+                    // (`pool::hear_answers`).
+                    if !self.calls.contains_key(&u) {
+                        return;
+                    }
+                    self.answers.push((m, u, call));
+                } else {
+                    // The answer crosses the wire to the user.
+                    let heard = self.now + c.client_latency();
+                    if !self.heard(m, u, call, heard) {
+                        return;
+                    }
+                }
                 self.op_ended(m);
             }
             CallEvent::Failed { call, error } => {
@@ -1037,6 +1055,27 @@ impl<'a> Plane<'a> {
             }
             CallEvent::Changed { .. } => {}
         }
+    }
+
+    /// User call `u` (the core's `call`, of manager `m`) hears that it is set up at
+    /// `heard`: its latency is recorded and its hang-up drawn. False when the call has
+    /// gone.
+    fn heard(&mut self, m: usize, u: usize, call: u64, heard: Instant) -> bool {
+        let Some(user) = self.calls.remove(&u) else {
+            return false;
+        };
+        let latency = (heard - user.arrived).as_secs_f64();
+        self.stats.calls.latency_sum += latency;
+        self.latency.record(latency);
+        // Already removed from the calls in progress.
+        self.count(Outcome::Established);
+        let hold = draw_hold(self.cfg, &mut self.rng);
+        self.stats.calls.invocations += 1;
+        let by = self.client(m);
+        let seq = self.events.take_seq();
+        self.hangups
+            .push(Reverse(Hangup::new(heard + hold, seq, by, call)));
+        true
     }
 
     fn decided(&mut self, u: usize, outcome: Outcome) {

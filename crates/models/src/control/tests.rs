@@ -14,7 +14,7 @@ fn line3() -> String {
     format!("{}/../../topologies/line3.toml", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn config(params: &str) -> ControlConfig {
+pub(super) fn config(params: &str) -> ControlConfig {
     let text = format!("topology = {:?}\n{params}", line3());
     let table: toml::Table = toml::from_str(&text).expect("test parameters parse");
     let p = Params::new("test.toml", &table);
@@ -868,6 +868,11 @@ profile = {{ base = "fast", latency = "0 us", per_message = "100 us", per_comman
 /// from warm caches) whose only cost is 100 us of `per_message`, on `cpus` shared
 /// processors (0: one per server), the profile's table ending with `more`.
 fn lone_messages(cpus: u32, more: &str) -> f64 {
+    metric(&lone_metrics(cpus, more), "mean_setup_latency") * 1e3
+}
+
+/// The metrics of [`lone_messages`]' run.
+fn lone_metrics(cpus: u32, more: &str) -> Vec<(&'static str, f64)> {
     let c = config(&format!(
         r#"
 manager = {{ kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }}
@@ -878,8 +883,7 @@ pairs = ["a:b"]
 profile = {{ base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = {cpus}{more} }}
 "#
     ));
-    let m = run(&c, 60, 5, 0);
-    metric(&m, "mean_setup_latency") * 1e3
+    run(&c, 60, 5, 0)
 }
 
 /// The call generator's work (`client_work`) takes a processor of the shared pool at
@@ -896,4 +900,29 @@ fn the_generators_work_takes_a_shared_processor() {
         "one processor: {free} ms without the generator's work, {busy} ms with it"
     );
     assert_eq!(setup(0, "50 us"), setup(0, "0 us"));
+}
+
+/// `processor_utilisation` is the shared pool's time worked: one call at a time, a
+/// call's work is the same on one processor or two (the setup's 12 messages and the
+/// release's 12, at 100 us each), the generator's `client_work` adds its own to it, and
+/// with a processor per server there is no pool to report (0).
+#[test]
+fn the_pools_utilisation_is_its_work() {
+    let per_call = |cpus: u32, more: &str| {
+        let m = lone_metrics(cpus, more);
+        metric(&m, "processor_utilisation") * f64::from(cpus) / metric(&m, "offered_per_s") * 1e6
+    };
+    for cpus in [1, 2] {
+        let work = per_call(cpus, "");
+        assert!(
+            (work - 2400.0).abs() < 1e-6,
+            "cpus {cpus}: {work} us a call"
+        );
+        let with = per_call(cpus, ", client_work = \"50 us\"");
+        assert!(
+            (with - work - 50.0).abs() < 1e-6,
+            "cpus {cpus}: {with} us a call"
+        );
+    }
+    assert_eq!(metric(&lone_metrics(0, ""), "processor_utilisation"), 0.0);
 }

@@ -702,7 +702,8 @@ impl Driven for TinaPlane<'_> {
             .stats
             .metrics(&self.latency, secs)
             .into_iter()
-            .chain([f64::NAN, performers, switches])
+            // TINA's shell rejects a shared pool (`cpus`): no processor utilisation.
+            .chain([f64::NAN, performers, switches, 0.0])
             // No connection manager, so no identifier caches and no N_v.
             .chain(super::probes::none());
         METRICS.iter().copied().zip(values).collect()

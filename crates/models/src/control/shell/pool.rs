@@ -17,6 +17,7 @@ impl Plane<'_> {
     /// A processor of the shared pool for the server about to work (always, when each
     /// server has its own).
     pub(super) fn take_cpu(&mut self) -> bool {
+        self.pool_tick();
         match &mut self.cpu_free {
             None => true,
             Some(0) => false,
@@ -29,9 +30,32 @@ impl Plane<'_> {
 
     /// A server's processor is free: the pool has been quiet since (`idle_wake`).
     pub(super) fn release_cpu(&mut self) {
+        self.pool_tick();
         if let Some(n) = &mut self.cpu_free {
             *n += 1;
             self.quiet_since = self.now;
+        }
+    }
+
+    /// Adds the pool's processor time worked since the last change of its free
+    /// processors: called before each change (`processor_utilisation`).
+    #[inline]
+    fn pool_tick(&mut self) {
+        if let Some(free) = self.cpu_free {
+            let busy = self.cfg.costs.cpus as usize - free;
+            self.pool_busy += times(self.now - self.pool_since, busy as u64);
+            self.pool_since = self.now;
+        }
+    }
+
+    /// The pool's processor time worked up to now.
+    pub(super) fn pool_worked(&self) -> Duration {
+        match self.cpu_free {
+            Some(free) => {
+                let busy = self.cfg.costs.cpus as usize - free;
+                self.pool_busy + times(self.now - self.pool_since, busy as u64)
+            }
+            None => Duration::ZERO,
         }
     }
 
@@ -76,6 +100,25 @@ impl Plane<'_> {
         for s in 0..self.switches.len() {
             self.serve_switch(s);
         }
+        self.hear_answers();
+    }
+
+    /// The callers in the manager's process (`colocated`, a shared pool) take their
+    /// answers up once a processor is left free by the servers' work: a caller's task is
+    /// woken by its answer and runs on one of the runtime's workers, after the work that
+    /// holds them (the manager goes on with its queue before it lets its worker go, as
+    /// the live manager's task drains its channels in one turn). The taking is the call
+    /// generator's work, charged apart (`client_work`); here it is the wait alone.
+    fn hear_answers(&mut self) {
+        if self.answers.is_empty() || self.cpu_free == Some(0) {
+            return;
+        }
+        let heard = self.now;
+        let mut answers = std::mem::take(&mut self.answers);
+        for (m, u, call) in answers.drain(..) {
+            self.heard(m, u, call, heard);
+        }
+        self.answers = answers;
     }
 
     /// A call arrived: its work at the call generator (`client_work`: drawing it, waking
@@ -108,9 +151,68 @@ impl Plane<'_> {
     /// does not count, see [`Plane::idle_wake`].)
     pub(super) fn generator_done(&mut self) {
         self.generating -= 1;
+        self.pool_tick();
         if let Some(n) = &mut self.cpu_free {
             *n += 1;
         }
         self.serve_others();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::tests::config;
+
+    /// A caller takes its answer up only on a free processor of the pool: on one
+    /// processor, loaded to about 60% by 100 us messages, the answers wait exactly while
+    /// the processor works, and are heard the instant it frees.
+    #[test]
+    fn an_answer_waits_for_a_free_processor() {
+        let c = config(
+            r#"
+manager = { kind = "xbind", threshold = 1, flush = "10 ms", cache_fill = 64, cache_low = 1 }
+arrival = { kind = "poisson", rate = "250 /s" }
+holding = { kind = "deterministic", mean = "10 ms" }
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = { base = "fast", latency = "0 s", per_message = "100 us", per_command = "0 s", switch_per_command = "0 s", manager_step = "0 s", route_work = "0 s", qos_work = "0 s", colocated = true, links = true, cpus = 1 }
+"#,
+        );
+        let rep = Replication {
+            seed: 3,
+            replication: 0,
+            length: RunLength::Duration(Duration::from_secs(4)),
+            warmup: Warmup::Time(Duration::ZERO),
+            batches: 1,
+        };
+        let mut plane = Plane::new(&c, &rep).expect("a plane");
+        let end = Instant::ZERO + Duration::from_secs(4);
+        plane.events.schedule(Instant::ZERO, Ev::Arrival);
+        plane.start_period();
+        let (mut waited, mut heard) = (0, 0);
+        while let Some((t, ev)) = plane.next_event(end) {
+            plane.now = t;
+            let before = plane.stats.calls.established;
+            plane.handle(ev);
+            if !plane.answers.is_empty() {
+                assert_eq!(
+                    plane.cpu_free,
+                    Some(0),
+                    "an answer waits on a free processor"
+                );
+                waited += 1;
+            }
+            if plane.stats.calls.established > before {
+                assert_eq!(
+                    plane.cpu_free,
+                    Some(1),
+                    "an answer heard on a busy processor"
+                );
+                heard += 1;
+            }
+        }
+        assert!(heard > 300, "only {heard} events heard answers");
+        assert!(waited > 50, "only {waited} events left answers waiting");
     }
 }
