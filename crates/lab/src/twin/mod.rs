@@ -880,6 +880,11 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          carries falls (a setup-age guard is the issue \
          \"The live paths at the speed of the machine\").\n\n\
          ## The profile\n\n```\n{provenance}```\n\n## The curves\n\n{curves}\n\n\
+         The CPU a call: live, the process's (servers and generator) over the calls \
+         offered; simulated, the shared processors' time worked \
+         (`processor_utilisation`, the generator's `client_work` included). Where the two \
+         agree and the latencies do not, the model does the live work and misses where \
+         a call waits for it.\n\n\
          ## The live passes after the sweeps\n\n\
          Each knee's live samples beyond the sweep's: every T offered the last three rates \
          of its sweep again, one T after another. A pass's knee reads its curve as the \
