@@ -504,13 +504,14 @@ fn simulated_setup(profile: &CostProfile) -> Result<f64, LabError> {
         .map_err(|e| LabError::run("the probe's profile", e))?;
     let text = format!(
         r#"topology = "topologies/line3.toml"
-manager = {{ kind = "xbind", threshold = 1, flush = "10 ms" }}
+manager = {}
 arrival = {{ kind = "poisson", rate = "20 /s" }}
 holding = {{ kind = "deterministic", mean = "1 ms" }}
 pcr = "10 /s"
 pairs = ["a:b"]
 profile = {{ file = {:?} }}
 "#,
+        super::sim_manager(1),
         file.display().to_string()
     );
     let result = (|| {

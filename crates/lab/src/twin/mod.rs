@@ -602,6 +602,19 @@ async fn live_part(
     Ok((m, curves, passes))
 }
 
+/// The simulated xbind manager of T = `t`: the live one's ([`manager`]), its flush and
+/// its caches, not the model's defaults.
+fn sim_manager(t: u32) -> String {
+    let live = crate::launch::xbind_config(t);
+    format!(
+        r#"{{ kind = "xbind", threshold = {t}, flush = "{} ms", cache_fill = {}, cache_low = {}, cache_max = {} }}"#,
+        FLUSH.as_millis(),
+        live.cache_fill,
+        live.cache_low,
+        live.cache_max
+    )
+}
+
 /// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency) per rate.
 fn simulate(
     t: u32,
@@ -620,7 +633,7 @@ replications = {replications}
 seed = 1
 [params]
 topology = "topologies/line3.toml"
-manager = {{ kind = "xbind", threshold = {t}, flush = "{flush} ms" }}
+manager = {manager}
 arrival = {{ kind = "poisson", rate = "1 /s" }}
 holding = {{ kind = "exponential", mean = "{hold} ms" }}
 pcr = "10 /s"
@@ -630,7 +643,7 @@ profile = {{ file = {file:?} }}
 "arrival.rate" = [{rates}]
 "#,
         warmup = (seconds / 5.0).max(0.2),
-        flush = FLUSH.as_millis(),
+        manager = sim_manager(t),
         hold = HOLDING.as_millis(),
         file = profile.display().to_string(),
         rates = list.join(", ")
