@@ -415,7 +415,7 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 let file = profile_at(rate, reading)?;
                 let one = simulate(t, &[rate], &file, opts.replications, opts.seconds);
                 let _ = std::fs::remove_file(&file);
-                let (setups, latency, cpu) = one?.into_iter().next().ok_or_else(|| {
+                let (setups, latency, cpu, offered) = one?.into_iter().next().ok_or_else(|| {
                     LabError::run("the twin check", format!("no simulated point at {rate}"))
                 })?;
                 if reading {
@@ -427,7 +427,9 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                     });
                 } else {
                     let cpus = f64::from(measurement.profile.cpus);
-                    sim.push((setups, latency, cpu.mean * cpus / rate * 1e6));
+                    // Over the calls offered, as the live column.
+                    let per_call = cpu.mean * cpus / offered.mean.max(f64::MIN_POSITIVE);
+                    sim.push((setups, latency, per_call * 1e6));
                 }
             }
         }
@@ -615,14 +617,15 @@ fn sim_manager(t: u32) -> String {
     )
 }
 
-/// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency) per rate.
+/// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency, the shared
+/// processors' utilisation, calls offered/s) per rate.
 fn simulate(
     t: u32,
     rates: &[f64],
     profile: &Path,
     replications: u32,
     seconds: f64,
-) -> Result<Vec<(Estimate, Estimate, Estimate)>, LabError> {
+) -> Result<Vec<(Estimate, Estimate, Estimate, Estimate)>, LabError> {
     let list: Vec<String> = rates.iter().map(|r| format!("\"{r} /s\"")).collect();
     let text = format!(
         r#"model = "control"
@@ -671,6 +674,7 @@ profile = {{ file = {file:?} }}
                 get("setups_per_s")?,
                 get("mean_setup_latency")?,
                 get("processor_utilisation")?,
+                get("offered_per_s")?,
             ))
         })
         .collect()
@@ -895,9 +899,11 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          ## The profile\n\n```\n{provenance}```\n\n## The curves\n\n{curves}\n\n\
          The CPU a call: live, the process's (servers and generator) over the calls \
          offered; simulated, the shared processors' time worked \
-         (`processor_utilisation`, the generator's `client_work` included). Where the two \
-         agree and the latencies do not, the model does the live work and misses where \
-         a call waits for it.\n\n\
+         (`processor_utilisation`, the generator's `client_work` included), which holds \
+         the threads' wakes only as `per_message` does (a lone exchange's CPU, wakes and \
+         all, over its messages; `wakeup` and `idle_wake` are delays that hold no \
+         processor). Where the two agree and the latencies do not, the model does the live work and \
+         misses where a call waits for it.\n\n\
          ## The live passes after the sweeps\n\n\
          Each knee's live samples beyond the sweep's: every T offered the last three rates \
          of its sweep again, one T after another. A pass's knee reads its curve as the \

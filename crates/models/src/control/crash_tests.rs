@@ -243,3 +243,29 @@ fn the_periodic_sweeps_give_back_what_crashes_and_losses_left() {
         "{unswept:?}"
     );
 }
+
+/// On the live machine's structure (`colocated`, a shared pool), a set-up call's answer
+/// waits for a free processor before its caller hears it (`pool::hear_answers`); a
+/// manager that dies meanwhile loses those calls with the ones it was setting up, and its
+/// restart releases their connections: nothing leaks, however often it dies.
+#[test]
+fn a_manager_that_dies_with_answers_unheard_leaves_nothing() {
+    let c = config(
+        r#"
+manager = { kind = "xbind", threshold = 1, flush = "10 ms" }
+arrival = { kind = "poisson", rate = "9000 /s" }
+holding = { kind = "exponential", mean = "50 ms" }
+pcr = "10 /s"
+pairs = ["a:b"]
+profile = { base = "fast", latency = "0 s", per_message = "26 us", per_command = "0.5 us", switch_per_command = "0.1 us", manager_step = "0.3 us", route_work = "0.3 us", qos_work = "0 s", wakeup = "5 us", colocated = true, links = true, coalesce = true, cpus = 2 }
+faults = { crashes = [{ node = "manager", mtbf = "50 ms", down = "5 ms" }] }
+"#,
+    );
+    for replication in 0..4 {
+        let m = run(&c, 2, replication);
+        assert!(metric(&m, "crashes") >= 10.0, "{m:?}");
+        assert_eq!(metric(&m, "leaked_calls"), 0.0, "{m:?}");
+        assert_eq!(metric(&m, "leaked_connections"), 0.0, "{m:?}");
+        assert_eq!(metric(&m, "leaked_reservations"), 0.0, "{m:?}");
+    }
+}

@@ -460,6 +460,18 @@ impl Plane<'_> {
         // Its users' deletes not yet done are asked again when it is back.
         let hung: Vec<u64> = st.hung[m].iter().copied().collect();
         st.retry_deletes[m].extend(hung);
+        // Calls set up whose answers wait for their callers (`pool::hear_answers`) were
+        // never heard: they fail with those being set up, and leave its journal, so that
+        // each counts once, as lost (the restart's audit releases their connections as
+        // strays, where taking them back would hold them for nobody).
+        let (waiting, kept) = std::mem::take(&mut self.answers)
+            .into_iter()
+            .partition::<Vec<_>, _>(|a| a.0 == m);
+        self.answers = kept;
+        for (_, _, call) in waiting {
+            st.journal[m].remove(&call);
+            st.born[m].remove(&call);
+        }
         // The calls it was setting up fail (their users' AddConnection breaks off).
         let mut setting_up: Vec<usize> = self.calls.keys().filter(|u| u % n == m).collect();
         setting_up.sort_unstable();
