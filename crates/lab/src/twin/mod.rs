@@ -133,6 +133,13 @@ pub struct CurvePoint {
     /// Simulated: the shared processors' time worked per call offered, microseconds
     /// (`processor_utilisation`; the generator's `client_work` included).
     pub sim_cpu_us: f64,
+    /// Live: the manager's task's time in its polls per call offered, microseconds.
+    pub live_manager_us: f64,
+    /// Live: the manager's links' tasks' time in their polls per call offered,
+    /// microseconds (the three links together).
+    pub live_links_us: f64,
+    /// Simulated: the manager's busy time per call offered, microseconds.
+    pub sim_manager_us: f64,
 }
 
 /// A live point of a pass after the sweep.
@@ -415,26 +422,29 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 let file = profile_at(rate, reading)?;
                 let one = simulate(t, &[rate], &file, opts.replications, opts.seconds);
                 let _ = std::fs::remove_file(&file);
-                let (setups, latency, cpu, offered) = one?.into_iter().next().ok_or_else(|| {
+                let point = one?.into_iter().next().ok_or_else(|| {
                     LabError::run("the twin check", format!("no simulated point at {rate}"))
                 })?;
                 if reading {
                     charged.push(SimOnly {
                         threshold: t,
                         rate,
-                        setups_per_s: setups,
-                        latency_s: latency,
+                        setups_per_s: point.setups,
+                        latency_s: point.latency,
                     });
                 } else {
-                    let cpus = f64::from(measurement.profile.cpus);
-                    // Over the calls offered, as the live column.
-                    let per_call = cpu.mean * cpus / offered.mean.max(f64::MIN_POSITIVE);
-                    sim.push((setups, latency, per_call * 1e6));
+                    sim.push(point);
                 }
             }
         }
         let beyond = sim.split_off(live_rates.min(sim.len()));
-        for (&rate, (setups, latency, _)) in rates[live_rates..].iter().zip(beyond) {
+        for (
+            &rate,
+            SimPoint {
+                setups, latency, ..
+            },
+        ) in rates[live_rates..].iter().zip(beyond)
+        {
             say(&format!(
                 "T={t} at {rate:.0}/s: simulated {:.3} ms ({:.0} setups/s), past the live sweep",
                 latency.mean * 1e3,
@@ -447,7 +457,12 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 latency_s: latency,
             });
         }
-        for ((rate, report, live), (setups, latency, sim_cpu)) in curve.into_iter().zip(sim) {
+        let cpus = f64::from(measurement.profile.cpus);
+        for ((rate, report, live), p) in curve.into_iter().zip(sim) {
+            // Over the calls offered, as the live columns.
+            let offered = p.offered.mean.max(f64::MIN_POSITIVE);
+            let sim_cpu = p.processors.mean * cpus / offered * 1e6;
+            let (setups, latency) = (p.setups, p.latency);
             say(&format!(
                 "T={t} at {rate:.0}/s: live {:.3} ms ({:.0} setups/s, {:.1} us of CPU a call), simulated {:.3} ms ({:.0} setups/s, {sim_cpu:.1} us)",
                 report.mean_setup_ms,
@@ -466,6 +481,9 @@ pub async fn run(opts: &TwinOptions, say: &mut impl FnMut(&str)) -> Result<TwinR
                 sim_setups_per_s: setups,
                 sim_latency_s: latency,
                 sim_cpu_us: sim_cpu,
+                live_manager_us: live.manager_us,
+                live_links_us: live.links_us,
+                sim_manager_us: p.manager.mean / offered * 1e6,
             });
         }
     }
@@ -493,6 +511,20 @@ struct LiveCost {
     parks: f64,
     /// CPU, microseconds.
     cpu_us: f64,
+    /// The manager's task's and its links' tasks' time in their polls, microseconds.
+    manager_us: f64,
+    links_us: f64,
+}
+
+/// A simulated point: estimates over the replications.
+struct SimPoint {
+    setups: Estimate,
+    latency: Estimate,
+    /// The shared processors' utilisation.
+    processors: Estimate,
+    /// The manager's utilisation (one manager of one thread: its busy share).
+    manager: Estimate,
+    offered: Estimate,
 }
 
 /// The twin's load: `rate` Poisson calls/s a -> b for `seconds`, paced precisely, held
@@ -570,12 +602,16 @@ async fn live_part(
         let mut rate = opts.start;
         while curve.len() < opts.max_points {
             let start = measure::Usage::now()?;
+            let busy = cm.busy();
             let report = live_load(&cm, opts, rate, curve.len() as u64 + 1).await;
             let used = start.since()?;
+            let (manager, links) = cm.busy();
             let n = report.offered.max(1) as f64;
             let cost = LiveCost {
                 parks: used.parks as f64 / n,
                 cpu_us: used.cpu / n * 1e6,
+                manager_us: (manager - busy.0).as_secs_f64() / n * 1e6,
+                links_us: (links - busy.1).as_secs_f64() / n * 1e6,
             };
             say(&format!(
                 "live xbind T={t} at {rate:.0}/s: {:.0} setups/s, mean {:.3} ms, {} failed",
@@ -617,15 +653,14 @@ fn sim_manager(t: u32) -> String {
     )
 }
 
-/// The simulated curve of xbind T = `t` at `rates`: (setups/s, mean latency, the shared
-/// processors' utilisation, calls offered/s) per rate.
+/// The simulated curve of xbind T = `t` at `rates`, a point per rate.
 fn simulate(
     t: u32,
     rates: &[f64],
     profile: &Path,
     replications: u32,
     seconds: f64,
-) -> Result<Vec<(Estimate, Estimate, Estimate, Estimate)>, LabError> {
+) -> Result<Vec<SimPoint>, LabError> {
     let list: Vec<String> = rates.iter().map(|r| format!("\"{r} /s\"")).collect();
     let text = format!(
         r#"model = "control"
@@ -670,12 +705,13 @@ profile = {{ file = {file:?} }}
                     .map(|(_, e)| *e)
                     .ok_or_else(|| LabError::run("the twin check", format!("no metric {k}")))
             };
-            Ok((
-                get("setups_per_s")?,
-                get("mean_setup_latency")?,
-                get("processor_utilisation")?,
-                get("offered_per_s")?,
-            ))
+            Ok(SimPoint {
+                setups: get("setups_per_s")?,
+                latency: get("mean_setup_latency")?,
+                processors: get("processor_utilisation")?,
+                manager: get("manager_utilisation")?,
+                offered: get("offered_per_s")?,
+            })
         })
         .collect()
 }
@@ -763,9 +799,20 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
         ]
         .into_iter()
         .chain(sim_columns())
-        .chain([Column::new("simulated CPU a call (us)", "sim_cpu_us")
-            .right()
-            .fixed(1, 2)]),
+        .chain([
+            Column::new("simulated CPU a call (us)", "sim_cpu_us")
+                .right()
+                .fixed(1, 2),
+            Column::new("live manager task a call (us)", "live_manager_us")
+                .right()
+                .fixed(1, 2),
+            Column::new("live link tasks a call (us)", "live_links_us")
+                .right()
+                .fixed(1, 2),
+            Column::new("simulated manager a call (us)", "sim_manager_us")
+                .right()
+                .fixed(1, 2),
+        ]),
     );
     for p in &r.points {
         table.row(crate::cells![
@@ -779,6 +826,9 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
             p.sim_latency_s.mean * 1e3,
             p.sim_latency_s.ci95 * 1e3,
             p.sim_cpu_us,
+            p.live_manager_us,
+            p.live_links_us,
+            p.sim_manager_us,
         ]);
     }
     crate::report::write(out, "curves.csv", &table.csv())?;
@@ -903,7 +953,11 @@ pub fn write_report(out: &Path, r: &TwinResults) -> Result<(), LabError> {
          the threads' wakes only as `per_message` does (a lone exchange's CPU, wakes and \
          all, over its messages; `wakeup` and `idle_wake` are delays that hold no \
          processor). Where the two agree and the latencies do not, the model does the live work and \
-         misses where a call waits for it.\n\n\
+         misses where a call waits for it. The tasks a call: the live manager's task's \
+         and its three links' tasks' time in their polls (wall time, read at each poll's \
+         start and end), against the simulated manager's busy time (its steps; with \
+         `links`, a message's marshalling is its link's, charged to the shared \
+         processors).\n\n\
          ## The live passes after the sweeps\n\n\
          Each knee's live samples beyond the sweep's: every T offered the last three rates \
          of its sweep again, one T after another. A pass's knee reads its curve as the \
@@ -992,6 +1046,9 @@ mod tests {
                     sim_setups_per_s: est(rate),
                     sim_latency_s: est(lat * sim_scale),
                     sim_cpu_us: 0.0,
+                    live_manager_us: 0.0,
+                    live_links_us: 0.0,
+                    sim_manager_us: 0.0,
                 })
                 .collect(),
             passes: Vec::new(),

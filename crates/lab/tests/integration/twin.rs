@@ -69,6 +69,15 @@ async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
         "T = 4 at {} calls/s: simulated {sim} s, live {live} s",
         light.rate
     );
+    // Every live point read the process's CPU and the manager's and its links' tasks'
+    // time (a counter left unwired reads zero), and the simulated ones the processors'.
+    for p in &r.points {
+        assert!(
+            p.live_cpu_us > 0.0 && p.live_manager_us > 0.0 && p.live_links_us > 0.0,
+            "{p:?}"
+        );
+        assert!(p.sim_cpu_us > 0.0 && p.sim_manager_us > 0.0, "{p:?}");
+    }
     // The quick form's one pass after the sweeps, at rates of each T's own sweep (its
     // last three), for the knee's second sample.
     assert!(!r.passes.is_empty(), "no pass");

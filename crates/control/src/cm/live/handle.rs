@@ -72,6 +72,45 @@ pub(super) enum Request {
 pub struct CmHandle {
     pub(super) tx: mpsc::Sender<Request>,
     pub(super) gate: std::sync::Arc<Gate>,
+    pub(super) busy: std::sync::Arc<Busy>,
+}
+
+/// The time the manager's task and its links' tasks have spent in their polls, in
+/// nanoseconds: what each worked, as the simulated shell counts a server's busy time
+/// (the twin check reads the live manager's beside the simulated one). Two clock reads
+/// a poll.
+#[derive(Debug, Default)]
+pub(super) struct Busy {
+    pub(super) manager: std::sync::atomic::AtomicU64,
+    pub(super) links: std::sync::atomic::AtomicU64,
+}
+
+/// A task's future whose polls are timed into a counter of [`Busy`].
+pub(super) struct Timed<F> {
+    pub(super) task: std::pin::Pin<Box<F>>,
+    pub(super) busy: std::sync::Arc<Busy>,
+    /// The links' counter, else the manager's.
+    pub(super) link: bool,
+}
+
+impl<F: std::future::Future> std::future::Future for Timed<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let start = std::time::Instant::now();
+        let r = self.task.as_mut().poll(cx);
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let counter = if self.link {
+            &self.busy.links
+        } else {
+            &self.busy.manager
+        };
+        counter.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+        r
+    }
 }
 
 /// Overload control at the door (issue 28): while the manager is at its bound of calls
@@ -89,6 +128,16 @@ pub(super) struct Gate {
 }
 
 impl CmHandle {
+    /// The time the manager's task and its links' tasks have worked so far (the wall
+    /// time in their polls), in that order.
+    pub fn busy(&self) -> (std::time::Duration, std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            std::time::Duration::from_nanos(self.busy.manager.load(Relaxed)),
+            std::time::Duration::from_nanos(self.busy.links.load(Relaxed)),
+        )
+    }
+
     /// Whether a setup is refused now without being queued, the manager being at its
     /// bound of calls in setup (then counted with its blocked calls; the refusal is
     /// [`CmHandle::door_refusal`]). A caller that offers many calls (a call generator)

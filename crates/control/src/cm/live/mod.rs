@@ -231,37 +231,46 @@ fn spawn(
     let (reconcile_tx, reconcile_rx) = mpsc::unbounded_channel();
     let mut links = HashMap::new();
     let listed = switches.clone();
+    let busy = std::sync::Arc::new(handle::Busy::default());
     for (name, client) in switches {
         let (btx, brx) = mpsc::unbounded_channel();
-        tokio::spawn(run_link(
-            Link {
-                name: name.clone(),
-                client,
-                client_id: client_id.clone(),
-                inbox: inbox_tx.clone(),
-                stream_tx: None,
-                faults,
-                was_open: false,
-                reconcile: reconcile_tx.clone(),
-            },
-            brx,
-        ));
+        tokio::spawn(handle::Timed {
+            busy: busy.clone(),
+            link: true,
+            task: Box::pin(run_link(
+                Link {
+                    name: name.clone(),
+                    client,
+                    client_id: client_id.clone(),
+                    inbox: inbox_tx.clone(),
+                    stream_tx: None,
+                    faults,
+                    was_open: false,
+                    reconcile: reconcile_tx.clone(),
+                },
+                brx,
+            )),
+        });
         links.insert(name, btx);
     }
     let gate = std::sync::Arc::new(handle::Gate::default());
-    tokio::spawn(run_manager(
-        core,
-        router,
-        gate.clone(),
-        Channels {
-            api: rx,
-            inbox: inbox_rx,
-            reconcile: reconcile_rx,
-            listings: reconcile_tx,
-            switches: listed,
-        },
-        links,
-        recovered,
-    ));
-    Ok(CmHandle { tx, gate })
+    tokio::spawn(handle::Timed {
+        busy: busy.clone(),
+        link: false,
+        task: Box::pin(run_manager(
+            core,
+            router,
+            gate.clone(),
+            Channels {
+                api: rx,
+                inbox: inbox_rx,
+                reconcile: reconcile_rx,
+                listings: reconcile_tx,
+                switches: listed,
+            },
+            links,
+            recovered,
+        )),
+    });
+    Ok(CmHandle { tx, gate, busy })
 }
