@@ -130,6 +130,10 @@ pub struct Measurement {
     /// The live xbind T = 1 setup one call at a time, back to back (each call as soon as
     /// the last is released), mean, milliseconds: what `wakeup` is fitted to.
     pub live_setup_ms: f64,
+    /// The live manager's task's and its links' tasks' time in their polls per call of
+    /// those back-to-back setups (setup and release), microseconds ([`CmHandle::busy`]):
+    /// reported, not used (the simulated manager's work is the core's `manager_step`).
+    pub lone_tasks_us: (f64, f64),
     /// After each of [`QUIET_GAPS`] of quiet: (gap, mean setup), milliseconds; what
     /// `idle_wake` is measured from.
     pub quiet_setups: Vec<(f64, f64)>,
@@ -166,6 +170,10 @@ impl Measurement {
         s.push_str(&format!(
             "xbind T=1 setup one at a time: live {:.3} ms, simulated {:.3} ms (the wake-up's fit, before idle_wake; {} calls)\n",
             self.live_setup_ms, self.sim_setup_ms, self.calls
+        ));
+        s.push_str(&format!(
+            "xbind T=1 one at a time, back to back: the manager's task {:.1} us a call, its links' tasks {:.1} us (in their polls; not used)\n",
+            self.lone_tasks_us.0, self.lone_tasks_us.1
         ));
         let after: Vec<String> = self
             .quiet_setups
@@ -667,10 +675,12 @@ pub async fn measure(
     let cm = lab.manager(crate::launch::xbind_config(1)).await?;
     let setups = lone_setups(&cm, calls).await;
     cm.shutdown().await;
-    let (live, quiet) = setups?;
+    let (live, lone_tasks_us, quiet) = setups?;
     say(&format!(
-        "xbind T=1 one at a time: back to back {:.3} ms; after a quiet of {}",
+        "xbind T=1 one at a time: back to back {:.3} ms (the manager's task {:.1} us a call, its links' {:.1} us); after a quiet of {}",
         live * 1e3,
+        lone_tasks_us.0,
+        lone_tasks_us.1,
         quiet
             .iter()
             .map(|(gap, t)| format!("{} ms {:.3} ms", gap.as_secs_f64() * 1e3, t * 1e3))
@@ -747,6 +757,7 @@ pub async fn measure(
         route_us,
         manager_step_us,
         live_setup_ms: live * 1e3,
+        lone_tasks_us,
         quiet_setups: quiet
             .iter()
             .map(|&(gap, t)| (gap.as_secs_f64() * 1e3, t * 1e3))
@@ -764,7 +775,7 @@ pub async fn measure(
 async fn lone_setups(
     cm: &CmHandle,
     calls: usize,
-) -> Result<(f64, Vec<(StdDuration, f64)>), LabError> {
+) -> Result<(f64, (f64, f64), Vec<(StdDuration, f64)>), LabError> {
     let one = async || -> Result<f64, LabError> {
         let t0 = Instant::now();
         let call = crate::launch::call_a_to_b(cm, 10.0, "probe")
@@ -780,10 +791,17 @@ async fn lone_setups(
         one().await?;
     }
     let mut sum = 0.0;
+    let busy = cm.busy();
     for _ in 0..calls {
         sum += one().await?;
     }
-    let back_to_back = sum / calls.max(1) as f64;
+    let (manager, links) = cm.busy();
+    let n = calls.max(1) as f64;
+    let back_to_back = sum / n;
+    let tasks = (
+        (manager - busy.0).as_secs_f64() / n * 1e6,
+        (links - busy.1).as_secs_f64() / n * 1e6,
+    );
 
     let (tick, mut ticks) = tokio::sync::mpsc::unbounded_channel::<()>();
     let (go, gaps) = std::sync::mpsc::channel::<StdDuration>();
@@ -818,7 +836,7 @@ async fn lone_setups(
         .zip(sums)
         .map(|(g, s)| (*g, s / n))
         .collect();
-    Ok((back_to_back, quiet))
+    Ok((back_to_back, tasks, quiet))
 }
 
 /// The non-decreasing sequence nearest `y` in least squares (pool adjacent violators):

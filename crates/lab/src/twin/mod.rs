@@ -1030,6 +1030,7 @@ mod tests {
                 route_us: 1.0,
                 manager_step_us: 1.0,
                 live_setup_ms: 1.0,
+                lone_tasks_us: (1.0, 1.0),
                 quiet_setups: vec![(1.0, 1.5)],
                 sim_setup_ms: 1.0,
                 calls: 1,

@@ -69,6 +69,11 @@ async fn the_simulated_control_plane_follows_the_live_one_at_light_load() {
         "T = 4 at {} calls/s: simulated {sim} s, live {live} s",
         light.rate
     );
+    assert!(
+        m.lone_tasks_us.0 > 0.0 && m.lone_tasks_us.1 > 0.0,
+        "the lone setups' tasks: {:?}",
+        m.lone_tasks_us
+    );
     // Every live point read the process's CPU and the manager's and its links' tasks'
     // time (a counter left unwired reads zero), and the simulated ones the processors'.
     for p in &r.points {
