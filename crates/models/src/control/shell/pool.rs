@@ -41,9 +41,8 @@ impl Plane<'_> {
     /// processors: called before each change (`processor_utilisation`).
     #[inline]
     fn pool_tick(&mut self) {
-        if let Some(free) = self.cpu_free {
-            let busy = self.cfg.costs.cpus as usize - free;
-            self.pool_busy += times(self.now - self.pool_since, busy as u64);
+        if self.cpu_free.is_some() {
+            self.pool_busy = self.pool_worked();
             self.pool_since = self.now;
         }
     }
